@@ -1,0 +1,329 @@
+//! The shared vocabulary: a [`Cell`] (GPU type, GPU count, pipeline stages),
+//! a parallel [`Plan`] inside it, and the [`Decision`] the plugins record.
+//!
+//! Text forms are part of the product's interface:
+//! - Cell: `TYPExN` or `TYPExNxSTAGES` (also `TYPE:N[:STAGES]`), e.g. `a100x4`, `v100x8x2`.
+//! - Plan: `dp=2,tp=2,pp=1[,mb=4][,zero=1][,ckpt=on]`.
+//! - Decision (Slurm `AdminComment`): `cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.1234 src=datasheet`.
+use crate::error::CoreError;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A Cell: `gpus` GPUs of one `gpu_type`, split into `stages` pipeline stages.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Cell {
+    /// Canonical lower-case GPU type, e.g. `a100`, `v100`.
+    pub gpu_type: String,
+    /// Total GPUs in the Cell (>= 1).
+    pub gpus: u32,
+    /// Pipeline stages (>= 1, divides `gpus`).
+    pub stages: u32,
+}
+
+impl Cell {
+    /// A Cell; errors if `gpus` is 0, `stages` is 0 or does not divide `gpus`.
+    pub fn new(gpu_type: &str, gpus: u32, stages: u32) -> Result<Self, CoreError> {
+        let t = gpu_type.trim().to_ascii_lowercase();
+        if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(CoreError::invalid("GPU type", gpu_type, "letters, digits, '_' or '-' (e.g. a100)"));
+        }
+        if gpus == 0 {
+            return Err(CoreError::invalid("GPU count", "0", "a positive integer"));
+        }
+        if stages == 0 || gpus % stages != 0 {
+            return Err(CoreError::invalid(
+                "pipeline stages",
+                stages.to_string(),
+                format!("a positive divisor of the GPU count {gpus}"),
+            ));
+        }
+        Ok(Cell { gpu_type: t, gpus, stages })
+    }
+
+    /// GPUs per pipeline stage (DP x TP degree of each stage).
+    pub fn gpus_per_stage(&self) -> u32 {
+        self.gpus / self.stages
+    }
+}
+
+const CELL_FORM: &str = "TYPExN or TYPExNxSTAGES (e.g. a100x4, v100x8x2)";
+
+impl std::str::FromStr for Cell {
+    type Err = CoreError;
+    fn from_str(s: &str) -> Result<Self, CoreError> {
+        let bad = || CoreError::invalid("cell", s, CELL_FORM);
+        let sep = if s.contains(':') { ':' } else { 'x' };
+        let parts: Vec<&str> = s.trim().split(sep).collect();
+        let num = |p: &str| -> Option<u32> {
+            if !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()) { p.parse().ok() } else { None }
+        };
+        // Parse from the right: trailing numeric segments are counts.
+        let (ty, gpus, stages) = match parts.as_slice() {
+            [first, .., a, b]
+                if parts.len() >= 3 && !first.is_empty() && num(a).is_some() && num(b).is_some() =>
+            {
+                (parts[..parts.len() - 2].join(&sep.to_string()), num(a).unwrap(), num(b).unwrap())
+            }
+            [.., a] if parts.len() >= 2 && num(a).is_some() => {
+                (parts[..parts.len() - 1].join(&sep.to_string()), num(a).unwrap(), 1)
+            }
+            _ => return Err(bad()),
+        };
+        if ty.is_empty() {
+            return Err(bad());
+        }
+        Cell::new(&ty, gpus, stages).map_err(|e| match e {
+            CoreError::Invalid { what, value, expected } => CoreError::invalid(
+                format!("cell '{s}': {what}"),
+                value,
+                expected,
+            ),
+            other => other,
+        })
+    }
+}
+
+impl fmt::Display for Cell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}x{}", self.gpu_type, self.gpus, self.stages)
+    }
+}
+
+/// A parallel execution plan inside a Cell (Rubick's knobs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Plan {
+    /// Data-parallel degree.
+    pub dp: u32,
+    /// Tensor-parallel degree (kept inside a node when possible).
+    pub tp: u32,
+    /// Pipeline-parallel degree (= the Cell's stages).
+    pub pp: u32,
+    /// Micro-batches per iteration (pipeline depth).
+    pub micro_batches: u32,
+    /// ZeRO stage 0..=3.
+    pub zero_stage: u8,
+    /// Activation checkpointing (recomputation).
+    pub checkpointing: bool,
+}
+
+impl Plan {
+    /// GPUs the plan uses: dp * tp * pp.
+    pub fn gpus(&self) -> u32 {
+        self.dp * self.tp * self.pp
+    }
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Plan { dp: 1, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: false }
+    }
+}
+
+const PLAN_FORM: &str = "dp=N,tp=N,pp=N[,mb=N][,zero=0..3][,ckpt=on|off]";
+
+impl std::str::FromStr for Plan {
+    type Err = CoreError;
+    fn from_str(s: &str) -> Result<Self, CoreError> {
+        let mut p = Plan::default();
+        let mut seen = [false; 3];
+        for kv in s.trim().split(',').filter(|x| !x.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| CoreError::invalid("plan", s, PLAN_FORM))?;
+            let k = k.trim().to_ascii_lowercase();
+            let v = v.trim();
+            let n = || -> Result<u32, CoreError> {
+                match v.parse::<u32>() {
+                    Ok(n) if n > 0 => Ok(n),
+                    _ => Err(CoreError::invalid(format!("plan key '{k}'"), v, "a positive integer")),
+                }
+            };
+            match k.as_str() {
+                "dp" => { p.dp = n()?; seen[0] = true }
+                "tp" => { p.tp = n()?; seen[1] = true }
+                "pp" => { p.pp = n()?; seen[2] = true }
+                "mb" | "micro_batches" => p.micro_batches = n()?,
+                "zero" => {
+                    p.zero_stage = match v.parse::<u8>() {
+                        Ok(z) if z <= 3 => z,
+                        _ => return Err(CoreError::invalid("plan key 'zero'", v, "0, 1, 2 or 3")),
+                    }
+                }
+                "ckpt" | "checkpointing" => {
+                    p.checkpointing = parse_bool(v).ok_or_else(|| CoreError::invalid("plan key 'ckpt'", v, "on or off"))?
+                }
+                _ => return Err(CoreError::invalid("plan key", k, PLAN_FORM)),
+            }
+        }
+        if !seen.iter().any(|x| *x) {
+            return Err(CoreError::invalid("plan", s, PLAN_FORM));
+        }
+        Ok(p)
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "dp={},tp={},pp={},mb={},zero={},ckpt={}",
+            self.dp,
+            self.tp,
+            self.pp,
+            self.micro_batches,
+            self.zero_stage,
+            if self.checkpointing { "on" } else { "off" }
+        )
+    }
+}
+
+/// Parses on/off style booleans: on/off, yes/no, true/false, 1/0.
+pub fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "on" | "yes" | "true" | "1" => Some(true),
+        "off" | "no" | "false" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// Where an iteration time came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EstimateSource {
+    /// Looked up in the profile database.
+    Measured,
+    /// Analytical model scaled by calibrated per-GPU efficiency.
+    Calibrated,
+    /// Analytical model from datasheet numbers only.
+    Datasheet,
+}
+
+impl fmt::Display for EstimateSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EstimateSource::Measured => "measured",
+            EstimateSource::Calibrated => "calibrated",
+            EstimateSource::Datasheet => "datasheet",
+        })
+    }
+}
+
+impl std::str::FromStr for EstimateSource {
+    type Err = CoreError;
+    fn from_str(s: &str) -> Result<Self, CoreError> {
+        match s {
+            "measured" => Ok(EstimateSource::Measured),
+            "calibrated" => Ok(EstimateSource::Calibrated),
+            "datasheet" => Ok(EstimateSource::Datasheet),
+            _ => Err(CoreError::invalid("estimate source", s, "measured, calibrated or datasheet")),
+        }
+    }
+}
+
+/// A placement decision as recorded in the job's `AdminComment` by the
+/// job_submit plugin and read back by `cellsched report`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The chosen Cell.
+    pub cell: Cell,
+    /// Nodes the Cell spans.
+    pub nodes: u32,
+    /// The plan chosen for the Cell.
+    pub plan: Plan,
+    /// Predicted seconds per iteration.
+    pub iter_s: f64,
+    /// Where `iter_s` came from.
+    pub source: EstimateSource,
+}
+
+const DECISION_PREFIX: &str = "cellsched:";
+
+impl Decision {
+    /// The `AdminComment` text: `cellsched: cell=.. nodes=.. dp=.. ...`.
+    pub fn to_admin_comment(&self) -> String {
+        format!(
+            "{DECISION_PREFIX} cell={} nodes={} dp={} tp={} pp={} mb={} zero={} ckpt={} iter_s={:.6} src={}",
+            self.cell,
+            self.nodes,
+            self.plan.dp,
+            self.plan.tp,
+            self.plan.pp,
+            self.plan.micro_batches,
+            self.plan.zero_stage,
+            u8::from(self.plan.checkpointing),
+            self.iter_s,
+            self.source
+        )
+    }
+
+    /// Parses the text written by [`Decision::to_admin_comment`]; the decision
+    /// may be embedded in a longer comment. `None` if there is none.
+    pub fn parse_admin_comment(s: &str) -> Option<Decision> {
+        let start = s.find(DECISION_PREFIX)? + DECISION_PREFIX.len();
+        let mut cell = None;
+        let mut nodes = None;
+        let mut plan = Plan::default();
+        let mut iter_s = None;
+        let mut source = EstimateSource::Datasheet;
+        for tok in s[start..].split_whitespace() {
+            let Some((k, v)) = tok.split_once('=') else { break };
+            match k {
+                "cell" => cell = v.parse::<Cell>().ok(),
+                "nodes" => nodes = v.parse().ok(),
+                "dp" => plan.dp = v.parse().ok()?,
+                "tp" => plan.tp = v.parse().ok()?,
+                "pp" => plan.pp = v.parse().ok()?,
+                "mb" => plan.micro_batches = v.parse().ok()?,
+                "zero" => plan.zero_stage = v.parse().ok()?,
+                "ckpt" => plan.checkpointing = parse_bool(v)?,
+                "iter_s" => iter_s = v.parse().ok(),
+                "src" => source = v.parse().ok()?,
+                _ => {}
+            }
+        }
+        Some(Decision { cell: cell?, nodes: nodes?, plan, iter_s: iter_s?, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cell_forms() {
+        assert_eq!("a100x4".parse::<Cell>().unwrap(), Cell::new("a100", 4, 1).unwrap());
+        assert_eq!("V100x8x2".parse::<Cell>().unwrap(), Cell::new("v100", 8, 2).unwrap());
+        assert_eq!("a100_40g:4:2".parse::<Cell>().unwrap(), Cell::new("a100_40g", 4, 2).unwrap());
+        assert_eq!(Cell::new("a10", 16, 4).unwrap().to_string(), "a10x16x4");
+        for bad in ["x100x0", "a100", "a100x", "x4", "a100x4x3", "a100x0", "a1 00x4", ""] {
+            assert!(bad.parse::<Cell>().is_err(), "{bad} should be rejected");
+        }
+        let e = "x100x0".parse::<Cell>().unwrap_err().to_string();
+        assert!(e.contains("x100x0") && e.contains("GPU count"), "{e}");
+    }
+
+    #[test]
+    fn plan_forms() {
+        let p: Plan = "dp=2,tp=2,pp=1".parse().unwrap();
+        assert_eq!((p.dp, p.tp, p.pp, p.gpus()), (2, 2, 1, 4));
+        let q: Plan = p.to_string().parse().unwrap();
+        assert_eq!(p, q);
+        let r: Plan = "dp=1,tp=8,pp=2,mb=8,zero=3,ckpt=on".parse().unwrap();
+        assert!(r.checkpointing && r.zero_stage == 3 && r.micro_batches == 8);
+        for bad in ["", "dp=0", "dp=x", "zero=4,dp=1", "foo=1", "dp2"] {
+            assert!(bad.parse::<Plan>().is_err(), "{bad} should be rejected");
+        }
+    }
+
+    #[test]
+    fn decision_roundtrip() {
+        let d = Decision {
+            cell: Cell::new("v100", 8, 2).unwrap(),
+            nodes: 1,
+            plan: "dp=2,tp=2,pp=2,mb=4,zero=1,ckpt=on".parse().unwrap(),
+            iter_s: 0.25,
+            source: EstimateSource::Calibrated,
+        };
+        let text = format!("user note; {}", d.to_admin_comment());
+        assert_eq!(Decision::parse_admin_comment(&text), Some(d));
+        assert_eq!(Decision::parse_admin_comment("no decision here"), None);
+    }
+}

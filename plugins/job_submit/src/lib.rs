@@ -1,0 +1,1 @@
+//! job_submit/cellsched: Cell/GRES-type-aware placement and re-planning inside slurmctld

@@ -1,0 +1,1 @@
+//! A live heterogeneous Slurm cluster on localhost (slurmctld, slurmd nodes, slurmdbd, MariaDB)

@@ -1,0 +1,1 @@
+//! NVML GPU profiler feeding the cellsched profile database

@@ -1,0 +1,1 @@
+//! sacct-based reports on DL jobs: tables, CSV/JSON and plots
