@@ -3,6 +3,12 @@
 //! Each subcommand lives in its own module with its own clap `Args` and a
 //! `run` function; this file only dispatches.
 mod cmd_cluster;
+mod cmd_estimate;
+mod cmd_cells;
+mod cmd_profile;
+mod cmd_report;
+mod cmd_sim;
+mod cmd_bench;
 
 use clap::{Parser, Subcommand};
 
@@ -18,6 +24,18 @@ struct Cli {
 enum Command {
     /// Bring a local heterogeneous Slurm test cluster up or down.
     Cluster(cmd_cluster::Args),
+    /// Predict the best plan and iteration time of a job on one Cell.
+    Estimate(cmd_estimate::Args),
+    /// List the feasible Cells of a job, ranked.
+    Cells(cmd_cells::Args),
+    /// Profile GPUs with NVML and manage the profile database.
+    Profile(cmd_profile::Args),
+    /// Reports on DL jobs from sacct.
+    Report(cmd_report::Args),
+    /// Trace-driven simulation of scheduling policies.
+    Sim(cmd_sim::Args),
+    /// Benchmarks: policy comparison, ablations, live replay.
+    Bench(cmd_bench::Args),
 }
 
 fn main() {
@@ -25,6 +43,12 @@ fn main() {
     let cli = Cli::parse();
     let res = match cli.command {
         Command::Cluster(a) => cmd_cluster::run(a),
+        Command::Estimate(a) => cmd_estimate::run(a),
+        Command::Cells(a) => cmd_cells::run(a),
+        Command::Profile(a) => cmd_profile::run(a),
+        Command::Report(a) => cmd_report::run(a),
+        Command::Sim(a) => cmd_sim::run(a),
+        Command::Bench(a) => cmd_bench::run(a),
     };
     if let Err(e) = res {
         eprintln!("cellsched: error: {e:#}");
