@@ -5,8 +5,19 @@
 //!
 //! - [`cell`]: the shared vocabulary — [`cell::Cell`], [`cell::Plan`],
 //!   [`cell::Decision`] and their text forms (sbatch options, admin comments).
+pub mod asrpt;
+pub mod calibration;
 pub mod cell;
+pub mod config;
 pub mod error;
+pub mod estimator;
+pub mod freezing;
+pub mod gpu;
+pub mod history;
+pub mod model;
+pub mod options;
+pub mod predictor;
+pub mod profile_db;
 
 pub use cell::{Cell, Decision, Plan};
 pub use error::CoreError;

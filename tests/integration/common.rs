@@ -1,1 +1,271 @@
-//! Integration tests: common.
+//! Shared fixture of the end-to-end tests: the live local cluster (brought
+//! up once per test process, reused when already running), and helpers to
+//! run Slurm commands against it.
+//!
+//! Tests of all modules run in parallel threads against the one cluster:
+//! name jobs with [`unique_name`], never assume the cluster is empty, and
+//! wait with generous timeouts. Live tests start with
+//! `crate::common::require_e2e!();` and run only when `CELLSCHED_E2E=1`.
+//! The cluster is left running for the next test process; scripts bring it
+//! down with `cellsched cluster down`.
+#![allow(dead_code)]
+
+use cellsched_cluster::{Cluster, ClusterSpec};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Job states after which a job never changes again.
+pub const TERMINAL_STATES: &[&str] =
+    &["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"];
+
+/// True when live-cluster tests should run (`CELLSCHED_E2E=1`).
+pub fn e2e_enabled() -> bool {
+    std::env::var("CELLSCHED_E2E").map(|v| v == "1").unwrap_or(false)
+}
+
+/// Returns from the calling test (with a note) unless `CELLSCHED_E2E=1`.
+macro_rules! require_e2e {
+    () => {
+        if !$crate::common::e2e_enabled() {
+            eprintln!("skipped: set CELLSCHED_E2E=1");
+            return;
+        }
+    };
+}
+pub(crate) use require_e2e;
+
+/// The running cluster the tests share.
+pub struct ClusterHandle {
+    /// The library handle (spec, layout, ports, what `up` did).
+    pub cluster: Cluster,
+    /// `<dir>/etc/slurm.conf`, given to every Slurm command as `SLURM_CONF`.
+    pub slurm_conf: PathBuf,
+    /// Working directory of submitted jobs (their `slurm-N.out` land here).
+    pub jobs_dir: PathBuf,
+}
+
+impl ClusterHandle {
+    /// The spec the cluster was brought up with.
+    pub fn spec(&self) -> &ClusterSpec {
+        &self.cluster.spec
+    }
+    /// A file under the cluster's log directory (`slurmctld.log`, `slurmd-a100-1.log`).
+    pub fn log_path(&self, name: &str) -> PathBuf {
+        self.cluster.layout.log().join(name)
+    }
+}
+
+/// The spec of the test cluster: `ClusterSpec::from_env()` (so
+/// `CELLSCHED_CLUSTER_DIR`, `CELLSCHED_PORT_BASE`, `CELLSCHED_PLUGIN_BUILD_DIR`
+/// apply) with cellsched's plugins on.
+pub fn test_spec() -> ClusterSpec {
+    let mut spec = ClusterSpec::from_env().expect("cluster settings from the environment");
+    spec.with_plugins = true;
+    spec
+}
+
+/// Brings the cluster up once per test process (a running healthy cluster
+/// with the same configuration is reused as is). Panics with the start-up
+/// error, which names the failing step and its log tail.
+pub fn cluster() -> &'static ClusterHandle {
+    static HANDLE: OnceLock<ClusterHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let spec = test_spec();
+        let t = Instant::now();
+        let cluster = Cluster::up(&spec).unwrap_or_else(|e| panic!("cannot bring the test cluster up: {e}"));
+        eprintln!(
+            "test cluster at {} ({:?}, plugins {:?}) in {:.1} s",
+            spec.dir.display(),
+            cluster.outcome,
+            cluster.plugins.names(),
+            t.elapsed().as_secs_f64()
+        );
+        let jobs_dir = spec.dir.join("jobs");
+        std::fs::create_dir_all(&jobs_dir).expect("create jobs dir");
+        ClusterHandle { slurm_conf: cluster.layout.slurm_conf(), cluster, jobs_dir }
+    })
+}
+
+/// Runs Slurm command `name` (e.g. `sbatch`, `sacct`) against the test
+/// cluster, in its jobs directory. Panics only when the program cannot run.
+pub fn slurm_cmd(name: &str, args: &[&str]) -> Output {
+    let c = cluster();
+    let prog = c.spec().slurm_bin.join(name);
+    Command::new(&prog)
+        .args(args)
+        .env("SLURM_CONF", &c.slurm_conf)
+        .current_dir(&c.jobs_dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", prog.display()))
+}
+
+/// stdout of a Slurm command, panicking with its stderr when it fails.
+pub fn slurm_ok(name: &str, args: &[&str]) -> String {
+    let out = slurm_cmd(name, args);
+    assert!(out.status.success(), "{name} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A job name unique across threads and test processes: `cs-<tag>-<pid>-<n>`.
+pub fn unique_name(tag: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("cs-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// `sbatch --parsable ARGS`: the job id, or sbatch's stderr when refused.
+pub fn submit(args: &[&str]) -> Result<u32, String> {
+    let mut full = vec!["--parsable"];
+    full.extend_from_slice(args);
+    let out = slurm_cmd("sbatch", &full);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        return Err(stderr);
+    }
+    // --parsable prints "ID" or "ID;CLUSTER".
+    stdout
+        .trim()
+        .split(';')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("unexpected sbatch output {stdout:?}; stderr: {stderr}"))
+}
+
+/// `scontrol show job -o ID` as key → value (`None` once slurmctld forgot the job).
+pub fn scontrol_job(jobid: u32) -> Option<HashMap<String, String>> {
+    let out = slurm_cmd("scontrol", &["show", "job", "-o", &jobid.to_string()]);
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let map = parse_key_values(&text);
+    (!map.is_empty()).then_some(map)
+}
+
+/// Parses Slurm's `Key=Value Key2=Value2` one-line records (values without spaces).
+pub fn parse_key_values(text: &str) -> HashMap<String, String> {
+    text.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The job's current state (`PENDING`, `RUNNING`, `COMPLETED`, ...), from
+/// slurmctld, or from sacct once slurmctld has purged it.
+pub fn job_state(jobid: u32) -> Option<String> {
+    if let Some(m) = scontrol_job(jobid) {
+        return m.get("JobState").cloned();
+    }
+    let out = slurm_cmd("sacct", &["-X", "-n", "-P", "-j", &jobid.to_string(), "-o", "State"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "CANCELLED by 0" → "CANCELLED".
+    text.lines().next().and_then(|l| l.split_whitespace().next()).map(str::to_string)
+}
+
+/// Waits until the job is in one of `states`; returns that state. Fails
+/// early when the job reaches another terminal state, and on timeout.
+pub fn wait_for_state(jobid: u32, states: &[&str], timeout: Duration) -> Result<String, String> {
+    let start = Instant::now();
+    let mut last = None;
+    loop {
+        let st = job_state(jobid);
+        if let Some(s) = &st {
+            if states.contains(&s.as_str()) {
+                return Ok(s.clone());
+            }
+            if TERMINAL_STATES.contains(&s.as_str()) {
+                return Err(format!("job {jobid} ended {s}, wanted one of {states:?}"));
+            }
+        }
+        last = st.or(last);
+        if start.elapsed() > timeout {
+            return Err(format!("job {jobid} still {last:?} after {} s, wanted one of {states:?}", timeout.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// `sacct -X -j ID -o FIELDS` of the job allocation as field → value,
+/// waiting (up to 30 s) for slurmdbd to have the job. Keys are the field
+/// names as given.
+pub fn sacct_fields(jobid: u32, fields: &[&str]) -> HashMap<String, String> {
+    sacct_fields_when(jobid, fields, Duration::from_secs(30), |_| true)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Like [`sacct_fields`] but polls until `ready` accepts the row (accounting
+/// records lag slurmctld by a moment), up to `timeout`.
+pub fn sacct_fields_when(
+    jobid: u32,
+    fields: &[&str],
+    timeout: Duration,
+    ready: impl Fn(&HashMap<String, String>) -> bool,
+) -> Result<HashMap<String, String>, String> {
+    let start = Instant::now();
+    let format = fields.join(",");
+    let mut last = None;
+    loop {
+        let out = slurm_cmd("sacct", &["-X", "-n", "-P", "-j", &jobid.to_string(), "-o", &format]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if let Some(line) = text.lines().next() {
+            let values: Vec<&str> = line.split('|').collect();
+            if values.len() == fields.len() {
+                let map: HashMap<String, String> =
+                    fields.iter().zip(values).map(|(f, v)| (f.to_string(), v.to_string())).collect();
+                if ready(&map) {
+                    return Ok(map);
+                }
+                last = Some(map);
+            }
+        }
+        if start.elapsed() > timeout {
+            return Err(format!(
+                "sacct has no matching record of job {jobid} after {} s; last {last:?}; stderr: {}",
+                timeout.as_secs(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Path of the built `cellsched` CLI.
+pub fn cellsched_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cellsched"))
+}
+
+/// Runs the CLI with `args` (no cluster needed).
+pub fn cellsched(args: &[&str]) -> Output {
+    Command::new(cellsched_bin()).args(args).output().expect("run cellsched")
+}
+
+/// True when the plugin `.so` built by cargo (`libNAME.so`) exists in the
+/// plugin build dir the cluster installs from.
+pub fn plugin_built(lib_file: &str) -> bool {
+    test_spec().plugin_build_dir.join(lib_file).is_file()
+}
+
+/// Contents of a text file ("" when missing).
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+#[test]
+fn key_values_parse() {
+    let m = parse_key_values("JobId=7 JobName=x JobState=PENDING Reason=Resources TRES=cpu=1,gres/gpu=2");
+    assert_eq!(m["JobState"], "PENDING");
+    assert_eq!(m["TRES"], "cpu=1,gres/gpu=2");
+    assert_eq!(m.len(), 5);
+}
+
+#[test]
+fn unique_names_differ() {
+    let a = unique_name("t");
+    let b = unique_name("t");
+    assert_ne!(a, b);
+    assert!(a.starts_with(&format!("cs-t-{}-", std::process::id())));
+}

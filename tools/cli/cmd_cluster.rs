@@ -1,8 +1,116 @@
-//! `cellsched cluster`: Bring a local heterogeneous Slurm test cluster up or down.
+//! `cellsched cluster`: bring the local heterogeneous Slurm test cluster up
+//! or down, show its state, or print the shell lines that point Slurm's
+//! commands at it.
+use anyhow::Context;
+use cellsched_cluster::{parse_port_base, Cluster, ClusterError, ClusterSpec, UpOutcome};
+use std::path::PathBuf;
+use std::time::Instant;
+
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+    /// Cluster directory (config, state, logs, database)
+    /// [default: $XDG_STATE_HOME/cellsched/cluster or ~/.local/state/cellsched/cluster]
+    #[arg(long, global = true, env = "CELLSCHED_CLUSTER_DIR", value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// First port of the cluster's range (slurmctld; then slurmdbd, MariaDB, one per slurmd)
+    #[arg(long, global = true, env = "CELLSCHED_PORT_BASE", value_name = "PORT", value_parser = port_base)]
+    port_base: Option<u16>,
+    /// Run stock Slurm: do not install or configure cellsched's plugins
+    #[arg(long, global = true)]
+    no_plugins: bool,
+}
+
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Start MariaDB, slurmdbd, slurmctld and the slurmd nodes (no-op if already up)
+    Up,
+    /// Stop every daemon of the cluster (no-op if already down)
+    Down,
+    /// Show each daemon's state and `sinfo`
+    Status,
+    /// Print `export SLURM_CONF=...` lines: eval "$(cellsched cluster env)"
+    Env,
+}
+
+fn port_base(s: &str) -> Result<u16, String> {
+    parse_port_base(s).map_err(|e| e.to_string())
+}
 
 /// Runs the subcommand.
-pub fn run(_a: Args) -> anyhow::Result<()> {
-    anyhow::bail!("'cluster' is not available in this build yet")
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let mut spec = ClusterSpec::from_env().context("reading the cluster settings from the environment")?;
+    if let Some(d) = a.dir {
+        spec.dir = if d.is_absolute() { d } else { std::env::current_dir()?.join(d) };
+    }
+    if let Some(p) = a.port_base {
+        spec.port_base = p;
+    }
+    spec.with_plugins = !a.no_plugins;
+    match a.action {
+        Action::Up => up(&spec),
+        Action::Down => {
+            let t = Instant::now();
+            let stopped = Cluster::open(&spec)?.down()?;
+            if stopped.is_empty() {
+                eprintln!("cluster at {} was not running", spec.dir.display());
+            } else {
+                eprintln!("stopped {} in {:.1} s", stopped.join(", "), t.elapsed().as_secs_f64());
+            }
+            Ok(())
+        }
+        Action::Status => {
+            let status = Cluster::open(&spec)?.status();
+            print!("{status}");
+            Ok(())
+        }
+        Action::Env => {
+            for l in Cluster::open(&spec)?.env_lines() {
+                println!("{l}");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn up(spec: &ClusterSpec) -> anyhow::Result<()> {
+    let t = Instant::now();
+    let c = match Cluster::up(spec) {
+        Ok(c) => c,
+        Err(e) => return Err(hint(e)),
+    };
+    let secs = t.elapsed().as_secs_f64();
+    let plugins = if c.plugins.is_stock() {
+        if spec.with_plugins {
+            format!("stock Slurm (no plugin .so files in {}; build them with cargo build --release)", spec.plugin_build_dir.display())
+        } else {
+            "stock Slurm (--no-plugins)".to_string()
+        }
+    } else {
+        c.plugins.names().join(", ")
+    };
+    match c.outcome {
+        Some(UpOutcome::AlreadyUp) => eprintln!("cluster already up at {} (checked in {secs:.1} s); plugins: {plugins}", spec.dir.display()),
+        Some(UpOutcome::Restarted { ref reason }) => {
+            eprintln!("cluster restarted ({reason}) in {secs:.1} s at {}; plugins: {plugins}", spec.dir.display())
+        }
+        _ => eprintln!("cluster up in {secs:.1} s at {}; plugins: {plugins}", spec.dir.display()),
+    }
+    eprintln!("nodes: {}", spec.groups.iter().map(|g| format!("{} ({}x{})", g.hostlist(), g.gpus_per_node, g.gpu_type)).collect::<Vec<_>>().join(", "));
+    eprintln!("use it with: eval \"$(cellsched cluster env --dir {} --port-base {})\"", spec.dir.display(), spec.port_base);
+    Ok(())
+}
+
+/// Adds the next step to errors a user can fix.
+fn hint(e: ClusterError) -> anyhow::Error {
+    let extra = match &e {
+        ClusterError::NotRoot { .. } => Some("run it with sudo or as root"),
+        ClusterError::StepFailed { .. } => Some("all daemons that had started were stopped again; fix the cause and rerun `cellsched cluster up`"),
+        _ => None,
+    };
+    match extra {
+        Some(h) => anyhow::Error::new(e).context(format!("cannot bring the cluster up ({h})")),
+        None => anyhow::Error::new(e).context("cannot bring the cluster up"),
+    }
 }

@@ -1,8 +1,171 @@
 //! `cellsched estimate`: Predict the best plan and iteration time of a job on one Cell.
-#[derive(clap::Args)]
-pub struct Args {}
+use anyhow::{bail, Context};
+use cellsched_core::cell::{Cell, Plan};
+use cellsched_core::estimator::{Estimate, Estimator, JobSpec};
+use cellsched_core::gpu::GpuCatalog;
+use cellsched_core::model::ModelCatalog;
+use cellsched_core::profile_db::ProfileDb;
+use std::path::PathBuf;
+
+/// Catalog and database options shared by `estimate` and `cells`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CatalogArgs {
+    /// Profile database CSV (model,batch,gpu_type,nodes,gpus_per_node,iter_time_s[,plan]):
+    /// exact matches override, single-node points calibrate.
+    #[arg(long, env = "CELLSCHED_PROFILE_DB")]
+    pub db: Option<PathBuf>,
+    /// TOML file with `[gpu.NAME]` overrides/extensions of the GPU catalog.
+    #[arg(long)]
+    pub gpu_catalog: Option<PathBuf>,
+    /// TOML file with extra `[[model]]` entries.
+    #[arg(long)]
+    pub model_catalog: Option<PathBuf>,
+}
+
+impl CatalogArgs {
+    /// Builds the estimator these options describe.
+    pub fn estimator(&self) -> anyhow::Result<Estimator> {
+        let gpus = match &self.gpu_catalog {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+                let mut c = GpuCatalog::builtin();
+                c.apply_overrides_toml(&text, &p.display().to_string())?;
+                c
+            }
+            None => GpuCatalog::builtin(),
+        };
+        let mut models = ModelCatalog::builtin();
+        if let Some(p) = &self.model_catalog {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            models.add_models_toml(&text, &p.display().to_string())?;
+        }
+        let est = Estimator::new(gpus, models);
+        Ok(match &self.db {
+            Some(p) => est.with_db(ProfileDb::load_csv(p)?),
+            None => est,
+        })
+    }
+}
+
+/// Parses a batch size, rejecting zero and negatives with a clear message.
+pub fn parse_batch(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(b) if b > 0 && b <= u32::MAX as i64 => Ok(b as u32),
+        Ok(b) => Err(format!("batch must be a positive integer, got {b}")),
+        Err(_) => Err(format!("batch must be a positive integer, got '{s}'")),
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Model: catalog name or alias (e.g. gpt__1.3B, bert__760M) or a model .toml file.
+    #[arg(long)]
+    pub model: String,
+    /// Global batch size (samples per iteration).
+    #[arg(long, value_parser = parse_batch, allow_hyphen_values = true)]
+    pub batch: u32,
+    /// GPU type (catalog key or NVML name, e.g. a100, "NVIDIA A100-SXM4-80GB").
+    #[arg(long)]
+    pub gpu: String,
+    /// Total GPUs in the Cell.
+    #[arg(long)]
+    pub gpus: u32,
+    /// Nodes the Cell spans (default: as few as the node size allows).
+    #[arg(long)]
+    pub nodes: Option<u32>,
+    /// GPUs per node of this type (default: the catalog's typical server size).
+    #[arg(long)]
+    pub gpus_per_node: Option<u32>,
+    /// Pipeline stages (default: try every power-of-two divisor and keep the fastest).
+    #[arg(long)]
+    pub stages: Option<u32>,
+    /// Evaluate this plan instead of searching (dp=..,tp=..,pp=..[,mb=..][,zero=..][,ckpt=on]).
+    #[arg(long)]
+    pub plan: Option<Plan>,
+    #[command(flatten)]
+    pub catalogs: CatalogArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs the subcommand.
-pub fn run(_a: Args) -> anyhow::Result<()> {
-    anyhow::bail!("'estimate' is not available in this build yet")
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let est = a.catalogs.estimator()?;
+    let model = est.model_catalog().resolve(&a.model)?;
+    let gpu = est.gpu_catalog().get(&a.gpu)?.clone();
+    if a.gpus == 0 {
+        bail!("--gpus must be a positive integer, got 0");
+    }
+    let node = match (a.nodes, a.gpus_per_node) {
+        (Some(0), _) => bail!("--nodes must be a positive integer, got 0"),
+        (Some(k), _) if a.gpus % k != 0 => bail!("--gpus {} is not divisible by --nodes {k}", a.gpus),
+        (Some(k), _) => a.gpus / k,
+        (None, Some(0)) => bail!("--gpus-per-node must be a positive integer, got 0"),
+        (None, Some(g)) => g,
+        (None, None) => gpu.gpus_per_node,
+    };
+    let job = JobSpec { model, global_batch: a.batch };
+    let stage_choices: Vec<u32> = match (a.stages, a.plan) {
+        (Some(s), _) => vec![s],
+        (None, Some(p)) => vec![p.pp],
+        (None, None) => (0..6).map(|e| 1u32 << e).filter(|s| *s <= a.gpus && a.gpus % s == 0).collect(),
+    };
+    let mut best: Option<Estimate> = None;
+    let mut last_err = None;
+    for s in stage_choices {
+        let cell = Cell::new(&gpu.name, a.gpus, s)?;
+        let r = match &a.plan {
+            Some(p) => est.estimate_plan(&job, &cell, node, p),
+            None => est.estimate(&job, &cell, node),
+        };
+        match r {
+            Ok(e) if best.as_ref().map_or(true, |b| e.iter_time_s < b.iter_time_s) => best = Some(e),
+            Ok(_) => {}
+            Err(e) => last_err = Some(e),
+        }
+    }
+    let Some(e) = best else {
+        return Err(last_err.map(anyhow::Error::from).unwrap_or_else(|| anyhow::anyhow!("no Cell to evaluate")));
+    };
+    let ev = est.evaluate_plan(&job, &e.cell, node, &e.plan)?;
+    if a.json {
+        let v = serde_json::json!({
+            "model": job.model.name,
+            "batch": job.global_batch,
+            "estimate": e,
+            "gpu_seconds_per_iter": e.gpu_seconds_per_iter(),
+            "time_breakdown": ev.time,
+            "memory_breakdown": ev.memory,
+            "decision": e.to_decision().to_admin_comment(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    let p = e.plan;
+    println!("model        {} (batch {})", job.model.name, job.global_batch);
+    println!("cell         {} on {} node(s) x {} GPU(s)", e.cell, e.nodes, e.gpus_per_node);
+    println!(
+        "plan         dp={} tp={} pp={} micro-batches={} zero={} checkpointing={}",
+        p.dp, p.tp, p.pp, p.micro_batches, p.zero_stage, if p.checkpointing { "on" } else { "off" }
+    );
+    println!("iteration    {:.4} s  ({:.3} GPU-s/iter, source: {})", e.iter_time_s, e.gpu_seconds_per_iter(), e.source);
+    println!(
+        "memory/GPU   {:.2} GiB of {:.0} GiB (states {:.2}, activations {:.2}, other {:.2})",
+        gib(e.mem_per_gpu_bytes as f64),
+        gpu.mem_gib,
+        gib(ev.memory.states),
+        gib(ev.memory.activations),
+        gib(ev.memory.other)
+    );
+    let t = ev.time;
+    println!(
+        "model time   compute {:.4}  bubble {:.4}  tp {:.4}  pp {:.4}  dp {:.4}  optimizer {:.4}  overhead {:.4}",
+        t.compute_s, t.bubble_s, t.tp_comm_s, t.pp_comm_s, t.dp_comm_s, t.optimizer_s, t.overhead_s
+    );
+    if a.catalogs.db.is_some() {
+        print!("{}", est.calibration());
+    }
+    Ok(())
 }

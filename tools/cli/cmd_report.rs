@@ -1,8 +1,227 @@
-//! `cellsched report`: Reports on DL jobs from sacct.
-#[derive(clap::Args)]
-pub struct Args {}
+//! `cellsched report`: reports on DL jobs from Slurm accounting (sacct).
+//!
+//! - `cellsched report [--start T] [--end T] [--partition P] [--user U] [--jobs IDS]
+//!   [--capacity a100=8,..] [--json|--csv] [--plot FILE.png|.svg ...]`
+//! - `cellsched report compare --a X --b Y` (X/Y: saved `--json` file or `START..END`)
+//! - `cellsched report history --out history.csv`
+//!
+//! Exit codes: 0 ok, 2 bad option, 3 sacct/slurmdbd unavailable, 4 no jobs in
+//! the window, 5 malformed sacct output, 6 unknown user, 1 other errors.
+use anyhow::Context;
+use cellsched_report::{compare, history, output, plot, sacct, Query, Report, ReportError};
+use std::path::PathBuf;
 
-/// Runs the subcommand.
-pub fn run(_a: Args) -> anyhow::Result<()> {
-    anyhow::bail!("'report' is not available in this build yet")
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    sub: Option<Sub>,
+    #[command(flatten)]
+    jobs: JobsArgs,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Two windows or saved reports side by side, with ratios B/A.
+    Compare(CompareArgs),
+    /// Export the iteration predictor's training data (history CSV).
+    History(HistoryArgs),
+}
+
+/// Which jobs: passed to sacct as given.
+#[derive(clap::Args, Clone, Default)]
+struct WindowArgs {
+    /// Window start (any sacct time form: 2024-05-01T10:00, now-2hours);
+    /// default: all of the accounting history.
+    #[arg(long, short = 'S')]
+    start: Option<String>,
+    /// Window end (default: now).
+    #[arg(long, short = 'E')]
+    end: Option<String>,
+    /// Only these partitions (comma list).
+    #[arg(long, short = 'r')]
+    partition: Option<String>,
+    /// Only these users (comma list); default: all users.
+    #[arg(long, short = 'u')]
+    user: Option<String>,
+    /// Only these job ids (comma list).
+    #[arg(long, short = 'j')]
+    jobs: Option<String>,
+}
+
+impl WindowArgs {
+    fn query(&self) -> Query {
+        Query {
+            start: self.start.clone(),
+            end: self.end.clone(),
+            partition: self.partition.clone(),
+            user: self.user.clone(),
+            jobs: self.jobs.clone(),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct JobsArgs {
+    #[command(flatten)]
+    window: WindowArgs,
+    /// GPUs per type for utilization, e.g. a100=8,v100=16 (default: from
+    /// `scontrol show nodes`).
+    #[arg(long)]
+    capacity: Option<String>,
+    /// Print the report as JSON (readable by `report compare`).
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print the jobs as CSV.
+    #[arg(long)]
+    csv: bool,
+    /// Print only the summary (no per-job table).
+    #[arg(long, conflicts_with_all = ["json", "csv"])]
+    summary: bool,
+    /// Write plots (JCT CDF, queueing delay, GPU utilization) to FILE.png or
+    /// FILE.svg; may be repeated.
+    #[arg(long, value_name = "FILE")]
+    plot: Vec<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// Side A: a report saved with `--json`, or a window START..END.
+    #[arg(long)]
+    a: String,
+    /// Side B: a report saved with `--json`, or a window START..END.
+    #[arg(long)]
+    b: String,
+    /// Label of A in the table (default: its argument).
+    #[arg(long)]
+    a_name: Option<String>,
+    /// Label of B in the table (default: its argument).
+    #[arg(long)]
+    b_name: Option<String>,
+    /// Partition filter for window sides.
+    #[arg(long, short = 'r')]
+    partition: Option<String>,
+    /// User filter for window sides.
+    #[arg(long, short = 'u')]
+    user: Option<String>,
+    /// GPUs per type for utilization of window sides.
+    #[arg(long)]
+    capacity: Option<String>,
+    /// Print the comparison rows as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct HistoryArgs {
+    #[command(flatten)]
+    window: WindowArgs,
+    /// Output CSV file (written atomically); `-` for stdout.
+    #[arg(long, short = 'o')]
+    out: PathBuf,
+}
+
+/// Runs the subcommand; report errors exit with their documented code.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let res = match a.sub {
+        Some(Sub::Compare(c)) => run_compare(c),
+        Some(Sub::History(h)) => run_history(h),
+        None => run_jobs(a.jobs),
+    };
+    if let Err(e) = &res {
+        if let Some(re) = e.downcast_ref::<ReportError>() {
+            eprintln!("cellsched: error: {e:#}");
+            std::process::exit(re.exit_code());
+        }
+    }
+    res
+}
+
+fn capacity(opt: &Option<String>) -> Result<Option<sacct::Capacity>, ReportError> {
+    match opt {
+        Some(s) => sacct::parse_capacity(s).map(Some),
+        None => match sacct::fetch_capacity() {
+            Ok(c) if !c.is_empty() => Ok(Some(c)),
+            Ok(_) => Ok(None),
+            Err(e) => {
+                log::warn!("GPU capacity unknown, utilization not computed: {e}");
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// Builds a report for `q` (capacity from `--capacity`, else scontrol), with
+/// the iteration predictor's holdout error.
+fn build_report(q: Query, cap: &Option<String>) -> Result<Report, ReportError> {
+    let jobs = sacct::fetch_jobs(&q)?;
+    let cap = capacity(cap)?;
+    let mut r = Report::new(q, jobs, cap.as_ref());
+    r.summary.iteration_predictor_error = history::predictor_error(&history::history(&r.jobs).records);
+    Ok(r)
+}
+
+fn run_jobs(a: JobsArgs) -> anyhow::Result<()> {
+    if let Some(c) = &a.capacity {
+        sacct::parse_capacity(c)?; // a bad option fails before sacct runs
+    }
+    let r = build_report(a.window.query(), &a.capacity)?;
+    for p in &a.plot {
+        plot::write_plot(&r, p)?;
+        eprintln!("wrote {}", p.display());
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else if a.csv {
+        print!("{}", output::jobs_csv(&r.jobs)?);
+    } else if a.summary {
+        print!("{}", output::summary_text(&r.summary));
+    } else {
+        print!("{}", output::report_text(&r));
+    }
+    Ok(())
+}
+
+fn side(arg: &str, a: &CompareArgs) -> Result<Report, ReportError> {
+    match compare::Side::parse(arg)? {
+        compare::Side::File(p) => compare::load_report(&p),
+        compare::Side::Window(mut q) => {
+            q.partition = a.partition.clone();
+            q.user = a.user.clone();
+            build_report(q, &a.capacity)
+        }
+    }
+}
+
+fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
+    let ra = side(&a.a, &a)?;
+    let rb = side(&a.b, &a)?;
+    let rows = compare::compare(&ra.summary, &rb.summary);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        let (na, nb) = (a.a_name.as_deref().unwrap_or(&a.a), a.b_name.as_deref().unwrap_or(&a.b));
+        println!("{}", compare::compare_table(&rows, na, nb));
+    }
+    Ok(())
+}
+
+fn run_history(a: HistoryArgs) -> anyhow::Result<()> {
+    let jobs = sacct::fetch_jobs(&a.window.query())?;
+    let h = history::history(&jobs);
+    for s in &h.skipped {
+        log::info!("job {} not in history: {}", s.job_id, s.reason);
+    }
+    if a.out.as_os_str() == "-" {
+        print!("{}", cellsched_core::history::to_csv_string(&h.records));
+    } else {
+        cellsched_core::history::save_csv(&a.out, &h.records)
+            .with_context(|| format!("writing history to {}", a.out.display()))?;
+    }
+    eprintln!(
+        "history: {} jobs exported, {} skipped (need batch= tag, GPUs, time limit, iterations; RUST_LOG=info lists them)",
+        h.records.len(),
+        h.skipped.len()
+    );
+    Ok(())
 }

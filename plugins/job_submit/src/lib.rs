@@ -1,1 +1,21 @@
-//! job_submit/cellsched: Cell/GRES-type-aware placement and re-planning inside slurmctld
+//! job_submit/cellsched: Cell/GRES-type-aware placement and re-planning inside slurmctld.
+//!
+//! Loaded with `JobSubmitPlugins=cellsched`. Jobs carrying DL options (the
+//! SPANK plugin's `CELLSCHED_DL_*` entries in `spank_job_env`) get a Cell at
+//! submit: `--dl-cell=auto` jobs are rewritten to the chosen GPU type as a
+//! node feature plus an untyped GPU count and node count; pinned jobs keep
+//! their type. The decision goes to `AdminComment` and `CELLSCHED_DECISION`.
+//! A thread (slurmctld only) re-plans still-pending auto jobs as GPUs free up.
+//! Jobs without DL options are untouched; a missing or bad config leaves all
+//! jobs stock; bad DL options are rejected at submit with a message.
+//!
+//! - [`request`]: GRES / feature string parsing and rewriting.
+//! - [`job_env`]: `spank_job_env` lookups.
+//! - [`placement`]: the submit-time choice (pure).
+//! - [`replan`]: the re-planning choice (pure).
+//! - `plugin`: exported symbols and the thread.
+pub mod job_env;
+pub mod placement;
+mod plugin;
+pub mod replan;
+pub mod request;

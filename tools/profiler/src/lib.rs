@@ -1,1 +1,24 @@
-//! NVML GPU profiler feeding the cellsched profile database
+//! cellsched-profiler: measures iteration times of training jobs on this
+//! node's GPUs and writes them into the profile database the estimator reads.
+//!
+//! - [`nvml`]: GPU inventory and sampling through NVML (dlopen'ed at run time:
+//!   builds and runs without the driver, failing with a clear error);
+//! - [`iterline`]: `cellsched-iter <seconds>` lines and `--regex` parsing,
+//!   warm-up discard and median; [`runner`]: the bounded, interruptible run;
+//!   [`sampler`]: background GPU sampling; [`plan_env`]: the plan and its env;
+//! - [`session`]: one `profile run`; [`db`]: locked, atomic database writes
+//!   and merges; [`probe`]: the built-in CPU probe; [`progress`]: the bar.
+//!
+//! Errors are [`ProfilerError`], each with a documented exit code.
+pub mod db;
+pub mod error;
+pub mod iterline;
+pub mod nvml;
+pub mod plan_env;
+pub mod probe;
+pub mod progress;
+pub mod runner;
+pub mod sampler;
+pub mod session;
+
+pub use error::ProfilerError;

@@ -1,1 +1,23 @@
-//! sacct-based reports on DL jobs: tables, CSV/JSON and plots
+//! cellsched-report: reports on DL jobs from Slurm accounting (`sacct`).
+//!
+//! - [`sacct`]: the query (window, partition, user, jobs) and running
+//!   `sacct`/`scontrol`; [`record`]: typed jobs parsed from `--parsable2` lines;
+//! - [`summary`]: JCT/queueing-delay statistics, makespan, GPU-hours and
+//!   utilization per type, prediction errors; [`compare`]: two reports side by side;
+//! - [`output`]: sacct-style tables and CSV; [`plot`]: PNG/SVG plots with an
+//!   embedded font; [`history`]: the iteration predictor's training data.
+//!
+//! Errors are [`ReportError`], each with a documented exit code.
+pub mod compare;
+pub mod error;
+pub mod history;
+pub mod output;
+pub mod plot;
+pub mod record;
+pub mod sacct;
+pub mod summary;
+
+pub use error::ReportError;
+pub use record::JobRecord;
+pub use sacct::Query;
+pub use summary::{Report, Summary};

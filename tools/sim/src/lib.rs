@@ -1,1 +1,47 @@
-//! Trace-driven discrete-event simulator of a heterogeneous GPU cluster, on the cellsched core
+//! cellsched-sim: a trace-driven discrete-event simulator of a heterogeneous
+//! GPU cluster that runs the cellsched core's decision code, plus the
+//! baseline policies it is compared against.
+//!
+//! - [`cluster`]: cluster spec (TOML `[[group]]` tables) and free-GPU state.
+//! - [`trace`]: the job trace CSV.
+//! - [`times`]: iteration times and Cell ranking behind [`times::IterTimeSource`], cached;
+//!   [`core_times`]: the production source (core `Estimator` + `ProfileDb`).
+//! - [`engine`]: the event loop ([`engine::Sim`]); [`metrics`]: its results.
+//! - [`policy`]: `fifo`, `slurm`, `srtf`, `tiresias`, `gavel`, `cellsched`.
+//! - [`progress_model`]: per-job speed (layer freezing).
+//! - [`synth`]: seeded synthetic workloads; [`gavel_convert`]: Gavel/Philly trace converter.
+//! - [`progress`]: progress bar for long runs.
+pub mod cluster;
+pub mod core_times;
+pub mod engine;
+pub mod error;
+pub mod gavel_convert;
+pub mod metrics;
+pub mod policy;
+pub mod progress;
+pub mod progress_model;
+pub mod rng;
+pub mod synth;
+pub mod times;
+pub mod trace;
+
+pub use cluster::{ClusterSpec, ClusterState};
+pub use engine::{Sim, SimConfig};
+pub use error::SimError;
+pub use metrics::Metrics;
+pub use policy::{Ablation, CellschedOptions, Policy, POLICY_NAMES};
+pub use times::{IterTimeSource, TimeCache};
+pub use trace::TraceJob;
+
+/// Simulates `jobs` on `spec` under `policy`, with iteration times from `times`.
+pub fn simulate(
+    cfg: SimConfig,
+    spec: &ClusterSpec,
+    jobs: &[TraceJob],
+    times: &mut TimeCache,
+    policy: &mut dyn Policy,
+    progress: Option<&mut dyn FnMut(u64, u64)>,
+) -> Metrics {
+    let mut sim = Sim::new(cfg, ClusterState::new(spec), jobs, times);
+    sim.run(policy, progress)
+}

@@ -1,0 +1,300 @@
+//! The slurmctld plugins' configuration file, `cellsched.toml`.
+//!
+//! One TOML file read by `site_factor/cellsched` and `job_submit/cellsched`
+//! (outside slurmctld's locks). Its location is, in order: the path given
+//! as plugin argument (`PrioritySiteFactorParameters=config=PATH`), the
+//! `CELLSCHED_CONFIG` environment variable, `cellsched.toml` next to the
+//! running `slurm.conf`, and finally [`DEFAULT_CONFIG_PATH`]; see
+//! [`resolve_config_path`]. Unknown keys are errors so typos do not pass
+//! silently; every error names the file and line.
+//!
+//! ```toml
+//! [ordering]
+//! enabled = true
+//! aging_bound_s = 86400.0
+//! site_factor_max = 100000
+//!
+//! [placement]
+//! enabled = true
+//! replan = true
+//! replan_interval_s = 30
+//! replan_max_slowdown = 3.0
+//! max_gpus = 16
+//! allowed_gpu_types = ["a100", "v100", "a10"]
+//!
+//! [estimator]
+//! profile_db = "/var/lib/cellsched/profiles.csv"
+//! gpu_catalog = "/etc/slurm/cellsched-gpus.toml"
+//! history = "/var/lib/cellsched/history.csv"
+//! ```
+use crate::error::CoreError;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Where the file is looked for when nothing else names it.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/slurm/cellsched.toml";
+/// File name looked for next to `slurm.conf`.
+pub const CONFIG_FILE_NAME: &str = "cellsched.toml";
+/// Environment variable naming the file.
+pub const CONFIG_ENV: &str = "CELLSCHED_CONFIG";
+
+/// The whole file. Every section and key is optional; defaults are safe.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// A-SRPT ordering (`site_factor/cellsched`).
+    pub ordering: OrderingConfig,
+    /// Cell placement and re-planning (`job_submit/cellsched`).
+    pub placement: PlacementConfig,
+    /// Data the estimator and predictor load at startup.
+    pub estimator: EstimatorConfig,
+}
+
+/// `[ordering]`: how predicted remaining time becomes a Slurm site factor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrderingConfig {
+    /// Set site factors at all; `false` leaves priorities stock.
+    pub enabled: bool,
+    /// A-SRPT aging guard: a job pending this long is treated as shortest.
+    pub aging_bound_s: f64,
+    /// Largest site factor given (to the job predicted shortest); weigh it
+    /// against the `PriorityWeight*` factors of slurm.conf.
+    pub site_factor_max: u32,
+    /// Remaining time assumed for a DL job whose iterations are unknown and
+    /// cannot be predicted, when it has no time limit either.
+    pub default_remaining_s: f64,
+}
+
+impl Default for OrderingConfig {
+    fn default() -> Self {
+        OrderingConfig { enabled: true, aging_bound_s: 86_400.0, site_factor_max: 100_000, default_remaining_s: 3_600.0 }
+    }
+}
+
+/// `[placement]`: what the job_submit plugin may choose and change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// Choose Cells for `--dl-cell=auto` jobs; `false` leaves requests stock.
+    pub enabled: bool,
+    /// Run the re-planning thread that moves pending jobs to better Cells.
+    pub replan: bool,
+    /// Seconds between re-planning passes (>= 1).
+    pub replan_interval_s: u64,
+    /// A pending job whose Cell cannot start now moves to a Cell that can,
+    /// if that one is at most this many times slower per iteration (>= 1).
+    pub replan_max_slowdown: f64,
+    /// Most GPUs the plugin may give one job (>= 1).
+    pub max_gpus: u32,
+    /// GPU types the plugin may choose; empty means every type in the cluster.
+    pub allowed_gpu_types: Vec<String>,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            enabled: true,
+            replan: true,
+            replan_interval_s: 30,
+            replan_max_slowdown: 3.0,
+            max_gpus: 16,
+            allowed_gpu_types: Vec::new(),
+        }
+    }
+}
+
+impl PlacementConfig {
+    /// Whether the plugin may choose `gpu_type` (case-insensitive).
+    pub fn allows(&self, gpu_type: &str) -> bool {
+        self.allowed_gpu_types.is_empty() || self.allowed_gpu_types.iter().any(|t| t.eq_ignore_ascii_case(gpu_type))
+    }
+}
+
+/// `[estimator]`: optional data files. A missing file is reported and the
+/// estimator falls back to its built-in (datasheet) numbers.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EstimatorConfig {
+    /// Profile database CSV (`cellsched profile` output).
+    pub profile_db: Option<PathBuf>,
+    /// GPU catalog overrides (TOML, see `GpuCatalog::with_overrides_toml`).
+    pub gpu_catalog: Option<PathBuf>,
+    /// Job history CSV for the iteration predictor.
+    pub history: Option<PathBuf>,
+}
+
+impl Config {
+    /// Parses TOML text; `path` is used only in error messages.
+    pub fn from_toml_str(text: &str, path: &str) -> Result<Config, CoreError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            CoreError::File { path: path.to_string(), line, msg: e.message().trim().to_string() }
+        })?;
+        cfg.validate(path)?;
+        Ok(cfg)
+    }
+
+    /// Reads and parses the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, CoreError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| CoreError::File { path: shown.clone(), line: None, msg: format!("cannot read: {e}") })?;
+        Config::from_toml_str(&text, &shown)
+    }
+
+    /// Checks value ranges the type system does not.
+    fn validate(&self, path: &str) -> Result<(), CoreError> {
+        let bad = |msg: String| Err(CoreError::File { path: path.to_string(), line: None, msg });
+        let o = &self.ordering;
+        if !(o.aging_bound_s.is_finite() && o.aging_bound_s > 0.0) {
+            return bad(format!("ordering.aging_bound_s = {} must be a positive number of seconds", o.aging_bound_s));
+        }
+        if o.site_factor_max == 0 || o.site_factor_max > i32::MAX as u32 {
+            return bad(format!("ordering.site_factor_max = {} must be in 1..={}", o.site_factor_max, i32::MAX));
+        }
+        if !(o.default_remaining_s.is_finite() && o.default_remaining_s > 0.0) {
+            return bad(format!(
+                "ordering.default_remaining_s = {} must be a positive number of seconds",
+                o.default_remaining_s
+            ));
+        }
+        let p = &self.placement;
+        if p.replan_interval_s == 0 {
+            return bad("placement.replan_interval_s = 0 must be at least 1 second".into());
+        }
+        if !(p.replan_max_slowdown.is_finite() && p.replan_max_slowdown >= 1.0) {
+            return bad(format!("placement.replan_max_slowdown = {} must be a number >= 1", p.replan_max_slowdown));
+        }
+        if p.max_gpus == 0 {
+            return bad("placement.max_gpus = 0 must be at least 1".into());
+        }
+        if let Some(t) = p.allowed_gpu_types.iter().find(|t| crate::Cell::new(t, 1, 1).is_err()) {
+            return bad(format!("placement.allowed_gpu_types entry '{t}' is not a GPU type name (e.g. a100)"));
+        }
+        Ok(())
+    }
+}
+
+/// Where to read the config from: `plugin_arg` (a path, or `config=PATH`
+/// among comma-separated plugin parameters), else `env_value` (the
+/// `CELLSCHED_CONFIG` variable), else `cellsched.toml` beside `slurm_conf`
+/// (the running slurm.conf's path), else [`DEFAULT_CONFIG_PATH`].
+pub fn resolve_config_path(plugin_arg: Option<&str>, env_value: Option<&str>, slurm_conf: Option<&str>) -> PathBuf {
+    let nonempty = |s: Option<&str>| s.map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
+    if let Some(arg) = nonempty(plugin_arg) {
+        let from_params = arg.split(',').find_map(|kv| kv.trim().strip_prefix("config=").map(str::to_string));
+        match from_params {
+            Some(p) if !p.is_empty() => return PathBuf::from(p),
+            Some(_) => {}
+            None if !arg.contains('=') => return PathBuf::from(arg),
+            None => {}
+        }
+    }
+    if let Some(p) = nonempty(env_value) {
+        return PathBuf::from(p);
+    }
+    if let Some(conf) = nonempty(slurm_conf) {
+        if let Some(dir) = Path::new(&conf).parent().filter(|d| !d.as_os_str().is_empty()) {
+            return dir.join(CONFIG_FILE_NAME);
+        }
+    }
+    PathBuf::from(DEFAULT_CONFIG_PATH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::from_toml_str("", "x.toml").unwrap();
+        assert_eq!(c, Config::default());
+        assert!(c.placement.enabled && c.placement.replan && c.ordering.enabled);
+        assert!(c.placement.allows("anything"));
+    }
+
+    #[test]
+    fn full_file_parses() {
+        let text = r#"
+[ordering]
+aging_bound_s = 600
+site_factor_max = 5000
+[placement]
+replan = false
+replan_interval_s = 5
+max_gpus = 8
+allowed_gpu_types = ["A100", "v100"]
+[estimator]
+profile_db = "/var/lib/cellsched/p.csv"
+"#;
+        let c = Config::from_toml_str(text, "x.toml").unwrap();
+        assert_eq!(c.ordering.aging_bound_s, 600.0);
+        assert_eq!(c.ordering.site_factor_max, 5000);
+        assert!(!c.placement.replan);
+        assert_eq!(c.placement.replan_interval_s, 5);
+        assert_eq!(c.placement.max_gpus, 8);
+        assert!(c.placement.allows("a100") && c.placement.allows("V100") && !c.placement.allows("a10"));
+        assert_eq!(c.estimator.profile_db.as_deref(), Some(Path::new("/var/lib/cellsched/p.csv")));
+        assert_eq!(c.estimator.history, None);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let e = Config::from_toml_str("[placement]\nmax_gpu = 4\n", "/etc/slurm/cellsched.toml").unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("/etc/slurm/cellsched.toml:2") && s.contains("max_gpu"), "{s}");
+
+        let e = Config::from_toml_str("[ordering]\naging_bound_s = \"long\"\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("c.toml:2"), "{e}");
+
+        let e = Config::from_toml_str("[placement\n", "c.toml").unwrap_err();
+        assert!(matches!(e, CoreError::File { line: Some(1), .. }), "{e:?}");
+
+        for (text, key) in [
+            ("[placement]\nmax_gpus = 0", "max_gpus"),
+            ("[placement]\nreplan_interval_s = 0", "replan_interval_s"),
+            ("[placement]\nreplan_max_slowdown = 0.5", "replan_max_slowdown"),
+            ("[placement]\nallowed_gpu_types = [\"a 100\"]", "a 100"),
+            ("[ordering]\naging_bound_s = -1", "aging_bound_s"),
+            ("[ordering]\nsite_factor_max = 0", "site_factor_max"),
+        ] {
+            let e = Config::from_toml_str(text, "c.toml").unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("c.toml"), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn shipped_example_parses() {
+        let c = Config::from_toml_str(include_str!("../../etc/cellsched.toml"), "etc/cellsched.toml").unwrap();
+        assert_eq!(c, Config::default(), "etc/cellsched.toml should document the defaults");
+    }
+
+    #[test]
+    fn load_reports_missing_file() {
+        let e = Config::load(Path::new("/nonexistent/cellsched.toml")).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/cellsched.toml") && e.contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn load_reads_a_file() {
+        let dir = std::env::temp_dir().join(format!("cellsched-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("c.toml");
+        std::fs::write(&p, "[placement]\nmax_gpus = 4\n").unwrap();
+        assert_eq!(Config::load(&p).unwrap().placement.max_gpus, 4);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn path_resolution_order() {
+        let r = resolve_config_path;
+        assert_eq!(r(Some("/a.toml"), Some("/b.toml"), Some("/etc/x/slurm.conf")), PathBuf::from("/a.toml"));
+        assert_eq!(r(Some("foo=1,config=/c.toml"), None, None), PathBuf::from("/c.toml"));
+        assert_eq!(r(Some("foo=1"), Some("/b.toml"), None), PathBuf::from("/b.toml"));
+        assert_eq!(r(Some(" "), Some("/b.toml"), None), PathBuf::from("/b.toml"));
+        assert_eq!(r(None, None, Some("/tmp/cs/etc/slurm.conf")), PathBuf::from("/tmp/cs/etc/cellsched.toml"));
+        assert_eq!(r(None, Some(""), Some("slurm.conf")), PathBuf::from(DEFAULT_CONFIG_PATH));
+        assert_eq!(r(None, None, None), PathBuf::from(DEFAULT_CONFIG_PATH));
+    }
+}

@@ -1,0 +1,335 @@
+//! The Cell estimator (Crius Cells with Rubick's plan knobs).
+//!
+//! For a job (model, global batch) and a Cell (GPU type, count, stages) it
+//! searches the plans inside the Cell — DP × TP per stage (TP kept inside a
+//! node), micro-batch count, ZeRO 0–3, activation checkpointing — rejects
+//! those that do not fit in GPU memory and returns the fastest, with its
+//! iteration time from measurements ([`EstimateSource::Measured`]), the
+//! calibrated model or datasheet numbers. [`Estimator::rank_cells`] ranks all
+//! feasible Cells of the offered GPUs. Results are memoized per
+//! (model, batch, Cell, node size).
+mod plan_cost;
+mod search;
+mod topology;
+
+pub use plan_cost::{MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
+
+use crate::calibration::{Calibration, CalibrationPolicy, CalibrationReport};
+use crate::cell::{Cell, Decision, EstimateSource, Plan};
+use crate::error::CoreError;
+use crate::gpu::{GpuCatalog, GpuSpec};
+use crate::model::{ModelCatalog, ModelSpec};
+use crate::profile_db::ProfileDb;
+use plan_cost::CellContext;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use topology::Placement;
+
+/// A training job as the estimator sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// The model.
+    pub model: ModelSpec,
+    /// Samples per iteration over all replicas.
+    pub global_batch: u32,
+}
+
+/// GPUs of one type offered for placement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellOffer {
+    /// GPU type (catalog key or NVML name).
+    pub gpu_type: String,
+    /// GPUs per node of this type.
+    pub gpus_per_node: u32,
+    /// Free GPUs on each node of this type (one entry per node).
+    pub free_gpus_per_node: Vec<u32>,
+}
+
+/// The best plan of a job on a Cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// The Cell.
+    pub cell: Cell,
+    /// Nodes the Cell spans.
+    pub nodes: u32,
+    /// GPUs of the Cell on each node.
+    pub gpus_per_node: u32,
+    /// The chosen plan.
+    pub plan: Plan,
+    /// Predicted (or measured) seconds per iteration.
+    pub iter_time_s: f64,
+    /// Predicted peak bytes per GPU.
+    pub mem_per_gpu_bytes: u64,
+    /// Where `iter_time_s` came from.
+    pub source: EstimateSource,
+}
+
+impl Estimate {
+    /// GPU-seconds one iteration costs: iteration time × GPUs.
+    pub fn gpu_seconds_per_iter(&self) -> f64 {
+        self.iter_time_s * self.cell.gpus as f64
+    }
+
+    /// The placement decision recorded by the plugins.
+    pub fn to_decision(&self) -> Decision {
+        Decision {
+            cell: self.cell.clone(),
+            nodes: self.nodes,
+            plan: self.plan,
+            iter_s: self.iter_time_s,
+            source: self.source,
+        }
+    }
+}
+
+type MemoKey = (u64, u32, Cell, u32);
+/// Entries kept before the memo is cleared (bounded memory in long-lived plugins).
+const MEMO_CAPACITY: usize = 200_000;
+
+/// Predicts iteration times; cheap to share (`&self` methods, internal memo).
+#[derive(Debug)]
+pub struct Estimator {
+    gpus: GpuCatalog,
+    models: ModelCatalog,
+    db: Option<ProfileDb>,
+    calibration: Calibration,
+    memo: Mutex<HashMap<MemoKey, Result<Estimate, CoreError>>>,
+}
+
+impl Clone for Estimator {
+    fn clone(&self) -> Self {
+        Estimator {
+            gpus: self.gpus.clone(),
+            models: self.models.clone(),
+            db: self.db.clone(),
+            calibration: self.calibration.clone(),
+            memo: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Estimator {
+    /// A datasheet-only estimator.
+    pub fn new(gpus: GpuCatalog, models: ModelCatalog) -> Estimator {
+        Estimator { gpus, models, db: None, calibration: Calibration::default(), memo: Mutex::new(HashMap::new()) }
+    }
+
+    /// Uses measured points: exact matches override the model, and single-node
+    /// points calibrate per-GPU-type (and per model×type) efficiency.
+    pub fn with_db(self, db: ProfileDb) -> Estimator {
+        self.with_db_policy(db, &CalibrationPolicy::default())
+    }
+
+    /// [`Estimator::with_db`] with an explicit choice of calibration points.
+    pub fn with_db_policy(mut self, db: ProfileDb, policy: &CalibrationPolicy) -> Estimator {
+        let base = Estimator::new(self.gpus.clone(), self.models.clone());
+        self.calibration = Calibration::fit(&base, db.records(), policy);
+        self.db = Some(db);
+        self.memo = Mutex::new(HashMap::new());
+        self
+    }
+
+    /// Uses a fitted calibration without measured overrides (e.g. for hold-out tests).
+    pub fn with_calibration(mut self, calibration: Calibration) -> Estimator {
+        self.calibration = calibration;
+        self.memo = Mutex::new(HashMap::new());
+        self
+    }
+
+    /// How the model was calibrated.
+    pub fn calibration(&self) -> &CalibrationReport {
+        &self.calibration.report
+    }
+
+    /// The GPU catalog.
+    pub fn gpu_catalog(&self) -> &GpuCatalog {
+        &self.gpus
+    }
+
+    /// The model catalog.
+    pub fn model_catalog(&self) -> &ModelCatalog {
+        &self.models
+    }
+
+    /// Best plan of `job` on `cell`; `gpus_per_node` is the node size for this
+    /// GPU type (a Cell larger than a node must fill whole nodes).
+    pub fn estimate(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Estimate, CoreError> {
+        let key = (job.model.fingerprint(), job.global_batch, cell.clone(), gpus_per_node);
+        if let Some(hit) = self.memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return hit;
+        }
+        let res = self.estimate_uncached(job, cell, gpus_per_node);
+        if let Ok(mut m) = self.memo.lock() {
+            if m.len() >= MEMO_CAPACITY {
+                m.clear();
+            }
+            m.insert(key, res.clone());
+        }
+        res
+    }
+
+    /// Iteration time of `job` on `cell` with a pinned `plan`; errors if the
+    /// plan does not match the Cell, does not divide the batch or does not fit.
+    pub fn estimate_plan(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32, plan: &Plan) -> Result<Estimate, CoreError> {
+        let ev = self.evaluate_plan(job, cell, gpus_per_node, plan)?;
+        let (gpu, placement) = self.setup(job, cell, gpus_per_node)?;
+        if !ev.fits {
+            return Err(CoreError::Infeasible(format!(
+                "plan {plan} of {} on {cell} needs {:.1} GiB per GPU; {} has {:.0} GiB",
+                job.model.name,
+                ev.mem_per_gpu_bytes as f64 / (1u64 << 30) as f64,
+                gpu.name,
+                gpu.mem_gib
+            )));
+        }
+        let mut est = Estimate {
+            cell: cell.clone(),
+            nodes: placement.nodes,
+            gpus_per_node: placement.per_node,
+            plan: *plan,
+            iter_time_s: ev.iter_time_s,
+            mem_per_gpu_bytes: ev.mem_per_gpu_bytes,
+            source: self.model_source(&job.model.name, &gpu.name),
+        };
+        self.apply_measured(job, &mut est, Some(plan));
+        Ok(est)
+    }
+
+    /// Time and memory of a pinned plan with breakdowns, whether or not it fits.
+    pub fn evaluate_plan(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32, plan: &Plan) -> Result<PlanEval, CoreError> {
+        let (gpu, placement) = self.setup(job, cell, gpus_per_node)?;
+        if plan.gpus() != cell.gpus || plan.pp != cell.stages {
+            return Err(CoreError::invalid(
+                "plan",
+                plan.to_string(),
+                format!("dp*tp*pp = {} GPUs with pp = {} stages for cell {cell}", cell.gpus, cell.stages),
+            ));
+        }
+        let cost = job.model.cost();
+        let cx = CellContext {
+            gpu,
+            cost: &cost,
+            global_batch: job.global_batch,
+            placement,
+            efficiency_factor: self.calibration.factor(&job.model.name, &gpu.name),
+        };
+        plan_cost::evaluate(&cx, plan).ok_or_else(|| {
+            CoreError::invalid(
+                "plan",
+                plan.to_string(),
+                format!(
+                    "dp*mb dividing the global batch {}, pp <= {} layers, tp <= {}",
+                    job.global_batch,
+                    cost.pipeline_layers,
+                    cost.max_tp
+                ),
+            )
+        })
+    }
+
+    /// All feasible Cells of `job` on the offered GPUs, at most `max_gpus`
+    /// GPUs each, fastest first (ties: fewer GPU-seconds, then fewer nodes).
+    /// GPU counts are powers of two and multiples of the node size; a Cell
+    /// larger than a node needs that many completely free nodes.
+    pub fn rank_cells(&self, job: &JobSpec, offers: &[CellOffer], max_gpus: u32) -> Vec<Estimate> {
+        let mut out = Vec::new();
+        for offer in offers {
+            let Ok(gpu) = self.gpus.get(&offer.gpu_type) else { continue };
+            let node = offer.gpus_per_node;
+            if node == 0 {
+                continue;
+            }
+            let best_free = offer.free_gpus_per_node.iter().copied().max().unwrap_or(0).min(node);
+            let full_nodes = offer.free_gpus_per_node.iter().filter(|f| **f >= node).count() as u32;
+            for n in search::cell_sizes(node, max_gpus, best_free, full_nodes) {
+                for stages in search::stage_counts(n, job.model.cost().pipeline_layers) {
+                    let Ok(cell) = Cell::new(&gpu.name, n, stages) else { continue };
+                    if let Ok(e) = self.estimate(job, &cell, node) {
+                        out.push(e);
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| {
+            a.iter_time_s
+                .total_cmp(&b.iter_time_s)
+                .then(a.gpu_seconds_per_iter().total_cmp(&b.gpu_seconds_per_iter()))
+                .then(a.nodes.cmp(&b.nodes))
+                .then(a.cell.cmp(&b.cell))
+        });
+        out
+    }
+
+    fn setup(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<(&GpuSpec, Placement), CoreError> {
+        if job.global_batch == 0 {
+            return Err(CoreError::invalid("global batch", "0", "a positive integer"));
+        }
+        if gpus_per_node == 0 {
+            return Err(CoreError::invalid("GPUs per node", "0", "a positive integer"));
+        }
+        let gpu = self.gpus.get(&cell.gpu_type)?;
+        let placement = Placement::pack(cell.gpus, gpus_per_node).ok_or_else(|| {
+            CoreError::invalid(
+                format!("GPU count of cell {cell}"),
+                cell.gpus.to_string(),
+                format!("at most {gpus_per_node} (one node) or a multiple of {gpus_per_node} (whole nodes)"),
+            )
+        })?;
+        Ok((gpu, placement))
+    }
+
+    fn model_source(&self, model: &str, gpu: &str) -> EstimateSource {
+        if self.calibration.has_factor(model, gpu) {
+            EstimateSource::Calibrated
+        } else {
+            EstimateSource::Datasheet
+        }
+    }
+
+    /// Replaces the predicted time by a measured one for an exact match.
+    fn apply_measured(&self, job: &JobSpec, est: &mut Estimate, pinned: Option<&Plan>) {
+        let Some(db) = &self.db else { return };
+        let name = self.models.canonical_name(&job.model.name).unwrap_or(&job.model.name).to_string();
+        if let Some(rec) = db.lookup_record(&self.models, &name, job.global_batch, &est.cell.gpu_type, est.nodes, est.gpus_per_node) {
+            if let (Some(p), None) = (rec.plan, pinned) {
+                if p.gpus() == est.cell.gpus && p.pp == est.cell.stages {
+                    est.plan = p;
+                }
+            } else if let (Some(p), Some(pin)) = (rec.plan, pinned) {
+                if p != *pin {
+                    return; // measured with a different plan: keep the model's number
+                }
+            }
+            est.iter_time_s = rec.iter_time_s;
+            est.source = EstimateSource::Measured;
+        }
+    }
+
+    fn estimate_uncached(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Estimate, CoreError> {
+        let (gpu, placement) = self.setup(job, cell, gpus_per_node)?;
+        let cost = job.model.cost();
+        let cx = CellContext {
+            gpu,
+            cost: &cost,
+            global_batch: job.global_batch,
+            placement,
+            efficiency_factor: self.calibration.factor(&job.model.name, &gpu.name),
+        };
+        let best = search::best_plan(&cx, cell).map_err(|why| CoreError::Infeasible(format!("{} (batch {}) on {cell}: {why}", job.model.name, job.global_batch)))?;
+        let mut est = Estimate {
+            cell: cell.clone(),
+            nodes: placement.nodes,
+            gpus_per_node: placement.per_node,
+            plan: best.plan,
+            iter_time_s: best.iter_time_s,
+            mem_per_gpu_bytes: best.mem_per_gpu_bytes,
+            source: self.model_source(&job.model.name, &gpu.name),
+        };
+        self.apply_measured(job, &mut est, None);
+        Ok(est)
+    }
+}
+
+#[cfg(test)]
+mod tests;

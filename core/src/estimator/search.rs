@@ -1,0 +1,169 @@
+//! Plan search inside a Cell and the Cell sizes worth trying.
+use super::plan_cost::{evaluate, CellContext, PlanEval};
+use crate::cell::{Cell, Plan};
+
+/// Most micro-batch counts tried per (dp, tp).
+const MAX_MICRO_BATCH_CHOICES: usize = 12;
+
+/// Divisors of `n` in increasing order.
+fn divisors(n: u32) -> Vec<u32> {
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    let mut i = 1;
+    while i * i <= n {
+        if n % i == 0 {
+            small.push(i);
+            if i != n / i {
+                large.push(n / i);
+            }
+        }
+        i += 1;
+    }
+    small.extend(large.into_iter().rev());
+    small
+}
+
+/// Micro-batch counts for `per_replica` samples: the smallest divisors (for
+/// gradient accumulation) plus, with pipelines, counts near 1–4 × stages.
+fn micro_batch_counts(per_replica: u32, pp: u32) -> Vec<u32> {
+    let divs = divisors(per_replica);
+    if divs.len() <= MAX_MICRO_BATCH_CHOICES {
+        return divs;
+    }
+    let mut pick: Vec<u32> = divs.iter().copied().take(MAX_MICRO_BATCH_CHOICES / 2).collect();
+    for target in [pp, 2 * pp, 4 * pp, 8 * pp, per_replica] {
+        if let Some(d) = divs.iter().copied().find(|d| *d >= target) {
+            pick.push(d);
+        }
+    }
+    pick.sort_unstable();
+    pick.dedup();
+    pick
+}
+
+/// The fastest plan that fits; `Err` explains why none does.
+pub(crate) fn best_plan(cx: &CellContext<'_>, cell: &Cell) -> Result<PlanEval, String> {
+    let cost = cx.cost;
+    if cell.stages > cost.pipeline_layers {
+        return Err(format!("{} pipeline stages exceed the model's {} layers", cell.stages, cost.pipeline_layers));
+    }
+    let per_stage = cell.gpus_per_stage();
+    let node = cx.placement.per_node;
+    let mut best: Option<PlanEval> = None;
+    let mut smallest: Option<PlanEval> = None;
+    let mut any_divisible = false;
+    let mut tp = 1;
+    while tp <= per_stage {
+        if per_stage % tp == 0 && tp <= cost.max_tp.max(1) && (tp == 1 || tp <= node) {
+            let dp = per_stage / tp;
+            if cx.global_batch % dp == 0 {
+                for m in micro_batch_counts(cx.global_batch / dp, cell.stages) {
+                    any_divisible = true;
+                    let zeros: &[u8] = if dp > 1 { &[0, 1, 2, 3] } else { &[0] };
+                    for &zero_stage in zeros {
+                        for checkpointing in [false, true] {
+                            let plan = Plan { dp, tp, pp: cell.stages, micro_batches: m, zero_stage, checkpointing };
+                            let Some(ev) = evaluate(cx, &plan) else { continue };
+                            if smallest.as_ref().map_or(true, |s| ev.mem_per_gpu_bytes < s.mem_per_gpu_bytes) {
+                                smallest = Some(ev);
+                            }
+                            if ev.fits && best.as_ref().map_or(true, |b| better(&ev, b)) {
+                                best = Some(ev);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        tp *= 2;
+    }
+    match (best, smallest) {
+        (Some(b), _) => Ok(b),
+        (None, Some(s)) => Err(format!(
+            "does not fit in memory: the smallest plan ({}) needs {:.1} GiB per GPU, {} has {:.0} GiB",
+            s.plan,
+            s.mem_per_gpu_bytes as f64 / (1u64 << 30) as f64,
+            cx.gpu.name,
+            cx.gpu.mem_gib
+        )),
+        (None, None) if !any_divisible => Err(format!(
+            "global batch {} is not divisible by any data-parallel degree of {} GPUs per stage",
+            cx.global_batch, per_stage
+        )),
+        (None, None) => Err("no valid plan".into()),
+    }
+}
+
+/// Faster wins; near-ties (0.1 %) go to less memory, then the simpler plan.
+fn better(a: &PlanEval, b: &PlanEval) -> bool {
+    let (ta, tb) = (a.iter_time_s, b.iter_time_s);
+    if (ta - tb).abs() > 1e-3 * ta.min(tb) {
+        return ta < tb;
+    }
+    let simple = |p: &Plan| (p.tp, p.zero_stage, p.checkpointing, p.micro_batches);
+    (a.mem_per_gpu_bytes, simple(&a.plan)) < (b.mem_per_gpu_bytes, simple(&b.plan))
+}
+
+/// GPU counts to try: powers of two and multiples of the node size, up to
+/// `max_gpus`, placeable on one node with `best_free` free GPUs or on
+/// `full_nodes` completely free nodes.
+pub(crate) fn cell_sizes(node: u32, max_gpus: u32, best_free: u32, full_nodes: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut n = 1u32;
+    while n <= max_gpus && n <= node {
+        if n <= best_free {
+            out.push(n);
+        }
+        n *= 2;
+    }
+    if best_free >= node && node <= max_gpus {
+        out.push(node);
+    }
+    for k in 2..=full_nodes {
+        let total = k * node;
+        if total > max_gpus {
+            break;
+        }
+        out.push(total);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Pipeline stage counts for `gpus` GPUs: power-of-two divisors, at most the model's layers.
+pub(crate) fn stage_counts(gpus: u32, layers: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut s = 1;
+    while s <= gpus && s <= layers.max(1) && s <= 16 {
+        if gpus % s == 0 {
+            out.push(s);
+        }
+        s *= 2;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn divisors_and_choices() {
+        assert_eq!(divisors(12), vec![1, 2, 3, 4, 6, 12]);
+        assert_eq!(divisors(1), vec![1]);
+        let mb = micro_batch_counts(1024, 4);
+        assert!(mb.len() <= MAX_MICRO_BATCH_CHOICES + 5 && mb.contains(&1) && mb.contains(&1024) && mb.contains(&16));
+        assert!(mb.iter().all(|m| 1024 % m == 0));
+    }
+
+    #[test]
+    fn sizes_respect_free_gpus_and_nodes() {
+        assert_eq!(cell_sizes(8, 64, 8, 3), vec![1, 2, 4, 8, 16, 24]);
+        assert_eq!(cell_sizes(8, 16, 3, 0), vec![1, 2]);
+        assert_eq!(cell_sizes(4, 8, 4, 1), vec![1, 2, 4]);
+        assert_eq!(cell_sizes(6, 12, 6, 2), vec![1, 2, 4, 6, 12]);
+        assert_eq!(stage_counts(8, 24), vec![1, 2, 4, 8]);
+        assert_eq!(stage_counts(12, 2), vec![1, 2]);
+    }
+}

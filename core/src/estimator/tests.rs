@@ -1,0 +1,233 @@
+//! Estimator tests: feasibility, plan shape, memory model, ranking, measured
+//! overrides, and the scaling property.
+use super::*;
+use proptest::prelude::*;
+
+fn est() -> Estimator {
+    Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
+}
+
+fn job(model: &str, batch: u32) -> JobSpec {
+    JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: batch }
+}
+
+fn cell(s: &str) -> Cell {
+    s.parse().unwrap()
+}
+
+#[test]
+fn gpt_1_3b_on_8_a100_is_plausible() {
+    let e = est().estimate(&job("gpt__1.3B", 32), &cell("a100x8"), 8).unwrap();
+    assert_eq!(e.plan.gpus(), 8);
+    assert_eq!((e.nodes, e.gpus_per_node, e.source), (1, 8, EstimateSource::Datasheet));
+    // 6·P·tokens ≈ 2.6e14 FLOP over 8 × 312 TFLOP/s at ~50 % → ~0.2 s.
+    assert!(e.iter_time_s > 0.15 && e.iter_time_s < 0.6, "{e:?}");
+    assert!(e.mem_per_gpu_bytes < 80 << 30);
+    assert_eq!(e.to_decision().cell, e.cell);
+    assert!((e.gpu_seconds_per_iter() - 8.0 * e.iter_time_s).abs() < 1e-12);
+}
+
+#[test]
+fn thirteen_billion_does_not_fit_one_16gb_gpu() {
+    for (model, gpu) in [("wide_resnet__13B", "v100"), ("wide_resnet__13B", "t4"), ("gpt__15B", "v100"), ("bert__15B", "t4")] {
+        let err = est().estimate(&job(model, 8), &Cell::new(gpu, 1, 1).unwrap(), 8).unwrap_err();
+        match &err {
+            CoreError::Infeasible(msg) => assert!(msg.contains("memory") && msg.contains(model), "{msg}"),
+            e => panic!("{model} on {gpu}: {e}"),
+        }
+    }
+    // ... but a 13B transformer fits 8 A100-80GB with ZeRO or TP.
+    let e = est().estimate(&job("gpt__15B", 16), &cell("a100x8"), 8).unwrap();
+    assert!(e.plan.zero_stage > 0 || e.plan.tp > 1 || e.plan.checkpointing, "{:?}", e.plan);
+}
+
+#[test]
+fn memory_decreases_with_zero_stage() {
+    let (j, c) = (job("gpt__1.3B", 64), cell("a100x8"));
+    let mut last = u64::MAX;
+    for z in 0..=3u8 {
+        let plan = Plan { dp: 8, tp: 1, pp: 1, micro_batches: 2, zero_stage: z, checkpointing: false };
+        let ev = est().evaluate_plan(&j, &c, 8, &plan).unwrap();
+        assert!(ev.mem_per_gpu_bytes < last, "zero {z}: {} >= {last}", ev.mem_per_gpu_bytes);
+        last = ev.mem_per_gpu_bytes;
+    }
+    let plain = Plan { dp: 8, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: false };
+    let ck = Plan { checkpointing: true, ..plain };
+    let e = est();
+    let (a, b) = (e.evaluate_plan(&j, &c, 8, &plain).unwrap(), e.evaluate_plan(&j, &c, 8, &ck).unwrap());
+    assert!(b.memory.activations < a.memory.activations && b.iter_time_s > a.iter_time_s);
+}
+
+#[test]
+fn bad_inputs_are_rejected_with_clear_errors() {
+    let e = est();
+    let err = e.estimate(&job("gpt__125M", 0), &cell("a100x1"), 8).unwrap_err().to_string();
+    assert!(err.contains("global batch") && err.contains('0'), "{err}");
+    let err = e.estimate(&job("gpt__125M", 8), &cell("b200x1"), 8).unwrap_err().to_string();
+    assert!(err.contains("b200"), "{err}");
+    let err = e.estimate(&job("gpt__125M", 8), &cell("a100x12"), 8).unwrap_err().to_string();
+    assert!(err.contains("multiple of 8"), "{err}");
+    let err = e.estimate(&job("resnet50", 7), &cell("v100x8"), 8).unwrap_err().to_string();
+    assert!(err.contains("not divisible"), "{err}");
+    let bad = Plan { dp: 2, tp: 1, pp: 1, ..Plan::default() };
+    let err = e.estimate_plan(&job("gpt__125M", 8), &cell("a100x4"), 8, &bad).unwrap_err().to_string();
+    assert!(err.contains("dp=2"), "{err}");
+    let too_big = Plan { dp: 1, tp: 1, pp: 1, ..Plan::default() };
+    let err = e.estimate_plan(&job("gpt__6.7B", 8), &cell("t4x1"), 8, &too_big).unwrap_err();
+    assert!(matches!(err, CoreError::Infeasible(_)), "{err}");
+}
+
+#[test]
+fn pipeline_plans_pay_a_bubble() {
+    let e = est();
+    let j = job("gpt__2.6B", 32);
+    let ev = |mb| {
+        let p = Plan { dp: 2, tp: 2, pp: 2, micro_batches: mb, zero_stage: 0, checkpointing: false };
+        e.evaluate_plan(&j, &cell("a100x8x2"), 8, &p).unwrap()
+    };
+    let (few, many) = (ev(1), ev(8));
+    assert!(few.time.bubble_s / few.time.compute_s > 0.9);
+    assert!(many.time.bubble_s / many.time.compute_s < 0.2);
+}
+
+#[test]
+fn crossing_nodes_costs_more_than_staying_inside() {
+    let e = est();
+    let j = job("gpt__760M", 64);
+    let p = Plan { dp: 8, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: false };
+    let inside = e.evaluate_plan(&j, &cell("v100x8"), 8, &p).unwrap();
+    let across = e.evaluate_plan(&j, &cell("v100x8"), 4, &p).unwrap();
+    assert!(across.time.dp_comm_s > 2.0 * inside.time.dp_comm_s, "{across:?} vs {inside:?}");
+}
+
+#[test]
+fn rank_cells_orders_and_respects_offers() {
+    let e = est();
+    let offers = vec![
+        CellOffer { gpu_type: "a100".into(), gpus_per_node: 4, free_gpus_per_node: vec![4, 4] },
+        CellOffer { gpu_type: "Tesla V100-SXM2-16GB".into(), gpus_per_node: 8, free_gpus_per_node: vec![3, 8] },
+        CellOffer { gpu_type: "a10".into(), gpus_per_node: 4, free_gpus_per_node: vec![0] },
+        CellOffer { gpu_type: "nonesuch".into(), gpus_per_node: 4, free_gpus_per_node: vec![4] },
+    ];
+    let j = job("gpt__350M", 64);
+    let ranked = e.rank_cells(&j, &offers, 8);
+    assert!(!ranked.is_empty());
+    for w in ranked.windows(2) {
+        assert!(w[0].iter_time_s <= w[1].iter_time_s);
+    }
+    for r in &ranked {
+        assert!(r.cell.gpus <= 8 && r.plan.gpus() == r.cell.gpus && r.plan.pp == r.cell.stages);
+        assert!(r.cell.gpu_type == "a100" || r.cell.gpu_type == "v100", "{:?}", r.cell);
+    }
+    assert!(ranked.iter().any(|r| r.cell.gpu_type == "a100" && r.cell.gpus == 8 && r.nodes == 2));
+    assert!(ranked[0].cell.gpus == 8, "fastest should use the most GPUs here: {:?}", ranked[0]);
+    let capped = e.rank_cells(&j, &offers, 2);
+    assert!(capped.iter().all(|r| r.cell.gpus <= 2));
+    // Ties on time are broken by GPU-seconds: a tiny model is latency-bound.
+    let tiny = e.rank_cells(&job("autoencoder_ml20m", 1), &offers[..1], 4);
+    assert_eq!(tiny[0].cell.gpus, 1, "{:?}", tiny[0]);
+}
+
+#[test]
+fn measured_points_override_and_calibrate() {
+    let mut db = ProfileDb::new();
+    let j = job("gpt__350M", 16);
+    let base = est();
+    let dat = base.estimate(&j, &cell("v100x1"), 8).unwrap();
+    db.insert(crate::profile_db::ProfileRecord {
+        model: "gpt__350M".into(),
+        batch: 16,
+        gpu_type: "Tesla V100-SXM2-16GB".into(),
+        nodes: 1,
+        gpus_per_node: 1,
+        iter_time_s: dat.iter_time_s * 2.0,
+        plan: None,
+    });
+    let e = est().with_db(db);
+    let m = e.estimate(&j, &cell("v100x1"), 8).unwrap();
+    assert_eq!(m.source, EstimateSource::Measured);
+    assert!((m.iter_time_s - dat.iter_time_s * 2.0).abs() < 1e-12);
+    let c4 = e.estimate(&j, &cell("v100x4"), 8).unwrap();
+    let d4 = base.estimate(&j, &cell("v100x4"), 8).unwrap();
+    assert_eq!(c4.source, EstimateSource::Calibrated);
+    assert!(c4.iter_time_s > 1.3 * d4.iter_time_s, "{} vs {}", c4.iter_time_s, d4.iter_time_s);
+    assert_eq!(e.estimate(&j, &cell("a100x4"), 8).unwrap().source, EstimateSource::Datasheet);
+    assert_eq!(e.calibration().per_type.len(), 1);
+}
+
+#[test]
+fn memoized_results_are_identical() {
+    let e = est();
+    let j = job("moe__2.4B", 64);
+    let a = e.estimate(&j, &cell("a100x8x2"), 8).unwrap();
+    let b = e.estimate(&j, &cell("a100x8x2"), 8).unwrap();
+    assert_eq!(a, b);
+}
+
+fn plan_comm(ev: &PlanEval) -> f64 {
+    ev.time.tp_comm_s + ev.time.pp_comm_s + ev.time.dp_comm_s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Every feasible estimate's plan uses exactly the Cell's GPUs and stages
+    /// and divides the global batch.
+    #[test]
+    fn plans_match_their_cell(
+        model in prop::sample::select(vec!["gpt__125M", "bert__760M", "moe__380M", "wide_resnet__250M", "gpt__2.6B", "resnet50"]),
+        gpu in prop::sample::select(vec!["v100", "a100", "a10", "h100", "t4"]),
+        log_gpus in 0u32..5, log_stages in 0u32..3, batch_k in 1u32..64,
+    ) {
+        let gpus = 1 << log_gpus;
+        let stages = (1 << log_stages).min(gpus);
+        let batch = batch_k * 8;
+        let c = Cell::new(gpu, gpus, stages).unwrap();
+        if let Ok(e) = est().estimate(&job(model, batch), &c, 8) {
+            prop_assert_eq!(e.plan.gpus(), gpus);
+            prop_assert_eq!(e.plan.pp, stages);
+            prop_assert_eq!(batch % (e.plan.dp * e.plan.micro_batches), 0);
+            prop_assert!(e.iter_time_s > 0.0 && e.iter_time_s.is_finite());
+            let cap = MEMORY_HEADROOM * GpuCatalog::builtin().get(gpu).unwrap().mem_bytes() as f64;
+            prop_assert!(e.mem_per_gpu_bytes as f64 <= cap);
+        }
+    }
+
+    /// Scaling property (within one node, data-parallel-friendly models that
+    /// fit one GPU): doubling the GPUs of a Cell never predicts a slower
+    /// iteration, unless communication dominates — precisely, unless the
+    /// plan with the data-parallel degree doubled (P') communicates more
+    /// than the best plan P on fewer GPUs; even then the slowdown is at most
+    /// that extra communication: t(2n) <= t(n) + max(0, comm(P') - comm(P)).
+    #[test]
+    fn more_gpus_never_slower_unless_communication_dominates(
+        model in prop::sample::select(vec!["gpt__125M", "bert__350M", "resnet50", "wide_resnet__250M", "lstm_wikitext2", "vit_base"]),
+        gpu in prop::sample::select(vec!["v100", "a100", "a10", "p100", "k80", "h100"]),
+        log_n in 0u32..3, batch_k in 1u32..16,
+    ) {
+        let n = 1u32 << log_n;
+        let batch = 16 * batch_k;
+        let e = est();
+        let j = job(model, batch);
+        let c1 = Cell::new(gpu, n, 1).unwrap();
+        let c2 = Cell::new(gpu, 2 * n, 1).unwrap();
+        let Ok(one) = e.estimate(&j, &c1, 8) else { return Ok(()) };
+        let two = e.estimate(&j, &c2, 8).unwrap();
+        let p = one.plan;
+        let doubled = Plan { dp: 2 * p.dp, ..p };
+        let ev1 = e.evaluate_plan(&j, &c1, 8, &p).unwrap();
+        match e.evaluate_plan(&j, &c2, 8, &doubled) {
+            Ok(ev2) => {
+                let extra = (plan_comm(&ev2) - plan_comm(&ev1)).max(0.0);
+                prop_assert!(two.iter_time_s <= one.iter_time_s + extra + 1e-9,
+                    "{model} {gpu} n={n} b={batch}: {} > {} + {extra}", two.iter_time_s, one.iter_time_s);
+                if extra == 0.0 {
+                    prop_assert!(two.iter_time_s <= one.iter_time_s + 1e-9);
+                }
+            }
+            // The doubled plan does not divide the batch: the search still must not lose to P
+            // by more than its own communication.
+            Err(_) => prop_assert!(two.iter_time_s <= one.iter_time_s + plan_comm(&e.evaluate_plan(&j, &c2, 8, &two.plan).unwrap()) + 1e-9),
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Where a plan's process groups sit (intra- vs inter-node) and what their
+//! collectives cost: ring all-reduce inside a node, hierarchical across nodes.
+use crate::gpu::GpuSpec;
+
+/// How a Cell's GPUs sit on nodes: `nodes` nodes with `per_node` GPUs each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Placement {
+    pub nodes: u32,
+    pub per_node: u32,
+}
+
+impl Placement {
+    /// Packs `gpus` onto nodes of `node_size`: one node if it fits, else full nodes.
+    pub fn pack(gpus: u32, node_size: u32) -> Option<Placement> {
+        if node_size == 0 || gpus == 0 {
+            return None;
+        }
+        if gpus <= node_size {
+            Some(Placement { nodes: 1, per_node: gpus })
+        } else if gpus % node_size == 0 {
+            Some(Placement { nodes: gpus / node_size, per_node: node_size })
+        } else {
+            None
+        }
+    }
+}
+
+/// A process group of `size` ranks with consecutive members `stride` apart in
+/// rank order (TP innermost, then DP, then PP), and its link bandwidths.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Group {
+    /// Members.
+    pub size: u32,
+    /// Nodes the group spans.
+    pub nodes: u32,
+    /// Groups of the same kind sharing each node's network link.
+    pub sharing: u32,
+}
+
+impl Group {
+    /// The group of `size` ranks with stride `stride` under `p`.
+    pub fn new(size: u32, stride: u32, p: Placement) -> Group {
+        let span = size * stride; // ranks covered by one group
+        let nodes = if span <= p.per_node { 1 } else { (span / p.per_node).max(1) };
+        let members_per_node = (size / nodes).max(1);
+        let sharing = (p.per_node / members_per_node).max(1);
+        Group { size, nodes, sharing }
+    }
+
+    /// Seconds to all-reduce `bytes` per member: ring inside a node, plus a
+    /// ring across nodes of the reduce-scattered shards (hierarchical) whose
+    /// traffic shares each node's network link with the other groups there.
+    pub fn all_reduce_s(&self, bytes: f64, gpu: &GpuSpec) -> f64 {
+        if self.size <= 1 || bytes <= 0.0 {
+            return 0.0;
+        }
+        let intra = gpu.intra_node_gbs * 1e9;
+        let inter = gpu.inter_node_gbs * 1e9;
+        let q = (self.size / self.nodes).max(1) as f64;
+        let n = self.nodes as f64;
+        let intra_s = if q > 1.0 { 2.0 * (q - 1.0) / q * bytes / intra } else { 0.0 };
+        let inter_s = if n > 1.0 { 2.0 * (n - 1.0) / n * bytes * self.sharing as f64 / inter } else { 0.0 };
+        // Per-collective latency (~launch + sync), grows with ring length.
+        let lat = 20e-6 * (q + n);
+        intra_s + inter_s + lat
+    }
+
+    /// Seconds to all-gather (or reduce-scatter) `bytes` per member: half an all-reduce.
+    pub fn all_gather_s(&self, bytes: f64, gpu: &GpuSpec) -> f64 {
+        0.5 * self.all_reduce_s(bytes, gpu)
+    }
+}
+
+/// Seconds to send `bytes` from one stage to the next.
+pub(crate) fn p2p_s(bytes: f64, cross_node: bool, gpu: &GpuSpec, sharing: u32) -> f64 {
+    if bytes <= 0.0 {
+        return 0.0;
+    }
+    let bw = if cross_node { gpu.inter_node_gbs * 1e9 / sharing.max(1) as f64 } else { gpu.intra_node_gbs * 1e9 };
+    bytes / bw + 10e-6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::GpuCatalog;
+
+    #[test]
+    fn groups_inside_a_node_use_the_fast_link() {
+        let a100 = GpuCatalog::builtin().get("a100").unwrap().clone();
+        let one = Placement::pack(8, 8).unwrap();
+        let two = Placement::pack(16, 8).unwrap();
+        assert_eq!(Placement::pack(12, 8), None);
+        let g1 = Group::new(8, 1, one);
+        let g2 = Group::new(16, 1, two);
+        assert_eq!((g1.nodes, g2.nodes), (1, 2));
+        let b = 1e9;
+        assert!(g2.all_reduce_s(b, &a100) > 5.0 * g1.all_reduce_s(b, &a100));
+        // DP with stride 2 (TP=2) inside two nodes: 8 members, 4 per node, 2 groups share each NIC.
+        let dp = Group::new(8, 2, two);
+        assert_eq!((dp.nodes, dp.sharing), (2, 2));
+    }
+}

@@ -1,0 +1,319 @@
+//! The GPU catalog: datasheet numbers per GPU type (peak FLOP/s, memory,
+//! links), built in from `core/data/gpus.toml` and overridable in TOML, plus
+//! [`canonical_gpu_type`] mapping NVML/user names to catalog keys.
+use crate::error::CoreError;
+use crate::model::{close_names, toml_error};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+const BUILTIN_TOML: &str = include_str!("../data/gpus.toml");
+
+/// Intra-node interconnect kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Link {
+    /// NVLink / NVSwitch.
+    Nvlink,
+    /// PCIe (possibly through the host).
+    Pcie,
+}
+
+/// Datasheet description of one GPU type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSpec {
+    /// Catalog key, lower case (e.g. `a100`, `a100_40g`).
+    pub name: String,
+    /// Peak dense fp16/bf16 TFLOP/s (tensor cores where present).
+    pub fp16_tflops: f64,
+    /// Peak fp32 TFLOP/s.
+    pub fp32_tflops: f64,
+    /// Device memory in GiB.
+    pub mem_gib: f64,
+    /// Device memory bandwidth in GB/s.
+    pub mem_bw_gbs: f64,
+    /// Intra-node link kind.
+    pub intra_link: Link,
+    /// Intra-node per-GPU unidirectional bandwidth in GB/s.
+    pub intra_node_gbs: f64,
+    /// Typical per-node network bandwidth in GB/s.
+    pub inter_node_gbs: f64,
+    /// Typical GPUs per server.
+    pub gpus_per_node: u32,
+}
+
+impl GpuSpec {
+    /// Peak FLOP/s for a precision (`fp32 == true` for fp32 training).
+    pub fn peak_flops(&self, fp32: bool) -> f64 {
+        if fp32 { self.fp32_tflops * 1e12 } else { self.fp16_tflops.max(self.fp32_tflops) * 1e12 }
+    }
+
+    /// Device memory in bytes.
+    pub fn mem_bytes(&self) -> u64 {
+        (self.mem_gib * (1u64 << 30) as f64) as u64
+    }
+}
+
+/// A positive finite number; rejects 0, negatives, NaN at deserialization so
+/// TOML errors point at the offending line.
+#[derive(Debug, Clone, Copy)]
+struct Pos(f64);
+
+impl<'de> Deserialize<'de> for Pos {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Num {
+            I(i64),
+            F(f64),
+        }
+        let v = match Num::deserialize(d)? {
+            Num::I(i) => i as f64,
+            Num::F(f) => f,
+        };
+        if v.is_finite() && v > 0.0 {
+            Ok(Pos(v))
+        } else {
+            Err(serde::de::Error::custom(format!("expected a positive number, got {v}")))
+        }
+    }
+}
+
+/// One `[gpu.NAME]` table; all fields optional so existing types can be patched.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpuPatch {
+    fp16_tflops: Option<Pos>,
+    fp32_tflops: Option<Pos>,
+    mem_gib: Option<Pos>,
+    mem_bw_gbs: Option<Pos>,
+    intra_link: Option<Link>,
+    intra_node_gbs: Option<Pos>,
+    inter_node_gbs: Option<Pos>,
+    gpus_per_node: Option<Pos>,
+}
+
+#[derive(Debug, Deserialize)]
+struct GpuDoc {
+    #[serde(default)]
+    gpu: BTreeMap<String, toml::Spanned<GpuPatch>>,
+}
+
+/// The set of known GPU types.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuCatalog {
+    specs: BTreeMap<String, GpuSpec>,
+}
+
+impl GpuCatalog {
+    /// The built-in catalog (K80 … H200).
+    pub fn builtin() -> GpuCatalog {
+        static BUILTIN: OnceLock<GpuCatalog> = OnceLock::new();
+        BUILTIN
+            .get_or_init(|| {
+                let mut c = GpuCatalog { specs: BTreeMap::new() };
+                c.apply_overrides_toml(BUILTIN_TOML, "<builtin gpus.toml>")
+                    .expect("built-in GPU catalog parses");
+                c
+            })
+            .clone()
+    }
+
+    /// The built-in catalog with `[gpu.NAME]` tables from `toml_text` applied:
+    /// fields of existing types are replaced, new types need every field.
+    /// Other top-level keys are ignored, so a whole `cellsched.toml` may be passed.
+    pub fn with_overrides_toml(toml_text: &str) -> Result<GpuCatalog, CoreError> {
+        let mut c = GpuCatalog::builtin();
+        c.apply_overrides_toml(toml_text, "<gpu overrides>")?;
+        Ok(c)
+    }
+
+    /// Applies `[gpu.NAME]` tables to this catalog; `origin` names the source in errors.
+    pub fn apply_overrides_toml(&mut self, toml_text: &str, origin: &str) -> Result<(), CoreError> {
+        let doc: GpuDoc = toml::from_str(toml_text).map_err(|e| toml_error(origin, toml_text, &e))?;
+        for (raw_name, patch) in doc.gpu {
+            let line = line_of(toml_text, patch.span().start);
+            let name = raw_name.trim().to_ascii_lowercase();
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                return Err(CoreError::File {
+                    path: origin.to_string(),
+                    line: Some(line),
+                    msg: format!("invalid GPU type name '{raw_name}': use letters, digits, '_' or '-'"),
+                });
+            }
+            let p = patch.into_inner();
+            let missing = |field: &str| CoreError::File {
+                path: origin.to_string(),
+                line: Some(line),
+                msg: format!("new GPU type '{name}' needs field '{field}'"),
+            };
+            let spec = match self.specs.get(&name) {
+                Some(old) => GpuSpec {
+                    name: name.clone(),
+                    fp16_tflops: p.fp16_tflops.map_or(old.fp16_tflops, |v| v.0),
+                    fp32_tflops: p.fp32_tflops.map_or(old.fp32_tflops, |v| v.0),
+                    mem_gib: p.mem_gib.map_or(old.mem_gib, |v| v.0),
+                    mem_bw_gbs: p.mem_bw_gbs.map_or(old.mem_bw_gbs, |v| v.0),
+                    intra_link: p.intra_link.unwrap_or(old.intra_link),
+                    intra_node_gbs: p.intra_node_gbs.map_or(old.intra_node_gbs, |v| v.0),
+                    inter_node_gbs: p.inter_node_gbs.map_or(old.inter_node_gbs, |v| v.0),
+                    gpus_per_node: p.gpus_per_node.map_or(old.gpus_per_node, |v| v.0.round().max(1.0) as u32),
+                },
+                None => GpuSpec {
+                    name: name.clone(),
+                    fp16_tflops: p.fp16_tflops.ok_or_else(|| missing("fp16_tflops"))?.0,
+                    fp32_tflops: p.fp32_tflops.ok_or_else(|| missing("fp32_tflops"))?.0,
+                    mem_gib: p.mem_gib.ok_or_else(|| missing("mem_gib"))?.0,
+                    mem_bw_gbs: p.mem_bw_gbs.ok_or_else(|| missing("mem_bw_gbs"))?.0,
+                    intra_link: p.intra_link.ok_or_else(|| missing("intra_link"))?,
+                    intra_node_gbs: p.intra_node_gbs.ok_or_else(|| missing("intra_node_gbs"))?.0,
+                    inter_node_gbs: p.inter_node_gbs.ok_or_else(|| missing("inter_node_gbs"))?.0,
+                    gpus_per_node: p.gpus_per_node.map_or(8, |v| v.0.round().max(1.0) as u32),
+                },
+            };
+            self.specs.insert(name, spec);
+        }
+        Ok(())
+    }
+
+    /// Looks a GPU type up by catalog key or any name [`canonical_gpu_type`]
+    /// understands; unknown → [`CoreError::Unknown`] with close names.
+    pub fn get(&self, name: &str) -> Result<&GpuSpec, CoreError> {
+        let key = name.trim().to_ascii_lowercase();
+        if let Some(s) = self.specs.get(&key) {
+            return Ok(s);
+        }
+        if let Some(s) = canonical_gpu_type(name).and_then(|k| self.specs.get(&k)) {
+            return Ok(s);
+        }
+        Err(CoreError::Unknown {
+            kind: "GPU type",
+            name: name.to_string(),
+            suggestions: close_names(&key, self.specs.keys().map(String::as_str)),
+        })
+    }
+
+    /// All catalog keys, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.specs.keys().map(String::as_str)
+    }
+
+    /// All specs, sorted by key.
+    pub fn specs(&self) -> impl Iterator<Item = &GpuSpec> {
+        self.specs.values()
+    }
+}
+
+/// 1-based line of a byte offset.
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+/// Maps an NVML product name or a user-typed name to a built-in catalog key:
+/// "NVIDIA A100-SXM4-80GB" → `a100`, "NVIDIA A100-PCIE-40GB" → `a100_40g`,
+/// "Tesla V100-SXM2-32GB" → `v100`, "NVIDIA H100 80GB HBM3" → `h100`,
+/// "NVIDIA A10G" → `a10`. `None` if no known type is named.
+pub fn canonical_gpu_type(name: &str) -> Option<String> {
+    let lower = name.trim().to_ascii_lowercase();
+    let tokens: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|t| !t.is_empty()).collect();
+    let has = |t: &str| tokens.iter().any(|x| *x == t);
+    // Direct catalog-style keys first ("a100_40g" splits into "a100", "40g").
+    for tok in &tokens {
+        let key = match *tok {
+            "a100" | "a100x" => {
+                if has("40g") || has("40gb") { "a100_40g" } else { "a100" }
+            }
+            "a800" => "a800",
+            "h100" => "h100",
+            "h200" => "h200",
+            "v100" | "v100s" => "v100",
+            "p100" => "p100",
+            "k80" => "k80",
+            "t4" => "t4",
+            "a10" | "a10g" => "a10",
+            "a40" => "a40",
+            "l20" => "l20",
+            _ => continue,
+        };
+        return Some(key.to_string());
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_has_required_types() {
+        let c = GpuCatalog::builtin();
+        for t in ["k80", "p100", "v100", "t4", "a10", "a40", "a100_40g", "a100", "a800", "l20", "h100", "h200"] {
+            let s = c.get(t).unwrap();
+            assert!(s.fp16_tflops >= s.fp32_tflops * 0.99 && s.mem_gib > 0.0, "{t}");
+        }
+        assert_eq!(c.get("a100_40g").unwrap().mem_gib, 40.0);
+        assert_eq!(c.get("A100").unwrap().mem_gib, 80.0);
+        assert!(c.get("h100").unwrap().fp16_tflops > c.get("a100").unwrap().fp16_tflops);
+    }
+
+    #[test]
+    fn nvml_names_map_to_keys() {
+        let cases = [
+            ("NVIDIA A100-SXM4-80GB", "a100"),
+            ("NVIDIA A100-PCIE-40GB", "a100_40g"),
+            ("NVIDIA A100-SXM4-40GB", "a100_40g"),
+            ("Tesla V100-SXM2-16GB", "v100"),
+            ("Tesla V100-SXM2-32GB", "v100"),
+            ("NVIDIA H100 80GB HBM3", "h100"),
+            ("NVIDIA H200", "h200"),
+            ("NVIDIA A10", "a10"),
+            ("NVIDIA A10G", "a10"),
+            ("NVIDIA A40", "a40"),
+            ("NVIDIA A800-SXM4-80GB", "a800"),
+            ("Tesla T4", "t4"),
+            ("Tesla K80", "k80"),
+            ("Tesla P100-PCIE-16GB", "p100"),
+            ("NVIDIA L20", "l20"),
+            ("a100_40g", "a100_40g"),
+        ];
+        for (n, k) in cases {
+            assert_eq!(canonical_gpu_type(n).as_deref(), Some(k), "{n}");
+        }
+        assert_eq!(canonical_gpu_type("NVIDIA RTX A4000"), None);
+        assert_eq!(canonical_gpu_type("GeForce GTX 1080"), None);
+        assert_eq!(GpuCatalog::builtin().get("NVIDIA A100-SXM4-80GB").unwrap().name, "a100");
+    }
+
+    #[test]
+    fn unknown_type_suggests_close_names() {
+        let e = GpuCatalog::builtin().get("a1000").unwrap_err();
+        match &e {
+            CoreError::Unknown { suggestions, .. } => assert!(suggestions.contains(&"a100".to_string()), "{e}"),
+            _ => panic!("{e}"),
+        }
+        assert!(e.to_string().contains("a1000"));
+    }
+
+    #[test]
+    fn overrides_patch_and_extend() {
+        let c = GpuCatalog::with_overrides_toml(
+            "[cluster]\nname = 'x'\n[gpu.a100]\nmem_gib = 40\n[gpu.mi250]\nfp16_tflops = 362\nfp32_tflops = 47.9\n\
+             mem_gib = 64\nmem_bw_gbs = 1638\nintra_link = 'nvlink'\nintra_node_gbs = 100\ninter_node_gbs = 25\n",
+        )
+        .unwrap();
+        assert_eq!(c.get("a100").unwrap().mem_gib, 40.0);
+        assert_eq!(c.get("a100").unwrap().fp16_tflops, 312.0);
+        assert_eq!(c.get("mi250").unwrap().gpus_per_node, 8);
+    }
+
+    #[test]
+    fn malformed_overrides_name_field_and_line() {
+        let e = GpuCatalog::with_overrides_toml("[gpu.a100]\nmem_gib = 80\nfp16_tflops = -3\n").unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains(":3") && s.contains("fp16_tflops"), "{s}");
+        let e = GpuCatalog::with_overrides_toml("\n[gpu.a100]\nmem_gb = 80\n").unwrap_err().to_string();
+        assert!(e.contains(":3") && e.contains("mem_gb"), "{e}");
+        let e = GpuCatalog::with_overrides_toml("\n\n[gpu.newgpu]\nfp16_tflops = 3\n").unwrap_err().to_string();
+        assert!(e.contains(":3") && e.contains("fp32_tflops") && e.contains("newgpu"), "{e}");
+    }
+}

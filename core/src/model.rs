@@ -1,0 +1,631 @@
+//! The model catalog: GPT/BERT transformers, mixture-of-experts and
+//! Wide-ResNet families at Alpa-benchmark sizes (`gpt__1.3B`, `moe__2.4B`,
+//! `wide_resnet__6.8B`, …), aliases for the reference-data workloads, and
+//! user-defined models in TOML. [`ModelSpec::cost`] derives parameters, FLOPs
+//! and activation sizes from the architecture for the estimator.
+use crate::error::CoreError;
+use crate::gpu::line_of;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::sync::OnceLock;
+
+const BUILTIN_TOML: &str = include_str!("../data/models.toml");
+
+/// Architecture family; decides how parameters, FLOPs and activations are derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelFamily {
+    /// Decoder-only transformer.
+    Gpt,
+    /// Encoder-only transformer.
+    Bert,
+    /// Transformer whose FFNs are `experts` experts with `top_k` active per token.
+    Moe,
+    /// Bottleneck (Wide-)ResNet for 2-D images.
+    WideResnet,
+    /// Any model given by explicit parameter count and FLOPs per sample.
+    Generic,
+}
+
+/// Training numeric precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Mixed precision fp16/bf16 with fp32 master weights (Adam: 16 bytes/param).
+    #[default]
+    Fp16,
+    /// Plain fp32 (Adam: 16 bytes/param, activations 4 bytes).
+    Fp32,
+}
+
+/// A model architecture. Fields not used by a family are 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    /// Catalog or user name, e.g. `gpt__1.3B`.
+    pub name: String,
+    /// Architecture family.
+    pub family: ModelFamily,
+    /// Transformer layers; for `generic`, pipeline-splittable layers.
+    pub layers: u32,
+    /// Transformer hidden size.
+    pub hidden: u32,
+    /// Attention heads.
+    pub heads: u32,
+    /// Tokens per sample.
+    pub seq_len: u32,
+    /// Vocabulary size (output classes for encoders).
+    pub vocab: u32,
+    /// FFN inner size (0 → 4 × hidden).
+    pub ffn_hidden: u32,
+    /// SwiGLU-style FFN with three matrices.
+    pub gated_ffn: bool,
+    /// MoE experts per layer.
+    pub experts: u32,
+    /// MoE experts active per token.
+    pub top_k: u32,
+    /// ResNet depth (50, 101 or 152).
+    pub depth: u32,
+    /// ResNet base width (channels of the first stage).
+    pub width: u32,
+    /// ResNet bottleneck width multiplier.
+    pub width_factor: u32,
+    /// Input image side in pixels.
+    pub image_size: u32,
+    /// Training precision.
+    pub precision: Precision,
+    /// Explicit parameter count (`generic`).
+    pub params_override: Option<f64>,
+    /// Explicit forward FLOPs per sample (`generic`).
+    pub fwd_flops_override: Option<f64>,
+    /// Explicit activation bytes per sample (`generic`).
+    pub act_bytes_override: Option<f64>,
+}
+
+/// Quantities the estimator needs, derived once per model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelCost {
+    /// Total parameters.
+    pub params: f64,
+    /// Parameters touched per sample (MoE: attention + top-k experts).
+    pub active_params: f64,
+    /// Forward FLOPs per sample (backward = 2 ×).
+    pub fwd_flops_per_sample: f64,
+    /// Layers a pipeline can split.
+    pub pipeline_layers: u32,
+    /// Parameters of the largest layer (ZeRO-3 gather buffer).
+    pub max_layer_params: f64,
+    /// Stored activation bytes per sample per layer not split by TP.
+    pub act_fixed_per_sample_layer: f64,
+    /// Stored activation bytes per sample per layer split by TP.
+    pub act_tp_per_sample_layer: f64,
+    /// Bytes per sample per layer kept with activation checkpointing.
+    pub ckpt_per_sample_layer: f64,
+    /// Bytes per sample crossing a pipeline-stage boundary (and per TP all-reduce).
+    pub boundary_bytes_per_sample: f64,
+    /// Extra activation bytes per sample once per model (logits, stem).
+    pub extra_act_per_sample: f64,
+    /// Largest useful tensor-parallel degree (1 for CNNs and generic models).
+    pub max_tp: u32,
+    /// Bytes per weight/gradient value (2 mixed precision, 4 fp32).
+    pub value_bytes: f64,
+    /// Fraction of peak FLOP/s large kernels of this family reach.
+    pub max_efficiency: f64,
+    /// Whether fp32 peak applies.
+    pub fp32: bool,
+}
+
+impl ModelSpec {
+    /// Total parameter count derived from the architecture.
+    pub fn params(&self) -> f64 {
+        self.cost().params
+    }
+
+    /// Forward FLOPs per sample.
+    pub fn fwd_flops_per_sample(&self) -> f64 {
+        self.cost().fwd_flops_per_sample
+    }
+
+    /// A stable fingerprint of every field (for memoization keys).
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.name.hash(&mut h);
+        self.family.hash(&mut h);
+        for v in [
+            self.layers, self.hidden, self.heads, self.seq_len, self.vocab, self.ffn_hidden, self.experts,
+            self.top_k, self.depth, self.width, self.width_factor, self.image_size,
+        ] {
+            v.hash(&mut h);
+        }
+        self.gated_ffn.hash(&mut h);
+        self.precision.hash(&mut h);
+        for o in [self.params_override, self.fwd_flops_override, self.act_bytes_override] {
+            o.map(f64::to_bits).hash(&mut h);
+        }
+        h.finish()
+    }
+
+    /// Derives the estimator's quantities from the architecture.
+    pub fn cost(&self) -> ModelCost {
+        let fp32 = self.precision == Precision::Fp32;
+        let b = if fp32 { 4.0 } else { 2.0 };
+        match self.family {
+            ModelFamily::Gpt | ModelFamily::Bert | ModelFamily::Moe => self.transformer_cost(b, fp32),
+            ModelFamily::WideResnet => self.resnet_cost(b, fp32),
+            ModelFamily::Generic => {
+                let params = self.params_override.unwrap_or(0.0);
+                let fwd = self.fwd_flops_override.unwrap_or(0.0);
+                let layers = self.layers.max(1);
+                let act = self.act_bytes_override.unwrap_or(fwd / 80.0) * b / 4.0;
+                ModelCost {
+                    params,
+                    active_params: params,
+                    fwd_flops_per_sample: fwd,
+                    pipeline_layers: layers,
+                    max_layer_params: params / layers as f64,
+                    act_fixed_per_sample_layer: act / layers as f64,
+                    act_tp_per_sample_layer: 0.0,
+                    ckpt_per_sample_layer: act / layers as f64 / 4.0,
+                    boundary_bytes_per_sample: act / layers as f64 / 10.0,
+                    extra_act_per_sample: 0.0,
+                    max_tp: 1,
+                    value_bytes: b,
+                    max_efficiency: 0.35,
+                    fp32,
+                }
+            }
+        }
+    }
+
+    fn transformer_cost(&self, b: f64, fp32: bool) -> ModelCost {
+        let h = self.hidden as f64;
+        let s = self.seq_len as f64;
+        let l = self.layers as f64;
+        let v = self.vocab as f64;
+        let f = if self.ffn_hidden == 0 { 4.0 * h } else { self.ffn_hidden as f64 };
+        let mats = if self.gated_ffn { 3.0 } else { 2.0 };
+        let ffn = mats * h * f;
+        let attn = 4.0 * h * h;
+        let moe = self.family == ModelFamily::Moe;
+        let (experts, k) = if moe { (self.experts.max(1) as f64, self.top_k.max(1) as f64) } else { (1.0, 1.0) };
+        let layer = attn + experts * ffn + if moe { h * experts } else { 0.0 } + 4.0 * h;
+        let active_layer = attn + k * ffn + 4.0 * h;
+        let embed = v * h + s * h;
+        let params = l * layer + embed;
+        let active_params = l * active_layer + embed;
+        // Per token: 2 FLOPs per active weight, attention scores and values
+        // (2 · 2·s·h per layer), and the output projection onto the vocabulary.
+        let fwd_tok = 2.0 * l * active_layer + 4.0 * l * s * h + 2.0 * v * h;
+        // Korthikanti et al. per-token activation bytes at fp16 with a fused
+        // (flash) attention kernel: 10h unsplit, 24h split by TP (8h attention,
+        // 16h MLP scaled by FFN width and active experts).
+        let scale = b / 2.0;
+        let ffn_scale = f / (4.0 * h) * k * if self.gated_ffn { 1.5 } else { 1.0 };
+        let heads = self.heads.max(1);
+        let max_tp = (0..=6).map(|e| 1u32 << e).filter(|t| heads % t == 0).max().unwrap_or(1);
+        ModelCost {
+            params,
+            active_params,
+            fwd_flops_per_sample: fwd_tok * s,
+            pipeline_layers: self.layers.max(1),
+            max_layer_params: layer,
+            act_fixed_per_sample_layer: s * h * 10.0 * scale,
+            act_tp_per_sample_layer: s * h * (8.0 + 16.0 * ffn_scale) * scale,
+            ckpt_per_sample_layer: s * h * b,
+            boundary_bytes_per_sample: s * h * b,
+            extra_act_per_sample: s * v * (b + 4.0),
+            max_tp,
+            value_bytes: b,
+            max_efficiency: if moe { 0.40 } else { 0.50 },
+            fp32,
+        }
+    }
+
+    fn resnet_cost(&self, b: f64, fp32: bool) -> ModelCost {
+        let blocks: &[u32] = match self.depth {
+            101 => &[3, 4, 23, 3],
+            152 => &[3, 8, 36, 3],
+            _ => &[3, 4, 6, 3],
+        };
+        let w = self.width.max(1) as f64;
+        let k = self.width_factor.max(1) as f64;
+        let img = if self.image_size == 0 { 224.0 } else { self.image_size as f64 };
+        let stem = 3.0 * w * 49.0;
+        let mut params = stem;
+        let mut flops = 2.0 * stem * (img / 2.0).powi(2);
+        let stem_act = 3.0 * w * (img / 2.0).powi(2);
+        let mut act = 0.0; // stored activation elements of all blocks
+        let mut boundary = 0.0;
+        let mut max_layer = 0.0f64;
+        let mut inc = w;
+        let mut n_blocks = 0u32;
+        for (i, &n) in blocks.iter().enumerate() {
+            let inner = w * 2f64.powi(i as i32) * k;
+            let out = 4.0 * w * 2f64.powi(i as i32);
+            let sp = (img / 4.0 / 2f64.powi(i as i32)).max(1.0).powi(2);
+            for j in 0..n {
+                let mut p = inc * inner + 9.0 * inner * inner + inner * out;
+                if j == 0 {
+                    p += inc * out;
+                }
+                params += p;
+                flops += 2.0 * p * sp;
+                // conv, batch-norm and ReLU outputs of the three convolutions.
+                act += 3.0 * (2.0 * inner + out) * sp;
+                boundary += out * sp;
+                max_layer = max_layer.max(p);
+                inc = out;
+                n_blocks += 1;
+            }
+        }
+        params += inc * 1000.0;
+        flops += 2.0 * inc * 1000.0;
+        let nb = n_blocks as f64;
+        ModelCost {
+            params,
+            active_params: params,
+            fwd_flops_per_sample: flops,
+            pipeline_layers: n_blocks,
+            max_layer_params: max_layer,
+            act_fixed_per_sample_layer: act * b / nb,
+            act_tp_per_sample_layer: 0.0,
+            ckpt_per_sample_layer: boundary * b / nb,
+            boundary_bytes_per_sample: boundary * b / nb,
+            extra_act_per_sample: stem_act * b,
+            max_tp: 1,
+            value_bytes: b,
+            max_efficiency: 0.45,
+            fp32,
+        }
+    }
+}
+
+/// One model table in TOML (catalog `[[model]]` entry or a user file).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelToml {
+    name: Option<String>,
+    #[serde(default)]
+    aliases: Vec<String>,
+    family: ModelFamily,
+    layers: Option<u32>,
+    hidden: Option<u32>,
+    heads: Option<u32>,
+    seq_len: Option<u32>,
+    vocab: Option<u32>,
+    ffn_hidden: Option<u32>,
+    #[serde(default)]
+    gated_ffn: bool,
+    experts: Option<u32>,
+    top_k: Option<u32>,
+    depth: Option<u32>,
+    width: Option<u32>,
+    width_factor: Option<u32>,
+    image_size: Option<u32>,
+    #[serde(default)]
+    precision: Precision,
+    params: Option<f64>,
+    fwd_flops_per_sample: Option<f64>,
+    act_bytes_per_sample: Option<f64>,
+}
+
+impl ModelToml {
+    /// Validates and converts; errors name the field and the table's line.
+    fn into_spec(self, default_name: &str, origin: &str, line: usize) -> Result<(ModelSpec, Vec<String>), CoreError> {
+        let name = self.name.clone().unwrap_or_else(|| default_name.to_string());
+        let err = |msg: String| CoreError::File { path: origin.to_string(), line: Some(line), msg };
+        let need = |v: Option<u32>, field: &str| -> Result<u32, CoreError> {
+            match v {
+                Some(x) if x > 0 => Ok(x),
+                Some(_) => Err(err(format!("model '{name}': field '{field}' must be positive"))),
+                None => Err(err(format!("model '{name}' ({:?}): missing field '{field}'", self.family))),
+            }
+        };
+        let pos = |v: Option<f64>, field: &str| -> Result<Option<f64>, CoreError> {
+            match v {
+                Some(x) if !(x.is_finite() && x > 0.0) => {
+                    Err(err(format!("model '{name}': field '{field}' must be a positive number, got {x}")))
+                }
+                o => Ok(o),
+            }
+        };
+        if name.trim().is_empty() {
+            return Err(err("model name is empty".into()));
+        }
+        let mut spec = ModelSpec {
+            name: name.clone(),
+            family: self.family,
+            layers: 0,
+            hidden: 0,
+            heads: 0,
+            seq_len: 0,
+            vocab: 0,
+            ffn_hidden: self.ffn_hidden.unwrap_or(0),
+            gated_ffn: self.gated_ffn,
+            experts: 0,
+            top_k: 0,
+            depth: 0,
+            width: 0,
+            width_factor: 0,
+            image_size: 0,
+            precision: self.precision,
+            params_override: None,
+            fwd_flops_override: None,
+            act_bytes_override: None,
+        };
+        match self.family {
+            ModelFamily::Gpt | ModelFamily::Bert | ModelFamily::Moe => {
+                spec.layers = need(self.layers, "layers")?;
+                spec.hidden = need(self.hidden, "hidden")?;
+                spec.heads = need(self.heads, "heads")?;
+                spec.seq_len = need(self.seq_len, "seq_len")?;
+                spec.vocab = self.vocab.unwrap_or(0);
+                if spec.hidden % spec.heads != 0 {
+                    return Err(err(format!(
+                        "model '{name}': field 'heads' ({}) must divide 'hidden' ({})",
+                        spec.heads, spec.hidden
+                    )));
+                }
+                if self.family == ModelFamily::Moe {
+                    spec.experts = need(self.experts, "experts")?;
+                    spec.top_k = self.top_k.unwrap_or(2).clamp(1, spec.experts);
+                }
+            }
+            ModelFamily::WideResnet => {
+                spec.depth = need(self.depth.or(Some(50)), "depth")?;
+                if ![50, 101, 152].contains(&spec.depth) {
+                    return Err(err(format!("model '{name}': field 'depth' must be 50, 101 or 152, got {}", spec.depth)));
+                }
+                spec.width = need(self.width, "width")?;
+                spec.width_factor = need(self.width_factor.or(Some(1)), "width_factor")?;
+                spec.image_size = need(self.image_size.or(Some(224)), "image_size")?;
+            }
+            ModelFamily::Generic => {
+                spec.params_override = Some(pos(self.params, "params")?.ok_or_else(|| err(format!("model '{name}' (Generic): missing field 'params'")))?);
+                spec.fwd_flops_override = Some(
+                    pos(self.fwd_flops_per_sample, "fwd_flops_per_sample")?
+                        .ok_or_else(|| err(format!("model '{name}' (Generic): missing field 'fwd_flops_per_sample'")))?,
+                );
+                spec.act_bytes_override = pos(self.act_bytes_per_sample, "act_bytes_per_sample")?;
+                spec.layers = self.layers.unwrap_or(1).max(1);
+            }
+        }
+        Ok((spec, self.aliases))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct CatalogToml {
+    #[serde(default)]
+    model: Vec<toml::Spanned<ModelToml>>,
+}
+
+/// Known models by canonical name, plus aliases.
+#[derive(Debug, Clone)]
+pub struct ModelCatalog {
+    models: BTreeMap<String, ModelSpec>,
+    /// lower-case alias or name → canonical name.
+    index: BTreeMap<String, String>,
+}
+
+impl ModelCatalog {
+    /// The built-in catalog.
+    pub fn builtin() -> ModelCatalog {
+        static BUILTIN: OnceLock<ModelCatalog> = OnceLock::new();
+        BUILTIN
+            .get_or_init(|| {
+                let mut c = ModelCatalog { models: BTreeMap::new(), index: BTreeMap::new() };
+                c.add_models_toml(BUILTIN_TOML, "<builtin models.toml>").expect("built-in model catalog parses");
+                c
+            })
+            .clone()
+    }
+
+    /// Adds (or replaces) the `[[model]]` entries of `toml_text`; other keys are ignored.
+    pub fn add_models_toml(&mut self, toml_text: &str, origin: &str) -> Result<(), CoreError> {
+        let doc: CatalogToml = toml::from_str(toml_text).map_err(|e| toml_error(origin, toml_text, &e))?;
+        for m in doc.model {
+            let line = line_of(toml_text, m.span().start);
+            let inner = m.into_inner();
+            if inner.name.is_none() {
+                return Err(CoreError::File { path: origin.into(), line: Some(line), msg: "[[model]] needs field 'name'".into() });
+            }
+            let (spec, aliases) = inner.into_spec("", origin, line)?;
+            self.insert(spec, &aliases);
+        }
+        Ok(())
+    }
+
+    /// Adds a model under its name and aliases.
+    pub fn insert(&mut self, spec: ModelSpec, aliases: &[String]) {
+        let name = spec.name.clone();
+        self.index.insert(name.to_ascii_lowercase(), name.clone());
+        for a in aliases {
+            self.index.insert(a.to_ascii_lowercase(), name.clone());
+        }
+        self.models.insert(name, spec);
+    }
+
+    /// Canonical name for a name or alias (case-insensitive).
+    pub fn canonical_name(&self, name: &str) -> Option<&str> {
+        self.index.get(&name.trim().to_ascii_lowercase()).map(String::as_str)
+    }
+
+    /// Looks a model up by name or alias; unknown → [`CoreError::Unknown`] with close names.
+    pub fn get(&self, name: &str) -> Result<&ModelSpec, CoreError> {
+        match self.canonical_name(name) {
+            Some(c) => Ok(&self.models[c]),
+            None => Err(CoreError::Unknown {
+                kind: "model",
+                name: name.to_string(),
+                suggestions: close_names(&name.trim().to_ascii_lowercase(), self.index.keys().map(String::as_str))
+                    .into_iter()
+                    .map(|a| self.index[&a].clone())
+                    .fold(Vec::new(), |mut v, n| {
+                        if !v.contains(&n) {
+                            v.push(n)
+                        }
+                        v
+                    }),
+            }),
+        }
+    }
+
+    /// A catalog model, or a user model when `name_or_path` ends in `.toml`.
+    pub fn resolve(&self, name_or_path: &str) -> Result<ModelSpec, CoreError> {
+        if name_or_path.trim().to_ascii_lowercase().ends_with(".toml") {
+            return load_model_file(Path::new(name_or_path.trim()));
+        }
+        self.get(name_or_path).cloned()
+    }
+
+    /// Canonical model names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.models.keys().map(String::as_str)
+    }
+}
+
+/// Loads a user model from a TOML file with top-level keys (`family`, `layers`, …);
+/// the name defaults to the file stem.
+pub fn load_model_file(path: &Path) -> Result<ModelSpec, CoreError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CoreError::File { path: origin.clone(), line: None, msg: format!("cannot read model file: {e}") })?;
+    parse_model_toml(&text, &origin, path.file_stem().and_then(|s| s.to_str()).unwrap_or("user_model"))
+}
+
+/// Parses one user model from TOML text; `origin` names it in errors.
+pub fn parse_model_toml(text: &str, origin: &str, default_name: &str) -> Result<ModelSpec, CoreError> {
+    let m: ModelToml = toml::from_str(text).map_err(|e| toml_error(origin, text, &e))?;
+    Ok(m.into_spec(default_name, origin, 1)?.0)
+}
+
+/// Converts a TOML error into [`CoreError::File`] with line and the offending line's text.
+pub(crate) fn toml_error(origin: &str, src: &str, e: &toml::de::Error) -> CoreError {
+    let (line, text) = match e.span() {
+        Some(sp) => {
+            let line = line_of(src, sp.start);
+            (Some(line), src.lines().nth(line - 1).unwrap_or("").trim().to_string())
+        }
+        None => (None, String::new()),
+    };
+    let msg = e.message().trim().to_string();
+    let msg = if text.is_empty() { msg } else { format!("{msg} (at `{text}`)") };
+    CoreError::File { path: origin.to_string(), line, msg }
+}
+
+/// Up to five candidates closest to `query` by edit distance (or containing it).
+pub(crate) fn close_names<'a>(query: &str, candidates: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let q = query.to_ascii_lowercase();
+    let limit = (q.chars().count() / 3).max(2);
+    let mut scored: Vec<(usize, String)> = candidates
+        .filter_map(|c| {
+            let cl = c.to_ascii_lowercase();
+            let d = levenshtein(&q, &cl);
+            let contains = q.len() >= 2 && (cl.contains(&q) || q.contains(&cl));
+            (d <= limit || contains).then(|| (if contains { d.min(limit) } else { d }, c.to_string()))
+        })
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().take(5).map(|(_, c)| c).collect()
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nominal(name: &str) -> f64 {
+        let size = name.split("__").nth(1).unwrap();
+        let (num, mul) = if let Some(n) = size.strip_suffix('B') { (n, 1e9) } else { (size.strip_suffix('M').unwrap(), 1e6) };
+        num.parse::<f64>().unwrap() * mul
+    }
+
+    #[test]
+    fn sized_models_match_their_nominal_size() {
+        let c = ModelCatalog::builtin();
+        let mut n = 0;
+        for name in c.names().filter(|n| n.contains("__")) {
+            let p = c.get(name).unwrap().params();
+            let nom = nominal(name);
+            assert!((p / nom - 1.0).abs() < 0.2, "{name}: {p:.3e} vs nominal {nom:.3e}");
+            n += 1;
+        }
+        assert_eq!(n, 7 + 7 + 5 + 7);
+        let r50 = c.get("ResNet-50").unwrap().cost();
+        assert!((r50.params / 25.5e6 - 1.0).abs() < 0.05, "{}", r50.params);
+        assert!((r50.fwd_flops_per_sample / 7.7e9 - 1.0).abs() < 0.1);
+        let llama = c.get("llama7b").unwrap().params();
+        assert!((llama / 6.7e9 - 1.0).abs() < 0.05, "{llama}");
+    }
+
+    #[test]
+    fn transformer_flops_follow_6pt() {
+        let m = ModelCatalog::builtin().resolve("gpt__6.7B").unwrap();
+        let c = m.cost();
+        let six_pt = 6.0 * c.params * m.seq_len as f64;
+        let train = 3.0 * c.fwd_flops_per_sample;
+        assert!(train > six_pt && train < 1.25 * six_pt, "{train:e} vs {six_pt:e}");
+        let moe = ModelCatalog::builtin().resolve("moe__10B").unwrap().cost();
+        assert!(moe.active_params < 0.2 * moe.params);
+    }
+
+    #[test]
+    fn lookups_aliases_and_suggestions() {
+        let c = ModelCatalog::builtin();
+        assert_eq!(c.get("GPT__1.3B").unwrap().name, "gpt__1.3B");
+        assert_eq!(c.get("bert").unwrap().name, "bert_large");
+        assert_eq!(c.get("Recommendation").unwrap().name, "autoencoder_ml20m");
+        match c.resolve("gpt__1.4B").unwrap_err() {
+            CoreError::Unknown { kind, suggestions, .. } => {
+                assert_eq!(kind, "model");
+                assert!(suggestions.contains(&"gpt__1.3B".to_string()), "{suggestions:?}");
+            }
+            e => panic!("{e}"),
+        }
+        let msg = c.resolve("wide_resnet__7B").unwrap_err().to_string();
+        assert!(msg.contains("wide_resnet__"), "{msg}");
+    }
+
+    #[test]
+    fn user_model_toml() {
+        let dir = std::env::temp_dir().join(format!("cs-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("mygpt.toml");
+        std::fs::write(&p, "family = 'gpt'\nlayers = 4\nhidden = 256\nheads = 4\nseq_len = 128\nvocab = 1000\n").unwrap();
+        let m = ModelCatalog::builtin().resolve(p.to_str().unwrap()).unwrap();
+        assert_eq!(m.name, "mygpt");
+        assert!(m.params() > 4.0 * 12.0 * 256.0 * 256.0);
+        let cnn = parse_model_toml("name='w'\nfamily='wide_resnet'\ndepth=50\nwidth=64\nwidth_factor=2\n", "x", "x").unwrap();
+        assert!((cnn.params() / 68.8e6 - 1.0).abs() < 0.05);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn malformed_model_toml_names_field_and_line() {
+        let e = parse_model_toml("family = 'gpt'\nlayers = 4\nhiden = 256\n", "m.toml", "m").unwrap_err().to_string();
+        assert!(e.contains("m.toml:3") && e.contains("hiden"), "{e}");
+        let e = parse_model_toml("family = 'gpt'\nlayers = 4\n", "m.toml", "m").unwrap_err().to_string();
+        assert!(e.contains("hidden") && e.contains("m.toml:1"), "{e}");
+        let e = parse_model_toml("family = 'gpt'\nlayers = -4\n", "m.toml", "m").unwrap_err().to_string();
+        assert!(e.contains("m.toml:2") && e.contains("layers"), "{e}");
+        let e = parse_model_toml("family = 'rnn'\n", "m.toml", "m").unwrap_err().to_string();
+        assert!(e.contains("m.toml:1") && e.contains("family"), "{e}");
+        let e = ModelCatalog::builtin().resolve("/nonexistent/x.toml").unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/x.toml"), "{e}");
+    }
+}

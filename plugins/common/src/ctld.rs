@@ -1,0 +1,403 @@
+//! Safe wrappers over the slurm-sys shim for code running inside slurmctld
+//! (site_factor and job_submit plugins). Outside slurmctld every entry point
+//! returns `None` / [`CtldError::NotInSlurmctld`] instead of crashing.
+//!
+//! Locking: [`Job`] values only exist inside callbacks that run while the
+//! caller holds slurmctld's job lock ([`for_each_job`] inside
+//! `site_factor_p_update`, or inside [`with_lock`]); they cannot escape them.
+use crate::cstr::{borrow_str, take_xstr, to_cstring, CStrError};
+use slurm_sys::shim as s;
+use std::ffi::CString;
+use std::marker::PhantomData;
+use std::ops::ControlFlow;
+use std::os::raw::{c_int, c_void};
+
+/// Errors from slurmctld operations.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CtldError {
+    /// slurmctld's API (locks, job list, update_job) is not in this process.
+    #[error("not running inside slurmctld (lock_slurmctld/job_list/update_job not found)")]
+    NotInSlurmctld,
+    /// `update_job` failed with a Slurm error code.
+    #[error("update_job for JobId={job_id} failed: Slurm error {code}")]
+    UpdateFailed {
+        /// Job updated.
+        job_id: u32,
+        /// Slurm error code (`slurm_strerror` gives the text).
+        code: i32,
+    },
+    /// A string could not be passed to C.
+    #[error(transparent)]
+    CStr(#[from] CStrError),
+    /// Setting a job field failed (allocation unavailable).
+    #[error("cannot set {field} of JobId={job_id}")]
+    SetFailed {
+        /// Field name.
+        field: &'static str,
+        /// Job.
+        job_id: u32,
+    },
+}
+
+/// Whether slurmctld's API is reachable (false in slurmd, slurmstepd, clients, tests).
+pub fn in_slurmctld() -> bool {
+    unsafe { s::cellsched_in_slurmctld() == 1 }
+}
+
+/// Lock sets for [`with_lock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// conf R, job R, node R, part R.
+    Read,
+    /// conf R, job W, node W, part R, fed R (what the update-job RPC takes).
+    Write,
+}
+
+/// A job record borrowed while a job lock is held.
+pub struct Job<'a> {
+    ptr: *mut s::cellsched_job_t,
+    _lock: PhantomData<&'a mut ()>,
+}
+
+macro_rules! str_getters {
+    ($($(#[$m:meta])* $name:ident => $f:ident;)*) => {$(
+        $(#[$m])*
+        pub fn $name(&self) -> Option<&'a str> { unsafe { borrow_str(s::$f(self.ptr)) } }
+    )*};
+}
+macro_rules! num_getters {
+    ($($(#[$m:meta])* $name:ident: $t:ty => $f:ident;)*) => {$(
+        $(#[$m])*
+        pub fn $name(&self) -> $t { unsafe { s::$f(self.ptr) } }
+    )*};
+}
+
+impl<'a> Job<'a> {
+    /// Wraps the `job_record_t *` Slurm passes to a plugin callback
+    /// (e.g. `site_factor_p_set`); `None` for NULL.
+    ///
+    /// # Safety
+    /// `ptr` must be a live `job_record_t *` and the job lock must be held for `'a`.
+    pub unsafe fn from_raw(ptr: *mut c_void) -> Option<Job<'a>> {
+        (!ptr.is_null()).then(|| Job { ptr: ptr.cast(), _lock: PhantomData })
+    }
+
+    num_getters! {
+        /// Job id.
+        id: u32 => cellsched_job_id;
+        /// Submitting user's uid.
+        user_id: u32 => cellsched_job_user_id;
+        /// Full `job_state` (base state | flags).
+        state: u32 => cellsched_job_state;
+        /// `enum job_state_reason`.
+        state_reason: u32 => cellsched_job_state_reason;
+        /// `details->min_nodes` (`NO_VAL` without details).
+        min_nodes: u32 => cellsched_job_min_nodes;
+        /// `details->max_nodes` (0 or `NO_VAL` when unset).
+        max_nodes: u32 => cellsched_job_max_nodes;
+        /// `details->num_tasks`.
+        num_tasks: u32 => cellsched_job_num_tasks;
+        /// Time limit in minutes (`NO_VAL`/`INFINITE` when unset/unlimited).
+        time_limit_min: u32 => cellsched_job_time_limit;
+        /// Current priority.
+        priority: u32 => cellsched_job_priority;
+        /// Current site factor (`NICE_OFFSET` is neutral).
+        site_factor: u32 => cellsched_job_site_factor;
+        /// Submit time (Unix seconds).
+        submit_time: i64 => cellsched_job_submit_time;
+        /// Earliest begin time (Unix seconds, 0 = none).
+        begin_time: i64 => cellsched_job_begin_time;
+        /// Start time (Unix seconds, 0 = not started).
+        start_time: i64 => cellsched_job_start_time;
+    }
+    str_getters! {
+        /// Job name.
+        name => cellsched_job_name;
+        /// Partition name(s).
+        partition => cellsched_job_partition;
+        /// AdminComment.
+        admin_comment => cellsched_job_admin_comment;
+        /// Comment.
+        comment => cellsched_job_comment;
+        /// Required node features (`details->features`).
+        features => cellsched_job_features;
+        /// Per-node TRES request, e.g. `gres:gpu:a100:4` (see `slurm_sys::compat::strip_tres_gres_prefix`).
+        tres_per_node => cellsched_job_tres_per_node;
+        /// Requested TRES string.
+        tres_req_str => cellsched_job_tres_req_str;
+        /// Allocated TRES string.
+        tres_alloc_str => cellsched_job_tres_alloc_str;
+        /// Allocated node list.
+        nodes => cellsched_job_nodes;
+    }
+
+    /// True while pending.
+    pub fn is_pending(&self) -> bool {
+        unsafe { s::cellsched_job_is_pending(self.ptr) == 1 }
+    }
+
+    /// `spank_job_env` entries (`NAME=value`).
+    pub fn env(&self) -> impl Iterator<Item = &'a str> + '_ {
+        let n = unsafe { s::cellsched_job_env_count(self.ptr) };
+        (0..n).filter_map(move |i| unsafe { borrow_str(s::cellsched_job_env_at(self.ptr, i)) })
+    }
+
+    /// Value of `key` in `spank_job_env`, accepting a `SPANK_` prefix on the entry.
+    pub fn env_get(&self, key: &str) -> Option<&'a str> {
+        env_lookup(self.env(), key)
+    }
+
+    /// Sets `site_factor` (needs the job write lock, e.g. in `site_factor_p_update`).
+    pub fn set_site_factor(&mut self, factor: u32) {
+        unsafe { s::cellsched_job_set_site_factor(self.ptr, factor) }
+    }
+
+    /// Replaces AdminComment.
+    pub fn set_admin_comment(&mut self, text: &str) -> Result<(), CtldError> {
+        let c = to_cstring(text)?;
+        match unsafe { s::cellsched_job_set_admin_comment(self.ptr, c.as_ptr()) } {
+            0 => Ok(()),
+            _ => Err(CtldError::SetFailed { field: "admin_comment", job_id: self.id() }),
+        }
+    }
+
+    /// Sets `name=value` in `spank_job_env` (overwrites).
+    pub fn env_set(&mut self, name: &str, value: &str) -> Result<(), CtldError> {
+        let (n, v) = (to_cstring(name)?, to_cstring(value)?);
+        match unsafe { s::cellsched_job_env_set(self.ptr, n.as_ptr(), v.as_ptr()) } {
+            0 => Ok(()),
+            _ => Err(CtldError::SetFailed { field: "spank_job_env", job_id: self.id() }),
+        }
+    }
+}
+
+/// Finds `key` in `NAME=value` entries; an entry `SPANK_<key>=` matches too.
+pub fn env_lookup<'a>(entries: impl Iterator<Item = &'a str>, key: &str) -> Option<&'a str> {
+    entries.into_iter().find_map(|e| {
+        let (k, v) = e.split_once('=')?;
+        (k == key || k.strip_prefix("SPANK_") == Some(key)).then_some(v)
+    })
+}
+
+/// Calls `f` for each job (pending ones only when `pending_only`) until it
+/// returns `Break`. The caller must already hold the job lock (as
+/// `site_factor_p_update` does). Returns jobs visited, or `None` outside slurmctld.
+pub fn for_each_job<F>(pending_only: bool, mut f: F) -> Option<usize>
+where
+    F: FnMut(&mut Job<'_>) -> ControlFlow<()>,
+{
+    unsafe extern "C" fn tramp<F: FnMut(&mut Job<'_>) -> ControlFlow<()>>(
+        job: *mut s::cellsched_job_t,
+        arg: *mut c_void,
+    ) -> c_int {
+        let f = &mut *(arg as *mut F);
+        let mut j = Job { ptr: job, _lock: PhantomData };
+        // A panic must not unwind through C: stop the walk and re-raise after.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut j))) {
+            Ok(ControlFlow::Continue(())) => 0,
+            Ok(ControlFlow::Break(())) => 1,
+            Err(p) => {
+                PANIC.with(|c| *c.borrow_mut() = Some(p));
+                1
+            }
+        }
+    }
+    let n = unsafe { s::cellsched_for_each_job(pending_only as c_int, Some(tramp::<F>), &mut f as *mut F as *mut c_void) };
+    resume_panic();
+    (n >= 0).then_some(n as usize)
+}
+
+thread_local! {
+    static PANIC: std::cell::RefCell<Option<Box<dyn std::any::Any + Send>>> = const { std::cell::RefCell::new(None) };
+}
+
+fn resume_panic() {
+    if let Some(p) = PANIC.with(|c| c.borrow_mut().take()) {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// Runs `f` with the job `id` (caller holds the job lock); `None` if absent or outside slurmctld.
+pub fn with_job<T>(id: u32, f: impl FnOnce(&mut Job<'_>) -> T) -> Option<T> {
+    let ptr = unsafe { s::cellsched_find_job(id) };
+    if ptr.is_null() {
+        return None;
+    }
+    Some(f(&mut Job { ptr, _lock: PhantomData }))
+}
+
+/// Runs `f` holding slurmctld's locks (from a plugin thread; never from a
+/// callback that already holds them). `Err(NotInSlurmctld)` outside slurmctld.
+pub fn with_lock<T, F: FnOnce() -> T>(kind: LockKind, f: F) -> Result<T, CtldError> {
+    struct Ctx<G, T> {
+        f: Option<G>,
+        out: Option<std::thread::Result<T>>,
+    }
+    unsafe extern "C" fn tramp<G: FnOnce() -> T, T>(arg: *mut c_void) -> c_int {
+        let ctx = &mut *(arg as *mut Ctx<G, T>);
+        let g = ctx.f.take().expect("called once");
+        ctx.out = Some(std::panic::catch_unwind(std::panic::AssertUnwindSafe(g)));
+        0
+    }
+    let kind = match kind {
+        LockKind::Read => s::CELLSCHED_LOCK_READ,
+        LockKind::Write => s::CELLSCHED_LOCK_WRITE,
+    };
+    let mut ctx: Ctx<F, T> = Ctx { f: Some(f), out: None };
+    let rc = unsafe { s::cellsched_with_lock(kind, Some(tramp::<F, T>), &mut ctx as *mut Ctx<F, T> as *mut c_void) };
+    match ctx.out {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(p)) => std::panic::resume_unwind(p), // locks already released
+        None if rc < 0 => Err(CtldError::NotInSlurmctld),
+        None => unreachable!("cellsched_with_lock returned without running the callback"),
+    }
+}
+
+/// Asks slurmctld to run its scheduler soon.
+pub fn queue_scheduler() -> Result<(), CtldError> {
+    match unsafe { s::cellsched_queue_scheduler() } {
+        0 => Ok(()),
+        _ => Err(CtldError::NotInSlurmctld),
+    }
+}
+
+/// A change to a pending job, applied by slurmctld's own `update_job()` as root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobUpdate {
+    /// Job to change.
+    pub job_id: u32,
+    /// New feature expression (e.g. `"a100"`); `Some("")` clears.
+    pub features: Option<String>,
+    /// New per-node GRES as users write it (e.g. `"gpu:4"`; untyped: typed GRES updates leave jobs unrunnable).
+    pub gres: Option<String>,
+    /// New AdminComment.
+    pub admin_comment: Option<String>,
+    /// New min nodes.
+    pub min_nodes: Option<u32>,
+    /// New max nodes.
+    pub max_nodes: Option<u32>,
+    /// New task count.
+    pub num_tasks: Option<u32>,
+}
+
+/// Applies `u` (caller holds the [`LockKind::Write`] locks, e.g. inside [`with_lock`]).
+pub fn update_job(u: &JobUpdate) -> Result<(), CtldError> {
+    if !in_slurmctld() {
+        return Err(CtldError::NotInSlurmctld);
+    }
+    let cs = |o: &Option<String>| o.as_deref().map(to_cstring).transpose();
+    let (features, gres, comment): (Option<CString>, Option<CString>, Option<CString>) =
+        (cs(&u.features)?, cs(&u.gres)?, cs(&u.admin_comment)?);
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    let mut raw = unsafe { std::mem::zeroed::<s::cellsched_job_update_t>() };
+    unsafe { s::cellsched_job_update_init(&mut raw, u.job_id) };
+    raw.features = ptr(&features);
+    raw.gres = ptr(&gres);
+    raw.admin_comment = ptr(&comment);
+    raw.min_nodes = u.min_nodes.unwrap_or(slurm_sys::NO_VAL);
+    raw.max_nodes = u.max_nodes.unwrap_or(slurm_sys::NO_VAL);
+    raw.num_tasks = u.num_tasks.unwrap_or(slurm_sys::NO_VAL);
+    match unsafe { s::cellsched_update_job(&raw) } {
+        0 => Ok(()),
+        -1 => Err(CtldError::NotInSlurmctld),
+        code => Err(CtldError::UpdateFailed { job_id: u.job_id, code }),
+    }
+}
+
+/// A copy of one node's scheduling facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Node name.
+    pub name: String,
+    /// Active features (comma separated as configured).
+    pub features: Option<String>,
+    /// Configured GRES, e.g. `gpu:a100:4`.
+    pub gres: Option<String>,
+    /// GRES in use, e.g. `gpu:a100:2(IDX:0-1)`.
+    pub gres_used: Option<String>,
+    /// `node_state`.
+    pub state: u32,
+    /// Usable for new work (not down/drained/failed/future/not responding).
+    pub available: bool,
+    /// CPUs.
+    pub cpus: u16,
+}
+
+/// Copies the node table (caller holds at least the node read lock). Empty outside slurmctld.
+pub fn nodes() -> Vec<NodeInfo> {
+    let n = unsafe { s::cellsched_node_count() };
+    let own = |p| unsafe { borrow_str(p) }.map(str::to_string);
+    (0..n)
+        .filter_map(|i| unsafe {
+            let name = own(s::cellsched_node_name(i))?;
+            Some(NodeInfo {
+                name,
+                features: own(s::cellsched_node_features(i)),
+                gres: own(s::cellsched_node_gres(i)),
+                gres_used: take_xstr(s::cellsched_node_gres_used(i)),
+                state: s::cellsched_node_state(i),
+                available: s::cellsched_node_is_available(i) == 1,
+                cpus: s::cellsched_node_cpus(i),
+            })
+        })
+        .collect()
+}
+
+/// Sets `name=value` in a job descriptor's `spank_job_env` (job_submit), keeping its size in step.
+pub fn desc_env_set(desc: &mut slurm_sys::job_desc_msg_t, name: &str, value: &str) -> Result<(), CtldError> {
+    let (n, v) = (to_cstring(name)?, to_cstring(value)?);
+    let rc = unsafe {
+        s::cellsched_env_array_set(&mut desc.spank_job_env, &mut desc.spank_job_env_size, n.as_ptr(), v.as_ptr())
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(CtldError::SetFailed { field: "spank_job_env", job_id: desc.job_id }),
+    }
+}
+
+/// `spank_job_env` entries of a job descriptor.
+pub fn desc_env(desc: &slurm_sys::job_desc_msg_t) -> Vec<&str> {
+    if desc.spank_job_env.is_null() {
+        return Vec::new();
+    }
+    (0..desc.spank_job_env_size as usize)
+        .filter_map(|i| unsafe { borrow_str(*desc.spank_job_env.add(i)) })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_lookup_accepts_spank_prefix() {
+        let env = ["A=1", "SPANK_CELLSCHED_DL_MODEL=gpt2", "CELLSCHED_DL_BATCH=32", "BROKEN"];
+        assert_eq!(env_lookup(env.iter().copied(), "CELLSCHED_DL_MODEL"), Some("gpt2"));
+        assert_eq!(env_lookup(env.iter().copied(), "CELLSCHED_DL_BATCH"), Some("32"));
+        assert_eq!(env_lookup(env.iter().copied(), "MISSING"), None);
+        assert_eq!(env_lookup(env.iter().copied(), "BROKEN"), None);
+    }
+
+    #[test]
+    fn outside_slurmctld_nothing_runs() {
+        assert!(!in_slurmctld());
+        assert_eq!(with_lock(LockKind::Write, || 1), Err(CtldError::NotInSlurmctld));
+        assert_eq!(for_each_job(true, |_| ControlFlow::Continue(())), None);
+        assert_eq!(with_job(1, |j| j.id()), None);
+        assert_eq!(queue_scheduler(), Err(CtldError::NotInSlurmctld));
+        assert_eq!(update_job(&JobUpdate { job_id: 1, ..Default::default() }), Err(CtldError::NotInSlurmctld));
+        assert!(nodes().is_empty());
+    }
+
+    #[test]
+    fn desc_env_reads_entries() {
+        let mut entries: Vec<*mut std::os::raw::c_char> =
+            [b"SPANK_CELLSCHED_DL_MODEL=bert\0".as_ptr().cast::<std::os::raw::c_char>(), b"X=1\0".as_ptr().cast()].iter().map(|p| *p as *mut _).collect();
+        let mut desc: slurm_sys::job_desc_msg_t = Default::default();
+        desc.spank_job_env = entries.as_mut_ptr();
+        desc.spank_job_env_size = 2;
+        let env = desc_env(&desc);
+        assert_eq!(env, vec!["SPANK_CELLSCHED_DL_MODEL=bert", "X=1"]);
+        assert_eq!(env_lookup(env.into_iter(), "CELLSCHED_DL_MODEL"), Some("bert"));
+    }
+}

@@ -1,0 +1,373 @@
+//! Exported plugin symbols and the re-planning thread.
+//!
+//! `job_submit()` runs under slurmctld's conf/job/node/part read locks: it
+//! uses the config and estimator loaded at `init` (or by the thread when the
+//! file changes) and the in-memory node table; no file I/O. The thread
+//! (slurmctld only) sleeps on a condvar, snapshots under the read locks,
+//! computes without locks, and applies moves through `update_job()` under the
+//! write locks, then asks the scheduler to run.
+use crate::placement::{self, NodeGpus, Outcome, SubmitRequest};
+use crate::replan::{self, PendingDl};
+use crate::{job_env, request};
+use cellsched_core::config::{resolve_config_path, Config, CONFIG_ENV};
+use cellsched_core::estimator::Estimator;
+use cellsched_core::gpu::GpuCatalog;
+use cellsched_core::model::ModelCatalog;
+use cellsched_core::options::CellChoice;
+use cellsched_core::profile_db::ProfileDb;
+use cellsched_core::Decision;
+use cellsched_plugin_common::ctld::{self, JobUpdate, LockKind};
+use cellsched_plugin_common::{cstr, guard, log, version};
+use std::ffi::{c_char, c_int};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+cellsched_plugin_common::plugin_identity!(name: "cellsched Cell placement", kind: "job_submit/cellsched");
+
+/// Config and estimator in force; `None` = stock behaviour.
+struct Loaded {
+    cfg: Config,
+    est: Estimator,
+}
+
+static LOADED: RwLock<Option<Arc<Loaded>>> = RwLock::new(None);
+/// Path and modification time of the last config load attempt.
+static SOURCE: Mutex<Option<(PathBuf, Option<SystemTime>)>> = Mutex::new(None);
+static THREAD: Mutex<Option<Replanner>> = Mutex::new(None);
+
+fn info(msg: &str) {
+    log::info(&format!("job_submit/cellsched: {msg}"));
+}
+fn error(msg: &str) {
+    log::error(&format!("job_submit/cellsched: {msg}"));
+}
+
+fn config_path() -> PathBuf {
+    let env = std::env::var(CONFIG_ENV).ok();
+    let slurm_conf = std::env::var("SLURM_CONF").ok();
+    resolve_config_path(None, env.as_deref(), slurm_conf.as_deref().or(Some("/etc/slurm/slurm.conf")))
+}
+
+fn mtime(p: &PathBuf) -> Option<SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+/// Builds the estimator; data files that fail are logged and skipped.
+fn estimator(cfg: &Config) -> Estimator {
+    let mut gpus = GpuCatalog::builtin();
+    if let Some(p) = &cfg.estimator.gpu_catalog {
+        match std::fs::read_to_string(p).map_err(|e| e.to_string()).and_then(|t| {
+            gpus.apply_overrides_toml(&t, &p.display().to_string()).map_err(|e| e.to_string())
+        }) {
+            Ok(()) => {}
+            Err(e) => error(&format!("estimator.gpu_catalog {}: {e}; using built-in GPU data", p.display())),
+        }
+    }
+    let mut est = Estimator::new(gpus, ModelCatalog::builtin());
+    if let Some(p) = &cfg.estimator.profile_db {
+        match ProfileDb::load_csv(p) {
+            Ok(db) => est = est.with_db(db),
+            Err(e) => error(&format!("estimator.profile_db: {e}; using analytical estimates only")),
+        }
+    }
+    est
+}
+
+/// (Re)loads the config if its file changed since the last attempt (outside locks).
+fn reload_if_changed() {
+    let path = config_path();
+    let now = mtime(&path);
+    {
+        let src = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((p, t)) = src.as_ref() {
+            if *p == path && *t == now {
+                return;
+            }
+        }
+    }
+    let new = match Config::load(&path) {
+        Ok(cfg) => {
+            info(&format!(
+                "loaded {}: placement {}, re-planning {} every {} s, max {} GPUs",
+                path.display(),
+                if cfg.placement.enabled { "on" } else { "off" },
+                if cfg.placement.replan { "on" } else { "off" },
+                cfg.placement.replan_interval_s,
+                cfg.placement.max_gpus
+            ));
+            Some(Arc::new(Loaded { est: estimator(&cfg), cfg }))
+        }
+        Err(e) => {
+            error(&format!("config error: {e}; DL jobs are scheduled the stock way until it is fixed"));
+            None
+        }
+    };
+    *LOADED.write().unwrap_or_else(|e| e.into_inner()) = new;
+    *SOURCE.lock().unwrap_or_else(|e| e.into_inner()) = Some((path, now));
+}
+
+fn current() -> Option<Arc<Loaded>> {
+    LOADED.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// GPUs per node from the node table (caller holds the node read lock).
+fn node_snapshot() -> Vec<NodeGpus> {
+    ctld::nodes()
+        .iter()
+        .flat_map(|n| placement::node_gpus(&n.name, n.gres.as_deref(), n.gres_used.as_deref(), n.available))
+        .collect()
+}
+
+unsafe fn opt_str(p: *const c_char) -> Option<String> {
+    cstr::borrow_nonempty(p).map(str::to_string)
+}
+
+/// Applies a placement to the job descriptor.
+unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::Placement) -> Result<(), String> {
+    let text = p.decision.to_admin_comment();
+    if let Some(w) = &p.rewrite {
+        cstr::replace_xstr(&mut desc.features, &w.features).map_err(|e| e.to_string())?;
+        cstr::replace_xstr(&mut desc.tres_per_node, &w.tres_per_node).map_err(|e| e.to_string())?;
+        for field in [&mut desc.tres_per_job, &mut desc.tres_per_socket, &mut desc.tres_per_task] {
+            if !field.is_null() {
+                match request::without_gpus(opt_str(*field).as_deref()) {
+                    Some(rest) => cstr::replace_xstr(field, &rest).map_err(|e| e.to_string())?,
+                    None => {
+                        slurm_sys::shim::cellsched_xfree((*field).cast());
+                        *field = std::ptr::null_mut();
+                    }
+                }
+            }
+        }
+        desc.min_nodes = w.nodes;
+        desc.max_nodes = w.nodes;
+    }
+    let comment = match opt_str(desc.admin_comment) {
+        Some(c) => format!("{c}; {text}"),
+        None => text.clone(),
+    };
+    cstr::replace_xstr(&mut desc.admin_comment, &comment).map_err(|e| e.to_string())?;
+    ctld::desc_env_set(desc, job_env::DECISION_KEY, &text).map_err(|e| e.to_string())
+}
+
+#[no_mangle]
+pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, err_msg: *mut *mut c_char) -> c_int {
+    guard("job_submit/cellsched job_submit", slurm_sys::SLURM_SUCCESS, || {
+        let Some(desc) = (unsafe { desc.as_mut() }) else { return slurm_sys::SLURM_SUCCESS };
+        let env: Vec<String> = ctld::desc_env(desc).into_iter().map(str::to_string).collect();
+        if !job_env::has_dl_options(&env) {
+            return slurm_sys::SLURM_SUCCESS; // not a DL job: untouched
+        }
+        let Some(l) = current() else {
+            info("DL job submitted but no valid config: scheduled the stock way");
+            return slurm_sys::SLURM_SUCCESS;
+        };
+        let req = unsafe {
+            SubmitRequest {
+                env,
+                features: opt_str(desc.features),
+                tres_per_node: opt_str(desc.tres_per_node),
+                min_nodes: (desc.min_nodes != slurm_sys::NO_VAL && desc.min_nodes > 0).then_some(desc.min_nodes),
+            }
+        };
+        match placement::place(&req, &node_snapshot(), &l.cfg.placement, &l.est) {
+            Outcome::Stock(why) => {
+                info(&format!("DL job left stock: {why}"));
+                slurm_sys::SLURM_SUCCESS
+            }
+            Outcome::Reject(msg) => {
+                info(&format!("rejected submission: {msg}"));
+                if !err_msg.is_null() {
+                    if let Ok(p) = cstr::xstrdup(&msg) {
+                        unsafe { *err_msg = p };
+                    }
+                }
+                slurm_sys::SLURM_ERROR
+            }
+            Outcome::Place(p) => match unsafe { apply(desc, &p) } {
+                Ok(()) => {
+                    info(&format!(
+                        "placed {} job on {}{} ({})",
+                        if p.pinned { "pinned" } else { "auto" },
+                        p.decision.cell,
+                        p.rewrite.as_ref().map(|w| format!(" features={} {}", w.features, w.tres_per_node)).unwrap_or_default(),
+                        p.decision.to_admin_comment()
+                    ));
+                    slurm_sys::SLURM_SUCCESS
+                }
+                Err(e) => {
+                    error(&format!("cannot rewrite job request ({e}); scheduled the stock way"));
+                    slurm_sys::SLURM_SUCCESS
+                }
+            },
+        }
+    })
+}
+
+/// Updates by users go through unchanged (the 3-argument form is called correctly by 22.05 and 23.02+).
+#[no_mangle]
+pub extern "C" fn job_modify(_desc: *mut slurm_sys::job_desc_msg_t, _job: *mut std::ffi::c_void, _uid: u32) -> c_int {
+    slurm_sys::SLURM_SUCCESS
+}
+
+/// The re-planning thread's handle and stop signal.
+struct Replanner {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    done: Arc<(Mutex<bool>, Condvar)>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+/// Pending DL jobs cellsched placed automatically, highest priority first (job read lock held).
+fn pending_auto_jobs(l: &Loaded) -> Vec<(PendingDl, String)> {
+    let mut out: Vec<(u32, PendingDl, String)> = Vec::new();
+    ctld::for_each_job(true, |job| {
+        let Some(comment) = job.admin_comment().filter(|c| c.contains("cellsched:")) else {
+            return std::ops::ControlFlow::Continue(());
+        };
+        let env: Vec<String> = job.env().map(str::to_string).collect();
+        let typed = request::gpu_request(job.tres_per_node()).is_some_and(|g| g.gpu_type.is_some());
+        let parsed = (job.priority() > 0 && !typed)
+            .then(|| placement::dl_options(&env).ok().flatten())
+            .flatten()
+            .filter(|o| o.cell == CellChoice::Auto)
+            .and_then(|o| placement::job_spec(&o, &l.est).ok())
+            .zip(Decision::parse_admin_comment(comment));
+        if let Some((spec, decision)) = parsed {
+            let p = PendingDl { id: job.id(), decision, job: spec, features: job.features().map(str::to_string) };
+            out.push((job.priority(), p, comment.to_string()));
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
+    out.into_iter().map(|(_, p, c)| (p, c)).collect()
+}
+
+/// One re-planning pass.
+fn replan_pass() {
+    reload_if_changed();
+    let Some(l) = current() else { return };
+    if !l.cfg.placement.enabled || !l.cfg.placement.replan {
+        return;
+    }
+    let Ok((jobs, nodes)) = ctld::with_lock(LockKind::Read, || (pending_auto_jobs(&l), node_snapshot())) else {
+        return;
+    };
+    if jobs.is_empty() {
+        return;
+    }
+    let comments: std::collections::HashMap<u32, String> = jobs.iter().map(|(p, c)| (p.id, c.clone())).collect();
+    let pending: Vec<PendingDl> = jobs.into_iter().map(|(p, _)| p).collect();
+    let moves = replan::plan_moves(&pending, &nodes, &l.cfg.placement, &l.est);
+    if moves.is_empty() {
+        return;
+    }
+    let applied = ctld::with_lock(LockKind::Write, || {
+        let mut n = 0;
+        for m in &moves {
+            // Still pending, and nobody changed it since the snapshot (never while starting).
+            let same = ctld::with_job(m.id, |j| j.is_pending() && j.admin_comment() == comments.get(&m.id).map(String::as_str));
+            if same != Some(true) {
+                continue;
+            }
+            let u = JobUpdate {
+                job_id: m.id,
+                features: Some(m.features.clone()),
+                gres: Some(m.gres.clone()),
+                admin_comment: Some(m.admin_comment()),
+                min_nodes: Some(m.to.nodes),
+                max_nodes: Some(m.to.nodes),
+                num_tasks: None,
+            };
+            match ctld::update_job(&u) {
+                Ok(()) => {
+                    let text = m.to.to_decision().to_admin_comment();
+                    ctld::with_job(m.id, |j| j.env_set(job_env::DECISION_KEY, &text));
+                    info(&format!("re-planned JobId={} from {} to {} ({})", m.id, m.from.cell, m.to.cell, text));
+                    n += 1;
+                }
+                Err(e) => error(&format!("re-planning JobId={} to {} failed: {e}", m.id, m.to.cell)),
+            }
+        }
+        n
+    });
+    if matches!(applied, Ok(n) if n > 0) {
+        let _ = ctld::queue_scheduler();
+    }
+}
+
+fn start_thread() {
+    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let done = Arc::new((Mutex::new(false), Condvar::new()));
+    let (s2, d2) = (stop.clone(), done.clone());
+    let spawned = std::thread::Builder::new().name("cellsched-replan".into()).spawn(move || {
+        loop {
+            let secs = current().map(|l| l.cfg.placement.replan_interval_s).unwrap_or(30).max(1);
+            let (lock, cv) = &*s2;
+            let guard_ = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let (stopped, _) = cv.wait_timeout_while(guard_, Duration::from_secs(secs), |s| !*s).unwrap_or_else(|e| e.into_inner());
+            if *stopped {
+                break;
+            }
+            drop(stopped);
+            guard("job_submit/cellsched re-planning", (), replan_pass);
+        }
+        let (lock, cv) = &*d2;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+    });
+    match spawned {
+        Ok(handle) => {
+            *THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some(Replanner { stop, done, handle });
+        }
+        Err(e) => error(&format!("cannot start the re-planning thread: {e}; placement at submit only")),
+    }
+}
+
+/// Keeps this `.so` mapped after `dlclose`, so a re-planning thread still
+/// waiting for slurmctld's locks when `fini` gives up on it cannot run unmapped code.
+fn pin_library() {
+    let mut info = unsafe { std::mem::zeroed::<libc::Dl_info>() };
+    if unsafe { libc::dladdr(pin_library as *const std::ffi::c_void, &mut info) } != 0 && !info.dli_fname.is_null() {
+        unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NODELETE | libc::RTLD_NOLOAD) };
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn init() -> c_int {
+    guard("job_submit/cellsched init", slurm_sys::SLURM_ERROR, || {
+        if let Err(e) = version::check_running_slurm() {
+            error(&format!("{e}; refusing to load"));
+            return slurm_sys::SLURM_ERROR;
+        }
+        *SOURCE.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        reload_if_changed();
+        if ctld::in_slurmctld() {
+            pin_library();
+            start_thread();
+        }
+        slurm_sys::SLURM_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn fini() -> c_int {
+    guard("job_submit/cellsched fini", slurm_sys::SLURM_SUCCESS, || {
+        if let Some(r) = THREAD.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            *r.stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            r.stop.1.notify_all();
+            // fini may be called while slurmctld holds its locks (reconfigure): wait a bounded time.
+            let (lock, cv) = &*r.done;
+            let g = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let (finished, _) = cv.wait_timeout_while(g, Duration::from_secs(5), |d| !*d).unwrap_or_else(|e| e.into_inner());
+            if *finished {
+                drop(finished);
+                let _ = r.handle.join();
+            } else {
+                error("re-planning thread still busy at fini; it stops after its current pass");
+            }
+        }
+        *LOADED.write().unwrap_or_else(|e| e.into_inner()) = None;
+        slurm_sys::SLURM_SUCCESS
+    })
+}

@@ -1,0 +1,175 @@
+//! Re-planning: which still-pending DL jobs move to another Cell, given the
+//! GPUs free now. Pure; the plugin's thread snapshots jobs and nodes under
+//! slurmctld's read locks, calls [`plan_moves`] without locks, then applies
+//! the moves under the write locks.
+//!
+//! Jobs are visited in priority order. A job whose current Cell could start
+//! on the free GPUs keeps it (and those GPUs are set aside for it); one that
+//! could not moves to the best Cell the free GPUs allow, if that is at most
+//! `replan_max_slowdown` times slower per iteration. GPUs given to a moved
+//! job are set aside too, so two jobs are never moved onto the same GPUs.
+use crate::placement::{offers, NodeGpus};
+use crate::request;
+use cellsched_core::config::PlacementConfig;
+use cellsched_core::estimator::{Estimate, Estimator, JobSpec};
+use cellsched_core::Decision;
+
+/// A pending, automatically placed DL job.
+#[derive(Debug, Clone)]
+pub struct PendingDl {
+    /// Job id.
+    pub id: u32,
+    /// Its current decision (from AdminComment).
+    pub decision: Decision,
+    /// What the estimator needs.
+    pub job: JobSpec,
+    /// Its current feature expression.
+    pub features: Option<String>,
+}
+
+/// One re-placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Move {
+    /// Job id.
+    pub id: u32,
+    /// Decision it had.
+    pub from: Decision,
+    /// New estimate.
+    pub to: Estimate,
+    /// New feature expression.
+    pub features: String,
+    /// New per-node GRES as users write it (`gpu:N`).
+    pub gres: String,
+}
+
+impl Move {
+    /// AdminComment after the move: the new decision and where it came from.
+    pub fn admin_comment(&self) -> String {
+        format!("{} replanned_from={}", self.to.to_decision().to_admin_comment(), self.from.cell)
+    }
+}
+
+/// Sets aside `nodes` nodes of `gpu_type` with `per_node` free GPUs each; false if impossible.
+fn reserve(pool: &mut [NodeGpus], gpu_type: &str, nodes: u32, per_node: u32) -> bool {
+    let fit: Vec<usize> = pool
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.gpu_type == gpu_type && n.free >= per_node)
+        .map(|(i, _)| i)
+        .take(nodes as usize)
+        .collect();
+    if (fit.len() as u32) < nodes {
+        return false;
+    }
+    for i in fit {
+        pool[i].free -= per_node;
+    }
+    true
+}
+
+/// The moves for `jobs` (highest priority first) on the free GPUs of `nodes`.
+pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig, est: &Estimator) -> Vec<Move> {
+    let mut pool: Vec<NodeGpus> = nodes.to_vec();
+    let mut moves = Vec::new();
+    for j in jobs {
+        let d = &j.decision;
+        let nodes_n = d.nodes.max(1);
+        if reserve(&mut pool, &d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
+            continue; // its Cell can start now
+        }
+        let Some(best) = est.rank_cells(&j.job, &offers(&pool, cfg, false), cfg.max_gpus).into_iter().next() else {
+            continue;
+        };
+        if best.cell == d.cell || best.iter_time_s > d.iter_s * cfg.replan_max_slowdown {
+            continue;
+        }
+        if !reserve(&mut pool, &best.cell.gpu_type, best.nodes, best.gpus_per_node) {
+            continue;
+        }
+        let user = request::without_type_feature(j.features.as_deref(), &d.cell.gpu_type);
+        moves.push(Move {
+            id: j.id,
+            from: d.clone(),
+            features: request::with_type_feature(user.as_deref(), &best.cell.gpu_type),
+            gres: format!("gpu:{}", best.gpus_per_node),
+            to: best,
+        });
+    }
+    moves
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::node_gpus;
+    use cellsched_core::gpu::GpuCatalog;
+    use cellsched_core::model::ModelCatalog;
+
+    fn est() -> Estimator {
+        Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
+    }
+
+    fn spec() -> JobSpec {
+        let m = ModelCatalog::builtin();
+        let name = m.names().find(|n| n.contains("gpt")).unwrap().to_string();
+        JobSpec { model: m.resolve(&name).unwrap(), global_batch: 32 }
+    }
+
+    fn cluster(used: &[(&str, u32)]) -> Vec<NodeGpus> {
+        [("a100-1", "a100", 4), ("a100-2", "a100", 4), ("v100-1", "v100", 8), ("v100-2", "v100", 8)]
+            .iter()
+            .flat_map(|(n, t, c)| {
+                let u = used.iter().find(|(x, _)| x == n).map(|(_, u)| *u).unwrap_or(0);
+                node_gpus(n, Some(&format!("gpu:{t}:{c}")), Some(&format!("gpu:{t}:{u}")), true)
+            })
+            .collect()
+    }
+
+    /// The job's decision on the best a100 Cell.
+    fn on_a100(e: &Estimator) -> Decision {
+        let cfg = PlacementConfig { allowed_gpu_types: vec!["a100".into()], ..Default::default() };
+        e.rank_cells(&spec(), &offers(&cluster(&[]), &cfg, false), 16)[0].to_decision()
+    }
+
+    #[test]
+    fn waiting_job_moves_to_freed_type() {
+        let e = est();
+        let d = on_a100(&e);
+        let job = PendingDl { id: 5, decision: d.clone(), job: spec(), features: Some(format!("ib&{}", d.cell.gpu_type)) };
+        // a100s busy, v100s free: the job moves to v100 (if not too slow).
+        let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
+        let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
+        let m = plan_moves(std::slice::from_ref(&job), &busy, &cfg, &e);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(m[0].to.cell.gpu_type, "v100");
+        assert_eq!(m[0].features, "ib&v100");
+        assert_eq!(m[0].gres, format!("gpu:{}", m[0].to.gpus_per_node));
+        assert!(m[0].admin_comment().contains(&format!("replanned_from={}", d.cell)));
+        let back = Decision::parse_admin_comment(&m[0].admin_comment()).unwrap();
+        assert_eq!((back.cell, back.plan, back.nodes), (m[0].to.cell.clone(), m[0].to.plan, m[0].to.nodes));
+
+        // Its own Cell free: stays.
+        assert!(plan_moves(std::slice::from_ref(&job), &cluster(&[]), &cfg, &e).is_empty());
+        // A slowdown bound of 1 forbids moving to anything slower.
+        let strict = PlacementConfig { replan_max_slowdown: 1.0, ..Default::default() };
+        for mv in plan_moves(std::slice::from_ref(&job), &busy, &strict, &e) {
+            assert!(mv.to.iter_time_s <= d.iter_s);
+        }
+    }
+
+    #[test]
+    fn two_jobs_are_not_moved_onto_the_same_gpus() {
+        let e = est();
+        let d = on_a100(&e);
+        let jobs: Vec<PendingDl> =
+            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None }).collect();
+        let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
+        let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
+        let moves = plan_moves(&jobs, &busy, &cfg, &e);
+        let used: u32 = moves.iter().map(|m| m.to.cell.gpus).sum();
+        assert!(used <= 16, "moved {used} GPUs onto 16 free: {moves:?}");
+        assert!(!moves.is_empty());
+        // Higher-priority jobs (earlier in the list) are served first.
+        assert_eq!(moves[0].id, 1);
+    }
+}

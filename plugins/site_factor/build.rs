@@ -1,0 +1,14 @@
+include!("../build_support.rs");
+
+fn main() {
+    emit_plugin_link_args(&[
+        "plugin_name",
+        "plugin_type",
+        "plugin_version",
+        "init",
+        "fini",
+        "site_factor_p_reconfig",
+        "site_factor_p_set",
+        "site_factor_p_update",
+    ]);
+}

@@ -1,0 +1,368 @@
+/*
+ * cellsched_shim.c - see cellsched_shim.h.
+ *
+ * Version differences between Slurm releases live here (guarded by
+ * SLURM_VERSION_NUMBER) and in slurm-sys/src/compat.rs, nowhere else.
+ * No Slurm symbol is referenced directly: every call goes through a pointer
+ * found with dlsym(RTLD_DEFAULT, ...), so this object adds no undefined
+ * symbols to a plugin (it loads in slurmd, slurmstepd and client commands,
+ * and links into plain test executables).
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "slurm/slurm.h"
+#include "slurm/slurm_errno.h"
+#include "src/common/slurm_protocol_defs.h"
+#include "src/common/node_conf.h"
+#include "src/slurmctld/locks.h"
+#include "src/slurmctld/slurmctld.h"
+
+#include "cellsched_shim.h"
+
+/* Looks a symbol up once; *cache keeps it (NULL stays NULL and retries). */
+static void *_sym(void **cache, const char *name)
+{
+	void *p = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+	if (!p) {
+		p = dlsym(RTLD_DEFAULT, name);
+		__atomic_store_n(cache, p, __ATOMIC_RELEASE);
+	}
+	return p;
+}
+
+/* First of two names (prefixed alias in libslurm, plain name in libslurmfull). */
+static void *_sym2(void **cache, const char *a, const char *b)
+{
+	void *p = _sym(cache, a);
+	return p ? p : _sym(cache, b);
+}
+
+#define SYM(var, name) static void *var##_c; void *var = _sym(&var##_c, name)
+#define SYM2(var, a, b) static void *var##_c; void *var = _sym2(&var##_c, a, b)
+
+typedef void (*lock_fn_t)(slurmctld_lock_t);
+typedef char *(*strdup_fn_t)(const char *);
+typedef void (*xfree_fn_t)(void **);
+typedef void *(*xcalloc_fn_t)(size_t, size_t, bool, bool, const char *, int, const char *);
+typedef void *(*itr_create_fn_t)(void *);
+typedef void *(*itr_next_fn_t)(void *);
+typedef void (*itr_destroy_fn_t)(void *);
+typedef job_record_t *(*find_job_fn_t)(uint32_t);
+typedef void (*void_fn_t)(void);
+typedef int (*update_job_fn_t)(slurm_msg_t *, uid_t, bool);
+typedef void (*desc_fn_t)(job_desc_msg_t *);
+typedef void (*msg_init_fn_t)(slurm_msg_t *);
+typedef int (*env_overwrite_fn_t)(char ***, const char *, const char *);
+typedef int (*envcount_fn_t)(char **);
+typedef char *(*gres_str_fn_t)(void *);
+
+uint32_t cellsched_shim_version_number(void)
+{
+	return SLURM_VERSION_NUMBER;
+}
+
+static void *_job_list_var(void)
+{
+	SYM(p, "job_list");
+	return p;
+}
+
+int cellsched_in_slurmctld(void)
+{
+	SYM(lock, "lock_slurmctld");
+	SYM(upd, "update_job");
+	return lock && upd && _job_list_var();
+}
+
+char *cellsched_xstrdup(const char *s)
+{
+	SYM2(f, "slurm_xstrdup", "xstrdup");
+	if (!f)
+		return NULL;
+	return ((strdup_fn_t) f)(s);
+}
+
+void cellsched_xfree(void *p)
+{
+	SYM(f, "slurm_xfree");
+	if (p && f)
+		((xfree_fn_t) f)(&p);
+}
+
+static void *_xzalloc(size_t size)
+{
+	SYM(f, "slurm_xcalloc");
+	if (!f)
+		return NULL;
+	return ((xcalloc_fn_t) f)(1, size, true, true, __FILE__, __LINE__, __func__);
+}
+
+int cellsched_with_lock(int kind, int (*cb)(void *arg), void *arg)
+{
+	SYM(lock, "lock_slurmctld");
+	SYM(unlock, "unlock_slurmctld");
+	slurmctld_lock_t l = { READ_LOCK, READ_LOCK, READ_LOCK, READ_LOCK, NO_LOCK };
+	int rc;
+
+	if (!lock || !unlock || !cb)
+		return -1;
+	if (kind == CELLSCHED_LOCK_WRITE) {
+		l.job = WRITE_LOCK;
+		l.node = WRITE_LOCK;
+		l.fed = READ_LOCK;
+	}
+	((lock_fn_t) lock)(l);
+	rc = cb(arg);
+	((lock_fn_t) unlock)(l);
+	return rc;
+}
+
+int cellsched_queue_scheduler(void)
+{
+	SYM(f, "queue_job_scheduler");
+	if (!f)
+		return -1;
+	((void_fn_t) f)();
+	return 0;
+}
+
+int cellsched_for_each_job(int pending_only, int (*cb)(cellsched_job_t *job, void *arg), void *arg)
+{
+	SYM2(create, "slurm_list_iterator_create", "list_iterator_create");
+	SYM2(next, "slurm_list_next", "list_next");
+	SYM2(destroy, "slurm_list_iterator_destroy", "list_iterator_destroy");
+	void **list_var = _job_list_var();
+	void *itr;
+	job_record_t *job;
+	int n = 0;
+
+	if (!list_var || !create || !next || !destroy || !cb)
+		return -1;
+	if (!*list_var)
+		return 0;
+	itr = ((itr_create_fn_t) create)(*list_var);
+	while ((job = ((itr_next_fn_t) next)(itr))) {
+		if (pending_only && !IS_JOB_PENDING(job))
+			continue;
+		n++;
+		if (cb(job, arg))
+			break;
+	}
+	((itr_destroy_fn_t) destroy)(itr);
+	return n;
+}
+
+cellsched_job_t *cellsched_find_job(uint32_t job_id)
+{
+	SYM(f, "find_job_record");
+	if (!f)
+		return NULL;
+	return ((find_job_fn_t) f)(job_id);
+}
+
+/* ---- job record fields ---- */
+#define DETAIL(job, field, dflt) (((job) && (job)->details) ? (job)->details->field : (dflt))
+
+uint32_t cellsched_job_id(const cellsched_job_t *job) { return job->job_id; }
+uint32_t cellsched_job_user_id(const cellsched_job_t *job) { return job->user_id; }
+uint32_t cellsched_job_state(const cellsched_job_t *job) { return job->job_state; }
+int cellsched_job_is_pending(const cellsched_job_t *job) { return IS_JOB_PENDING(job) ? 1 : 0; }
+uint32_t cellsched_job_state_reason(const cellsched_job_t *job) { return job->state_reason; }
+const char *cellsched_job_name(const cellsched_job_t *job) { return job->name; }
+const char *cellsched_job_partition(const cellsched_job_t *job) { return job->partition; }
+const char *cellsched_job_admin_comment(const cellsched_job_t *job) { return job->admin_comment; }
+const char *cellsched_job_comment(const cellsched_job_t *job) { return job->comment; }
+const char *cellsched_job_features(const cellsched_job_t *job) { return DETAIL(job, features, NULL); }
+const char *cellsched_job_tres_per_node(const cellsched_job_t *job) { return job->tres_per_node; }
+const char *cellsched_job_tres_req_str(const cellsched_job_t *job) { return job->tres_req_str; }
+const char *cellsched_job_tres_alloc_str(const cellsched_job_t *job) { return job->tres_alloc_str; }
+const char *cellsched_job_nodes(const cellsched_job_t *job) { return job->nodes; }
+uint32_t cellsched_job_min_nodes(const cellsched_job_t *job) { return DETAIL(job, min_nodes, NO_VAL); }
+uint32_t cellsched_job_max_nodes(const cellsched_job_t *job) { return DETAIL(job, max_nodes, NO_VAL); }
+uint32_t cellsched_job_num_tasks(const cellsched_job_t *job) { return DETAIL(job, num_tasks, NO_VAL); }
+uint32_t cellsched_job_time_limit(const cellsched_job_t *job) { return job->time_limit; }
+uint32_t cellsched_job_priority(const cellsched_job_t *job) { return job->priority; }
+uint32_t cellsched_job_site_factor(const cellsched_job_t *job) { return job->site_factor; }
+int64_t cellsched_job_submit_time(const cellsched_job_t *job) { return (int64_t) DETAIL(job, submit_time, 0); }
+int64_t cellsched_job_begin_time(const cellsched_job_t *job) { return (int64_t) DETAIL(job, begin_time, 0); }
+int64_t cellsched_job_start_time(const cellsched_job_t *job) { return (int64_t) job->start_time; }
+
+void cellsched_job_set_site_factor(cellsched_job_t *job, uint32_t factor)
+{
+	job->site_factor = factor;
+}
+
+int cellsched_job_set_admin_comment(cellsched_job_t *job, const char *text)
+{
+	char *copy = NULL;
+	if (text && !(copy = cellsched_xstrdup(text)))
+		return -1;
+	cellsched_xfree(job->admin_comment);
+	job->admin_comment = copy;
+	return 0;
+}
+
+uint32_t cellsched_job_env_count(const cellsched_job_t *job)
+{
+	return job->spank_job_env ? job->spank_job_env_size : 0;
+}
+
+const char *cellsched_job_env_at(const cellsched_job_t *job, uint32_t i)
+{
+	if (!job->spank_job_env || i >= job->spank_job_env_size)
+		return NULL;
+	return job->spank_job_env[i];
+}
+
+int cellsched_env_array_set(char ***env, uint32_t *size, const char *name, const char *value)
+{
+	SYM2(overwrite, "slurm_env_array_overwrite", "env_array_overwrite");
+	SYM2(count, "slurm_envcount", "envcount");
+	if (!overwrite || !count || !env || !size || !name || !value)
+		return -1;
+	if (!((env_overwrite_fn_t) overwrite)(env, name, value))
+		return -1;
+	*size = (uint32_t) ((envcount_fn_t) count)(*env);
+	return 0;
+}
+
+int cellsched_job_env_set(cellsched_job_t *job, const char *name, const char *value)
+{
+	return cellsched_env_array_set(&job->spank_job_env, &job->spank_job_env_size, name, value);
+}
+
+/* ---- updates through update_job() ---- */
+void cellsched_job_update_init(cellsched_job_update_t *u, uint32_t job_id)
+{
+	memset(u, 0, sizeof(*u));
+	u->job_id = job_id;
+	u->min_nodes = NO_VAL;
+	u->max_nodes = NO_VAL;
+	u->num_tasks = NO_VAL;
+}
+
+int cellsched_update_job(const cellsched_job_update_t *u)
+{
+	SYM(update, "update_job");
+	SYM2(desc_init, "slurm_init_job_desc_msg", "slurm_init_job_desc_msg");
+	SYM2(desc_free, "slurm_free_job_desc_msg", "slurm_free_job_desc_msg");
+	SYM2(msg_init, "slurm_msg_t_init", "slurm_msg_t_init");
+	SYM(prepend, "gres_prepend_tres_type");
+	job_desc_msg_t *desc;
+	slurm_msg_t msg;
+	int rc;
+
+	if (!u || !update || !desc_init || !desc_free || !msg_init)
+		return -1;
+	if (!(desc = _xzalloc(sizeof(*desc))))
+		return -1;
+	((desc_fn_t) desc_init)(desc);
+	desc->job_id = u->job_id;
+	if (u->features)
+		desc->features = cellsched_xstrdup(u->features);
+	if (u->admin_comment)
+		desc->admin_comment = cellsched_xstrdup(u->admin_comment);
+	if (u->gres) {
+		/* "gpu:4" -> "gres:gpu:4" (22.05) / "gres/gpu:4" (23.02+), as scontrol does. */
+		if (!prepend) {
+			((desc_fn_t) desc_free)(desc);
+			return -1;
+		}
+		desc->tres_per_node = ((strdup_fn_t) prepend)(u->gres);
+		if (!desc->tres_per_node)
+			desc->tres_per_node = cellsched_xstrdup("");
+	}
+	desc->min_nodes = u->min_nodes;
+	desc->max_nodes = u->max_nodes;
+	desc->num_tasks = u->num_tasks;
+
+	((msg_init_fn_t) msg_init)(&msg);
+	msg.msg_type = REQUEST_UPDATE_JOB;
+	msg.data = desc;
+	rc = ((update_job_fn_t) update)(&msg, 0, false);
+	((desc_fn_t) desc_free)(desc);
+	return rc;
+}
+
+/* ---- node table ---- */
+static node_record_t *_node(int i)
+{
+	SYM(tbl, "node_record_table_ptr");
+	SYM(cnt, "node_record_count");
+	node_record_t **t;
+	if (!tbl || !cnt || i < 0 || i >= *(int *) cnt)
+		return NULL;
+	t = *(node_record_t ***) tbl;
+	return t ? t[i] : NULL;
+}
+
+int cellsched_node_count(void)
+{
+	SYM(cnt, "node_record_count");
+	return cnt ? *(int *) cnt : 0;
+}
+
+const char *cellsched_node_name(int i)
+{
+	node_record_t *n = _node(i);
+	return n ? n->name : NULL;
+}
+
+const char *cellsched_node_features(int i)
+{
+	node_record_t *n = _node(i);
+	if (!n)
+		return NULL;
+	if (n->features_act)
+		return n->features_act;
+	if (n->features)
+		return n->features;
+	return n->config_ptr ? n->config_ptr->feature : NULL;
+}
+
+const char *cellsched_node_gres(int i)
+{
+	node_record_t *n = _node(i);
+	if (!n)
+		return NULL;
+	if (n->gres)
+		return n->gres;
+	return n->config_ptr ? n->config_ptr->gres : NULL;
+}
+
+uint32_t cellsched_node_state(int i)
+{
+	node_record_t *n = _node(i);
+	return n ? n->node_state : 0;
+}
+
+int cellsched_node_is_available(int i)
+{
+	node_record_t *n = _node(i);
+	if (!n || !n->name)
+		return 0;
+	if (IS_NODE_DOWN(n) || IS_NODE_DRAIN(n) || IS_NODE_FUTURE(n) || IS_NODE_NO_RESPOND(n))
+		return 0;
+	return (n->node_state & NODE_STATE_FAIL) ? 0 : 1;
+}
+
+uint16_t cellsched_node_cpus(int i)
+{
+	node_record_t *n = _node(i);
+	return n ? n->cpus : 0;
+}
+
+char *cellsched_node_gres_used(int i)
+{
+	SYM(f, "gres_get_node_used");
+	node_record_t *n = _node(i);
+	if (!n || !f || !n->gres_list)
+		return NULL;
+	return ((gres_str_fn_t) f)(n->gres_list);
+}

@@ -1,0 +1,23 @@
+//! The plugin's error type: every message names the bad input.
+use cellsched_core::CoreError;
+use thiserror::Error;
+
+/// Errors raised inside the SPANK callbacks; logged through Slurm's logger.
+#[derive(Debug, Error)]
+pub enum SpankError {
+    /// A DL option or job environment value failed validation.
+    #[error("{0}")]
+    Core(#[from] CoreError),
+    /// A plugstack.conf argument was malformed or unknown.
+    #[error("plugstack argument '{arg}': {msg}")]
+    Arg { arg: String, msg: String },
+    /// The granted resources do not fit the requested or decided plan.
+    #[error("{0}")]
+    Allocation(String),
+    /// Writing the plan file failed.
+    #[error("plan file {path}: {msg}")]
+    PlanFile { path: String, msg: String },
+    /// A SPANK API call failed.
+    #[error("{call}: {msg}")]
+    Spank { call: &'static str, msg: String },
+}

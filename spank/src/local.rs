@@ -1,0 +1,95 @@
+//! Local (srun) and allocator (sbatch, salloc) context: complete the options
+//! from their environment-variable equivalents, validate everything at
+//! submit, and propagate the values to slurmctld in the job control
+//! environment (`job_desc->spank_job_env`).
+use crate::error::SpankError;
+use crate::ffi::{self, spank_t};
+use crate::options::{given, given_keys};
+use cellsched_core::model::ModelCatalog;
+use cellsched_core::options::{DlKey, DlOptions};
+
+/// The options of this submission: command-line values, then for options not
+/// given `CELLSCHED_DL_*` from the environment, then `SLURM_SPANK_CELLSCHED_DL_*`
+/// (inherited from an enclosing sbatch/salloc job).
+pub fn collect(cmdline: &DlOptions, given: &[DlKey], env: &dyn Fn(&str) -> Option<String>) -> Result<DlOptions, SpankError> {
+    let mut o = cmdline.clone();
+    for key in DlKey::ALL.into_iter().filter(|k| !given.contains(k)) {
+        let plain = key.env_key();
+        let inherited = format!("SLURM_SPANK_{plain}");
+        if let Some(v) = env(plain) {
+            o.parse_option(plain, &v)?;
+        } else if let Some(v) = env(&inherited) {
+            o.parse_option(&inherited, &v)?;
+        }
+    }
+    Ok(o)
+}
+
+/// Submit-time validation: consistency and the model against the catalog.
+pub fn validate(o: &DlOptions) -> Result<(), SpankError> {
+    o.check_consistency()?;
+    let catalog = ModelCatalog::builtin();
+    o.check_model(|m| catalog.resolve(m))?;
+    Ok(())
+}
+
+/// `slurm_spank_init_post_opt` in the local/allocator context. An error
+/// refuses the submission (sbatch/srun/salloc print it and exit).
+pub fn post_opt(sp: spank_t) -> Result<(), SpankError> {
+    let cmdline = given().clone();
+    let env = |k: &str| std::env::var(k).ok();
+    let o = collect(&cmdline, &given_keys(), &env)?;
+    if o.is_empty() {
+        return Ok(());
+    }
+    validate(&o)?;
+    for (k, v) in o.to_env_pairs() {
+        ffi::job_control_setenv(sp, k, &v).map_err(|msg| SpankError::Spank { call: "spank_job_control_setenv", msg })?;
+    }
+    ffi::log(ffi::Level::Verbose, &format!("DL options {o}"));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn command_line_beats_env_and_env_beats_inherited() {
+        let mut cmd = DlOptions::default();
+        cmd.parse_option("dl-batch", "16").unwrap();
+        let e = env(&[
+            ("CELLSCHED_DL_BATCH", "32"),
+            ("CELLSCHED_DL_MODEL", "bert-large"),
+            ("SLURM_SPANK_CELLSCHED_DL_MODEL", "gpt2"),
+            ("SLURM_SPANK_CELLSCHED_DL_ITERS", "500"),
+        ]);
+        let o = collect(&cmd, &[DlKey::Batch], &|k: &str| e.get(k).cloned()).unwrap();
+        assert_eq!((o.batch, o.model.as_deref(), o.iters), (Some(16), Some("bert-large"), Some(500)));
+    }
+
+    #[test]
+    fn bad_env_value_names_the_variable() {
+        let e = env(&[("CELLSCHED_DL_CELL", "x100x0")]);
+        let err = collect(&DlOptions::default(), &[], &|k: &str| e.get(k).cloned()).unwrap_err().to_string();
+        assert!(err.contains("CELLSCHED_DL_CELL") && err.contains("x100x0"), "{err}");
+    }
+
+    #[test]
+    fn unknown_model_is_refused_with_suggestions() {
+        let name = ModelCatalog::builtin().names().next().unwrap().to_string();
+        let mut o = DlOptions::default();
+        o.parse_option("dl-model", &format!("{name}x")).unwrap();
+        o.parse_option("dl-batch", "8").unwrap();
+        let err = validate(&o).unwrap_err().to_string();
+        assert!(err.contains("unknown model") && err.contains("--dl-model") && err.contains(&name), "{err}");
+        o.parse_option("dl-model", &name).unwrap();
+        validate(&o).unwrap();
+        assert!(validate(&DlOptions::default()).is_ok());
+    }
+}

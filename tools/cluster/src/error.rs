@@ -1,0 +1,49 @@
+//! The one error type of the cluster library.
+use std::path::PathBuf;
+
+/// Everything that can go wrong bringing the local cluster up or down.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The daemons run as `SlurmUser=root`, so the caller must be root.
+    #[error("the local cluster must be run as root (SlurmUser=root); current uid is {uid}")]
+    NotRoot { uid: u32 },
+
+    /// A program the cluster needs is not installed.
+    #[error("{what} not found (looked for {path}); run scripts/install-deps.sh to install Slurm and MariaDB")]
+    MissingProgram { what: String, path: PathBuf },
+
+    /// A port the cluster wants is already bound by someone else.
+    #[error("port {port} (for {purpose}) is already in use{holder}; stop that process or choose another --port-base / CELLSCHED_PORT_BASE")]
+    PortInUse { port: u16, purpose: String, holder: String },
+
+    /// The spec itself is unusable (bad port base, empty node group, ...).
+    #[error("invalid cluster spec: {0}")]
+    InvalidSpec(String),
+
+    /// A file or directory operation failed.
+    #[error("{action} {path}: {source}")]
+    Io { action: &'static str, path: PathBuf, #[source] source: std::io::Error },
+
+    /// A start-up step failed; carries the tail of the relevant log.
+    #[error("{step} failed: {detail}\n--- last lines of {} ---\n{tail}", log.display())]
+    StepFailed { step: String, detail: String, log: PathBuf, tail: String },
+
+    /// A helper command (sacctmgr, scontrol, mariadb client, ...) failed.
+    #[error("`{cmd}` failed ({status}): {output}")]
+    Command { cmd: String, status: String, output: String },
+
+    /// Stopping a daemon failed (it survived SIGKILL or could not be signalled).
+    #[error("could not stop {name} (pid {pid}): {detail}")]
+    Stop { name: String, pid: i32, detail: String },
+}
+
+impl ClusterError {
+    /// Wraps an I/O error with what was being done and on which path.
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ClusterError {
+        let path = path.into();
+        move |source| ClusterError::Io { action, path, source }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, ClusterError>;

@@ -1,0 +1,316 @@
+//! What cluster to build: directory, ports, node groups, plugins.
+use crate::error::{ClusterError, Result};
+use std::path::{Path, PathBuf};
+
+/// Default first port of the cluster's port range.
+pub const DEFAULT_PORT_BASE: u16 = 17800;
+/// Default Slurm cluster name.
+pub const DEFAULT_CLUSTER_NAME: &str = "cellsched";
+/// Where Debian installs the stock Slurm plugins.
+pub const STOCK_PLUGIN_DIR: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
+
+/// A group of identical nodes `PREFIX-1 .. PREFIX-COUNT`, each with
+/// `gpus_per_node` GPUs of `gpu_type` (also the node's `Feature=`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeGroup {
+    /// Node name prefix; nodes are named `PREFIX-1`, `PREFIX-2`, ...
+    pub prefix: String,
+    /// Number of nodes in the group.
+    pub count: u32,
+    /// GRES type of the GPUs (`a100`), also the node feature.
+    pub gpu_type: String,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// `CPUs=` advertised by each node (honoured via `config_overrides`).
+    pub cpus: u32,
+    /// `RealMemory=` in MiB advertised by each node.
+    pub real_memory_mb: u64,
+}
+
+impl NodeGroup {
+    /// A group named after its GPU type with 16 CPUs and 16 GiB per node.
+    pub fn new(gpu_type: &str, count: u32, gpus_per_node: u32) -> Self {
+        NodeGroup {
+            prefix: gpu_type.to_string(),
+            count,
+            gpu_type: gpu_type.to_string(),
+            gpus_per_node,
+            cpus: 16,
+            real_memory_mb: 16000,
+        }
+    }
+
+    /// The node names of this group, in order.
+    pub fn node_names(&self) -> Vec<String> {
+        (1..=self.count).map(|i| format!("{}-{}", self.prefix, i)).collect()
+    }
+
+    /// Slurm hostlist form: `a100-[1-2]` or `a10-1`.
+    pub fn hostlist(&self) -> String {
+        if self.count == 1 {
+            format!("{}-1", self.prefix)
+        } else {
+            format!("{}-[1-{}]", self.prefix, self.count)
+        }
+    }
+}
+
+/// The whole description of a local cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Directory holding every file of the cluster (config, state, logs, DB).
+    pub dir: PathBuf,
+    /// First port; see [`Ports`] for the layout.
+    pub port_base: u16,
+    /// Slurm `ClusterName=`.
+    pub cluster_name: String,
+    /// Node groups, all in partition `gpu`.
+    pub groups: Vec<NodeGroup>,
+    /// Load cellsched's plugins when their `.so` files exist.
+    pub with_plugins: bool,
+    /// Where `cargo build --release` left the plugin `.so` files.
+    pub plugin_build_dir: PathBuf,
+    /// Content of `etc/cellsched.toml`; `None` writes a commented default.
+    pub cellsched_toml: Option<String>,
+    /// Extra `key=value` arguments on the plugstack.conf line of the SPANK plugin.
+    pub spank_args: Vec<String>,
+    /// Directory of `slurmctld`, `slurmd`, `slurmdbd`.
+    pub slurm_sbin: PathBuf,
+    /// Directory of the Slurm client commands (`sbatch`, `sacctmgr`, ...).
+    pub slurm_bin: PathBuf,
+    /// Directory of the stock Slurm plugins linked into the private PluginDir.
+    pub stock_plugin_dir: PathBuf,
+    /// Slurm `AuthType=` / `CredType=` of the test cluster.
+    pub auth_type: String,
+    /// Slurm `CredType=`.
+    pub cred_type: String,
+}
+
+impl Default for ClusterSpec {
+    /// The standard heterogeneous cluster: `a100-[1-2]` (4 GPUs each),
+    /// `v100-[1-2]` (8 each), `a10-1` (4), plugins on, ports from 17800.
+    fn default() -> Self {
+        ClusterSpec {
+            dir: default_dir(),
+            port_base: DEFAULT_PORT_BASE,
+            cluster_name: DEFAULT_CLUSTER_NAME.to_string(),
+            groups: vec![NodeGroup::new("a100", 2, 4), NodeGroup::new("v100", 2, 8), NodeGroup::new("a10", 1, 4)],
+            with_plugins: true,
+            plugin_build_dir: default_plugin_build_dir(),
+            cellsched_toml: None,
+            spank_args: Vec::new(),
+            slurm_sbin: PathBuf::from("/usr/sbin"),
+            slurm_bin: PathBuf::from("/usr/bin"),
+            stock_plugin_dir: PathBuf::from(STOCK_PLUGIN_DIR),
+            auth_type: "auth/none".to_string(),
+            cred_type: "cred/none".to_string(),
+        }
+    }
+}
+
+impl ClusterSpec {
+    /// The default spec adjusted by the environment: `CELLSCHED_CLUSTER_DIR`,
+    /// `CELLSCHED_PORT_BASE`, `CELLSCHED_PLUGIN_BUILD_DIR`, `CELLSCHED_SLURM_SBIN`
+    /// (its sibling `bin/` then holds the client commands).
+    pub fn from_env() -> Result<Self> {
+        let mut spec = ClusterSpec::default();
+        if let Some(d) = env_nonempty("CELLSCHED_CLUSTER_DIR") {
+            spec.dir = PathBuf::from(d);
+        }
+        if let Some(p) = env_nonempty("CELLSCHED_PORT_BASE") {
+            spec.port_base = parse_port_base(&p)?;
+        }
+        if let Some(d) = env_nonempty("CELLSCHED_PLUGIN_BUILD_DIR") {
+            spec.plugin_build_dir = PathBuf::from(d);
+        }
+        if let Some(d) = env_nonempty("CELLSCHED_SLURM_SBIN") {
+            let sbin = PathBuf::from(d);
+            if let Some(parent) = sbin.parent() {
+                let bin = parent.join("bin");
+                if bin.is_dir() {
+                    spec.slurm_bin = bin;
+                }
+                let plugins = parent.join("lib/slurm");
+                if plugins.is_dir() {
+                    spec.stock_plugin_dir = plugins;
+                }
+            }
+            spec.slurm_sbin = sbin;
+        }
+        Ok(spec)
+    }
+
+    /// Checks the spec for mistakes that would only show up as daemon failures.
+    pub fn validate(&self) -> Result<()> {
+        if self.groups.is_empty() {
+            return Err(ClusterError::InvalidSpec("no node groups".into()));
+        }
+        let mut names = std::collections::HashSet::new();
+        for g in &self.groups {
+            if g.count == 0 || g.gpus_per_node == 0 || g.cpus == 0 {
+                return Err(ClusterError::InvalidSpec(format!(
+                    "node group {}: count, gpus_per_node and cpus must be positive",
+                    g.prefix
+                )));
+            }
+            let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok(&g.prefix) || !ok(&g.gpu_type) {
+                return Err(ClusterError::InvalidSpec(format!(
+                    "node group {:?}/{:?}: prefix and GPU type must be alphanumeric",
+                    g.prefix, g.gpu_type
+                )));
+            }
+            if !names.insert(g.prefix.clone()) {
+                return Err(ClusterError::InvalidSpec(format!("node group prefix {} used twice", g.prefix)));
+            }
+        }
+        if !self.dir.is_absolute() {
+            return Err(ClusterError::InvalidSpec(format!("cluster dir {} must be an absolute path", self.dir.display())));
+        }
+        // MariaDB's unix socket path must fit in sun_path (108 bytes).
+        let sock = crate::layout::Layout::new(&self.dir).mariadb_socket();
+        if sock.as_os_str().len() > 100 {
+            return Err(ClusterError::InvalidSpec(format!(
+                "cluster dir {} is too long for a unix socket path; use a shorter --dir",
+                self.dir.display()
+            )));
+        }
+        self.ports()?;
+        Ok(())
+    }
+
+    /// All node names, in group order.
+    pub fn node_names(&self) -> Vec<String> {
+        self.groups.iter().flat_map(|g| g.node_names()).collect()
+    }
+
+    /// The port layout; fails when the range runs past 65535.
+    pub fn ports(&self) -> Result<Ports> {
+        let n = self.groups.iter().map(|g| g.count as u32).sum::<u32>();
+        let last = self.port_base as u32 + 3 + n;
+        if self.port_base < 1024 || last > 65535 {
+            return Err(ClusterError::InvalidSpec(format!(
+                "port base {} leaves no room for {} ports below 65536 (use 1024..{})",
+                self.port_base,
+                3 + n,
+                65535 - 3 - n
+            )));
+        }
+        let b = self.port_base;
+        let slurmd = self.node_names().into_iter().enumerate().map(|(i, name)| (name, b + 3 + i as u16)).collect();
+        Ok(Ports { slurmctld: b, slurmdbd: b + 1, mariadb: b + 2, slurmd })
+    }
+
+    /// The distinct GPU types, in group order.
+    pub fn gpu_types(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for g in &self.groups {
+            if !out.contains(&g.gpu_type) {
+                out.push(g.gpu_type.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The ports of one cluster: `base` slurmctld, `base+1` slurmdbd,
+/// `base+2` MariaDB, `base+3..` one per slurmd in node order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ports {
+    pub slurmctld: u16,
+    pub slurmdbd: u16,
+    pub mariadb: u16,
+    /// (node name, port) per slurmd.
+    pub slurmd: Vec<(String, u16)>,
+}
+
+impl Ports {
+    /// Every port with what it is for.
+    pub fn all(&self) -> Vec<(u16, String)> {
+        let mut v = vec![
+            (self.slurmctld, "slurmctld".to_string()),
+            (self.slurmdbd, "slurmdbd".to_string()),
+            (self.mariadb, "MariaDB".to_string()),
+        ];
+        v.extend(self.slurmd.iter().map(|(n, p)| (*p, format!("slurmd {n}"))));
+        v
+    }
+}
+
+/// Parses a port base given as text, naming the bad value on error.
+pub fn parse_port_base(s: &str) -> Result<u16> {
+    s.trim()
+        .parse::<u16>()
+        .map_err(|_| ClusterError::InvalidSpec(format!("port base {s:?} is not a port number (1024..65000)")))
+}
+
+/// `$XDG_STATE_HOME/cellsched/cluster`, else `~/.local/state/cellsched/cluster`.
+pub fn default_dir() -> PathBuf {
+    if let Some(x) = env_nonempty("XDG_STATE_HOME") {
+        return Path::new(&x).join("cellsched/cluster");
+    }
+    let home = env_nonempty("HOME").unwrap_or_else(|| "/root".into());
+    Path::new(&home).join(".local/state/cellsched/cluster")
+}
+
+/// `<workspace>/target/release`, where `cargo build --release` puts the plugins.
+pub fn default_plugin_build_dir() -> PathBuf {
+    if let Some(t) = env_nonempty("CARGO_TARGET_DIR") {
+        return Path::new(&t).join("release");
+    }
+    // tools/cluster -> workspace root
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap_or(Path::new("."));
+    ws.join("target/release")
+}
+
+fn env_nonempty(key: &str) -> Option<String> {
+    std::env::var(key).ok().filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_groups_and_hostlists() {
+        let s = ClusterSpec::default();
+        assert_eq!(s.node_names(), ["a100-1", "a100-2", "v100-1", "v100-2", "a10-1"]);
+        let hl: Vec<_> = s.groups.iter().map(|g| g.hostlist()).collect();
+        assert_eq!(hl, ["a100-[1-2]", "v100-[1-2]", "a10-1"]);
+        assert_eq!(s.gpu_types(), ["a100", "v100", "a10"]);
+    }
+
+    #[test]
+    fn port_layout_is_distinct_and_ordered() {
+        let s = ClusterSpec { port_base: 20000, ..ClusterSpec::default() };
+        let p = s.ports().unwrap();
+        assert_eq!((p.slurmctld, p.slurmdbd, p.mariadb), (20000, 20001, 20002));
+        assert_eq!(p.slurmd[0], ("a100-1".to_string(), 20003));
+        assert_eq!(p.slurmd[4], ("a10-1".to_string(), 20007));
+        let mut all: Vec<u16> = p.all().into_iter().map(|x| x.0).collect();
+        all.dedup();
+        assert_eq!(all.len(), 8);
+    }
+
+    #[test]
+    fn port_base_out_of_range_is_rejected() {
+        let s = ClusterSpec { port_base: 65533, ..ClusterSpec::default() };
+        let e = s.ports().unwrap_err().to_string();
+        assert!(e.contains("65533"), "{e}");
+        assert!(parse_port_base("17x").unwrap_err().to_string().contains("17x"));
+        assert_eq!(parse_port_base(" 18000 ").unwrap(), 18000);
+    }
+
+    #[test]
+    fn validate_rejects_bad_groups_and_relative_dir() {
+        let mut s = ClusterSpec { dir: "/tmp/x".into(), ..ClusterSpec::default() };
+        s.validate().unwrap();
+        s.groups.push(NodeGroup::new("a100", 1, 4));
+        assert!(s.validate().unwrap_err().to_string().contains("used twice"));
+        s.groups.pop();
+        s.groups[0].gpu_type = "a-100".into();
+        assert!(s.validate().unwrap_err().to_string().contains("alphanumeric"));
+        let s = ClusterSpec { dir: "rel/dir".into(), ..ClusterSpec::default() };
+        assert!(s.validate().unwrap_err().to_string().contains("absolute"));
+    }
+}

@@ -1,0 +1,168 @@
+//! The plan a profiled run uses and the environment it gets, mirroring what
+//! the SPANK plugin exports to a job's launcher (one node, launcher mode):
+//! `CELLSCHED_GPU_TYPE`, `CELLSCHED_CELL`, `CELLSCHED_NODES`, `CELLSCHED_GPUS`,
+//! `CELLSCHED_DP/TP/PP/MICRO_BATCHES/ZERO_STAGE/CHECKPOINTING`,
+//! `CELLSCHED_GLOBAL_BATCH`, `CELLSCHED_FREEZE_MODE=off`,
+//! `CELLSCHED_PLAN_SOURCE`, `CELLSCHED_ITER_TIME_S` (the estimate, when
+//! known), `CELLSCHED_DL_MODEL`, `CELLSCHED_DL_BATCH`, `CELLSCHED_PROFILE=1`,
+//! `WORLD_SIZE` = `LOCAL_WORLD_SIZE` = GPUs, `NODE_RANK=0`,
+//! `MASTER_ADDR=127.0.0.1`, `MASTER_PORT`, and `CUDA_VISIBLE_DEVICES=0..N-1`
+//! unless already set (inside a Slurm step it is).
+use crate::error::ProfilerError;
+use cellsched_core::estimator::{Estimator, JobSpec};
+use cellsched_core::gpu::GpuCatalog;
+use cellsched_core::model::ModelCatalog;
+use cellsched_core::{Cell, Plan};
+
+/// What is profiled: model, batch and the plan on `gpus` GPUs of one node.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProfilePlan {
+    /// Model name as given.
+    pub model: String,
+    /// Global batch.
+    pub batch: u32,
+    /// Canonical GPU type (or the name given).
+    pub gpu_type: String,
+    /// GPUs on the one node.
+    pub gpus: u32,
+    /// The plan.
+    pub plan: Plan,
+    /// The estimator's predicted seconds per iteration for this plan.
+    pub estimate_s: Option<f64>,
+    /// Where the plan came from: `pinned`, `estimator` or `default`.
+    pub plan_source: &'static str,
+}
+
+/// Builds the plan: a pinned `--plan` (must use exactly `gpus` GPUs), else the
+/// estimator's best plan for the model on this Cell, else plain data
+/// parallelism `dp=gpus` (the estimator needs the model and GPU in its
+/// catalogs; `note` receives why it was not used).
+pub fn choose_plan(
+    model: &str,
+    batch: u32,
+    gpu_type: &str,
+    gpus: u32,
+    pinned: Option<Plan>,
+    mut note: impl FnMut(String),
+) -> Result<ProfilePlan, ProfilerError> {
+    if gpus == 0 {
+        return Err(ProfilerError::invalid("--gpus", "0", "a positive GPU count"));
+    }
+    if batch == 0 {
+        return Err(ProfilerError::invalid("--batch", "0", "a positive global batch"));
+    }
+    let cell = Cell::new(gpu_type, gpus, pinned.map_or(1, |p| p.pp))
+        .map_err(|e| ProfilerError::invalid("GPU type / plan", format!("{gpu_type} x{gpus}"), e.to_string()))?;
+    let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+    let job = ModelCatalog::builtin().resolve(model).map(|m| JobSpec { model: m, global_batch: batch });
+    let mk = |plan: Plan, estimate_s: Option<f64>, plan_source| ProfilePlan {
+        model: model.to_string(),
+        batch,
+        gpu_type: cell.gpu_type.clone(),
+        gpus,
+        plan,
+        estimate_s,
+        plan_source,
+    };
+    if let Some(p) = pinned {
+        if p.gpus() != gpus {
+            return Err(ProfilerError::invalid("--plan", p.to_string(), format!("dp*tp*pp = --gpus ({gpus})")));
+        }
+        let estimate_s = job.as_ref().ok().and_then(|j| est.estimate_plan(j, &cell, gpus, &p).ok()).map(|e| e.iter_time_s);
+        return Ok(mk(p, estimate_s, "pinned"));
+    }
+    match job.and_then(|j| est.estimate(&j, &cell, gpus)) {
+        Ok(e) => Ok(mk(e.plan, Some(e.iter_time_s), "estimator")),
+        Err(e) => {
+            note(format!("estimator has no plan ({e}); using dp={gpus}"));
+            Ok(mk(Plan { dp: gpus, ..Plan::default() }, None, "default"))
+        }
+    }
+}
+
+/// Base of `MASTER_PORT` for profiled runs.
+pub const MASTER_PORT: u16 = 29_500;
+
+/// The environment of the profiled command (see the module doc).
+pub fn plan_env(p: &ProfilePlan, cuda_visible_set: bool) -> Vec<(String, String)> {
+    let pl = &p.plan;
+    let cell = Cell { gpu_type: p.gpu_type.clone(), gpus: p.gpus, stages: pl.pp.max(1) };
+    let mut v: Vec<(&str, String)> = vec![
+        ("CELLSCHED_GPU_TYPE", p.gpu_type.clone()),
+        ("CELLSCHED_CELL", cell.to_string()),
+        ("CELLSCHED_NODES", "1".into()),
+        ("CELLSCHED_GPUS", p.gpus.to_string()),
+        ("CELLSCHED_DP", pl.dp.to_string()),
+        ("CELLSCHED_TP", pl.tp.to_string()),
+        ("CELLSCHED_PP", pl.pp.to_string()),
+        ("CELLSCHED_MICRO_BATCHES", pl.micro_batches.to_string()),
+        ("CELLSCHED_ZERO_STAGE", pl.zero_stage.to_string()),
+        ("CELLSCHED_CHECKPOINTING", u8::from(pl.checkpointing).to_string()),
+        ("CELLSCHED_GLOBAL_BATCH", p.batch.to_string()),
+        ("CELLSCHED_FREEZE_MODE", "off".into()),
+        ("CELLSCHED_PLAN_SOURCE", p.plan_source.into()),
+        ("CELLSCHED_DL_MODEL", p.model.clone()),
+        ("CELLSCHED_DL_BATCH", p.batch.to_string()),
+        ("CELLSCHED_PROFILE", "1".into()),
+        ("WORLD_SIZE", p.gpus.to_string()),
+        ("LOCAL_WORLD_SIZE", p.gpus.to_string()),
+        ("NODE_RANK", "0".into()),
+        ("MASTER_ADDR", "127.0.0.1".into()),
+        ("MASTER_PORT", MASTER_PORT.to_string()),
+    ];
+    if let Some(t) = p.estimate_s {
+        v.push(("CELLSCHED_ITER_TIME_S", format!("{t:.6}")));
+    }
+    let mut out: Vec<(String, String)> = v.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    if !cuda_visible_set {
+        let ids: Vec<String> = (0..p.gpus).map(|i| i.to_string()).collect();
+        out.push(("CUDA_VISIBLE_DEVICES".into(), ids.join(",")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn pinned_plan_must_use_the_gpus() {
+        let p: Plan = "dp=2,tp=2,pp=1".parse().unwrap();
+        let pp = choose_plan("no-such-model", 8, "a100", 4, Some(p), |_| {}).unwrap();
+        assert_eq!((pp.plan, pp.plan_source, pp.estimate_s), (p, "pinned", None));
+        let e = choose_plan("gpt2", 8, "a100", 8, Some(p), |_| {}).unwrap_err();
+        assert!(e.to_string().contains("--plan") && e.exit_code() == 2, "{e}");
+        assert!(choose_plan("gpt2", 8, "a100", 0, None, |_| {}).is_err());
+        assert!(choose_plan("gpt2", 0, "a100", 1, None, |_| {}).is_err());
+    }
+
+    #[test]
+    fn unknown_model_falls_back_to_data_parallel() {
+        let mut notes = Vec::new();
+        let pp = choose_plan("my-private-net", 32, "a100", 4, None, |n| notes.push(n)).unwrap();
+        assert_eq!((pp.plan.dp, pp.plan.tp, pp.plan.pp, pp.plan_source), (4, 1, 1, "default"));
+        assert!(notes[0].contains("my-private-net"), "{notes:?}");
+    }
+
+    #[test]
+    fn env_mirrors_the_spank_keys() {
+        let pp = ProfilePlan {
+            model: "gpt2".into(),
+            batch: 16,
+            gpu_type: "v100".into(),
+            gpus: 4,
+            plan: "dp=1,tp=2,pp=2,mb=4".parse().unwrap(),
+            estimate_s: Some(0.5),
+            plan_source: "pinned",
+        };
+        let env: HashMap<String, String> = plan_env(&pp, false).into_iter().collect();
+        assert_eq!(env["CELLSCHED_CELL"], "v100x4x2");
+        assert_eq!(env["CELLSCHED_TP"], "2");
+        assert_eq!(env["CELLSCHED_MICRO_BATCHES"], "4");
+        assert_eq!(env["WORLD_SIZE"], "4");
+        assert_eq!(env["CELLSCHED_ITER_TIME_S"], "0.500000");
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0,1,2,3");
+        assert!(!plan_env(&pp, true).iter().any(|(k, _)| k == "CUDA_VISIBLE_DEVICES"));
+    }
+}

@@ -1,0 +1,268 @@
+//! One profiling session (`cellsched profile run`): NVML discovery, plan,
+//! bounded run, warm-up discard, median, and the profile-database write.
+//!
+//! The database is written only after a successful measurement; an
+//! interrupted run (SIGINT/SIGTERM) kills the command and leaves it untouched.
+use crate::db;
+use crate::error::ProfilerError;
+use crate::iterline::{iter_stats, IterParser, IterStats};
+use crate::nvml;
+use crate::plan_env::{choose_plan, plan_env, ProfilePlan};
+use crate::runner::{self, Progress, RunSpec, StopReason};
+use crate::sampler::{summarize, GpuSummary, Sampler};
+use cellsched_core::profile_db::ProfileRecord;
+use cellsched_core::Plan;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// What to profile and how.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Model name (catalog name or the site's own label).
+    pub model: String,
+    /// Global batch.
+    pub batch: u32,
+    /// GPUs on this node.
+    pub gpus: u32,
+    /// GPU type; default: NVML's first GPU. Required with `nvml = false` when writing a DB.
+    pub gpu_type: Option<String>,
+    /// A pinned plan; default: the estimator's best, else `dp=gpus`.
+    pub plan: Option<Plan>,
+    /// The command (program + args, no shell).
+    pub command: Vec<String>,
+    /// Whether `command` is the built-in CPU probe (labelled, not a GPU measurement).
+    pub probe: bool,
+    /// Wall-time bound.
+    pub duration: Duration,
+    /// Leading iterations discarded.
+    pub warmup: usize,
+    /// Stop after this many measured iterations.
+    pub max_iters: Option<usize>,
+    /// Fewest measured iterations accepted.
+    pub min_iters: usize,
+    /// Iteration line parser.
+    pub parser: IterParser,
+    /// Echo the command's stdout to stderr.
+    pub echo: bool,
+    /// Sample NVML (false: `--no-nvml`).
+    pub nvml: bool,
+    /// NVML sampling interval.
+    pub sample_interval: Duration,
+    /// Profile database to update (none: measure only).
+    pub db: Option<PathBuf>,
+}
+
+/// The outcome of a session.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// What ran.
+    pub plan: ProfilePlan,
+    /// GPU name from NVML, if sampled.
+    pub gpu_name: Option<String>,
+    /// Whether this was the built-in CPU probe (not a GPU measurement).
+    pub probe: bool,
+    /// Iteration statistics.
+    pub stats: IterStats,
+    /// Why the run stopped.
+    pub stop: StopReason,
+    /// The command's exit code (`None` if killed by a signal).
+    pub exit_code: Option<i32>,
+    /// Wall time, seconds.
+    pub wall_s: f64,
+    /// Per-GPU NVML summary (empty with `--no-nvml`).
+    pub gpus: Vec<GpuSummary>,
+    /// The database written and its size afterwards.
+    pub db: Option<(PathBuf, usize)>,
+}
+
+/// Runs a session; `notes` receives informational messages, `progress` ticks.
+pub fn profile(
+    req: &Request,
+    interrupt: &AtomicBool,
+    mut notes: impl FnMut(String),
+    progress: impl FnMut(Progress),
+) -> Result<Outcome, ProfilerError> {
+    let mut sampler: Option<Box<dyn Sampler>> = None;
+    let mut gpu_name = None;
+    let gpu_type = if req.nvml {
+        let nv = nvml::open()?;
+        let inv = nvml::inventory(&nv)?;
+        let first = inv.gpus.first().ok_or_else(|| ProfilerError::NvmlUnavailable("NVML sees no GPUs".into()))?;
+        if (inv.gpus.len() as u32) < req.gpus {
+            return Err(ProfilerError::invalid("--gpus", req.gpus.to_string(), format!("at most the {} GPUs NVML sees", inv.gpus.len())));
+        }
+        gpu_name = Some(first.name.clone());
+        let t = req.gpu_type.clone().or_else(|| first.gpu_type.clone()).unwrap_or_else(|| first.name.clone());
+        sampler = Some(Box::new(nvml::NvmlSampler::new(nv, Some(req.gpus))?));
+        t
+    } else {
+        match (&req.gpu_type, &req.db) {
+            (Some(t), _) => t.clone(),
+            (None, None) => "unknown".into(),
+            (None, Some(_)) => {
+                return Err(ProfilerError::invalid("--gpu-type", "", "a GPU type (e.g. a100) when --no-nvml writes to --db"))
+            }
+        }
+    };
+    let plan = choose_plan(&req.model, req.batch, &gpu_type, req.gpus, req.plan, &mut notes)?;
+    let env = plan_env(&plan, std::env::var_os("CUDA_VISIBLE_DEVICES").is_some());
+    let spec = RunSpec {
+        command: req.command.clone(),
+        env,
+        duration: req.duration,
+        warmup: req.warmup,
+        max_iters: req.max_iters,
+        parser: req.parser.clone(),
+        echo: req.echo,
+        sample_interval: req.sample_interval,
+    };
+    let out = runner::run(&spec, sampler, interrupt, progress)?;
+    if out.stop == StopReason::Interrupted {
+        return Err(ProfilerError::Interrupted);
+    }
+    let exit_code = out.status.and_then(|s| s.code());
+    let stats = iter_stats(&out.times, req.warmup, req.min_iters).ok_or_else(|| {
+        ProfilerError::NoIterations(format!(
+            "saw {} iteration lines, need {} after discarding {} warm-up ({}; the command {}); print 'cellsched-iter <seconds>' per iteration or pass --regex",
+            out.times.len(),
+            req.min_iters.max(1),
+            req.warmup,
+            match out.stop {
+                StopReason::Duration => format!("stopped at the {:?} limit", req.duration),
+                _ => "stopped".into(),
+            },
+            match out.status {
+                Some(s) if s.success() => "exited successfully".to_string(),
+                Some(s) => format!("ended with {s}"),
+                None => "did not report a status".into(),
+            }
+        ))
+    })?;
+    if exit_code.is_some_and(|c| c != 0) && out.stop == StopReason::Exited {
+        notes(format!("the command exited with code {}; measured iterations kept", exit_code.unwrap_or(-1)));
+    }
+    let db = match &req.db {
+        Some(path) => {
+            let rec = ProfileRecord {
+                model: plan.model.clone(),
+                batch: plan.batch,
+                gpu_type: plan.gpu_type.clone(),
+                nodes: 1,
+                gpus_per_node: plan.gpus,
+                iter_time_s: stats.median_s,
+                plan: Some(plan.plan),
+            };
+            let n = db::insert_record(path, rec)?;
+            Some((path.clone(), n))
+        }
+        None => None,
+    };
+    Ok(Outcome {
+        plan,
+        gpu_name,
+        probe: req.probe,
+        stats,
+        stop: out.stop,
+        exit_code,
+        wall_s: out.wall.as_secs_f64(),
+        gpus: summarize(&out.samples),
+        db,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cellsched_core::profile_db::ProfileDb;
+
+    fn req(script: &str, db: Option<PathBuf>) -> Request {
+        Request {
+            model: "my-net".into(),
+            batch: 64,
+            gpus: 2,
+            gpu_type: Some("a100".into()),
+            plan: None,
+            command: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            probe: false,
+            duration: Duration::from_secs(60),
+            warmup: 2,
+            max_iters: None,
+            min_iters: 3,
+            parser: IterParser::new(),
+            echo: false,
+            nvml: false,
+            sample_interval: Duration::from_millis(100),
+            db,
+        }
+    }
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("cellsched-prof-sess-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn fake_training_writes_the_median() {
+        let d = dir("ok");
+        let db = d.join("p.csv");
+        // Warm-up 5 and 4 are discarded; the median of 0.3 0.1 0.2 0.4 0.25 is 0.25.
+        // WORLD_SIZE comes from the plan env.
+        let script = "for t in 5 4 0.3 0.1 0.2 0.4; do echo \"cellsched-iter $t\"; done; echo \"cellsched-iter 0.$((WORLD_SIZE + 23))\"";
+        let mut notes = Vec::new();
+        let o = profile(&req(script, Some(db.clone())), &AtomicBool::new(false), |n| notes.push(n), |_| {}).unwrap();
+        assert_eq!((o.stats.seen, o.stats.measured), (7, 5));
+        assert!((o.stats.median_s - 0.25).abs() < 1e-12, "{:?}", o.stats);
+        assert_eq!(o.plan.plan.dp, 2);
+        assert!(o.gpus.is_empty(), "no NVML sampling");
+        assert_eq!(o.db.as_ref().unwrap().1, 1);
+        let got = ProfileDb::load_csv(&db).unwrap();
+        assert_eq!(got.lookup("my-net", 64, "a100", 1, 2), Some(0.25));
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    #[test]
+    fn too_few_iterations_leave_the_db_untouched() {
+        let d = dir("few");
+        let db = d.join("p.csv");
+        std::fs::write(&db, "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s\nx,1,a100,1,1,1\n").unwrap();
+        let before = std::fs::read(&db).unwrap();
+        let e = profile(&req("echo 'cellsched-iter 1'; echo 'cellsched-iter 1'; echo 'cellsched-iter 1'", Some(db.clone())), &AtomicBool::new(false), |_| {}, |_| {}).unwrap_err();
+        assert_eq!(e.exit_code(), 4);
+        assert!(e.to_string().contains("saw 3 iteration lines"), "{e}");
+        assert_eq!(std::fs::read(&db).unwrap(), before);
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    #[test]
+    fn interrupted_run_leaves_the_db_untouched() {
+        let d = dir("int");
+        let db = d.join("p.csv");
+        let flag = AtomicBool::new(false);
+        let e = profile(
+            &req("while true; do echo 'cellsched-iter 0.01'; sleep 0.01; done", Some(db.clone())),
+            &flag,
+            |_| {},
+            |p| {
+                if p.iters >= 10 {
+                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.exit_code(), 130);
+        assert!(!db.exists(), "nothing written");
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    #[test]
+    fn no_nvml_db_write_needs_a_gpu_type() {
+        let mut r = req("true", Some(PathBuf::from("/tmp/never-written.csv")));
+        r.gpu_type = None;
+        let e = profile(&r, &AtomicBool::new(false), |_| {}, |_| {}).unwrap_err();
+        assert!(e.to_string().contains("--gpu-type"), "{e}");
+    }
+}

@@ -1,0 +1,250 @@
+//! Window summaries: JCT and queueing-delay statistics, makespan, GPU-hours
+//! and utilization per GPU type, and prediction errors.
+//!
+//! Definitions (all over the jobs of the report):
+//! - makespan = last End − first Submit;
+//! - the utilization span is first Start .. last (Start + run time); a type's
+//!   utilization = its GPU-seconds / (its capacity × span);
+//! - estimator error = |predicted − actual| / actual run time, over finished
+//!   jobs with a recorded Decision and declared iterations (see [`crate::record`]).
+use crate::record::JobRecord;
+use crate::sacct::{Capacity, Query};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Distribution statistics of one quantity (seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Number of values.
+    pub n: usize,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Median (mean of the two middle values for even `n`).
+    pub median: f64,
+    /// 99th percentile (nearest rank).
+    pub p99: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Stats {
+    /// Statistics of `values`; `None` when empty.
+    pub fn of(values: &[f64]) -> Option<Stats> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Some(Stats {
+            n,
+            mean: v.iter().sum::<f64>() / n as f64,
+            median,
+            p99: percentile_sorted(&v, 99.0),
+            max: v[n - 1],
+        })
+    }
+}
+
+/// Nearest-rank percentile `p` (0..=100) of sorted, non-empty `v`.
+pub fn percentile_sorted(v: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
+
+/// Relative prediction error statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ErrorStats {
+    /// Jobs compared.
+    pub n: usize,
+    /// Mean absolute percentage error (0.1 = 10 %).
+    pub mape: f64,
+    /// Median absolute percentage error.
+    pub median_ape: f64,
+    /// Mean signed error (predicted − actual) / actual; > 0 over-predicts
+    /// (`None` where the source reports absolute errors only).
+    pub bias: Option<f64>,
+}
+
+impl ErrorStats {
+    /// Errors of `(predicted, actual)` pairs; pairs with actual <= 0 are skipped.
+    pub fn of(pairs: &[(f64, f64)]) -> Option<ErrorStats> {
+        let rel: Vec<f64> = pairs.iter().filter(|(_, a)| *a > 0.0).map(|(p, a)| (p - a) / a).collect();
+        let abs: Vec<f64> = rel.iter().map(|x| x.abs()).collect();
+        let s = Stats::of(&abs)?;
+        Some(ErrorStats { n: s.n, mape: s.mean, median_ape: s.median, bias: Some(rel.iter().sum::<f64>() / rel.len() as f64) })
+    }
+}
+
+/// GPU use of one type over the span.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TypeUsage {
+    /// Jobs that used this type.
+    pub jobs: usize,
+    /// Allocated GPU-hours.
+    pub gpu_hours: f64,
+    /// GPUs of this type in the cluster, when known.
+    pub capacity: Option<u32>,
+    /// gpu_hours / (capacity × span), when capacity is known and the span > 0.
+    pub utilization: Option<f64>,
+}
+
+/// The summary of a set of jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Jobs in the report.
+    pub jobs: usize,
+    /// Jobs that ended.
+    pub finished: usize,
+    /// Jobs with a cellsched Decision recorded.
+    pub with_decision: usize,
+    /// Job completion time (End − Submit) of finished jobs.
+    pub jct: Option<Stats>,
+    /// Queueing delay (Start − Submit) of started jobs.
+    pub queue_delay: Option<Stats>,
+    /// Last End − first Submit, seconds.
+    pub makespan_s: Option<f64>,
+    /// Utilization span in seconds (first Start .. last end of run).
+    pub span_s: Option<f64>,
+    /// GPU use per type.
+    pub per_type: BTreeMap<String, TypeUsage>,
+    /// Estimator: predicted (iters × iter_s) vs actual run time.
+    pub estimator_error: Option<ErrorStats>,
+    /// Iteration predictor: holdout error on the window's history, when enough
+    /// jobs carry iterations (filled by [`crate::history`]).
+    pub iteration_predictor_error: Option<ErrorStats>,
+}
+
+impl Summary {
+    /// Summarizes `jobs`; `capacity` gives GPUs per type for utilization.
+    pub fn of(jobs: &[JobRecord], capacity: Option<&Capacity>) -> Summary {
+        let jct: Vec<f64> = jobs.iter().filter_map(|j| j.jct_s).collect();
+        let qd: Vec<f64> = jobs.iter().filter_map(|j| j.queue_delay_s).collect();
+        let makespan_s = match (jobs.iter().map(|j| j.submit).min(), jobs.iter().filter_map(|j| j.end).max()) {
+            (Some(s), Some(e)) if e >= s => Some((e - s) as f64),
+            _ => None,
+        };
+        let starts = jobs.iter().filter_map(|j| j.start.filter(|s| *s >= j.submit));
+        let ends = jobs.iter().filter_map(|j| j.start.filter(|s| *s >= j.submit).map(|s| s as f64 + j.run_s()));
+        let span_s = match (starts.min(), ends.fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))))) {
+            (Some(s), Some(e)) if e > s as f64 => Some(e - s as f64),
+            _ => None,
+        };
+        let mut per_type: BTreeMap<String, TypeUsage> = BTreeMap::new();
+        for j in jobs.iter().filter(|j| j.start.is_some()) {
+            for (t, n) in &j.gpus {
+                let u = per_type.entry(t.clone()).or_insert(TypeUsage { jobs: 0, gpu_hours: 0.0, capacity: None, utilization: None });
+                u.jobs += 1;
+                u.gpu_hours += *n as f64 * j.run_s() / 3600.0;
+            }
+        }
+        if let Some(cap) = capacity {
+            for (t, c) in cap {
+                let u = per_type.entry(t.clone()).or_insert(TypeUsage { jobs: 0, gpu_hours: 0.0, capacity: None, utilization: None });
+                u.capacity = Some(*c);
+                u.utilization = match span_s {
+                    Some(s) if *c > 0 => Some(u.gpu_hours * 3600.0 / (*c as f64 * s)),
+                    _ => None,
+                };
+            }
+        }
+        let est: Vec<(f64, f64)> = jobs
+            .iter()
+            .filter(|j| j.finished() && j.state == "COMPLETED")
+            .filter_map(|j| j.predicted_run_s.map(|p| (p, j.run_s())))
+            .collect();
+        Summary {
+            jobs: jobs.len(),
+            finished: jobs.iter().filter(|j| j.finished()).count(),
+            with_decision: jobs.iter().filter(|j| j.decision.is_some()).count(),
+            jct: Stats::of(&jct),
+            queue_delay: Stats::of(&qd),
+            makespan_s,
+            span_s,
+            per_type,
+            estimator_error: ErrorStats::of(&est),
+            iteration_predictor_error: None,
+        }
+    }
+}
+
+/// A full report: the query, the jobs and their summary (the `--json` form,
+/// which `cellsched report compare` reads back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// What was asked of sacct.
+    pub query: Query,
+    /// The jobs, in sacct order.
+    pub jobs: Vec<JobRecord>,
+    /// Their summary.
+    pub summary: Summary,
+}
+
+impl Report {
+    /// Builds the report of `jobs`.
+    pub fn new(query: Query, jobs: Vec<JobRecord>, capacity: Option<&Capacity>) -> Report {
+        let summary = Summary::of(&jobs, capacity);
+        Report { query, jobs, summary }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::record::parse_sacct_line;
+
+    /// A job line for tests: id, submit, start, end, GPUs TRES, admin comment, comment.
+    pub(crate) fn job(id: u64, submit: i64, start: i64, end: i64, tres: &str, admin: &str, comment: &str) -> JobRecord {
+        let line = format!(
+            "{id}|{id}|alice|gpu|{submit}|{start}|{end}|{}|COMPLETED|0:0|1|{tres}|n1|10|{admin}|job{id}|{comment}",
+            end - start
+        );
+        parse_sacct_line(&line, 1).unwrap()
+    }
+
+    #[test]
+    fn stats_and_percentiles() {
+        let s = Stats::of(&[3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.n, s.mean, s.median, s.p99, s.max), (4, 4.0, 2.5, 10.0, 10.0));
+        let v: Vec<f64> = (1..=200).map(f64::from).collect();
+        assert_eq!(percentile_sorted(&v, 99.0), 198.0);
+        assert_eq!(percentile_sorted(&v, 50.0), 100.0);
+        assert!(Stats::of(&[]).is_none());
+    }
+
+    #[test]
+    fn summary_of_two_jobs() {
+        let admin = "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.5 src=datasheet";
+        let jobs = vec![
+            job(1, 0, 10, 110, "gres/gpu:a100=4", admin, "iters=250"),
+            job(2, 5, 5, 365, "gres/gpu:v100=8", "", ""),
+        ];
+        let cap: Capacity = [("a100".to_string(), 8), ("v100".to_string(), 16), ("a10".to_string(), 4)].into();
+        let s = Summary::of(&jobs, Some(&cap));
+        assert_eq!((s.jobs, s.finished, s.with_decision), (2, 2, 1));
+        let jct = s.jct.unwrap();
+        assert_eq!((jct.mean, jct.median, jct.max), (235.0, 235.0, 360.0));
+        assert_eq!(s.queue_delay.unwrap().mean, 5.0);
+        assert_eq!(s.makespan_s, Some(365.0));
+        assert_eq!(s.span_s, Some(360.0));
+        let a = s.per_type["a100"];
+        assert!((a.gpu_hours - 400.0 / 3600.0).abs() < 1e-12);
+        assert!((a.utilization.unwrap() - 400.0 / (8.0 * 360.0)).abs() < 1e-12);
+        let v = s.per_type["v100"];
+        assert!((v.utilization.unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(s.per_type["a10"].utilization, Some(0.0));
+        // predicted 250 × 0.5 = 125 s vs actual 100 s: +25 %.
+        let e = s.estimator_error.unwrap();
+        assert_eq!(e.n, 1);
+        assert!((e.mape - 0.25).abs() < 1e-12 && (e.bias.unwrap() - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn error_stats_sign() {
+        let e = ErrorStats::of(&[(90.0, 100.0), (120.0, 100.0), (5.0, 0.0)]).unwrap();
+        assert_eq!(e.n, 2);
+        assert!((e.mape - 0.15).abs() < 1e-12);
+        assert!((e.bias.unwrap() - 0.05).abs() < 1e-12);
+    }
+}

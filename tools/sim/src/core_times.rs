@@ -1,0 +1,157 @@
+//! The production [`IterTimeSource`]: the core's `Estimator` (datasheet or
+//! calibrated model) with the measured `ProfileDb` overriding exact matches —
+//! the same code the job_submit plugin runs.
+//!
+//! A simulator shape (`nodes` x `gpus_per_node`) is passed to the estimator
+//! with `gpus_per_node` as the node size, so a job spread over more nodes than
+//! necessary pays the inter-node costs of that spread. A group's
+//! `inter_node_gbps` overrides the GPU type's catalog network bandwidth.
+use crate::cluster::ClusterSpec;
+use crate::error::SimError;
+use crate::times::{CellChoice, IterTimeSource, Offer};
+use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
+use cellsched_core::gpu::GpuCatalog;
+use cellsched_core::model::ModelCatalog;
+use cellsched_core::profile_db::ProfileDb;
+use cellsched_core::Cell;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// Iteration times from the core estimator (+ optional measured DB).
+pub struct CoreTimes {
+    est: Estimator,
+    jobs: RefCell<HashMap<(String, u32), Option<JobSpec>>>,
+}
+
+impl CoreTimes {
+    /// An estimator for the cluster's GPU types; errors name unknown types.
+    pub fn new(spec: &ClusterSpec, db: Option<ProfileDb>) -> Result<Self, SimError> {
+        let mut overrides = String::new();
+        let mut seen: HashMap<&str, f64> = HashMap::new();
+        let builtin = GpuCatalog::builtin();
+        for g in &spec.groups {
+            let s = builtin.get(&g.gpu_type)?;
+            if s.name != g.gpu_type {
+                return Err(SimError::invalid("GPU type", &g.gpu_type, format!("the catalog key '{}'", s.name)));
+            }
+            if let Some(gbps) = g.inter_node_gbps {
+                match seen.get(g.gpu_type.as_str()) {
+                    Some(&prev) if prev != gbps => log::warn!(
+                        "groups of GPU type {} declare different inter_node_gbps ({prev} and {gbps}); using {prev}",
+                        g.gpu_type
+                    ),
+                    Some(_) => {}
+                    None => {
+                        seen.insert(&g.gpu_type, gbps);
+                        overrides.push_str(&format!("[gpu.{}]\ninter_node_gbs = {}\n", g.gpu_type, gbps / 8.0));
+                    }
+                }
+            }
+        }
+        let gpus = GpuCatalog::with_overrides_toml(&overrides)?;
+        let mut est = Estimator::new(gpus, ModelCatalog::builtin());
+        if let Some(db) = db {
+            est = est.with_db(db);
+        }
+        Ok(CoreTimes { est, jobs: RefCell::new(HashMap::new()) })
+    }
+
+    /// Loads a measured iteration-time CSV (`model,batch,gpu_type,nodes,gpus_per_node,iter_time_s`).
+    pub fn load_db(path: &str) -> Result<ProfileDb, SimError> {
+        Ok(ProfileDb::load_csv(path)?)
+    }
+
+    fn job(&self, model: &str, batch: u32) -> Option<JobSpec> {
+        self.jobs
+            .borrow_mut()
+            .entry((model.to_string(), batch))
+            .or_insert_with(|| {
+                let m = self.est.model_catalog().get(model).ok()?.clone();
+                Some(JobSpec { model: m, global_batch: batch })
+            })
+            .clone()
+    }
+
+    /// The estimator in use.
+    pub fn estimator(&self) -> &Estimator {
+        &self.est
+    }
+}
+
+impl IterTimeSource for CoreTimes {
+    fn iter_time(&self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> Option<f64> {
+        let job = self.job(model, batch)?;
+        let gpus = nodes * gpus_per_node;
+        let mut best: Option<f64> = None;
+        for stages in (1..=gpus.min(64)).filter(|s| gpus % s == 0) {
+            let Ok(cell) = Cell::new(gpu_type, gpus, stages) else { continue };
+            if let Ok(e) = self.est.estimate(&job, &cell, gpus_per_node) {
+                if best.map_or(true, |b| e.iter_time_s < b) {
+                    best = Some(e.iter_time_s);
+                }
+            }
+        }
+        best
+    }
+
+    fn rank_cells(&self, model: &str, batch: u32, offers: &[Offer], max_gpus: u32) -> Vec<CellChoice> {
+        let Some(job) = self.job(model, batch) else { return Vec::new() };
+        let offers: Vec<CellOffer> = offers
+            .iter()
+            .map(|o| CellOffer { gpu_type: o.gpu_type.clone(), gpus_per_node: o.gpus_per_node, free_gpus_per_node: o.free_gpus_per_node.clone() })
+            .collect();
+        let mut out: Vec<CellChoice> = Vec::new();
+        for e in self.est.rank_cells(&job, &offers, max_gpus) {
+            let nodes = e.nodes.max(1);
+            let c = CellChoice { gpu_type: e.cell.gpu_type.clone(), gpus: e.cell.gpus, nodes, gpus_per_node: e.cell.gpus / nodes, iter_s: e.iter_time_s };
+            // Several stage counts per shape: keep the fastest (first).
+            if !out.iter().any(|o| o.gpu_type == c.gpu_type && o.gpus == c.gpus && o.nodes == c.nodes) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn check_model(&self, model: &str) -> Result<(), SimError> {
+        self.est.model_catalog().get(model).map(|_| ()).map_err(SimError::from)
+    }
+
+    fn num_layers(&self, model: &str) -> u32 {
+        self.est.model_catalog().get(model).map_or(0, |m| m.layers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ClusterSpec {
+        ClusterSpec::parse("[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 4\n[[group]]\ngpu_type = \"v100\"\nnodes = 2\ngpus_per_node = 8\n", "c").unwrap()
+    }
+
+    #[test]
+    fn estimator_times_are_sane() {
+        let t = CoreTimes::new(&spec(), None).unwrap();
+        let a = t.iter_time("resnet50", 64, "a100", 1, 1).unwrap();
+        let v = t.iter_time("resnet50", 64, "v100", 1, 1).unwrap();
+        assert!(a > 0.0 && v > a, "a100 {a} should beat v100 {v}");
+        // Spreading 4 GPUs over 2 nodes is not faster than one node.
+        let one = t.iter_time("bert__760M", 32, "a100", 1, 4).unwrap();
+        let two = t.iter_time("bert__760M", 32, "a100", 2, 2).unwrap();
+        assert!(two >= one, "{two} < {one}");
+        assert!(t.check_model("resnet-50").is_ok());
+        let e = t.check_model("resnet51").unwrap_err().to_string();
+        assert!(e.contains("resnet51"), "{e}");
+        let offers = vec![Offer { gpu_type: "v100".into(), gpus_per_node: 8, free_gpus_per_node: vec![8, 3] }];
+        let r = t.rank_cells("bert__760M", 32, &offers, 8);
+        assert!(!r.is_empty() && r.iter().all(|c| c.gpu_type == "v100" && c.gpus <= 8));
+        assert!(r.windows(2).all(|w| w[0].iter_s <= w[1].iter_s));
+    }
+
+    #[test]
+    fn unknown_cluster_gpu_type_is_named() {
+        let s = ClusterSpec::parse("[[group]]\ngpu_type = \"a1000\"\nnodes = 1\ngpus_per_node = 4\n", "c").unwrap();
+        let e = CoreTimes::new(&s, None).err().unwrap().to_string();
+        assert!(e.contains("a1000"), "{e}");
+    }
+}

@@ -1,0 +1,128 @@
+//! Converts Gavel's Philly-derived traces (`philly-*.trace`) into the trace CSV.
+//!
+//! Input: tab-separated, 7 fields per line: job type (`ResNet-50 (batch size
+//! 64)`), command, step-argument name, needs-data-dir flag, total steps,
+//! arrival time (s), GPU count. Assumptions (documented in the output's
+//! conversion report):
+//! - model: the job type's name before ` (batch size N)` mapped through the
+//!   model catalog's aliases (`ResNet-50` → `resnet50`, `LM` →
+//!   `lstm_wikitext2`, `Recommendation` → `autoencoder_ml20m`, ...); batch:
+//!   `N` (A3C: 4, CycleGAN: 1, which Gavel runs without a batch size);
+//! - `num_iteration` = total steps; `submission_time` = arrival time;
+//!   `num_gpu` = GPU count; `job_id` = line number;
+//! - `gpu_type`: Philly jobs name no GPU type, so each job asks for a type
+//!   drawn (seeded) in proportion to the cluster's GPUs of each type among
+//!   the types where its request fits;
+//! - `deadline` (declared time limit): 1.5-3x the true run time on the
+//!   requested GPUs, rounded up to minutes (users over-estimate).
+use crate::cluster::{ClusterSpec, ClusterState};
+use crate::error::SimError;
+use crate::rng::Rng;
+use crate::times::TimeCache;
+use crate::trace::TraceJob;
+
+/// What a conversion did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConvertReport {
+    /// Jobs written.
+    pub jobs: usize,
+    /// Lines skipped because the job fits on no GPU type of the cluster.
+    pub skipped_infeasible: usize,
+}
+
+fn split_type(s: &str) -> (String, Option<u32>) {
+    match s.split_once(" (batch size ") {
+        Some((name, rest)) => (name.trim().to_string(), rest.trim_end_matches(')').trim().parse().ok()),
+        None => (s.trim().to_string(), None),
+    }
+}
+
+/// Converts trace text; `canonical` maps a model name or alias to its catalog name.
+pub fn convert_gavel(
+    text: &str,
+    path: &str,
+    spec: &ClusterSpec,
+    times: &mut TimeCache,
+    canonical: &dyn Fn(&str) -> Option<String>,
+    seed: u64,
+) -> Result<(Vec<TraceJob>, ConvertReport), SimError> {
+    let c = ClusterState::new(spec);
+    let mut rng = Rng::new(seed);
+    let mut jobs = Vec::new();
+    let mut report = ConvertReport::default();
+    for (n, line) in text.lines().enumerate() {
+        let lineno = Some(n + 1);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() != 7 {
+            return Err(SimError::input(path, lineno, "line", format!("has {} tab-separated fields, expected 7", f.len())));
+        }
+        let (name, batch) = split_type(f[0]);
+        let model = canonical(&name)
+            .ok_or_else(|| SimError::input(path, lineno, "job type", format!("'{name}' is not a catalog model or alias")))?;
+        let batch = batch.unwrap_or(if model.starts_with("a3c") { 4 } else { 1 });
+        let steps: u64 = f[4].trim().parse().ok().filter(|s| *s > 0)
+            .ok_or_else(|| SimError::input(path, lineno, "total steps", format!("'{}' is not a positive integer", f[4])))?;
+        let arrival: f64 = f[5].trim().parse().ok().filter(|t: &f64| t.is_finite() && *t >= 0.0)
+            .ok_or_else(|| SimError::input(path, lineno, "arrival time", format!("'{}' is not a non-negative number", f[5])))?;
+        let gpus: u32 = f[6].trim().parse().ok().filter(|g| *g > 0)
+            .ok_or_else(|| SimError::input(path, lineno, "GPU count", format!("'{}' is not a positive integer", f[6])))?;
+        // Types where the request fits, weighted by their GPU capacity.
+        let mut opts = Vec::new();
+        for t in 0..c.types.len() {
+            if let Some(s) = c.place_idle(t, gpus) {
+                if let Some(it) = times.iter_time(&model, batch, &c.types[t], s.nodes, s.gpus_per_node) {
+                    opts.push((t, it, c.total_of_type(t) as f64));
+                }
+            }
+        }
+        if opts.is_empty() {
+            report.skipped_infeasible += 1;
+            log::warn!("{path}:{}: {model} (batch {batch}) on {gpus} GPUs fits no GPU type of the cluster; skipped", n + 1);
+            continue;
+        }
+        let w: Vec<f64> = opts.iter().map(|o| o.2).collect();
+        let (t, iter_s, _) = opts[rng.weighted(&w)];
+        let limit = ((steps as f64 * iter_s * rng.range(1.5, 3.0)) / 60.0).ceil() * 60.0;
+        jobs.push(TraceJob {
+            job_id: (n + 1).to_string(),
+            submission_time: arrival,
+            num_iteration: steps,
+            model_name: model,
+            deadline: limit.max(60.0),
+            batch_size: batch,
+            num_gpu: gpus,
+            gpu_type: c.types[t].clone(),
+            user: None,
+            freeze: None,
+        });
+    }
+    report.jobs = jobs.len();
+    Ok((jobs, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core_times::CoreTimes;
+
+    #[test]
+    fn converts_lines_and_names_bad_ones() {
+        let spec = ClusterSpec::parse("[[group]]\ngpu_type = \"v100\"\nnodes = 2\ngpus_per_node = 8\n", "c").unwrap();
+        let ct = CoreTimes::new(&spec, None).unwrap();
+        let canon = |n: &str| ct.estimator().model_catalog().canonical_name(n).map(str::to_string);
+        let mut t = TimeCache::new(Box::new(CoreTimes::new(&spec, None).unwrap()));
+        let text = "ResNet-50 (batch size 64)\tcmd\t-n\t1\t1000\t5.000000\t4\nA3C\tcmd\t-n\t0\t200\t7\t1\n";
+        let (jobs, rep) = convert_gavel(text, "p.trace", &spec, &mut t, &canon, 1).unwrap();
+        assert_eq!(rep, ConvertReport { jobs: 2, skipped_infeasible: 0 });
+        assert_eq!((jobs[0].model_name.as_str(), jobs[0].batch_size, jobs[0].num_gpu), ("resnet50", 64, 4));
+        assert_eq!((jobs[0].submission_time, jobs[0].num_iteration, jobs[0].gpu_type.as_str()), (5.0, 1000, "v100"));
+        assert_eq!((jobs[1].model_name.as_str(), jobs[1].batch_size), ("a3c_pong", 4));
+        let e = convert_gavel("Foo (batch size 2)\tc\t-n\t1\t10\t0\t1\n", "p.trace", &spec, &mut t, &canon, 1).unwrap_err();
+        assert!(e.to_string().contains("p.trace:1") && e.to_string().contains("Foo"), "{e}");
+        let e = convert_gavel("ResNet-50 (batch size 64)\tc\t-n\t1\tx\t0\t1\n", "p.trace", &spec, &mut t, &canon, 1).unwrap_err();
+        assert!(e.to_string().contains("total steps"), "{e}");
+    }
+}

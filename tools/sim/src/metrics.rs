@@ -1,0 +1,125 @@
+//! Results of one simulation: JCT statistics, queueing delay, makespan,
+//! utilization per GPU type, re-plans; unfinished jobs are counted, never dropped.
+use crate::engine::{Sim, Status};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One run's metrics (the `--json` object).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Metrics {
+    /// Policy name (with ablations, e.g. `cellsched-no-srpt`).
+    pub policy: String,
+    /// Seed of the run.
+    pub seed: u64,
+    /// Jobs in the trace.
+    pub jobs: u64,
+    /// Jobs that completed.
+    pub finished: u64,
+    /// Jobs that did not complete (never fit, or still queued/running at the end).
+    pub unfinished: u64,
+    /// Of the unfinished, those that can never run on this cluster under the policy.
+    pub never_fit: u64,
+    /// Mean job completion time (finish - submit) of finished jobs, s.
+    pub avg_jct_s: f64,
+    /// Median JCT, s.
+    pub median_jct_s: f64,
+    /// 99th-percentile JCT (nearest rank), s.
+    pub p99_jct_s: f64,
+    /// Mean wait from submission to first start over started jobs, s.
+    pub avg_queue_s: f64,
+    /// Last completion - first submission, s.
+    pub makespan_s: f64,
+    /// Busy GPU-seconds / (GPUs x makespan), per GPU type.
+    pub gpu_util: BTreeMap<String, f64>,
+    /// Pending jobs whose Cell changed from the submission-time plan.
+    pub replans: u64,
+    /// Preemptions.
+    pub preemptions: u64,
+    /// Events processed.
+    pub events: u64,
+}
+
+/// Nearest-rank percentile of sorted values (`q` in [0, 1]).
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+/// Median of sorted values (mean of the middle two for even counts).
+pub fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+impl Metrics {
+    /// Collects the metrics of a finished (or stopped) simulation.
+    pub fn collect(sim: &Sim<'_>, policy: &str) -> Metrics {
+        let jobs = sim.jobs();
+        let mut jct: Vec<f64> = jobs.iter().filter_map(|j| j.finish.map(|f| f - j.spec.submission_time)).collect();
+        jct.sort_by(f64::total_cmp);
+        let queue: Vec<f64> = jobs.iter().filter_map(|j| j.first_start.map(|s| s - j.spec.submission_time)).collect();
+        let first_submit = jobs.iter().map(|j| j.spec.submission_time).fold(f64::INFINITY, f64::min);
+        let last_finish = jobs.iter().filter_map(|j| j.finish).fold(f64::NEG_INFINITY, f64::max);
+        let makespan = if last_finish.is_finite() { (last_finish - first_submit).max(0.0) } else { 0.0 };
+        let mut busy = sim.busy_gpu_s().to_vec();
+        for j in jobs.iter().filter(|j| j.status == Status::Running) {
+            let a = j.alloc.as_ref().expect("running job has an allocation");
+            busy[sim.cluster().groups[a.shape.group].type_idx] += j.gpus() as f64 * (sim.now() - j.alloc_time);
+        }
+        let span = if makespan > 0.0 { makespan } else { (sim.now() - first_submit).max(0.0) };
+        let c = sim.cluster();
+        let gpu_util = c
+            .types
+            .iter()
+            .enumerate()
+            .map(|(t, name)| {
+                let cap = c.total_of_type(t) as f64 * span;
+                (name.clone(), if cap > 0.0 { round6(busy[t] / cap) } else { 0.0 })
+            })
+            .collect();
+        let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+        let finished = jct.len() as u64;
+        Metrics {
+            policy: policy.to_string(),
+            seed: sim.config().seed,
+            jobs: jobs.len() as u64,
+            finished,
+            unfinished: jobs.len() as u64 - finished,
+            never_fit: jobs.iter().filter(|j| j.status == Status::Never).count() as u64,
+            avg_jct_s: round6(mean(&jct)),
+            median_jct_s: round6(median(&jct)),
+            p99_jct_s: round6(percentile(&jct, 0.99)),
+            avg_queue_s: round6(mean(&queue)),
+            makespan_s: round6(makespan),
+            gpu_util,
+            replans: sim.replans(),
+            preemptions: sim.preemptions(),
+            events: sim.events_done(),
+        }
+    }
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(median(&v), 2.5);
+        assert_eq!(median(&v[..3]), 2.0);
+        assert_eq!(percentile(&v, 0.99), 4.0);
+        assert_eq!(percentile(&v, 0.5), 2.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+}

@@ -1,0 +1,210 @@
+//! Iteration times and Cell ranking behind one small trait, so the event
+//! engine and the policies do not depend on where times come from: the core's
+//! ProfileDb + Estimator in production ([`crate::core_times`]), a linear
+//! table in unit tests ([`LinearTimes`]). [`TimeCache`] memoizes lookups so
+//! that 100k-job traces stay fast.
+use crate::error::SimError;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// The free GPUs of one node group, as offered to Cell ranking.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Offer {
+    /// GPU type of the group.
+    pub gpu_type: String,
+    /// GPUs per node in the group.
+    pub gpus_per_node: u32,
+    /// Free GPUs of each node worth offering (nodes with none left out).
+    pub free_gpus_per_node: Vec<u32>,
+}
+
+/// A feasible Cell with its shape and predicted iteration time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellChoice {
+    /// GPU type.
+    pub gpu_type: String,
+    /// Total GPUs.
+    pub gpus: u32,
+    /// Nodes spanned.
+    pub nodes: u32,
+    /// GPUs on each node.
+    pub gpus_per_node: u32,
+    /// Seconds per iteration.
+    pub iter_s: f64,
+}
+
+/// Where iteration times come from.
+pub trait IterTimeSource {
+    /// Seconds per iteration of `model` at global batch `batch` on `nodes`
+    /// nodes x `gpus_per_node` GPUs of `gpu_type`; `None` if infeasible
+    /// (e.g. does not fit in memory) or unknown.
+    fn iter_time(&self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> Option<f64>;
+    /// Feasible Cells within `offers` using at most `max_gpus` GPUs,
+    /// fastest first (ties: fewer GPU-seconds, then fewer nodes).
+    fn rank_cells(&self, model: &str, batch: u32, offers: &[Offer], max_gpus: u32) -> Vec<CellChoice>;
+    /// Errors (naming close names) if the model is unknown.
+    fn check_model(&self, model: &str) -> Result<(), SimError>;
+    /// Number of layers of `model` (for freezing schedules); 0 if unknown.
+    fn num_layers(&self, _model: &str) -> u32 {
+        0
+    }
+}
+
+/// Test and fallback source: `iter = base[model][type] / gpus * (1 + inter_node_penalty * (nodes - 1))`.
+#[derive(Debug, Clone, Default)]
+pub struct LinearTimes {
+    base: HashMap<(String, String), f64>,
+    /// Relative slowdown per extra node spanned.
+    pub inter_node_penalty: f64,
+}
+
+impl LinearTimes {
+    /// An empty table with the given inter-node penalty.
+    pub fn new(inter_node_penalty: f64) -> Self {
+        LinearTimes { base: HashMap::new(), inter_node_penalty }
+    }
+    /// Sets the single-GPU iteration time of `model` on `gpu_type`.
+    pub fn with(mut self, model: &str, gpu_type: &str, one_gpu_iter_s: f64) -> Self {
+        self.base.insert((model.to_string(), gpu_type.to_string()), one_gpu_iter_s);
+        self
+    }
+}
+
+impl IterTimeSource for LinearTimes {
+    fn iter_time(&self, model: &str, _batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> Option<f64> {
+        let b = self.base.get(&(model.to_string(), gpu_type.to_string()))?;
+        let gpus = (nodes * gpus_per_node) as f64;
+        Some(b / gpus * (1.0 + self.inter_node_penalty * (nodes as f64 - 1.0)))
+    }
+
+    fn rank_cells(&self, model: &str, batch: u32, offers: &[Offer], max_gpus: u32) -> Vec<CellChoice> {
+        let mut out: Vec<CellChoice> = Vec::new();
+        for o in offers {
+            for gpus in 1..=max_gpus {
+                for nodes in 1..=gpus {
+                    let k = gpus / nodes;
+                    if gpus % nodes != 0 || k > o.gpus_per_node {
+                        continue;
+                    }
+                    if o.free_gpus_per_node.iter().filter(|&&f| f >= k).count() < nodes as usize {
+                        continue;
+                    }
+                    if let Some(t) = self.iter_time(model, batch, &o.gpu_type, nodes, k) {
+                        let c = CellChoice { gpu_type: o.gpu_type.clone(), gpus, nodes, gpus_per_node: k, iter_s: t };
+                        if !out.contains(&c) {
+                            out.push(c);
+                        }
+                    }
+                    break; // fewest nodes only
+                }
+            }
+        }
+        sort_choices(&mut out);
+        out
+    }
+
+    fn check_model(&self, model: &str) -> Result<(), SimError> {
+        if self.base.keys().any(|(m, _)| m == model) {
+            Ok(())
+        } else {
+            Err(SimError::invalid("model", model, "a model of the time table"))
+        }
+    }
+}
+
+/// Sorts choices fastest first, then fewer GPU-seconds per iteration, then fewer nodes.
+pub fn sort_choices(v: &mut [CellChoice]) {
+    v.sort_by(|a, b| {
+        a.iter_s
+            .total_cmp(&b.iter_s)
+            .then((a.iter_s * a.gpus as f64).total_cmp(&(b.iter_s * b.gpus as f64)))
+            .then(a.nodes.cmp(&b.nodes))
+            .then(a.gpu_type.cmp(&b.gpu_type))
+    });
+}
+
+type RankKey = (u32, u32, u32, Vec<Offer>);
+
+/// Memoizes a source's answers; models and GPU types are interned.
+pub struct TimeCache {
+    src: Box<dyn IterTimeSource>,
+    names: HashMap<String, u32>,
+    times: HashMap<(u32, u32, u32, u32, u32), Option<f64>>,
+    ranks: HashMap<RankKey, Rc<Vec<CellChoice>>>,
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Lookups forwarded to the source.
+    pub misses: u64,
+}
+
+const RANK_CACHE_MAX: usize = 200_000;
+
+impl TimeCache {
+    /// Wraps a source.
+    pub fn new(src: Box<dyn IterTimeSource>) -> Self {
+        TimeCache { src, names: HashMap::new(), times: HashMap::new(), ranks: HashMap::new(), hits: 0, misses: 0 }
+    }
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.names.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.insert(s.to_string(), i);
+        i
+    }
+    /// The underlying source.
+    pub fn source(&self) -> &dyn IterTimeSource {
+        self.src.as_ref()
+    }
+    /// Cached [`IterTimeSource::iter_time`].
+    pub fn iter_time(&mut self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> Option<f64> {
+        let key = (self.intern(model), batch, self.intern(gpu_type), nodes, gpus_per_node);
+        if let Some(v) = self.times.get(&key) {
+            self.hits += 1;
+            return *v;
+        }
+        self.misses += 1;
+        let v = self.src.iter_time(model, batch, gpu_type, nodes, gpus_per_node);
+        self.times.insert(key, v);
+        v
+    }
+    /// Cached [`IterTimeSource::rank_cells`] (the offers are part of the key).
+    pub fn rank_cells(&mut self, model: &str, batch: u32, offers: &[Offer], max_gpus: u32) -> Rc<Vec<CellChoice>> {
+        let key = (self.intern(model), batch, max_gpus, offers.to_vec());
+        if let Some(v) = self.ranks.get(&key) {
+            self.hits += 1;
+            return v.clone();
+        }
+        self.misses += 1;
+        if self.ranks.len() >= RANK_CACHE_MAX {
+            self.ranks.clear();
+        }
+        let v = Rc::new(self.src.rank_cells(model, batch, offers, max_gpus));
+        self.ranks.insert(key, v.clone());
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_times_rank_fastest_first() {
+        let t = LinearTimes::new(0.5).with("m", "a100", 1.0).with("m", "v100", 2.0);
+        assert_eq!(t.iter_time("m", 8, "a100", 2, 2), Some(0.25 * 1.5));
+        assert_eq!(t.iter_time("m", 8, "k80", 1, 1), None);
+        let offers = vec![
+            Offer { gpu_type: "a100".into(), gpus_per_node: 4, free_gpus_per_node: vec![1] },
+            Offer { gpu_type: "v100".into(), gpus_per_node: 8, free_gpus_per_node: vec![8] },
+        ];
+        let r = t.rank_cells("m", 8, &offers, 4);
+        assert_eq!((r[0].gpu_type.as_str(), r[0].gpus), ("v100", 4));
+        assert!(r.iter().all(|c| !(c.gpu_type == "a100" && c.gpus > 1)));
+        let mut cache = TimeCache::new(Box::new(t));
+        let a = cache.rank_cells("m", 8, &offers, 4);
+        let b = cache.rank_cells("m", 8, &offers, 4);
+        assert_eq!(a, b);
+        assert_eq!((cache.hits, cache.misses), (1, 1));
+    }
+}
