@@ -99,7 +99,7 @@ struct RunArgs {
     #[arg(long, conflicts_with = "command")]
     probe: bool,
     /// Matrix size of the probe's iteration.
-    #[arg(long, default_value_t = 192, requires = "probe")]
+    #[arg(long, default_value_t = 96, requires = "probe")]
     probe_size: usize,
     /// The training command and its arguments (run without a shell).
     #[arg(last = true, value_name = "COMMAND")]
@@ -129,7 +129,7 @@ struct ProbeArgs {
     #[arg(long, default_value_t = 20)]
     iters: u64,
     /// Matrix size.
-    #[arg(long, default_value_t = 192)]
+    #[arg(long, default_value_t = 96)]
     size: usize,
 }
 

@@ -280,7 +280,7 @@ fn convert(c: ConvertArgs) -> Result<()> {
     let mut times = TimeCache::new(Box::new(src));
     let (jobs, rep) = cellsched_sim::gavel_convert::convert_gavel(&text, &c.input, &spec, &mut times, &canon, c.seed)?;
     write_jobs(&jobs, &c.output)?;
-    eprintln!("wrote {} jobs to {} ({} skipped: fit no GPU type of {})", rep.jobs, c.output, rep.skipped_infeasible, c.cluster);
+    eprintln!("wrote {} jobs to {} ({} of them fit no GPU type of {} and will show as unfinished)", rep.jobs, c.output, rep.infeasible, c.cluster);
     Ok(())
 }
 

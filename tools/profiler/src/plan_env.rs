@@ -33,6 +33,19 @@ pub struct ProfilePlan {
     pub plan_source: &'static str,
 }
 
+/// The GPU type key recorded for a user or NVML name: core's canonical type
+/// (`Tesla V100-SXM2-16GB` → `v100`), else the name lower-cased with every
+/// other character than letters, digits, `_`, `-` turned into `_`.
+pub fn gpu_type_key(name: &str) -> String {
+    cellsched_core::gpu::canonical_gpu_type(name).unwrap_or_else(|| {
+        name.trim()
+            .to_ascii_lowercase()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+            .collect()
+    })
+}
+
 /// Builds the plan: a pinned `--plan` (must use exactly `gpus` GPUs), else the
 /// estimator's best plan for the model on this Cell, else plain data
 /// parallelism `dp=gpus` (the estimator needs the model and GPU in its
@@ -51,7 +64,8 @@ pub fn choose_plan(
     if batch == 0 {
         return Err(ProfilerError::invalid("--batch", "0", "a positive global batch"));
     }
-    let cell = Cell::new(gpu_type, gpus, pinned.map_or(1, |p| p.pp))
+    let gpu_type = gpu_type_key(gpu_type);
+    let cell = Cell::new(&gpu_type, gpus, pinned.map_or(1, |p| p.pp))
         .map_err(|e| ProfilerError::invalid("GPU type / plan", format!("{gpu_type} x{gpus}"), e.to_string()))?;
     let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
     let job = ModelCatalog::builtin().resolve(model).map(|m| JobSpec { model: m, global_batch: batch });
@@ -143,6 +157,15 @@ mod tests {
         let pp = choose_plan("my-private-net", 32, "a100", 4, None, |n| notes.push(n)).unwrap();
         assert_eq!((pp.plan.dp, pp.plan.tp, pp.plan.pp, pp.plan_source), (4, 1, 1, "default"));
         assert!(notes[0].contains("my-private-net"), "{notes:?}");
+    }
+
+    #[test]
+    fn gpu_names_become_keys() {
+        assert_eq!(gpu_type_key("Tesla V100-SXM2-16GB"), "v100");
+        assert_eq!(gpu_type_key("NVIDIA A100-SXM4-80GB"), "a100");
+        assert_eq!(gpu_type_key("Acme Tensor 9000"), "acme_tensor_9000");
+        let pp = choose_plan("x", 8, "Tesla V100-SXM2-16GB", 2, None, |_| {}).unwrap();
+        assert_eq!(pp.gpu_type, "v100");
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub fn profile(
             return Err(ProfilerError::invalid("--gpus", req.gpus.to_string(), format!("at most the {} GPUs NVML sees", inv.gpus.len())));
         }
         gpu_name = Some(first.name.clone());
-        let t = req.gpu_type.clone().or_else(|| first.gpu_type.clone()).unwrap_or_else(|| first.name.clone());
+        let t = req.gpu_type.clone().unwrap_or_else(|| first.name.clone());
         sampler = Some(Box::new(nvml::NvmlSampler::new(nv, Some(req.gpus))?));
         t
     } else {

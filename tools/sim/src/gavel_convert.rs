@@ -6,15 +6,18 @@
 //! conversion report):
 //! - model: the job type's name before ` (batch size N)` mapped through the
 //!   model catalog's aliases (`ResNet-50` → `resnet50`, `LM` →
-//!   `lstm_wikitext2`, `Recommendation` → `autoencoder_ml20m`, ...); batch:
-//!   `N` (A3C: 4, CycleGAN: 1, which Gavel runs without a batch size);
+//!   `lstm_wikitext2`, `Recommendation` → `autoencoder_ml20m`, ...); Gavel's
+//!   `N` is the per-worker batch, so the global batch is `N` x GPU count
+//!   (A3C: 4 and CycleGAN: 1 per worker, which Gavel names without a batch size);
 //! - `num_iteration` = total steps; `submission_time` = arrival time;
 //!   `num_gpu` = GPU count; `job_id` = line number;
 //! - `gpu_type`: Philly jobs name no GPU type, so each job asks for a type
 //!   drawn (seeded) in proportion to the cluster's GPUs of each type among
-//!   the types where its request fits;
+//!   the types where its request fits (all types if it fits none: such jobs
+//!   are kept, and the simulator reports them as unfinished);
 //! - `deadline` (declared time limit): 1.5-3x the true run time on the
-//!   requested GPUs, rounded up to minutes (users over-estimate).
+//!   requested GPUs, rounded up to minutes (users over-estimate); 0 (none)
+//!   for jobs that fit nowhere.
 use crate::cluster::{ClusterSpec, ClusterState};
 use crate::error::SimError;
 use crate::rng::Rng;
@@ -26,8 +29,8 @@ use crate::trace::TraceJob;
 pub struct ConvertReport {
     /// Jobs written.
     pub jobs: usize,
-    /// Lines skipped because the job fits on no GPU type of the cluster.
-    pub skipped_infeasible: usize,
+    /// Jobs (kept) whose request fits no GPU type of the cluster.
+    pub infeasible: usize,
 }
 
 fn split_type(s: &str) -> (String, Option<u32>) {
@@ -62,13 +65,14 @@ pub fn convert_gavel(
         let (name, batch) = split_type(f[0]);
         let model = canonical(&name)
             .ok_or_else(|| SimError::input(path, lineno, "job type", format!("'{name}' is not a catalog model or alias")))?;
-        let batch = batch.unwrap_or(if model.starts_with("a3c") { 4 } else { 1 });
+        let per_worker = batch.unwrap_or(if model.starts_with("a3c") { 4 } else { 1 });
         let steps: u64 = f[4].trim().parse().ok().filter(|s| *s > 0)
             .ok_or_else(|| SimError::input(path, lineno, "total steps", format!("'{}' is not a positive integer", f[4])))?;
         let arrival: f64 = f[5].trim().parse().ok().filter(|t: &f64| t.is_finite() && *t >= 0.0)
             .ok_or_else(|| SimError::input(path, lineno, "arrival time", format!("'{}' is not a non-negative number", f[5])))?;
         let gpus: u32 = f[6].trim().parse().ok().filter(|g| *g > 0)
             .ok_or_else(|| SimError::input(path, lineno, "GPU count", format!("'{}' is not a positive integer", f[6])))?;
+        let batch = per_worker * gpus;
         // Types where the request fits, weighted by their GPU capacity.
         let mut opts = Vec::new();
         for t in 0..c.types.len() {
@@ -78,20 +82,22 @@ pub fn convert_gavel(
                 }
             }
         }
-        if opts.is_empty() {
-            report.skipped_infeasible += 1;
-            log::warn!("{path}:{}: {model} (batch {batch}) on {gpus} GPUs fits no GPU type of the cluster; skipped", n + 1);
-            continue;
-        }
-        let w: Vec<f64> = opts.iter().map(|o| o.2).collect();
-        let (t, iter_s, _) = opts[rng.weighted(&w)];
-        let limit = ((steps as f64 * iter_s * rng.range(1.5, 3.0)) / 60.0).ceil() * 60.0;
+        let (t, limit) = if opts.is_empty() {
+            report.infeasible += 1;
+            log::debug!("{path}:{}: {model} (batch {batch}) on {gpus} GPUs fits no GPU type of the cluster", n + 1);
+            let w: Vec<f64> = (0..c.types.len()).map(|t| c.total_of_type(t) as f64).collect();
+            (rng.weighted(&w), 0.0)
+        } else {
+            let w: Vec<f64> = opts.iter().map(|o| o.2).collect();
+            let (t, iter_s, _) = opts[rng.weighted(&w)];
+            (t, (((steps as f64 * iter_s * rng.range(1.5, 3.0)) / 60.0).ceil() * 60.0).max(60.0))
+        };
         jobs.push(TraceJob {
             job_id: (n + 1).to_string(),
             submission_time: arrival,
             num_iteration: steps,
             model_name: model,
-            deadline: limit.max(60.0),
+            deadline: limit,
             batch_size: batch,
             num_gpu: gpus,
             gpu_type: c.types[t].clone(),
@@ -116,10 +122,14 @@ mod tests {
         let mut t = TimeCache::new(Box::new(CoreTimes::new(&spec, None).unwrap()));
         let text = "ResNet-50 (batch size 64)\tcmd\t-n\t1\t1000\t5.000000\t4\nA3C\tcmd\t-n\t0\t200\t7\t1\n";
         let (jobs, rep) = convert_gavel(text, "p.trace", &spec, &mut t, &canon, 1).unwrap();
-        assert_eq!(rep, ConvertReport { jobs: 2, skipped_infeasible: 0 });
-        assert_eq!((jobs[0].model_name.as_str(), jobs[0].batch_size, jobs[0].num_gpu), ("resnet50", 64, 4));
+        assert_eq!(rep, ConvertReport { jobs: 2, infeasible: 0 });
+        assert_eq!((jobs[0].model_name.as_str(), jobs[0].batch_size, jobs[0].num_gpu), ("resnet50", 256, 4));
         assert_eq!((jobs[0].submission_time, jobs[0].num_iteration, jobs[0].gpu_type.as_str()), (5.0, 1000, "v100"));
+        assert!(jobs[0].deadline >= 60.0);
         assert_eq!((jobs[1].model_name.as_str(), jobs[1].batch_size), ("a3c_pong", 4));
+        // 32 GPUs fit nowhere on 16: kept, no declared limit.
+        let (jobs, rep) = convert_gavel("ResNet-50 (batch size 64)\tc\t-n\t1\t10\t0\t32\n", "p.trace", &spec, &mut t, &canon, 1).unwrap();
+        assert_eq!((rep.infeasible, jobs.len(), jobs[0].deadline), (1, 1, 0.0));
         let e = convert_gavel("Foo (batch size 2)\tc\t-n\t1\t10\t0\t1\n", "p.trace", &spec, &mut t, &canon, 1).unwrap_err();
         assert!(e.to_string().contains("p.trace:1") && e.to_string().contains("Foo"), "{e}");
         let e = convert_gavel("ResNet-50 (batch size 64)\tc\t-n\t1\tx\t0\t1\n", "p.trace", &spec, &mut t, &canon, 1).unwrap_err();
