@@ -63,7 +63,7 @@ pub struct Tuning {
     #[arg(long, value_name = "LIST")]
     pub ablation: Option<String>,
     /// cellsched: accept a free Cell up to this many times slower than the job's best.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 6.0)]
     pub max_slowdown: f64,
     /// cellsched: Cells may use up to this many times the requested GPUs.
     #[arg(long, default_value_t = 1.0)]

@@ -110,7 +110,9 @@ impl Cluster {
         plugins::link_stock_plugins(&spec.stock_plugin_dir, &l.plugins())?;
         let install = plugins::install_our_plugins(spec.with_plugins, &spec.plugin_build_dir, &l.plugins())?;
         c.plugins = install.set;
-        let rendered = render::render(spec, &l, &c.ports, &install.set);
+        let stock = spec.stock_plugin_dir.clone();
+        let has_stock = move |name: &str| stock.join(format!("{name}.so")).is_file();
+        let rendered = render::render(spec, &l, &c.ports, &install.set, &has_stock);
 
         let states = c.daemon_states();
         let running = states.iter().filter(|d| d.pid.is_some()).count();

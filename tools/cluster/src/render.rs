@@ -19,10 +19,12 @@ pub struct Rendered {
     pub cellsched_toml: String,
 }
 
-/// Renders every configuration file.
-pub fn render(spec: &ClusterSpec, l: &Layout, ports: &Ports, plugins: &PluginSet) -> Rendered {
+/// Renders every configuration file. `has_stock(name)` tells whether a
+/// stock plugin (`task_none`) exists in this Slurm release: lines naming
+/// `*/none` plugins that newer releases dropped are left out then.
+pub fn render(spec: &ClusterSpec, l: &Layout, ports: &Ports, plugins: &PluginSet, has_stock: &dyn Fn(&str) -> bool) -> Rendered {
     Rendered {
-        slurm_conf: slurm_conf(spec, l, ports, plugins),
+        slurm_conf: slurm_conf(spec, l, ports, plugins, has_stock),
         gres_conf: gres_conf(spec, l),
         plugstack_conf: plugstack_conf(spec, l, plugins),
         slurmdbd_conf: slurmdbd_conf(spec, l, ports),
@@ -36,7 +38,7 @@ pub const DEFAULT_CELLSCHED_TOML: &str = "\
 # Empty: every setting takes the plugins' built-in default.
 ";
 
-fn slurm_conf(spec: &ClusterSpec, l: &Layout, ports: &Ports, plugins: &PluginSet) -> String {
+fn slurm_conf(spec: &ClusterSpec, l: &Layout, ports: &Ports, plugins: &PluginSet, has_stock: &dyn Fn(&str) -> bool) -> String {
     let d = |p: std::path::PathBuf| p.display().to_string();
     let mut tres = vec!["gres/gpu".to_string()];
     tres.extend(spec.gpu_types().iter().map(|t| format!("gres/gpu:{t}")));
@@ -63,11 +65,7 @@ SlurmdParameters=config_overrides\n\
 ReturnToService=2\n\
 MailProg=/bin/true\n\
 MpiDefault=none\n\
-SwitchType=switch/none\n\
-ProctrackType=proctrack/linuxproc\n\
-TaskPlugin=task/none\n\
-JobAcctGatherType=jobacct_gather/none\n\
-JobCompType=jobcomp/none\n\
+ProctrackType={proctrack}\n\
 GresTypes=gpu\n\
 SelectType=select/cons_tres\n\
 SelectTypeParameters=CR_Core\n\
@@ -103,7 +101,18 @@ SlurmdTimeout=60\n",
         log = d(l.log()),
         dbd = ports.slurmdbd,
         tres = tres.join(","),
+        proctrack = if has_stock("proctrack_linuxproc") { "proctrack/linuxproc" } else { "proctrack/pgid" },
     );
+    for (key, plugin) in [
+        ("SwitchType", "switch/none"),
+        ("TaskPlugin", "task/none"),
+        ("JobAcctGatherType", "jobacct_gather/none"),
+        ("JobCompType", "jobcomp/none"),
+    ] {
+        if has_stock(&plugin.replace('/', "_")) {
+            s.push_str(&format!("{key}={plugin}\n"));
+        }
+    }
     if plugins.site_factor {
         s.push_str("PrioritySiteFactorPlugin=site_factor/cellsched\n");
     }
@@ -195,7 +204,19 @@ mod tests {
     fn setup(plugins: PluginSet) -> Rendered {
         let spec = ClusterSpec { dir: "/tmp/csx".into(), port_base: 19000, ..ClusterSpec::default() };
         let l = Layout::new(&spec.dir);
-        render(&spec, &l, &spec.ports().unwrap(), &plugins)
+        render(&spec, &l, &spec.ports().unwrap(), &plugins, &|_| true)
+    }
+
+    #[test]
+    fn none_plugins_missing_from_the_release_are_left_out() {
+        let spec = ClusterSpec { dir: "/tmp/csx".into(), ..ClusterSpec::default() };
+        let l = Layout::new(&spec.dir);
+        let r = render(&spec, &l, &spec.ports().unwrap(), &PluginSet::default(), &|p| p == "jobcomp_none");
+        assert!(!r.slurm_conf.contains("TaskPlugin") && !r.slurm_conf.contains("SwitchType"));
+        assert!(r.slurm_conf.contains("JobCompType=jobcomp/none\n"));
+        assert!(r.slurm_conf.contains("ProctrackType=proctrack/pgid\n"));
+        let r = setup(PluginSet::default());
+        assert!(r.slurm_conf.contains("TaskPlugin=task/none\n") && r.slurm_conf.contains("ProctrackType=proctrack/linuxproc\n"));
     }
 
     #[test]

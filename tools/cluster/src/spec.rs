@@ -111,9 +111,15 @@ impl Default for ClusterSpec {
 impl ClusterSpec {
     /// The default spec adjusted by the environment: `CELLSCHED_CLUSTER_DIR`,
     /// `CELLSCHED_PORT_BASE`, `CELLSCHED_PLUGIN_BUILD_DIR`, `CELLSCHED_SLURM_SBIN`
-    /// (its sibling `bin/` then holds the client commands).
+    /// (its sibling `bin/` then holds the client commands), and
+    /// `CELLSCHED_CLUSTER_TOML` (a file copied to `etc/cellsched.toml`).
     pub fn from_env() -> Result<Self> {
         let mut spec = ClusterSpec::default();
+        if let Some(f) = env_nonempty("CELLSCHED_CLUSTER_TOML") {
+            let text = std::fs::read_to_string(&f)
+                .map_err(|e| ClusterError::InvalidSpec(format!("CELLSCHED_CLUSTER_TOML={f}: cannot read: {e}")))?;
+            spec.cellsched_toml = Some(text);
+        }
         if let Some(d) = env_nonempty("CELLSCHED_CLUSTER_DIR") {
             spec.dir = PathBuf::from(d);
         }

@@ -97,7 +97,7 @@ impl Default for CellschedOptions {
             srpt: true,
             replan: true,
             freeze: true,
-            max_slowdown: 3.0,
+            max_slowdown: 6.0,
             max_gpu_factor: 1.0,
             asrpt: AsrptConfig::default(),
         }
@@ -459,15 +459,15 @@ mod tests {
 
     #[test]
     fn slowdown_bound_makes_jobs_wait_for_a_good_cell() {
-        // v100 is 4x slower for m here (bound 3x): B waits for a100 although
-        // v100 would finish it sooner (41 < 1010).
-        let t = || LinearTimes::new(0.0).with("m", "a100", 1.0).with("m", "v100", 4.0);
+        // v100 is 8x slower for m here (bound 6x): B waits for a100 although
+        // v100 would finish it sooner (81 < 1010).
+        let t = || LinearTimes::new(0.0).with("m", "a100", 1.0).with("m", "v100", 8.0);
         let jobs = [job("a", 0.0, 1000, 1, "a100", 0.0), job("b", 1.0, 10, 1, "a100", 0.0)];
         let (_, jct) = run(&mut CellschedPolicy::new(CellschedOptions::default()).unwrap(), two_types(), &jobs, t());
         assert_eq!(jct, vec![Some(1000.0), Some(1009.0)]);
-        let o = CellschedOptions { max_slowdown: 5.0, ..Default::default() };
+        let o = CellschedOptions { max_slowdown: 10.0, ..Default::default() };
         let (_, jct) = run(&mut CellschedPolicy::new(o).unwrap(), two_types(), &jobs, t());
-        assert_eq!(jct, vec![Some(1000.0), Some(40.0)]);
+        assert_eq!(jct, vec![Some(1000.0), Some(80.0)]);
     }
 
     #[test]
