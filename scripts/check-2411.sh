@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds cellsched against Slurm 24.11.5 headers and checks the plugin .so files.
 #
-# Usage: scripts/check-2411.sh [CRATE...]
+# Usage: scripts/check-2411.sh [CRATE...]      (or --no-plugins: only slurm-sys, common and its smoke example)
 #   CRATE: plugin crates to build (default: site_factor_cellsched job_submit_cellsched spank_cellsched)
 # Env:  SLURM_2411_SRC_DIR  configured 24.11.5 source tree (default /opt/cellsched/src/slurm-24.11.5)
 #       CARGO_TARGET_DIR    build dir (default target-2411, kept apart from the 22.05.8 build)
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=${SLURM_2411_SRC_DIR:-/opt/cellsched/src/slurm-24.11.5}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target-2411}
-if [ $# -gt 0 ]; then CRATES=("$@"); else CRATES=(site_factor_cellsched job_submit_cellsched spank_cellsched); fi
+if [ "${1:-}" = --no-plugins ]; then CRATES=(); elif [ $# -gt 0 ]; then CRATES=("$@"); else CRATES=(site_factor_cellsched job_submit_cellsched spank_cellsched); fi
 
 log() { printf '[check-2411 %(%H:%M:%S)T] %s\n' -1 "$*"; }
 die() { printf 'check-2411: error: %s\n' "$*" >&2; exit 1; }
@@ -34,7 +34,7 @@ if [ "${CHECK_2411_TESTS:-1}" != 0 ]; then
 fi
 
 pkgs=(-p slurm-sys -p cellsched-plugin-common)
-for c in "${CRATES[@]}"; do pkgs+=(-p "$c"); done
+for c in "${CRATES[@]+"${CRATES[@]}"}"; do pkgs+=(-p "$c"); done
 log "cargo build --release ${pkgs[*]}"
 cargo build --release "${pkgs[@]}"
 log "cargo build --release --example site_factor_cellsched_smoke"
@@ -64,5 +64,5 @@ check_so() { # name path
 }
 
 check_so site_factor_cellsched_smoke "$CARGO_TARGET_DIR/release/examples/libsite_factor_cellsched_smoke.so"
-for c in "${CRATES[@]}"; do check_so "$c" "$CARGO_TARGET_DIR/release/lib$c.so"; done
+for c in "${CRATES[@]+"${CRATES[@]}"}"; do check_so "$c" "$CARGO_TARGET_DIR/release/lib$c.so"; done
 log "all ${#CRATES[@]} plugin crate(s) + smoke example built for Slurm 24.11.5"

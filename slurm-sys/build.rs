@@ -48,15 +48,15 @@ fn main() {
     println!("cargo:rerun-if-changed=shim/cellsched_consts.c");
 
     let src_env = env::var_os("SLURM_SRC_DIR").map(PathBuf::from);
-    let inc = match (env::var_os("SLURM_INCLUDE_DIR"), &src_env) {
-        (Some(i), _) => PathBuf::from(i),
-        (None, Some(s)) => s.clone(),
-        (None, None) => PathBuf::from("/usr/include"),
+    let (inc, inc_from) = match (env::var_os("SLURM_INCLUDE_DIR"), &src_env) {
+        (Some(i), _) => (PathBuf::from(i), "SLURM_INCLUDE_DIR"),
+        (None, Some(s)) => (s.clone(), "SLURM_SRC_DIR (SLURM_INCLUDE_DIR unset)"),
+        (None, None) => (PathBuf::from("/usr/include"), "the default include dir (libslurm-dev)"),
     };
     for h in ["slurm.h", "spank.h", "slurm_errno.h", "slurm_version.h"] {
         let p = inc.join("slurm").join(h);
         if !p.is_file() {
-            fail(format!("Slurm public header {} not found; {INSTALL_HINT}", p.display()));
+            fail(format!("Slurm public header {} not found (headers taken from {inc_from}); {INSTALL_HINT}", p.display()));
         }
         println!("cargo:rerun-if-changed={}", p.display());
     }

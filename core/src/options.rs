@@ -264,9 +264,15 @@ impl DlOptions {
         match &self.model {
             None => Ok(None),
             Some(m) => resolve(m).map(Some).map_err(|e| match e {
-                CoreError::Unknown { kind, name, suggestions } => {
-                    CoreError::Unknown { kind, name: format!("{name}' (--dl-model='{name}"), suggestions }
-                }
+                CoreError::Unknown { name, suggestions, .. } => CoreError::invalid(
+                    "--dl-model value",
+                    name,
+                    if suggestions.is_empty() {
+                        "a known model name or a path to a model TOML".to_string()
+                    } else {
+                        format!("a known model name or a path to a model TOML (did you mean: {}?)", suggestions.join(", "))
+                    },
+                ),
                 other => other,
             }),
         }
@@ -463,7 +469,10 @@ mod tests {
             })
             .unwrap_err()
             .to_string();
-        assert_eq!(e, "unknown model 'gtp2' (--dl-model='gtp2' (did you mean: gpt2?)");
+        assert_eq!(
+            e,
+            "invalid --dl-model value 'gtp2': expected a known model name or a path to a model TOML (did you mean: gpt2?)"
+        );
         assert_eq!(DlOptions::default().check_model(|_| Ok(1)).unwrap(), None);
         assert_eq!(o.check_model(|_| Ok(7)).unwrap(), Some(7));
     }

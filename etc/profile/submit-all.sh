@@ -9,6 +9,8 @@
 # with all GPUs of one node, then a dependent job that runs
 #   cellsched profile import OUT_DIR/profile-*.csv --db PROFILE_DB
 # PROFILE_DB is replaced atomically; point the plugins' cellsched.toml at it.
+# Environment passed through to the jobs: CELLSCHED_PROFILE_WORKLOADS,
+# CELLSCHED_PROFILE_DURATION, CELLSCHED_PROFILE_ITERS, CELLSCHED_PROFILE_NO_NVML.
 set -euo pipefail
 OUT=${1:?usage: submit-all.sh OUT_DIR PROFILE_DB [TYPE...]}
 DB=${2:?usage: submit-all.sh OUT_DIR PROFILE_DB [TYPE...]}
@@ -32,7 +34,7 @@ ids=()
 for t in "${TYPES[@]}"; do
     n=${PER_NODE[$t]:-1}
     id=$(cd "$HERE" && sbatch --parsable --constraint="$t" --gres="gpu:$t:$n" \
-        --export="ALL,CELLSCHED=$CELLSCHED,CELLSCHED_PROFILE_OUT=$OUT" etc/profile-gpus.sbatch)
+        --export="ALL,CELLSCHED=$CELLSCHED,CELLSCHED_PROFILE_OUT=$OUT,CELLSCHED_PROFILE_TYPE=$t" etc/profile-gpus.sbatch)
     echo "profiling $t ($n GPUs per node): job $id"
     ids+=("$id")
 done

@@ -59,7 +59,6 @@ typedef int (*update_job_fn_t)(slurm_msg_t *, uid_t, bool);
 typedef void (*desc_fn_t)(job_desc_msg_t *);
 typedef void (*msg_init_fn_t)(slurm_msg_t *);
 typedef int (*env_overwrite_fn_t)(char ***, const char *, const char *);
-typedef int (*envcount_fn_t)(char **);
 typedef char *(*gres_str_fn_t)(void *);
 
 uint32_t cellsched_shim_version_number(void)
@@ -223,12 +222,15 @@ const char *cellsched_job_env_at(const cellsched_job_t *job, uint32_t i)
 int cellsched_env_array_set(char ***env, uint32_t *size, const char *name, const char *value)
 {
 	SYM2(overwrite, "slurm_env_array_overwrite", "env_array_overwrite");
-	SYM2(count, "slurm_envcount", "envcount");
-	if (!overwrite || !count || !env || !size || !name || !value)
+	uint32_t n = 0;
+	if (!overwrite || !env || !size || !name || !value)
 		return -1;
 	if (!((env_overwrite_fn_t) overwrite)(env, name, value))
 		return -1;
-	*size = (uint32_t) ((envcount_fn_t) count)(*env);
+	/* envcount() is not exported by libslurm (client/SPANK side): count here. */
+	while (*env && (*env)[n])
+		n++;
+	*size = n;
 	return 0;
 }
 

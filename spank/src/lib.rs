@@ -107,14 +107,21 @@ pub unsafe extern "C" fn slurm_spank_init(sp: spank_t, ac: c_int, av: *mut *mut 
     })
 }
 
-/// Local/allocator: validates and propagates the options (an error refuses
-/// the submission).
+/// Local/allocator: validates and propagates the options. An error refuses
+/// the submission: Slurm ignores a failing `optional` plugin here, so the
+/// client (sbatch/srun/salloc, before anything is submitted) exits with
+/// status 1 after printing the message, as it does for a `required` one.
 #[no_mangle]
 pub unsafe extern "C" fn slurm_spank_init_post_opt(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
-    guard("slurm_spank_init_post_opt", -1, || match ffi::context() {
+    let ctx = ffi::context();
+    let rc = guard("slurm_spank_init_post_opt", -1, || match ctx {
         Context::Local | Context::Allocator => local::post_opt(sp),
         _ => Ok(()),
-    })
+    });
+    if rc != 0 && matches!(ctx, Context::Local | Context::Allocator) {
+        std::process::exit(1);
+    }
+    rc
 }
 
 /// Remote: injects the plan into the task (never fails the task).

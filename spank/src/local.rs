@@ -87,7 +87,7 @@ mod tests {
         o.parse_option("dl-model", &format!("{name}x")).unwrap();
         o.parse_option("dl-batch", "8").unwrap();
         let err = validate(&o).unwrap_err().to_string();
-        assert!(err.contains("unknown model") && err.contains("--dl-model") && err.contains(&name), "{err}");
+        assert!(err.contains("--dl-model value") && err.contains("did you mean") && err.contains(&name), "{err}");
         o.parse_option("dl-model", &name).unwrap();
         validate(&o).unwrap();
         assert!(validate(&DlOptions::default()).is_ok());

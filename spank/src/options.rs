@@ -46,9 +46,19 @@ pub fn usage(key: DlKey) -> String {
 }
 
 /// Validates and records one option value; `Err` carries the message.
-pub fn accept(key: DlKey, value: &str) -> Result<(), String> {
+/// `check_catalog` resolves `--dl-model` against the catalog (local side
+/// only: remote callbacks run as root, where a user path must not be read).
+pub fn accept(key: DlKey, value: &str, check_catalog: bool) -> Result<(), String> {
     let mut g = given();
-    g.parse_option(key.option_name(), value).map_err(|e| e.to_string())?;
+    let mut next = g.clone();
+    next.parse_option(key.option_name(), value).map_err(|e| e.to_string())?;
+    if key == DlKey::Model && check_catalog {
+        // Refuse unknown models right here: an option callback error stops
+        // sbatch/srun even when the plugin is loaded `optional`.
+        let catalog = cellsched_core::model::ModelCatalog::builtin();
+        next.check_model(|m| catalog.resolve(m)).map_err(|e| e.to_string())?;
+    }
+    *g = next;
     let mut keys = GIVEN_KEYS.lock().unwrap_or_else(|p| p.into_inner());
     if !keys.contains(&key) {
         keys.push(key);
@@ -66,7 +76,7 @@ unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int)
         }
         // SAFETY: Slurm passes a NUL-terminated argument string.
         let arg = unsafe { CStr::from_ptr(optarg) }.to_string_lossy();
-        accept(key, &arg)
+        accept(key, &arg, remote == 0)
     });
     match rc {
         Ok(()) => 0,
@@ -120,10 +130,13 @@ mod tests {
     #[test]
     fn callback_accepts_and_rejects() {
         // The callback logs through Slurm on error, so exercise `accept`.
-        accept(DlKey::Iters, "12").unwrap();
-        let e = accept(DlKey::Iters, "abc").unwrap_err();
+        accept(DlKey::Iters, "12", true).unwrap();
+        let e = accept(DlKey::Iters, "abc", true).unwrap_err();
         assert!(e.contains("--dl-iters") && e.contains("positive integer"), "{e}");
         assert_eq!(given().iters, Some(12));
         assert!(given_keys().contains(&DlKey::Iters));
+        let e = accept(DlKey::Model, "no-such-model", true).unwrap_err();
+        assert!(e.contains("--dl-model value 'no-such-model'"), "{e}");
+        assert_eq!(given().model, None);
     }
 }

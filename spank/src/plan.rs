@@ -146,6 +146,63 @@ pub fn gres_gpu_type(lookup: &dyn Fn(&str) -> Option<String>) -> Option<String> 
     None
 }
 
+/// The GPU type gres.conf gives node `node` (`NodeName=a100-[1-2] Name=gpu
+/// Type=a100 ...`; a line without `NodeName=` applies to every node).
+pub fn gres_conf_gpu_type(text: &str, node: &str) -> Option<String> {
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let kv: Vec<(String, &str)> = line
+            .split_whitespace()
+            .filter_map(|t| t.split_once('='))
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        let get = |k: &str| kv.iter().find(|(kk, _)| kk == k).map(|(_, v)| *v);
+        if get("name") != Some("gpu") {
+            continue;
+        }
+        let Some(ty) = get("type") else { continue };
+        if get("nodename").map_or(true, |h| hostlist_contains(h, node)) {
+            let t = ty.to_ascii_lowercase();
+            if Cell::new(&t, 1, 1).is_ok() {
+                return Some(t);
+            }
+        }
+    }
+    None
+}
+
+/// Whether Slurm hostlist `expr` (`a100-[1-2,5],v100-1`, one bracket group
+/// per entry) names `node`.
+pub fn hostlist_contains(expr: &str, node: &str) -> bool {
+    let mut entries = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in expr.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                entries.push(&expr[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    entries.push(&expr[start..]);
+    entries.into_iter().any(|e| match (e.find('['), e.find(']')) {
+        (Some(o), Some(c)) if o < c => {
+            let (pre, ranges, suf) = (&e[..o], &e[o + 1..c], &e[c + 1..]);
+            let Some(mid) = node.strip_prefix(pre).and_then(|r| r.strip_suffix(suf)) else { return false };
+            let Ok(n) = mid.parse::<u64>() else { return false };
+            ranges.split(',').any(|r| {
+                let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+                let width_ok = lo.len() == mid.len() || !lo.starts_with('0');
+                matches!((lo.parse::<u64>(), hi.parse::<u64>()), (Ok(l), Ok(h)) if l <= n && n <= h && width_ok)
+            })
+        }
+        _ => e == node,
+    })
+}
+
 /// Keys whose values are GPU requests without a `gpu:` prefix.
 fn lookup_is_gpu_key(key: &str) -> bool {
     key.starts_with("SLURM_GPUS")
@@ -267,6 +324,18 @@ mod tests {
         let s = step(1, 4);
         let e = choose(&PlanInputs { step: &s, ..i }, &estimator()).unwrap_err().to_string();
         assert!(e.contains("GPU type unknown") && e.contains("default_gpu_type"), "{e}");
+    }
+
+    #[test]
+    fn gres_conf_types() {
+        let conf = "# x\nNodeName=a100-[1-2] Name=gpu Type=a100 File=/dev/n[0-3]\nNodeName=v100-1 Name=gpu Type=V100 File=/x\nNodeName=gpu[08-10] Name=gpu Type=a10\n";
+        assert_eq!(gres_conf_gpu_type(conf, "a100-2").as_deref(), Some("a100"));
+        assert_eq!(gres_conf_gpu_type(conf, "v100-1").as_deref(), Some("v100"));
+        assert_eq!(gres_conf_gpu_type(conf, "gpu09").as_deref(), Some("a10"));
+        assert_eq!(gres_conf_gpu_type(conf, "a100-3"), None);
+        assert_eq!(gres_conf_gpu_type(conf, "gpu9"), None);
+        assert_eq!(gres_conf_gpu_type("Name=gpu Type=h100 File=/x", "any").as_deref(), Some("h100"));
+        assert!(hostlist_contains("a,b[1-3,7]", "b7") && !hostlist_contains("a,b[1-3]", "b4"));
     }
 
     #[test]

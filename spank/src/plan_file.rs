@@ -50,7 +50,7 @@ pub struct InjectedPlan {
     pub plan_text: String,
     /// `off`, `conservative` or `auto`.
     pub freeze_mode: String,
-    /// `PROGRESS:FRACTION,...` (empty when freezing is off).
+    /// `PROGRESS:FRACTION,...` (`none` when freezing is off).
     pub freeze_schedule: String,
     /// Predicted seconds per iteration, when estimated.
     pub iter_time_s: Option<f64>,

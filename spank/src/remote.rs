@@ -72,6 +72,14 @@ fn step_info(sp: spank_t, env: &dyn Fn(&str) -> Option<String>) -> Result<StepIn
     })
 }
 
+/// This node's GPU type from gres.conf beside slurmd's slurm.conf.
+fn node_gpu_type(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let node = env("SLURMD_NODENAME")?;
+    let conf = std::env::var("SLURM_CONF").unwrap_or_else(|_| "/etc/slurm/slurm.conf".into());
+    let gres = std::path::Path::new(&conf).parent()?.join("gres.conf");
+    crate::plan::gres_conf_gpu_type(&std::fs::read_to_string(gres).ok()?, &node)
+}
+
 /// The estimator with the site's GPU overrides and profile DB when the
 /// cellsched.toml is readable; built-in numbers otherwise.
 fn estimator(args: &PluginArgs) -> Estimator {
@@ -130,7 +138,7 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
             model: &model,
             decision: d.as_ref(),
             step: &step,
-            gres_gpu_type: gres_gpu_type(&env),
+            gres_gpu_type: gres_gpu_type(&env).or_else(|| node_gpu_type(&env)),
             args,
         };
         let plan = choose(&inputs, &estimator(args))?;

@@ -68,33 +68,39 @@ fn typed_gpu_jobs_run_on_their_type_and_show_in_sacct() {
 fn plugins_loaded_when_built_else_stock() {
     require_e2e!();
     let c = cluster();
-    let config = slurm_ok("scontrol", &["show", "config"]);
-    let conf_value = |key: &str| {
-        config
-            .lines()
-            .find(|l| l.split_whitespace().next() == Some(key))
-            .and_then(|l| l.split_once('='))
-            .map(|(_, v)| v.trim().to_string())
-            .unwrap_or_default()
-    };
+    // Slurm 22.05's `scontrol show config` prints PrioritySiteFactorPlugin as
+    // (null) even when loaded, so the proof is slurm.conf + the mapped file + the log.
+    let conf = common::read(&c.slurm_conf);
     let pid = common::read(&c.cluster.layout.pid_file("slurmctld")).trim().to_string();
     let maps = common::read(&PathBuf::from(format!("/proc/{pid}/maps")));
-    let log = common::read(&c.log_path("slurmctld.log"));
-    for (lib, key, value, so) in [
-        ("libsite_factor_cellsched.so", "PrioritySiteFactorPlugin", "site_factor/cellsched", "site_factor_cellsched.so"),
-        ("libjob_submit_cellsched.so", "JobSubmitPlugins", "cellsched", "job_submit_cellsched.so"),
+    // Only the log of the running slurmctld (the file appends across restarts).
+    let full_log = common::read(&c.log_path("slurmctld.log"));
+    let log = full_log.rfind("started on cluster").map_or(full_log.as_str(), |i| &full_log[i..]);
+    for (lib, line, so, ty) in [
+        ("libsite_factor_cellsched.so", "PrioritySiteFactorPlugin=site_factor/cellsched", "site_factor_cellsched.so", "site_factor/cellsched"),
+        ("libjob_submit_cellsched.so", "JobSubmitPlugins=cellsched", "job_submit_cellsched.so", "job_submit/cellsched"),
     ] {
+        let configured = conf.lines().any(|l| l == line);
         if common::plugin_built(lib) {
-            assert_eq!(conf_value(key), value, "{key} in scontrol show config");
+            assert!(configured, "slurm.conf lacks {line}");
             assert!(maps.contains(so), "{so} is not mapped into slurmctld (pid {pid})");
-            let ty = if key == "JobSubmitPlugins" { "job_submit/cellsched" } else { value };
-            assert!(log.contains(ty), "slurmctld.log does not mention {ty}");
+            assert!(log.lines().any(|l| l.contains(ty) && l.contains("loaded")), "slurmctld.log has no '{ty} ... loaded' line");
         } else {
             eprintln!("note: {lib} not built; checking stock behaviour");
-            assert_eq!(conf_value(key), "(null)", "{key} configured although {lib} is not built");
+            assert!(!configured, "{line} configured although {lib} is not built");
             assert!(!maps.contains(so));
         }
     }
+    let job_submit = slurm_ok("scontrol", &["show", "config"])
+        .lines()
+        .find(|l| l.starts_with("JobSubmitPlugins "))
+        .map(|l| l.to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        job_submit.ends_with("= cellsched"),
+        common::plugin_built("libjob_submit_cellsched.so"),
+        "scontrol show config: {job_submit}"
+    );
     let stack = common::read(&c.cluster.layout.etc().join("plugstack.conf"));
     if common::plugin_built("libspank_cellsched.so") {
         assert!(stack.lines().any(|l| l.starts_with("optional ") && l.contains("spank_cellsched.so")), "{stack}");
@@ -183,12 +189,21 @@ fn mariadb_failure_is_reported_with_its_log() {
 fn config_change_restarts_and_down_is_idempotent() {
     require_e2e!();
     let mut spec = scratch_spec("restart", 40);
+    spec.with_plugins = false;
     let c = Cluster::up(&spec).unwrap_or_else(|e| panic!("scratch up: {e}"));
     assert_eq!(c.outcome, Some(UpOutcome::Started));
     spec.cellsched_toml = Some("# changed by the restart test\n".into());
     let c = Cluster::up(&spec).unwrap_or_else(|e| panic!("scratch restart: {e}"));
     assert_eq!(c.outcome, Some(UpOutcome::Restarted { reason: "configuration changed".into() }));
     assert_eq!(common::read(&c.layout.cellsched_toml()), "# changed by the restart test\n");
+    assert!(c.status().plugins.is_empty(), "--no-plugins must give stock Slurm");
+    if common::plugin_built("libsite_factor_cellsched.so") {
+        // Switching plugins on restarts the running cluster with them loaded.
+        spec.with_plugins = true;
+        let c = Cluster::up(&spec).unwrap_or_else(|e| panic!("scratch restart with plugins: {e}"));
+        assert!(matches!(c.outcome, Some(UpOutcome::Restarted { .. })), "{:?}", c.outcome);
+        assert!(c.status().plugins.contains(&"site_factor/cellsched"));
+    }
     let c = Cluster::up(&spec).unwrap();
     assert_eq!(c.outcome, Some(UpOutcome::AlreadyUp));
     assert!(c.status().all_running());

@@ -90,14 +90,34 @@ pub fn cluster() -> &'static ClusterHandle {
     })
 }
 
+/// Environment prefixes not passed from the test process to Slurm commands:
+/// jobs must not inherit the harness's own settings (`CELLSCHED_E2E`, ...)
+/// or a developer's `SLURM_*`/`SBATCH_*` defaults.
+const SCRUBBED_ENV_PREFIXES: &[&str] = &["CELLSCHED_", "SLURM_", "SPANK_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_", "SACCT_"];
+
 /// Runs Slurm command `name` (e.g. `sbatch`, `sacct`) against the test
-/// cluster, in its jobs directory. Panics only when the program cannot run.
+/// cluster, in its jobs directory, with a scrubbed environment (see
+/// [`slurm_cmd_env`] to pass variables). Panics only when it cannot run.
 pub fn slurm_cmd(name: &str, args: &[&str]) -> Output {
+    slurm_cmd_env(name, args, &[])
+}
+
+/// Like [`slurm_cmd`] with extra environment variables (e.g. the SPANK
+/// options' `CELLSCHED_DL_*` equivalents).
+pub fn slurm_cmd_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let c = cluster();
     let prog = c.spec().slurm_bin.join(name);
-    Command::new(&prog)
-        .args(args)
+    let mut cmd = Command::new(&prog);
+    for (k, _) in std::env::vars_os() {
+        if let Some(k) = k.to_str() {
+            if SCRUBBED_ENV_PREFIXES.iter().any(|p| k.starts_with(p)) {
+                cmd.env_remove(k);
+            }
+        }
+    }
+    cmd.args(args)
         .env("SLURM_CONF", &c.slurm_conf)
+        .envs(env.iter().copied())
         .current_dir(&c.jobs_dir)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", prog.display()))

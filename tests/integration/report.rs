@@ -1,1 +1,328 @@
-//! Integration tests: report.
+//! End-to-end tests of `cellsched report` against the live cluster: the
+//! submitted jobs appear with JCTs equal to sacct's own End − Submit, their
+//! typed GPUs, the Cell/plan the plugins recorded (when loaded), valid PNG
+//! and SVG plots, a history export, and clear exit codes for bad input.
+use crate::common::{
+    self, cluster, require_e2e, sacct_fields_when, submit, unique_name, wait_for_state,
+};
+use cellsched_core::Decision;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const JOB_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// `cellsched ARGS` against the test cluster (`SLURM_CONF` set).
+fn cellsched_on_cluster(args: &[&str]) -> Output {
+    Command::new(common::cellsched_bin())
+        .args(args)
+        .env("SLURM_CONF", &cluster().slurm_conf)
+        .output()
+        .expect("run cellsched")
+}
+
+/// Seconds since the epoch of a sacct time in its default local form, by
+/// `date` (independent of the report's own parser).
+fn epoch(ts: &str) -> i64 {
+    let out = Command::new("date")
+        .args(["+%s", "-d", ts])
+        .output()
+        .expect("run date");
+    assert!(
+        out.status.success(),
+        "date -d {ts}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("date prints seconds")
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("cs-report-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn report_shows_jobs_with_sacct_jcts_cells_and_valid_plots() {
+    require_e2e!();
+    let c = cluster();
+    let dl = c.cluster.plugins.spank && c.cluster.plugins.job_submit;
+    // Typed jobs everywhere; with the plugins, DL jobs the job_submit plugin places.
+    let mut specs: Vec<Vec<String>> = ["gpu:a100:2", "gpu:v100:8", "gpu:a10:1", "gpu:a100:4"]
+        .iter()
+        .map(|g| vec![format!("--gres={g}"), "--wrap".into(), "sleep 2".into()])
+        .collect();
+    if dl {
+        for (model, batch) in [("gpt__1.3B", 32), ("bert", 64)] {
+            specs.push(vec![
+                "--gres=gpu:4".into(),
+                format!("--dl-model={model}"),
+                format!("--dl-batch={batch}"),
+                "--dl-iters=20".into(),
+                "--wrap".into(),
+                "sleep 2".into(),
+            ]);
+        }
+    }
+    let mut ids = Vec::new();
+    for s in &specs {
+        let name = unique_name("report");
+        let mut args = vec!["-J", &name, "-t", "5"];
+        args.extend(s.iter().map(String::as_str));
+        ids.push(submit(&args).unwrap_or_else(|e| panic!("sbatch {s:?}: {e}")));
+    }
+    for id in &ids {
+        wait_for_state(*id, &["COMPLETED"], JOB_TIMEOUT).unwrap();
+    }
+    // sacct's own view, once slurmdbd has each job's end.
+    let fields = ["Submit", "Start", "End", "AllocTRES", "AdminComment"];
+    let truth: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            sacct_fields_when(*id, &fields, Duration::from_secs(60), |m| {
+                m["End"] != "Unknown" && !m["End"].is_empty()
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect();
+
+    let dir = scratch("e2e");
+    let (png, svg) = (dir.join("report.png"), dir.join("report.svg"));
+    let list = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let out = cellsched_on_cluster(&[
+        "report",
+        "--jobs",
+        &list,
+        "--json",
+        "--plot",
+        png.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cellsched report failed: {stderr}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("report --json is JSON");
+    let jobs = report["jobs"].as_array().expect("jobs array");
+    assert_eq!(jobs.len(), ids.len(), "{report}");
+    for (id, sacct) in ids.iter().zip(&truth) {
+        let j = jobs
+            .iter()
+            .find(|j| j["job_id"] == *id)
+            .unwrap_or_else(|| panic!("job {id} missing from {report}"));
+        let (submit, start, end) = (
+            epoch(&sacct["Submit"]),
+            epoch(&sacct["Start"]),
+            epoch(&sacct["End"]),
+        );
+        assert_eq!(
+            j["jct_s"].as_f64(),
+            Some((end - submit) as f64),
+            "job {id}: JCT vs sacct {sacct:?}"
+        );
+        assert_eq!(
+            j["queue_delay_s"].as_f64(),
+            Some((start - submit) as f64),
+            "job {id}: queueing delay"
+        );
+        assert_eq!(j["state"], "COMPLETED");
+        // Typed GPUs as sacct's AllocTRES has them.
+        let gpus = j["gpus"].as_object().unwrap();
+        for (ty, n) in gpus {
+            assert!(
+                sacct["AllocTRES"].contains(&format!("gres/gpu:{ty}={n}")),
+                "job {id}: {gpus:?} vs {}",
+                sacct["AllocTRES"]
+            );
+        }
+        // The Cell/plan recorded in AdminComment, parsed alike.
+        match Decision::parse_admin_comment(&sacct["AdminComment"]) {
+            Some(d) => {
+                let got: Decision =
+                    serde_json::from_value(j["decision"].clone()).expect("decision in report");
+                assert_eq!(got, d, "job {id}");
+                assert!(
+                    gpus.contains_key(&d.cell.gpu_type),
+                    "job {id}: Cell {} vs GPUs {gpus:?}",
+                    d.cell
+                );
+            }
+            None => assert!(j["decision"].is_null(), "job {id}: {}", j["decision"]),
+        }
+    }
+    if dl {
+        let decided = jobs.iter().filter(|j| !j["decision"].is_null()).count();
+        assert!(
+            decided >= 2,
+            "the plugins are loaded but recorded no Decision: {report}"
+        );
+    }
+    let summary = &report["summary"];
+    assert_eq!(summary["jobs"], ids.len());
+    assert_eq!(summary["finished"], ids.len());
+    assert!(
+        summary["per_type"]["a100"]["capacity"] == 8,
+        "capacity from scontrol: {summary}"
+    );
+    assert!(summary["per_type"]["a100"]["gpu_hours"].as_f64().unwrap() > 0.0);
+    for p in [&png, &svg] {
+        let info = cellsched_report::plot::check_image(p).unwrap_or_else(|e| panic!("{e}"));
+        assert!(info.width > 100 && info.height > 100, "{info:?}");
+    }
+    // The saved JSON compares against itself with ratio 1.
+    let saved = dir.join("a.json");
+    std::fs::write(&saved, &out.stdout).unwrap();
+    let out = cellsched_on_cluster(&[
+        "report",
+        "compare",
+        "--a",
+        saved.to_str().unwrap(),
+        "--b",
+        saved.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let jct = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "JCT mean")
+        .unwrap();
+    assert_eq!(jct["ratio"].as_f64(), Some(1.0));
+    // Terminal table names every job.
+    let out = cellsched_on_cluster(&["report", "--jobs", &list]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for id in &ids {
+        assert!(
+            text.contains(&format!("\n| {id} ")),
+            "job {id} not in table:\n{text}"
+        );
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn report_errors_have_clear_messages_and_exit_codes() {
+    require_e2e!();
+    cluster();
+    let out = cellsched_on_cluster(&[
+        "report",
+        "--start",
+        "2001-01-01T00:00:00",
+        "--end",
+        "2001-01-02T00:00:00",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("no jobs in window 2001-01-01T00:00:00..2001-01-02T00:00:00"),
+        "{err}"
+    );
+    let out = cellsched_on_cluster(&["report", "--user", "cs-no-such-user"]);
+    assert_eq!(out.status.code(), Some(6));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown user 'cs-no-such-user'"));
+}
+
+/// No cluster needed: sacct with an unusable configuration.
+#[test]
+fn report_without_accounting_exits_3() {
+    let dir = scratch("noconf");
+    let conf = dir.join("slurm.conf");
+    std::fs::write(&conf, "ClusterName=nowhere\nSlurmctldHost=localhost\nAccountingStorageType=accounting_storage/none\n").unwrap();
+    let out = Command::new(common::cellsched_bin())
+        .args(["report"])
+        .env("SLURM_CONF", &conf)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("sacct failed") && err.lines().count() == 1,
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// No GPU needed: the profiler without the NVIDIA driver, and a run with a
+/// fake training script and `--no-nvml` recorded in a profile database.
+#[test]
+fn profile_cli_without_gpu() {
+    let out = common::cellsched(&["profile", "gpus"]);
+    if out.status.success() {
+        eprintln!(
+            "note: NVML present; inventory:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(
+            err.contains("NVML unavailable") && err.lines().count() == 1,
+            "{err}"
+        );
+    }
+    let dir = scratch("profile");
+    let script = dir.join("train.sh");
+    std::fs::write(&script, "#!/bin/sh\nfor t in 9 0.4 0.5 0.6; do echo \"cellsched-iter $t\"; done\necho \"world $WORLD_SIZE\"\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let db = dir.join("profile.csv");
+    let out = common::cellsched(&[
+        "profile",
+        "run",
+        "--model",
+        "gpt__1.3B",
+        "--batch",
+        "32",
+        "--gpus",
+        "4",
+        "--gpu-type",
+        "a100",
+        "--no-nvml",
+        "--warmup",
+        "1",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+        "--",
+        script.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(o["stats"]["median_s"].as_f64(), Some(0.5));
+    let db_text = std::fs::read_to_string(&db).unwrap();
+    assert!(
+        db_text
+            .lines()
+            .any(|l| l.starts_with("gpt__1.3B,32,a100,1,4,0.5")),
+        "{db_text}"
+    );
+    // Merging it into another database.
+    let merged = dir.join("merged.csv");
+    let out = common::cellsched(&[
+        "profile",
+        "merge",
+        db.to_str().unwrap(),
+        "--db",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&merged).unwrap(), db_text);
+    std::fs::remove_dir_all(dir).ok();
+}

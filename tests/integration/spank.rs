@@ -1,1 +1,221 @@
-//! Integration tests: spank.
+//! Integration tests: the SPANK plugin on the live cluster — `--dl-*` options
+//! in `--help`, refusal of bad values at submit (no job created), plan
+//! injection into a 2-node `srun` job and a batch job (same plan in the env
+//! and the plan file, `dp*tp*pp` = GPUs granted, agreeing with the decision
+//! in `sacct`'s AdminComment when the job_submit plugin recorded one),
+//! `--export=NONE`, and jobs without DL options left untouched.
+use crate::common::{self, require_e2e};
+use cellsched_core::Decision;
+use std::collections::HashMap;
+use std::time::Duration;
+
+const MODEL: &str = "gpt2_xl";
+
+/// Skips (with a note) when the plugin was not built.
+macro_rules! require_spank {
+    () => {
+        if !common::plugin_built("libspank_cellsched.so") {
+            eprintln!("skipped: build the plugin first (cargo build --release -p spank_cellsched)");
+            return;
+        }
+    };
+}
+
+/// Shell run by every task: one `ENV` line of the relevant variables and one
+/// line: `ENV k=v ... FILE <plan file JSON>` (absolute paths: works with --export=NONE).
+const REPORT: &str = r#"echo "ENV task=${SLURM_PROCID} gpus_on_node=${SLURM_GPUS_ON_NODE} nnodes=${SLURM_STEP_NUM_NODES:-$SLURM_JOB_NUM_NODES} dp=${CELLSCHED_DP} tp=${CELLSCHED_TP} pp=${CELLSCHED_PP} mb=${CELLSCHED_MICRO_BATCHES} zero=${CELLSCHED_ZERO_STAGE} cell=${CELLSCHED_CELL} gpus=${CELLSCHED_GPUS} world=${WORLD_SIZE} rank=${RANK:-none} file=${CELLSCHED_PLAN_FILE} error=${CELLSCHED_ERROR:+yes} FILE $(/bin/cat "$CELLSCHED_PLAN_FILE" | /usr/bin/tr -d '\n')""#;
+
+/// One task's report: its `ENV` fields and its parsed plan file.
+#[derive(Debug)]
+struct TaskReport {
+    env: HashMap<String, String>,
+    file: serde_json::Value,
+}
+
+fn parse_reports(out: &str) -> Vec<TaskReport> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("ENV "))
+        .map(|rest| {
+            let (kv, json) = rest.split_once(" FILE ").unwrap_or((rest, ""));
+            TaskReport {
+                env: common::parse_key_values(kv),
+                file: serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+            }
+        })
+        .collect()
+}
+
+fn num(m: &HashMap<String, String>, k: &str) -> u32 {
+    m.get(k).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{k} missing or not a number in {m:?}"))
+}
+
+/// Checks one task: a plan is injected, the plan file says the same, and
+/// dp*tp*pp equals the GPUs granted. Returns (dp, tp, pp, mb, cell).
+fn check_task(r: &TaskReport) -> (u32, u32, u32, u32, String) {
+    let e = &r.env;
+    assert_eq!(e.get("error").map(String::as_str), Some(""), "CELLSCHED_ERROR set: {e:?}");
+    let (dp, tp, pp, mb) = (num(e, "dp"), num(e, "tp"), num(e, "pp"), num(e, "mb"));
+    let granted = num(e, "gpus_on_node") * num(e, "nnodes");
+    assert_eq!(dp * tp * pp, granted, "dp*tp*pp must equal the GPUs granted: {e:?}");
+    assert_eq!(num(e, "gpus"), granted);
+    assert_eq!(num(e, "world"), granted, "WORLD_SIZE is the GPU count: {e:?}");
+    let p = &r.file["plan"];
+    assert_eq!(
+        (p["dp"].as_u64(), p["tp"].as_u64(), p["pp"].as_u64(), p["micro_batches"].as_u64()),
+        (Some(dp.into()), Some(tp.into()), Some(pp.into()), Some(mb.into())),
+        "plan file {} disagrees with env {e:?}",
+        r.file
+    );
+    assert_eq!(r.file["cell"].as_str(), e.get("cell").map(String::as_str));
+    assert_eq!(r.file["model"].as_str(), Some(MODEL));
+    (dp, tp, pp, mb, e["cell"].clone())
+}
+
+/// When the job_submit plugin recorded a decision for this many GPUs, the
+/// injected plan must be the one in `sacct`'s AdminComment.
+fn check_against_sacct(jobid: u32, plan: &(u32, u32, u32, u32, String)) {
+    let f = common::sacct_fields(jobid, &["AdminComment"]);
+    let Some(d) = Decision::parse_admin_comment(&f["AdminComment"]) else {
+        eprintln!("note: job {jobid} has no cellsched decision in sacct (job_submit plugin not loaded?)");
+        return;
+    };
+    if d.cell.gpus == plan.0 * plan.1 * plan.2 {
+        assert_eq!(
+            (d.plan.dp, d.plan.tp, d.plan.pp, d.plan.micro_batches, d.cell.to_string()),
+            plan.clone(),
+            "injected plan differs from AdminComment {}",
+            f["AdminComment"]
+        );
+    }
+}
+
+fn output_of(jobid: u32, path: &std::path::Path) -> String {
+    common::wait_for_state(jobid, &["COMPLETED"], Duration::from_secs(180))
+        .unwrap_or_else(|e| panic!("{e}; output: {}", common::read(path)));
+    common::read(path)
+}
+
+#[test]
+fn help_lists_dl_options() {
+    require_e2e!();
+    require_spank!();
+    let out = common::slurm_ok("sbatch", &["--help"]);
+    for opt in ["--dl-model", "--dl-batch", "--dl-iters", "--dl-cell", "--dl-freeze", "--dl-plan"] {
+        let line = out.lines().find(|l| l.contains(opt)).unwrap_or_else(|| panic!("{opt} not in sbatch --help"));
+        assert!(line.contains("[cellsched]"), "{line}");
+    }
+    let srun = common::slurm_ok("srun", &["--help"]);
+    assert!(srun.contains("--dl-model") && srun.contains("[cellsched]"));
+}
+
+#[test]
+fn bad_values_are_refused_and_nothing_is_submitted() {
+    require_e2e!();
+    require_spank!();
+    let cases: [(&[&str], &[&str]); 5] = [
+        (&["--dl-iters=abc"], &["--dl-iters", "'abc'", "positive integer"]),
+        (&["--dl-cell=x100x0"], &["--dl-cell", "'x100x0'", "TYPExN"]),
+        (&["--dl-model=gtp2", "--dl-batch=8"], &["--dl-model", "'gtp2'", "did you mean"]),
+        (&["--dl-model=gpt2_xl"], &["--dl-batch=N"]),
+        (&["--dl-plan=dp=0"], &["--dl-plan", "positive integer"]),
+    ];
+    for (args, needles) in cases {
+        let name = common::unique_name("spank-bad");
+        let mut full = vec!["-J", name.as_str(), "--wrap", "true"];
+        full.extend_from_slice(args);
+        let err = common::submit(&full).expect_err(&format!("{args:?} must be refused"));
+        for n in needles {
+            assert!(err.contains(n), "message for {args:?} lacks {n:?}: {err}");
+        }
+        let q = common::slurm_ok("squeue", &["-h", "-n", &name]);
+        assert!(q.trim().is_empty(), "job created for {args:?}: {q}");
+        let a = common::slurm_cmd("sacct", &["-n", "-X", "--name", &name, "-S", "now-1hour"]);
+        assert!(String::from_utf8_lossy(&a.stdout).trim().is_empty(), "sacct has a job for {args:?}");
+    }
+}
+
+#[test]
+fn two_node_srun_job_gets_one_consistent_plan() {
+    require_e2e!();
+    require_spank!();
+    let c = common::cluster();
+    let name = common::unique_name("spank-srun");
+    let out = common::slurm_cmd(
+        "srun",
+        &[
+            "-J", &name, "-N2", "--ntasks-per-node=4", "--gpus-per-node=a100:4", "--dl-model", MODEL,
+            "--dl-batch=64", "/bin/sh", "-c", REPORT,
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "srun failed: {}{stdout}", String::from_utf8_lossy(&out.stderr));
+    let reports = parse_reports(&stdout);
+    assert_eq!(reports.len(), 8, "one report per task: {stdout}");
+    let plans: Vec<_> = reports.iter().map(check_task).collect();
+    assert!(plans.windows(2).all(|w| w[0] == w[1]), "tasks disagree: {plans:?}");
+    let mut ranks: Vec<u32> = reports.iter().map(|r| num(&r.env, "rank")).collect();
+    ranks.sort();
+    assert_eq!(ranks, (0..8).collect::<Vec<_>>(), "one process per GPU: RANK = task id");
+    let jobid = common::slurm_ok("sacct", &["-n", "-X", "-P", "--name", &name, "-o", "JobID", "-S", "now-1hour"]);
+    let jobid: u32 = jobid.lines().next().and_then(|l| l.trim().parse().ok()).expect("job id from sacct");
+    check_against_sacct(jobid, &plans[0]);
+    let _ = c;
+}
+
+fn batch_job(export_none: bool) {
+    let c = common::cluster();
+    let name = common::unique_name("spank-batch");
+    let out = c.jobs_dir.join(format!("{name}.out"));
+    let script = format!("#!/bin/sh\n{REPORT}\nsrun /bin/sh -c '{}'\n", REPORT.replace('\'', "'\\''"));
+    let out_s = out.to_string_lossy().into_owned();
+    let mut args = vec![
+        "-J", &name, "-o", &out_s, "-N2", "--ntasks-per-node=1", "--gpus-per-node=a100:4", "--dl-model", MODEL,
+        "--dl-batch=64", "--dl-freeze=conservative",
+    ];
+    if export_none {
+        args.push("--export=NONE");
+    }
+    args.extend(["--wrap", &script]);
+    let jobid = common::submit(&args).expect("submit DL batch job");
+    let text = output_of(jobid, &out);
+    let reports = parse_reports(&text);
+    assert_eq!(reports.len(), 3, "batch step + 2 srun tasks: {text}");
+    let plans: Vec<_> = reports.iter().map(check_task).collect();
+    assert!(plans.windows(2).all(|w| w[0] == w[1]), "batch step and srun tasks disagree: {plans:?}");
+    assert_eq!(reports[0].file["step"].as_str(), Some("batch"));
+    assert_eq!(reports[0].file["freeze_mode"].as_str(), Some("conservative"));
+    assert_eq!(reports[0].env["rank"], "none", "the batch step is a launcher: no RANK");
+    check_against_sacct(jobid, &plans[0]);
+}
+
+#[test]
+fn batch_job_and_its_steps_see_the_same_plan() {
+    require_e2e!();
+    require_spank!();
+    batch_job(false);
+}
+
+#[test]
+fn export_none_batch_job_still_gets_the_plan() {
+    require_e2e!();
+    require_spank!();
+    batch_job(true);
+}
+
+#[test]
+fn jobs_without_dl_options_see_no_cellsched_variables() {
+    require_e2e!();
+    require_spank!();
+    let c = common::cluster();
+    let name = common::unique_name("spank-plain");
+    let out = c.jobs_dir.join(format!("{name}.out"));
+    let out_s = out.to_string_lossy().into_owned();
+    let jobid = common::submit(&[
+        "-J", &name, "-o", &out_s, "-N1", "--gpus-per-node=1", "--wrap",
+        "env | grep -cE '^(CELLSCHED_(DP|CELL|PLAN_FILE|ERROR|DL_)|WORLD_SIZE=)' || true; srun /bin/sh -c \"env | grep -cE '^(CELLSCHED_(DP|CELL|PLAN_FILE|ERROR|DL_)|WORLD_SIZE=)' || true\"",
+    ])
+    .expect("submit plain job");
+    let text = output_of(jobid, &out);
+    let counts: Vec<&str> = text.lines().map(str::trim).collect();
+    assert_eq!(counts, ["0", "0"], "CELLSCHED_ variables leaked into a plain job: {text}");
+}

@@ -23,6 +23,8 @@ enum BenchCmd {
     Ablation(CompareArgs),
     /// Simulator speed on a synthetic 100k-job trace and a ~1,700-node cluster.
     Speed(SpeedArgs),
+    /// Replay a small trace on the live local cluster: stock Slurm vs cellsched.
+    Replay(crate::cmd_bench_replay::Args),
 }
 
 #[derive(clap::Args)]
@@ -75,6 +77,7 @@ pub fn run(a: Args) -> Result<()> {
             compare(c, runs, "cellsched")
         }
         BenchCmd::Speed(s) => speed(s),
+        BenchCmd::Replay(r) => crate::cmd_bench_replay::run(r),
     }
 }
 
@@ -171,5 +174,6 @@ fn speed(s: SpeedArgs) -> Result<()> {
         ("events/s", rows.iter().zip(&walls).map(|(m, w)| format!("{:.0}", m.events as f64 / w.max(1e-9))).collect()),
     ];
     println!("{}", cmd_sim::table(&rows, &extra));
+    println!("iteration-time cache: {} hits, {} misses", l.times.hits, l.times.misses);
     Ok(())
 }

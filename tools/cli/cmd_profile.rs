@@ -157,7 +157,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
-    t.load_preset(ASCII_BORDERS_ONLY_CONDENSED).set_header(header.to_vec());
+    t.load_preset(ASCII_BORDERS_ONLY_CONDENSED)
+        .set_header(header.to_vec());
     t
 }
 
@@ -172,18 +173,36 @@ fn gpus(a: GpusArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&inv)?);
         return Ok(());
     }
-    println!("Driver {}   CUDA {}   GPUs {}", inv.driver_version, opt(inv.cuda_version.as_ref()), inv.gpus.len());
-    let mut t = table(&["GPU", "Name", "Type", "Memory GiB", "Max SM MHz", "Max Mem MHz", "Power limit W", "NVLink active"]);
+    println!(
+        "Driver {}   CUDA {}   GPUs {}",
+        inv.driver_version,
+        opt(inv.cuda_version.as_ref()),
+        inv.gpus.len()
+    );
+    let mut t = table(&[
+        "GPU",
+        "Name",
+        "Type",
+        "Memory GiB",
+        "Max SM MHz",
+        "Max Mem MHz",
+        "Power limit W",
+        "NVLink active",
+    ]);
     for g in &inv.gpus {
         t.add_row(vec![
             g.index.to_string(),
             g.name.clone(),
             g.gpu_type.clone().unwrap_or_else(|| "(unknown)".into()),
-            opt(g.memory_bytes.map(|b| format!("{:.1}", b as f64 / (1u64 << 30) as f64))),
+            opt(g
+                .memory_bytes
+                .map(|b| format!("{:.1}", b as f64 / (1u64 << 30) as f64))),
             opt(g.max_sm_clock_mhz),
             opt(g.max_mem_clock_mhz),
             opt(g.power_limit_w.map(|w| format!("{w:.0}"))),
-            g.nvlink_active_links.map(|n| n.to_string()).unwrap_or_else(|| "n/a".into()),
+            g.nvlink_active_links
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "n/a".into()),
         ]);
     }
     println!("{t}");
@@ -198,10 +217,19 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     let plan = a
         .plan
         .as_deref()
-        .map(|p| p.parse().map_err(|e: cellsched_core::CoreError| ProfilerError::invalid("--plan", p, e.to_string())))
+        .map(|p| {
+            p.parse().map_err(|e: cellsched_core::CoreError| {
+                ProfilerError::invalid("--plan", p, e.to_string())
+            })
+        })
         .transpose()?;
     if !(a.duration.is_finite() && a.duration > 0.0) {
-        return Err(ProfilerError::invalid("--duration", a.duration.to_string(), "a positive number of seconds").into());
+        return Err(ProfilerError::invalid(
+            "--duration",
+            a.duration.to_string(),
+            "a positive number of seconds",
+        )
+        .into());
     }
     let command = if a.probe {
         let exe = std::env::current_exe().context("locating the cellsched binary for --probe")?;
@@ -214,12 +242,19 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
             format!("--size={}", a.probe_size),
         ]
     } else if a.command.is_empty() {
-        return Err(ProfilerError::invalid("command", "", "a training command after '--', or --probe").into());
+        return Err(ProfilerError::invalid(
+            "command",
+            "(none)",
+            "a training command after '--', or --probe",
+        )
+        .into());
     } else {
         a.command.clone()
     };
     if a.probe {
-        eprintln!("note: --probe runs a synthetic CPU workload: its timings are NOT a GPU measurement");
+        eprintln!(
+            "note: --probe runs a synthetic CPU workload: its timings are NOT a GPU measurement"
+        );
     }
     let req = session::Request {
         model: a.model.clone(),
@@ -241,7 +276,12 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     };
     let interrupt = runner::interrupt_flag()?;
     let (bar, tick) = progress::bar(req.duration);
-    let res = session::profile(&req, &interrupt, |n| bar.println(format!("note: {n}")), tick);
+    let res = session::profile(
+        &req,
+        &interrupt,
+        |n| bar.println(format!("note: {n}")),
+        tick,
+    );
     bar.finish_and_clear();
     let o = res?;
     if a.json {
@@ -254,11 +294,27 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
 
 fn print_outcome(o: &session::Outcome) {
     let s = &o.stats;
-    let mut t = table(&["Model", "Batch", "GPU type", "GPUs", "Plan", "Iterations", "Median s/iter", "Mean", "Min", "Max", "Estimate"]);
+    let mut t = table(&[
+        "Model",
+        "Batch",
+        "GPU type",
+        "GPUs",
+        "Plan",
+        "Iterations",
+        "Median s/iter",
+        "Mean",
+        "Min",
+        "Max",
+        "Estimate",
+    ]);
     t.add_row(vec![
         o.plan.model.clone(),
         o.plan.batch.to_string(),
-        if o.probe { format!("{} (CPU probe)", o.plan.gpu_type) } else { o.plan.gpu_type.clone() },
+        if o.probe {
+            format!("{} (CPU probe)", o.plan.gpu_type)
+        } else {
+            o.plan.gpu_type.clone()
+        },
         o.plan.gpus.to_string(),
         format!("{} ({})", o.plan.plan, o.plan.plan_source),
         format!("{} (+{} warm-up)", s.measured, s.warmup),
@@ -270,13 +326,22 @@ fn print_outcome(o: &session::Outcome) {
     ]);
     println!("{t}");
     if !o.gpus.is_empty() {
-        let mut g = table(&["GPU", "Samples", "Util %", "Peak mem GiB", "Power W", "SM MHz"]);
+        let mut g = table(&[
+            "GPU",
+            "Samples",
+            "Util %",
+            "Peak mem GiB",
+            "Power W",
+            "SM MHz",
+        ]);
         for x in &o.gpus {
             g.add_row(vec![
                 x.index.to_string(),
                 x.samples.to_string(),
                 opt(x.mean_util_pct.map(|v| format!("{v:.0}"))),
-                opt(x.peak_mem_bytes.map(|b| format!("{:.2}", b as f64 / (1u64 << 30) as f64))),
+                opt(x
+                    .peak_mem_bytes
+                    .map(|b| format!("{:.2}", b as f64 / (1u64 << 30) as f64))),
                 opt(x.mean_power_w.map(|v| format!("{v:.0}"))),
                 opt(x.mean_sm_clock_mhz.map(|v| format!("{v:.0}"))),
             ]);
@@ -284,7 +349,11 @@ fn print_outcome(o: &session::Outcome) {
         println!("{g}");
     }
     let why = format!("{:?}", o.stop).to_lowercase();
-    println!("Stopped: {why} after {:.1} s; command exit code {}", o.wall_s, opt(o.exit_code));
+    println!(
+        "Stopped: {why} after {:.1} s; command exit code {}",
+        o.wall_s,
+        opt(o.exit_code)
+    );
     if o.probe {
         println!("Source: built-in CPU probe ({ITER_MARKER} lines) - not a GPU measurement");
     }
@@ -305,7 +374,15 @@ fn import(a: ImportArgs) -> anyhow::Result<()> {
 
 fn list(a: ListArgs) -> anyhow::Result<()> {
     let d = ProfileDb::load_csv(&a.db).map_err(ProfilerError::from)?;
-    let mut t = table(&["Model", "Batch", "GPU type", "Nodes", "GPUs/node", "s/iter", "Plan"]);
+    let mut t = table(&[
+        "Model",
+        "Batch",
+        "GPU type",
+        "Nodes",
+        "GPUs/node",
+        "s/iter",
+        "Plan",
+    ]);
     for r in d.records() {
         t.add_row(vec![
             r.model.clone(),

@@ -157,7 +157,8 @@ fn build_report(q: Query, cap: &Option<String>) -> Result<Report, ReportError> {
     let jobs = sacct::fetch_jobs(&q)?;
     let cap = capacity(cap)?;
     let mut r = Report::new(q, jobs, cap.as_ref());
-    r.summary.iteration_predictor_error = history::predictor_error(&history::history(&r.jobs).records);
+    r.summary.iteration_predictor_error =
+        history::predictor_error(&history::history(&r.jobs).records);
     Ok(r)
 }
 
@@ -168,7 +169,14 @@ fn run_jobs(a: JobsArgs) -> anyhow::Result<()> {
     let r = build_report(a.window.query(), &a.capacity)?;
     for p in &a.plot {
         plot::write_plot(&r, p)?;
-        eprintln!("wrote {}", p.display());
+        let info = plot::check_image(p)?;
+        eprintln!(
+            "wrote {} ({}x{} {:?})",
+            p.display(),
+            info.width,
+            info.height,
+            info.format
+        );
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -200,7 +208,10 @@ fn run_compare(a: CompareArgs) -> anyhow::Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        let (na, nb) = (a.a_name.as_deref().unwrap_or(&a.a), a.b_name.as_deref().unwrap_or(&a.b));
+        let (na, nb) = (
+            a.a_name.as_deref().unwrap_or(&a.a),
+            a.b_name.as_deref().unwrap_or(&a.b),
+        );
         println!("{}", compare::compare_table(&rows, na, nb));
     }
     Ok(())

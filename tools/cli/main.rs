@@ -9,6 +9,7 @@ mod cmd_profile;
 mod cmd_report;
 mod cmd_sim;
 mod cmd_bench;
+mod cmd_bench_replay;
 
 use clap::{Parser, Subcommand};
 

@@ -21,3 +21,27 @@ pub mod version;
 
 pub use guard::guard;
 pub use slurm_sys;
+
+/// Tests of `plugins/build_support.rs` (included by the plugin build scripts).
+#[cfg(test)]
+mod build_support_tests {
+    include!("../../build_support.rs");
+
+    #[test]
+    fn version_script_exports_only_the_given_symbols() {
+        let s = version_script(&["plugin_name", "init", "site_factor_p_set"]);
+        assert_eq!(s, "{\n  global:\n    plugin_name;\n    init;\n    site_factor_p_set;\n  local: *;\n};\n");
+    }
+
+    #[test]
+    #[should_panic(expected = "bad symbol name")]
+    fn version_script_rejects_bad_names() {
+        version_script(&["init; local"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "no symbols")]
+    fn version_script_needs_symbols() {
+        version_script(&[]);
+    }
+}

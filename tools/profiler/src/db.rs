@@ -24,7 +24,10 @@ impl DbLock {
             .map_err(|e| ProfilerError::io(format!("opening lock {}", path.display()), e))?;
         // SAFETY: flock on a descriptor we own.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(ProfilerError::io(format!("locking {}", path.display()), std::io::Error::last_os_error()));
+            return Err(ProfilerError::io(
+                format!("locking {}", path.display()),
+                std::io::Error::last_os_error(),
+            ));
         }
         Ok(DbLock(f))
     }
@@ -71,7 +74,11 @@ pub struct MergeSummary {
 /// `out` unchanged.
 pub fn merge_files(out: &Path, inputs: &[PathBuf]) -> Result<MergeSummary, ProfilerError> {
     if inputs.is_empty() {
-        return Err(ProfilerError::invalid("input files", "", "at least one profile CSV to import"));
+        return Err(ProfilerError::invalid(
+            "input files",
+            "",
+            "at least one profile CSV to import",
+        ));
     }
     let _lock = DbLock::acquire(out)?;
     let mut db = load_or_new(out)?;
@@ -81,7 +88,10 @@ pub fn merge_files(out: &Path, inputs: &[PathBuf]) -> Result<MergeSummary, Profi
         files.push((f.display().to_string(), n));
     }
     db.save_csv(out)?;
-    Ok(MergeSummary { files, total: db.len() })
+    Ok(MergeSummary {
+        files,
+        total: db.len(),
+    })
 }
 
 #[cfg(test)]
@@ -89,26 +99,47 @@ mod tests {
     use super::*;
 
     fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("cellsched-prof-db-{name}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("cellsched-prof-db-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
     }
 
     fn rec(model: &str, gpu: &str, t: f64) -> ProfileRecord {
-        ProfileRecord { model: model.into(), batch: 32, gpu_type: gpu.into(), nodes: 1, gpus_per_node: 4, iter_time_s: t, plan: None }
+        ProfileRecord {
+            model: model.into(),
+            batch: 32,
+            gpu_type: gpu.into(),
+            nodes: 1,
+            gpus_per_node: 4,
+            iter_time_s: t,
+            plan: None,
+        }
     }
 
     #[test]
     fn insert_creates_then_replaces() {
         let d = tmp("insert");
         let p = d.join("profile.csv");
-        assert_eq!(insert_record(&p, rec("gpt2", "NVIDIA A100-SXM4-80GB", 0.5)).unwrap(), 1);
+        assert_eq!(
+            insert_record(&p, rec("gpt2", "NVIDIA A100-SXM4-80GB", 0.5)).unwrap(),
+            1
+        );
         assert_eq!(insert_record(&p, rec("bert", "v100", 0.7)).unwrap(), 2);
-        assert_eq!(insert_record(&p, rec("gpt2", "a100", 0.4)).unwrap(), 2, "same key replaced");
+        assert_eq!(
+            insert_record(&p, rec("gpt2", "a100", 0.4)).unwrap(),
+            2,
+            "same key replaced"
+        );
         let db = ProfileDb::load_csv(&p).unwrap();
         assert_eq!(db.lookup("gpt2", 32, "a100", 1, 4), Some(0.4));
-        let leftovers: Vec<_> = std::fs::read_dir(&d).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).filter(|n| n.to_string_lossy().contains(".tmp")).collect();
+        let leftovers: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().contains(".tmp"))
+            .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
         std::fs::remove_dir_all(d).ok();
     }
@@ -116,19 +147,36 @@ mod tests {
     #[test]
     fn merge_is_all_or_nothing() {
         let d = tmp("merge");
-        let (a, b, bad, out) = (d.join("a.csv"), d.join("b.csv"), d.join("bad.csv"), d.join("out.csv"));
+        let (a, b, bad, out) = (
+            d.join("a.csv"),
+            d.join("b.csv"),
+            d.join("bad.csv"),
+            d.join("out.csv"),
+        );
         std::fs::write(&a, "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s\ngpt2,32,a100,1,4,0.5\nbert,16,a100,1,1,0.2\n").unwrap();
         std::fs::write(&b, "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s,plan\ngpt2,32,a100,1,4,0.45,\"dp=4,tp=1,pp=1\"\ngpt2,32,v100,1,8,0.9,\n").unwrap();
-        std::fs::write(&bad, "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s\ngpt2,32,a100,1,4,fast\n").unwrap();
+        std::fs::write(
+            &bad,
+            "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s\ngpt2,32,a100,1,4,fast\n",
+        )
+        .unwrap();
         let s = merge_files(&out, &[a.clone(), b.clone()]).unwrap();
         assert_eq!(s.total, 3);
         assert_eq!(s.files[1].1, 2);
         let db = ProfileDb::load_csv(&out).unwrap();
-        assert_eq!(db.lookup("gpt2", 32, "a100", 1, 4), Some(0.45), "later file wins");
+        assert_eq!(
+            db.lookup("gpt2", 32, "a100", 1, 4),
+            Some(0.45),
+            "later file wins"
+        );
         let before = std::fs::read(&out).unwrap();
         let e = merge_files(&out, &[a, bad.clone()]).unwrap_err();
         assert!(e.to_string().contains("bad.csv"), "{e}");
-        assert_eq!(std::fs::read(&out).unwrap(), before, "failed merge leaves the DB unchanged");
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            before,
+            "failed merge leaves the DB unchanged"
+        );
         assert!(merge_files(&out, &[]).is_err());
         std::fs::remove_dir_all(d).ok();
     }

@@ -14,7 +14,11 @@ pub enum ProfilerError {
     Nvml { what: String, msg: String },
     /// An invalid option value (e.g. a regex without exactly one capture group). Exit code 2.
     #[error("invalid {what} '{value}': expected {expected}")]
-    Invalid { what: String, value: String, expected: String },
+    Invalid {
+        what: String,
+        value: String,
+        expected: String,
+    },
     /// The profiled command could not be started. Exit code 1.
     #[error("cannot run '{command}': {msg}")]
     Spawn { command: String, msg: String },
@@ -30,7 +34,10 @@ pub enum ProfilerError {
     Db(#[from] cellsched_core::CoreError),
     /// Other I/O. Exit code 1.
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
 }
 
 impl ProfilerError {
@@ -48,11 +55,22 @@ impl ProfilerError {
     }
 
     /// Shorthand for [`ProfilerError::Invalid`].
-    pub fn invalid(what: impl Into<String>, value: impl Into<String>, expected: impl Into<String>) -> Self {
-        ProfilerError::Invalid { what: what.into(), value: value.into(), expected: expected.into() }
+    pub fn invalid(
+        what: impl Into<String>,
+        value: impl Into<String>,
+        expected: impl Into<String>,
+    ) -> Self {
+        ProfilerError::Invalid {
+            what: what.into(),
+            value: value.into(),
+            expected: expected.into(),
+        }
     }
 
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
-        ProfilerError::Io { what: what.into(), source }
+        ProfilerError::Io {
+            what: what.into(),
+            source,
+        }
     }
 }

@@ -20,7 +20,10 @@ pub struct IterParser {
 
 impl Default for IterParser {
     fn default() -> Self {
-        IterParser { regex: None, scale: 1.0 }
+        IterParser {
+            regex: None,
+            scale: 1.0,
+        }
     }
 }
 
@@ -33,15 +36,22 @@ impl IterParser {
     /// Also accepts lines matching `re`, whose one capture group is the time,
     /// multiplied by `scale` to get seconds (1.0 for s, 0.001 for ms).
     pub fn with_regex(re: &str, scale: f64) -> Result<Self, ProfilerError> {
-        let regex = Regex::new(re).map_err(|e| ProfilerError::invalid("--regex", re, format!("a valid regex ({e})")))?;
+        let regex = Regex::new(re)
+            .map_err(|e| ProfilerError::invalid("--regex", re, format!("a valid regex ({e})")))?;
         if regex.captures_len() != 2 {
             return Err(ProfilerError::invalid(
                 "--regex",
                 re,
-                format!("exactly one capture group for the iteration time, found {}", regex.captures_len() - 1),
+                format!(
+                    "exactly one capture group for the iteration time, found {}",
+                    regex.captures_len() - 1
+                ),
             ));
         }
-        Ok(IterParser { regex: Some(regex), scale })
+        Ok(IterParser {
+            regex: Some(regex),
+            scale,
+        })
     }
 
     /// Seconds of one iteration if `line` reports one.
@@ -49,7 +59,8 @@ impl IterParser {
         if let Some(pos) = line.find(ITER_MARKER) {
             let rest = &line[pos + ITER_MARKER.len()..];
             if rest.starts_with(|c: char| c.is_whitespace() || c == ':' || c == '=') {
-                let tok = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ':' || c == '=');
+                let tok =
+                    rest.trim_start_matches(|c: char| c.is_whitespace() || c == ':' || c == '=');
                 let tok = tok.split_whitespace().next().unwrap_or("");
                 if let Some(v) = valid(tok.parse().ok()) {
                     return Some(v);
@@ -58,7 +69,13 @@ impl IterParser {
         }
         let re = self.regex.as_ref()?;
         let cap = re.captures(line)?.get(1)?;
-        valid(cap.as_str().trim().parse::<f64>().ok().map(|v| v * self.scale))
+        valid(
+            cap.as_str()
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .map(|v| v * self.scale),
+        )
     }
 }
 
@@ -95,7 +112,11 @@ pub fn iter_stats(times: &[f64], warmup: usize, min_measured: usize) -> Option<I
     let mut v = kept.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    let median_s = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    let median_s = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
     Some(IterStats {
         seen: times.len(),
         warmup,
@@ -115,10 +136,21 @@ mod tests {
     fn builtin_format() {
         let p = IterParser::new();
         assert_eq!(p.parse_line("cellsched-iter 0.25"), Some(0.25));
-        assert_eq!(p.parse_line("[rank0] 12:00:01 cellsched-iter 2.5e-1 loss=3.1"), Some(0.25));
+        assert_eq!(
+            p.parse_line("[rank0] 12:00:01 cellsched-iter 2.5e-1 loss=3.1"),
+            Some(0.25)
+        );
         assert_eq!(p.parse_line("cellsched-iter: 1.5"), Some(1.5));
         assert_eq!(p.parse_line("cellsched-iter=3"), Some(3.0));
-        for bad in ["cellsched-iter", "cellsched-iter abc", "cellsched-iter -1", "cellsched-iter 0", "cellsched-iter NaN", "cellsched-iterations 5", "loss 0.3"] {
+        for bad in [
+            "cellsched-iter",
+            "cellsched-iter abc",
+            "cellsched-iter -1",
+            "cellsched-iter 0",
+            "cellsched-iter NaN",
+            "cellsched-iterations 5",
+            "loss 0.3",
+        ] {
             assert_eq!(p.parse_line(bad), None, "{bad}");
         }
     }
@@ -127,11 +159,21 @@ mod tests {
     fn regex_format() {
         let p = IterParser::with_regex(r"step \d+ took ([0-9.]+)ms", 0.001).unwrap();
         assert_eq!(p.parse_line("step 10 took 250ms"), Some(0.25));
-        assert_eq!(p.parse_line("cellsched-iter 0.5"), Some(0.5), "built-in lines still count");
+        assert_eq!(
+            p.parse_line("cellsched-iter 0.5"),
+            Some(0.5),
+            "built-in lines still count"
+        );
         assert_eq!(p.parse_line("step 10 took ms"), None);
         let e = IterParser::with_regex(r"took (\d+) (ms)", 1.0).unwrap_err();
-        assert!(e.to_string().contains("exactly one capture group") && e.exit_code() == 2, "{e}");
-        assert!(IterParser::with_regex(r"took ([0-9", 1.0).unwrap_err().to_string().contains("--regex"));
+        assert!(
+            e.to_string().contains("exactly one capture group") && e.exit_code() == 2,
+            "{e}"
+        );
+        assert!(IterParser::with_regex(r"took ([0-9", 1.0)
+            .unwrap_err()
+            .to_string()
+            .contains("--regex"));
         assert!(IterParser::with_regex(r"took \d+", 1.0).is_err());
     }
 
@@ -140,7 +182,10 @@ mod tests {
         let t = [5.0, 4.0, 1.0, 3.0, 2.0];
         let s = iter_stats(&t, 2, 1).unwrap();
         assert_eq!((s.seen, s.warmup, s.measured), (5, 2, 3));
-        assert_eq!((s.median_s, s.mean_s, s.min_s, s.max_s), (2.0, 2.0, 1.0, 3.0));
+        assert_eq!(
+            (s.median_s, s.mean_s, s.min_s, s.max_s),
+            (2.0, 2.0, 1.0, 3.0)
+        );
         assert_eq!(iter_stats(&t[..4], 2, 1).unwrap().median_s, 2.0);
         assert!(iter_stats(&t, 5, 1).is_none());
         assert!(iter_stats(&t, 7, 1).is_none());

@@ -60,7 +60,10 @@ pub fn init_error(e: NvmlError) -> ProfilerError {
 }
 
 fn query<T>(what: &str, r: Result<T, NvmlError>) -> Result<T, ProfilerError> {
-    r.map_err(|e| ProfilerError::Nvml { what: what.into(), msg: e.to_string() })
+    r.map_err(|e| ProfilerError::Nvml {
+        what: what.into(),
+        msg: e.to_string(),
+    })
 }
 
 /// Loads and initialises NVML.
@@ -73,7 +76,11 @@ pub fn open() -> Result<Nvml, ProfilerError> {
 pub fn inventory(nvml: &Nvml) -> Result<Inventory, ProfilerError> {
     let driver_version = query("driver version", nvml.sys_driver_version())?;
     let cuda_version = nvml.sys_cuda_driver_version().ok().map(|v| {
-        format!("{}.{}", nvml_wrapper::cuda_driver_version_major(v), nvml_wrapper::cuda_driver_version_minor(v))
+        format!(
+            "{}.{}",
+            nvml_wrapper::cuda_driver_version_major(v),
+            nvml_wrapper::cuda_driver_version_minor(v)
+        )
     });
     let n = query("device count", nvml.device_count())?;
     let mut gpus = Vec::with_capacity(n as usize);
@@ -106,7 +113,11 @@ pub fn inventory(nvml: &Nvml) -> Result<Inventory, ProfilerError> {
             nvlink_active_links,
         });
     }
-    Ok(Inventory { driver_version, cuda_version, gpus })
+    Ok(Inventory {
+        driver_version,
+        cuda_version,
+        gpus,
+    })
 }
 
 /// Samples the first `gpus` GPUs (all when `None`) through NVML.
@@ -119,7 +130,10 @@ impl NvmlSampler {
     /// A sampler over `gpus` GPUs (capped at the device count).
     pub fn new(nvml: Nvml, gpus: Option<u32>) -> Result<Self, ProfilerError> {
         let n = query("device count", nvml.device_count())?;
-        Ok(NvmlSampler { nvml, gpus: gpus.map_or(n, |g| g.min(n)) })
+        Ok(NvmlSampler {
+            nvml,
+            gpus: gpus.map_or(n, |g| g.min(n)),
+        })
     }
 }
 
@@ -149,13 +163,19 @@ mod tests {
     fn init_failure_is_a_clear_unavailable_error() {
         // On a machine with no driver this is the real path; with one, check
         // the mapping with a library path that cannot exist.
-        let e = match Nvml::builder().lib_path(std::ffi::OsStr::new("/nonexistent/libnvidia-ml.so.1")).init() {
+        let e = match Nvml::builder()
+            .lib_path(std::ffi::OsStr::new("/nonexistent/libnvidia-ml.so.1"))
+            .init()
+        {
             Ok(_) => panic!("NVML loaded from a nonexistent path"),
             Err(e) => init_error(e),
         };
         assert_eq!(e.exit_code(), 3);
         let msg = e.to_string();
-        assert!(msg.starts_with("NVML unavailable") && msg.contains("--no-nvml") && !msg.contains('\n'), "{msg}");
+        assert!(
+            msg.starts_with("NVML unavailable") && msg.contains("--no-nvml") && !msg.contains('\n'),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -41,7 +41,13 @@ pub fn gpu_type_key(name: &str) -> String {
         name.trim()
             .to_ascii_lowercase()
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect()
     })
 }
@@ -59,16 +65,32 @@ pub fn choose_plan(
     mut note: impl FnMut(String),
 ) -> Result<ProfilePlan, ProfilerError> {
     if gpus == 0 {
-        return Err(ProfilerError::invalid("--gpus", "0", "a positive GPU count"));
+        return Err(ProfilerError::invalid(
+            "--gpus",
+            "0",
+            "a positive GPU count",
+        ));
     }
     if batch == 0 {
-        return Err(ProfilerError::invalid("--batch", "0", "a positive global batch"));
+        return Err(ProfilerError::invalid(
+            "--batch",
+            "0",
+            "a positive global batch",
+        ));
     }
     let gpu_type = gpu_type_key(gpu_type);
-    let cell = Cell::new(&gpu_type, gpus, pinned.map_or(1, |p| p.pp))
-        .map_err(|e| ProfilerError::invalid("GPU type / plan", format!("{gpu_type} x{gpus}"), e.to_string()))?;
+    let cell = Cell::new(&gpu_type, gpus, pinned.map_or(1, |p| p.pp)).map_err(|e| {
+        ProfilerError::invalid(
+            "GPU type / plan",
+            format!("{gpu_type} x{gpus}"),
+            e.to_string(),
+        )
+    })?;
     let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
-    let job = ModelCatalog::builtin().resolve(model).map(|m| JobSpec { model: m, global_batch: batch });
+    let job = ModelCatalog::builtin().resolve(model).map(|m| JobSpec {
+        model: m,
+        global_batch: batch,
+    });
     let mk = |plan: Plan, estimate_s: Option<f64>, plan_source| ProfilePlan {
         model: model.to_string(),
         batch,
@@ -80,16 +102,31 @@ pub fn choose_plan(
     };
     if let Some(p) = pinned {
         if p.gpus() != gpus {
-            return Err(ProfilerError::invalid("--plan", p.to_string(), format!("dp*tp*pp = --gpus ({gpus})")));
+            return Err(ProfilerError::invalid(
+                "--plan",
+                p.to_string(),
+                format!("dp*tp*pp = --gpus ({gpus})"),
+            ));
         }
-        let estimate_s = job.as_ref().ok().and_then(|j| est.estimate_plan(j, &cell, gpus, &p).ok()).map(|e| e.iter_time_s);
+        let estimate_s = job
+            .as_ref()
+            .ok()
+            .and_then(|j| est.estimate_plan(j, &cell, gpus, &p).ok())
+            .map(|e| e.iter_time_s);
         return Ok(mk(p, estimate_s, "pinned"));
     }
     match job.and_then(|j| est.estimate(&j, &cell, gpus)) {
         Ok(e) => Ok(mk(e.plan, Some(e.iter_time_s), "estimator")),
         Err(e) => {
             note(format!("estimator has no plan ({e}); using dp={gpus}"));
-            Ok(mk(Plan { dp: gpus, ..Plan::default() }, None, "default"))
+            Ok(mk(
+                Plan {
+                    dp: gpus,
+                    ..Plan::default()
+                },
+                None,
+                "default",
+            ))
         }
     }
 }
@@ -100,7 +137,11 @@ pub const MASTER_PORT: u16 = 29_500;
 /// The environment of the profiled command (see the module doc).
 pub fn plan_env(p: &ProfilePlan, cuda_visible_set: bool) -> Vec<(String, String)> {
     let pl = &p.plan;
-    let cell = Cell { gpu_type: p.gpu_type.clone(), gpus: p.gpus, stages: pl.pp.max(1) };
+    let cell = Cell {
+        gpu_type: p.gpu_type.clone(),
+        gpus: p.gpus,
+        stages: pl.pp.max(1),
+    };
     let mut v: Vec<(&str, String)> = vec![
         ("CELLSCHED_GPU_TYPE", p.gpu_type.clone()),
         ("CELLSCHED_CELL", cell.to_string()),
@@ -111,7 +152,10 @@ pub fn plan_env(p: &ProfilePlan, cuda_visible_set: bool) -> Vec<(String, String)
         ("CELLSCHED_PP", pl.pp.to_string()),
         ("CELLSCHED_MICRO_BATCHES", pl.micro_batches.to_string()),
         ("CELLSCHED_ZERO_STAGE", pl.zero_stage.to_string()),
-        ("CELLSCHED_CHECKPOINTING", u8::from(pl.checkpointing).to_string()),
+        (
+            "CELLSCHED_CHECKPOINTING",
+            u8::from(pl.checkpointing).to_string(),
+        ),
         ("CELLSCHED_GLOBAL_BATCH", p.batch.to_string()),
         ("CELLSCHED_FREEZE_MODE", "off".into()),
         ("CELLSCHED_PLAN_SOURCE", p.plan_source.into()),
@@ -144,9 +188,15 @@ mod tests {
     fn pinned_plan_must_use_the_gpus() {
         let p: Plan = "dp=2,tp=2,pp=1".parse().unwrap();
         let pp = choose_plan("no-such-model", 8, "a100", 4, Some(p), |_| {}).unwrap();
-        assert_eq!((pp.plan, pp.plan_source, pp.estimate_s), (p, "pinned", None));
+        assert_eq!(
+            (pp.plan, pp.plan_source, pp.estimate_s),
+            (p, "pinned", None)
+        );
         let e = choose_plan("gpt2", 8, "a100", 8, Some(p), |_| {}).unwrap_err();
-        assert!(e.to_string().contains("--plan") && e.exit_code() == 2, "{e}");
+        assert!(
+            e.to_string().contains("--plan") && e.exit_code() == 2,
+            "{e}"
+        );
         assert!(choose_plan("gpt2", 8, "a100", 0, None, |_| {}).is_err());
         assert!(choose_plan("gpt2", 0, "a100", 1, None, |_| {}).is_err());
     }
@@ -155,7 +205,10 @@ mod tests {
     fn unknown_model_falls_back_to_data_parallel() {
         let mut notes = Vec::new();
         let pp = choose_plan("my-private-net", 32, "a100", 4, None, |n| notes.push(n)).unwrap();
-        assert_eq!((pp.plan.dp, pp.plan.tp, pp.plan.pp, pp.plan_source), (4, 1, 1, "default"));
+        assert_eq!(
+            (pp.plan.dp, pp.plan.tp, pp.plan.pp, pp.plan_source),
+            (4, 1, 1, "default")
+        );
         assert!(notes[0].contains("my-private-net"), "{notes:?}");
     }
 
@@ -186,6 +239,8 @@ mod tests {
         assert_eq!(env["WORLD_SIZE"], "4");
         assert_eq!(env["CELLSCHED_ITER_TIME_S"], "0.500000");
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0,1,2,3");
-        assert!(!plan_env(&pp, true).iter().any(|(k, _)| k == "CUDA_VISIBLE_DEVICES"));
+        assert!(!plan_env(&pp, true)
+            .iter()
+            .any(|(k, _)| k == "CUDA_VISIBLE_DEVICES"));
     }
 }

@@ -29,7 +29,12 @@ pub fn run_probe(out: &mut impl Write, iters: u64, n: usize) -> std::io::Result<
     for _ in 0..iters {
         let t = Instant::now();
         check += probe_iteration(n);
-        writeln!(out, "{} {:.6}", crate::iterline::ITER_MARKER, t.elapsed().as_secs_f64().max(1e-6))?;
+        writeln!(
+            out,
+            "{} {:.6}",
+            crate::iterline::ITER_MARKER,
+            t.elapsed().as_secs_f64().max(1e-6)
+        )?;
         out.flush()?;
     }
     Ok(check)

@@ -15,7 +15,10 @@ pub fn bar(limit: Duration) -> (ProgressBar, impl FnMut(Progress)) {
     let p2 = pb.clone();
     let cb = move |p: Progress| {
         p2.set_position(p.elapsed.as_secs().min(p2.length().unwrap_or(u64::MAX)));
-        let last = p.last_s.map(|s| format!(", last {s:.4} s")).unwrap_or_default();
+        let last = p
+            .last_s
+            .map(|s| format!(", last {s:.4} s"))
+            .unwrap_or_default();
         p2.set_message(format!("{} iterations{last}", p.iters));
     };
     (pb, cb)

@@ -84,7 +84,8 @@ pub struct Progress {
 pub fn interrupt_flag() -> Result<Arc<AtomicBool>, ProfilerError> {
     let flag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, flag.clone()).map_err(|e| ProfilerError::io("installing signal handler", e))?;
+        signal_hook::flag::register(sig, flag.clone())
+            .map_err(|e| ProfilerError::io("installing signal handler", e))?;
     }
     Ok(flag)
 }
@@ -103,10 +104,9 @@ pub fn run(
     interrupt: &AtomicBool,
     mut progress: impl FnMut(Progress),
 ) -> Result<RunOutcome, ProfilerError> {
-    let (prog, args) = spec
-        .command
-        .split_first()
-        .ok_or_else(|| ProfilerError::invalid("command", "", "a program to run after --, or --probe"))?;
+    let (prog, args) = spec.command.split_first().ok_or_else(|| {
+        ProfilerError::invalid("command", "(none)", "a program to run after --, or --probe")
+    })?;
     let shown = spec.command.join(" ");
     let mut child = Command::new(prog)
         .args(args)
@@ -116,7 +116,10 @@ pub fn run(
         .stderr(Stdio::inherit())
         .process_group(0)
         .spawn()
-        .map_err(|e| ProfilerError::Spawn { command: shown.clone(), msg: e.to_string() })?;
+        .map_err(|e| ProfilerError::Spawn {
+            command: shown.clone(),
+            msg: e.to_string(),
+        })?;
     let start = Instant::now();
     let sampling = sampler.map(|s| SamplerThread::start(s, spec.sample_interval));
     let stdout = child.stdout.take().expect("stdout is piped");
@@ -143,11 +146,17 @@ pub fn run(
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(t) => {
                 times.push(t);
-                progress(Progress { elapsed: start.elapsed(), iters: times.len(), last_s: Some(t) });
+                progress(Progress {
+                    elapsed: start.elapsed(),
+                    iters: times.len(),
+                    last_s: Some(t),
+                });
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                progress(Progress { elapsed: start.elapsed(), iters: times.len(), last_s: times.last().copied() })
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) => progress(Progress {
+                elapsed: start.elapsed(),
+                iters: times.len(),
+                last_s: times.last().copied(),
+            }),
             Err(mpsc::RecvTimeoutError::Disconnected) => {}
         }
         if interrupt.load(Ordering::Relaxed) {
@@ -163,9 +172,15 @@ pub fn run(
             // Drain lines still in flight (bounded: a daemonised grandchild
             // could keep the pipe open), then stop.
             while start.elapsed() < spec.duration {
-                let Ok(t) = rx.recv_timeout(Duration::from_millis(200)) else { break };
+                let Ok(t) = rx.recv_timeout(Duration::from_millis(200)) else {
+                    break;
+                };
                 times.push(t);
-                progress(Progress { elapsed: start.elapsed(), iters: times.len(), last_s: Some(t) });
+                progress(Progress {
+                    elapsed: start.elapsed(),
+                    iters: times.len(),
+                    last_s: Some(t),
+                });
             }
             break StopReason::Exited;
         }
@@ -178,7 +193,9 @@ pub fn run(
             loop {
                 match child.try_wait() {
                     Ok(Some(s)) => break Some(s),
-                    Ok(None) if grace.elapsed() < Duration::from_secs(3) => std::thread::sleep(Duration::from_millis(20)),
+                    Ok(None) if grace.elapsed() < Duration::from_secs(3) => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
                     _ => {
                         kill_group(child.id(), libc::SIGKILL);
                         break child.wait().ok();
@@ -190,7 +207,13 @@ pub fn run(
     // Make sure no straggler of the group outlives the run.
     kill_group(child.id(), libc::SIGKILL);
     let samples = sampling.map(SamplerThread::stop).unwrap_or_default();
-    Ok(RunOutcome { times, stop, status, wall: start.elapsed(), samples })
+    Ok(RunOutcome {
+        times,
+        stop,
+        status,
+        wall: start.elapsed(),
+        samples,
+    })
 }
 
 #[cfg(test)]
@@ -265,6 +288,11 @@ mod tests {
         let e = run(&s, None, &AtomicBool::new(false), |_| {}).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/train.py"), "{e}");
         s.command.clear();
-        assert_eq!(run(&s, None, &AtomicBool::new(false), |_| {}).unwrap_err().exit_code(), 2);
+        assert_eq!(
+            run(&s, None, &AtomicBool::new(false), |_| {})
+                .unwrap_err()
+                .exit_code(),
+            2
+        );
     }
 }

@@ -76,7 +76,8 @@ pub struct SamplerThread {
 }
 
 impl SamplerThread {
-    /// Starts sampling every `interval` (first reading immediately).
+    /// Starts sampling every `interval` (first reading immediately; at least
+    /// one reading is taken even if stopped at once).
     pub fn start(mut sampler: Box<dyn Sampler>, interval: Duration) -> SamplerThread {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -84,12 +85,16 @@ impl SamplerThread {
             .name("cellsched-nvml-sampler".into())
             .spawn(move || {
                 let mut out = Vec::new();
-                while !flag.load(Ordering::Relaxed) {
+                // At least one reading, however short the run.
+                loop {
                     let t = Instant::now();
                     out.extend(sampler.sample());
                     // Sleep in short slices so stop() returns promptly.
                     while t.elapsed() < interval && !flag.load(Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(20).min(interval));
+                    }
+                    if flag.load(Ordering::Relaxed) {
+                        break;
                     }
                 }
                 out
@@ -127,10 +132,24 @@ pub(crate) mod tests {
 
     #[test]
     fn summary_per_gpu() {
-        let s = |i, u| GpuSample { index: i, util_pct: Some(u), mem_used_bytes: Some(u as u64), power_w: None, sm_clock_mhz: Some(1000.0) };
+        let s = |i, u| GpuSample {
+            index: i,
+            util_pct: Some(u),
+            mem_used_bytes: Some(u as u64),
+            power_w: None,
+            sm_clock_mhz: Some(1000.0),
+        };
         let sum = summarize(&[s(1, 50.0), s(0, 10.0), s(0, 30.0)]);
         assert_eq!(sum.len(), 2);
-        assert_eq!((sum[0].index, sum[0].samples, sum[0].mean_util_pct, sum[0].peak_mem_bytes), (0, 2, Some(20.0), Some(30)));
+        assert_eq!(
+            (
+                sum[0].index,
+                sum[0].samples,
+                sum[0].mean_util_pct,
+                sum[0].peak_mem_bytes
+            ),
+            (0, 2, Some(20.0), Some(30))
+        );
         assert_eq!(sum[0].mean_power_w, None);
         assert_eq!(sum[1].mean_sm_clock_mhz, Some(1000.0));
     }
@@ -151,7 +170,10 @@ pub(crate) mod tests {
     #[test]
     fn thread_collects_until_stopped() {
         let (tx, rx) = std::sync::mpsc::channel();
-        let t = SamplerThread::start(Box::new(Signalling(FakeGpu(0), tx)), Duration::from_millis(1));
+        let t = SamplerThread::start(
+            Box::new(Signalling(FakeGpu(0), tx)),
+            Duration::from_millis(1),
+        );
         rx.recv().unwrap();
         let v = t.stop();
         assert!(v.len() >= 3, "{} samples", v.len());

@@ -89,9 +89,16 @@ pub fn profile(
     let gpu_type = if req.nvml {
         let nv = nvml::open()?;
         let inv = nvml::inventory(&nv)?;
-        let first = inv.gpus.first().ok_or_else(|| ProfilerError::NvmlUnavailable("NVML sees no GPUs".into()))?;
+        let first = inv
+            .gpus
+            .first()
+            .ok_or_else(|| ProfilerError::NvmlUnavailable("NVML sees no GPUs".into()))?;
         if (inv.gpus.len() as u32) < req.gpus {
-            return Err(ProfilerError::invalid("--gpus", req.gpus.to_string(), format!("at most the {} GPUs NVML sees", inv.gpus.len())));
+            return Err(ProfilerError::invalid(
+                "--gpus",
+                req.gpus.to_string(),
+                format!("at most the {} GPUs NVML sees", inv.gpus.len()),
+            ));
         }
         gpu_name = Some(first.name.clone());
         let t = req.gpu_type.clone().unwrap_or_else(|| first.name.clone());
@@ -102,11 +109,17 @@ pub fn profile(
             (Some(t), _) => t.clone(),
             (None, None) => "unknown".into(),
             (None, Some(_)) => {
-                return Err(ProfilerError::invalid("--gpu-type", "", "a GPU type (e.g. a100) when --no-nvml writes to --db"))
+                return Err(ProfilerError::invalid(
+                    "--gpu-type",
+                    "",
+                    "a GPU type (e.g. a100) when --no-nvml writes to --db",
+                ))
             }
         }
     };
-    let plan = choose_plan(&req.model, req.batch, &gpu_type, req.gpus, req.plan, &mut notes)?;
+    let plan = choose_plan(
+        &req.model, req.batch, &gpu_type, req.gpus, req.plan, &mut notes,
+    )?;
     let env = plan_env(&plan, std::env::var_os("CUDA_VISIBLE_DEVICES").is_some());
     let spec = RunSpec {
         command: req.command.clone(),
@@ -141,7 +154,10 @@ pub fn profile(
         ))
     })?;
     if exit_code.is_some_and(|c| c != 0) && out.stop == StopReason::Exited {
-        notes(format!("the command exited with code {}; measured iterations kept", exit_code.unwrap_or(-1)));
+        notes(format!(
+            "the command exited with code {}; measured iterations kept",
+            exit_code.unwrap_or(-1)
+        ));
     }
     let db = match &req.db {
         Some(path) => {
@@ -199,7 +215,8 @@ mod tests {
     }
 
     fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("cellsched-prof-sess-{name}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("cellsched-prof-sess-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
@@ -213,7 +230,13 @@ mod tests {
         // WORLD_SIZE comes from the plan env.
         let script = "for t in 5 4 0.3 0.1 0.2 0.4; do echo \"cellsched-iter $t\"; done; echo \"cellsched-iter 0.$((WORLD_SIZE + 23))\"";
         let mut notes = Vec::new();
-        let o = profile(&req(script, Some(db.clone())), &AtomicBool::new(false), |n| notes.push(n), |_| {}).unwrap();
+        let o = profile(
+            &req(script, Some(db.clone())),
+            &AtomicBool::new(false),
+            |n| notes.push(n),
+            |_| {},
+        )
+        .unwrap();
         assert_eq!((o.stats.seen, o.stats.measured), (7, 5));
         assert!((o.stats.median_s - 0.25).abs() < 1e-12, "{:?}", o.stats);
         assert_eq!(o.plan.plan.dp, 2);
@@ -228,9 +251,22 @@ mod tests {
     fn too_few_iterations_leave_the_db_untouched() {
         let d = dir("few");
         let db = d.join("p.csv");
-        std::fs::write(&db, "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s\nx,1,a100,1,1,1\n").unwrap();
+        std::fs::write(
+            &db,
+            "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s\nx,1,a100,1,1,1\n",
+        )
+        .unwrap();
         let before = std::fs::read(&db).unwrap();
-        let e = profile(&req("echo 'cellsched-iter 1'; echo 'cellsched-iter 1'; echo 'cellsched-iter 1'", Some(db.clone())), &AtomicBool::new(false), |_| {}, |_| {}).unwrap_err();
+        let e = profile(
+            &req(
+                "echo 'cellsched-iter 1'; echo 'cellsched-iter 1'; echo 'cellsched-iter 1'",
+                Some(db.clone()),
+            ),
+            &AtomicBool::new(false),
+            |_| {},
+            |_| {},
+        )
+        .unwrap_err();
         assert_eq!(e.exit_code(), 4);
         assert!(e.to_string().contains("saw 3 iteration lines"), "{e}");
         assert_eq!(std::fs::read(&db).unwrap(), before);
@@ -243,7 +279,10 @@ mod tests {
         let db = d.join("p.csv");
         let flag = AtomicBool::new(false);
         let e = profile(
-            &req("while true; do echo 'cellsched-iter 0.01'; sleep 0.01; done", Some(db.clone())),
+            &req(
+                "while true; do echo 'cellsched-iter 0.01'; sleep 0.01; done",
+                Some(db.clone()),
+            ),
             &flag,
             |_| {},
             |p| {

@@ -3,8 +3,8 @@
 //! `START..END` (either end may be empty: `now-2hours..`).
 use crate::error::ReportError;
 use crate::output::hms;
-use crate::summary::{Report, Summary};
 use crate::sacct::Query;
+use crate::summary::{Report, Summary};
 use comfy_table::{presets::ASCII_BORDERS_ONLY_CONDENSED, CellAlignment, Table};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -25,17 +25,32 @@ impl Side {
             return Ok(Side::File(s.into()));
         }
         if let Some((a, b)) = s.split_once("..") {
-            let opt = |x: &str| if x.trim().is_empty() { None } else { Some(x.trim().to_string()) };
-            return Ok(Side::Window(Query { start: opt(a), end: opt(b), ..Default::default() }));
+            let opt = |x: &str| {
+                if x.trim().is_empty() {
+                    None
+                } else {
+                    Some(x.trim().to_string())
+                }
+            };
+            return Ok(Side::Window(Query {
+                start: opt(a),
+                end: opt(b),
+                ..Default::default()
+            }));
         }
-        Err(ReportError::invalid("comparison side", s, "an existing report .json file or a window START..END"))
+        Err(ReportError::invalid(
+            "comparison side",
+            s,
+            "an existing report .json file or a window START..END",
+        ))
     }
 }
 
 /// Reads a report saved with `--json`.
 pub fn load_report(path: &Path) -> Result<Report, ReportError> {
     let text = std::fs::read_to_string(path).map_err(|e| ReportError::file(path, e))?;
-    serde_json::from_str(&text).map_err(|e| ReportError::file(path, format!("not a cellsched report JSON: {e}")))
+    serde_json::from_str(&text)
+        .map_err(|e| ReportError::file(path, format!("not a cellsched report JSON: {e}")))
 }
 
 /// How a metric is shown.
@@ -74,27 +89,49 @@ pub fn compare(a: &Summary, b: &Summary) -> Vec<Row> {
             (Some(x), Some(y)) if x != 0.0 => Some(y / x),
             _ => None,
         };
-        rows.push(Row { metric, unit, a: x, b: y, ratio });
+        rows.push(Row {
+            metric,
+            unit,
+            a: x,
+            b: y,
+            ratio,
+        });
     };
     push("jobs".into(), Unit::Number, &|s| Some(s.jobs as f64));
     push("JCT mean".into(), Unit::Seconds, &|s| s.jct.map(|x| x.mean));
-    push("JCT median".into(), Unit::Seconds, &|s| s.jct.map(|x| x.median));
+    push("JCT median".into(), Unit::Seconds, &|s| {
+        s.jct.map(|x| x.median)
+    });
     push("JCT p99".into(), Unit::Seconds, &|s| s.jct.map(|x| x.p99));
-    push("queue delay mean".into(), Unit::Seconds, &|s| s.queue_delay.map(|x| x.mean));
-    push("queue delay median".into(), Unit::Seconds, &|s| s.queue_delay.map(|x| x.median));
-    push("queue delay p99".into(), Unit::Seconds, &|s| s.queue_delay.map(|x| x.p99));
+    push("queue delay mean".into(), Unit::Seconds, &|s| {
+        s.queue_delay.map(|x| x.mean)
+    });
+    push("queue delay median".into(), Unit::Seconds, &|s| {
+        s.queue_delay.map(|x| x.median)
+    });
+    push("queue delay p99".into(), Unit::Seconds, &|s| {
+        s.queue_delay.map(|x| x.p99)
+    });
     push("makespan".into(), Unit::Seconds, &|s| s.makespan_s);
     let mut types: Vec<&String> = a.per_type.keys().chain(b.per_type.keys()).collect();
     types.sort();
     types.dedup();
     for t in types {
         let t2 = t.clone();
-        push(format!("{t} GPU-hours"), Unit::Number, &move |s| s.per_type.get(&t2).map(|u| u.gpu_hours));
+        push(format!("{t} GPU-hours"), Unit::Number, &move |s| {
+            s.per_type.get(&t2).map(|u| u.gpu_hours)
+        });
         let t3 = t.clone();
-        push(format!("{t} utilization"), Unit::Fraction, &move |s| s.per_type.get(&t3).and_then(|u| u.utilization));
+        push(format!("{t} utilization"), Unit::Fraction, &move |s| {
+            s.per_type.get(&t3).and_then(|u| u.utilization)
+        });
     }
-    push("estimator MAPE".into(), Unit::Fraction, &|s| s.estimator_error.map(|e| e.mape));
-    push("iteration predictor MAPE".into(), Unit::Fraction, &|s| s.iteration_predictor_error.map(|e| e.mape));
+    push("estimator MAPE".into(), Unit::Fraction, &|s| {
+        s.estimator_error.map(|e| e.mape)
+    });
+    push("iteration predictor MAPE".into(), Unit::Fraction, &|s| {
+        s.iteration_predictor_error.map(|e| e.mape)
+    });
     rows
 }
 
@@ -111,14 +148,20 @@ fn show(unit: Unit, v: Option<f64>) -> String {
 /// The comparison as a table with columns Metric, A, B, B/A.
 pub fn compare_table(rows: &[Row], a_name: &str, b_name: &str) -> Table {
     let mut t = Table::new();
-    t.load_preset(ASCII_BORDERS_ONLY_CONDENSED)
-        .set_header(vec!["Metric".to_string(), format!("A: {a_name}"), format!("B: {b_name}"), "B/A".into()]);
+    t.load_preset(ASCII_BORDERS_ONLY_CONDENSED).set_header(vec![
+        "Metric".to_string(),
+        format!("A: {a_name}"),
+        format!("B: {b_name}"),
+        "B/A".into(),
+    ]);
     for r in rows {
         t.add_row(vec![
             r.metric.clone(),
             show(r.unit, r.a),
             show(r.unit, r.b),
-            r.ratio.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into()),
+            r.ratio
+                .map(|x| format!("{x:.3}"))
+                .unwrap_or_else(|| "-".into()),
         ]);
     }
     for c in 1..4 {
@@ -142,14 +185,20 @@ mod tests {
         let jct = rows.iter().find(|r| r.metric == "JCT mean").unwrap();
         assert_eq!((jct.a, jct.b), (Some(110.0), Some(55.0)));
         assert_eq!(jct.ratio, Some(0.5));
-        let qd = rows.iter().find(|r| r.metric == "queue delay mean").unwrap();
+        let qd = rows
+            .iter()
+            .find(|r| r.metric == "queue delay mean")
+            .unwrap();
         assert_eq!(qd.ratio, Some(0.5));
         let t = compare_table(&rows, "stock", "cellsched").to_string();
         assert!(t.contains("A: stock") && t.contains("0.500"), "{t}");
 
         assert_eq!(
             Side::parse("now-2hours..").unwrap(),
-            Side::Window(Query { start: Some("now-2hours".into()), ..Default::default() })
+            Side::Window(Query {
+                start: Some("now-2hours".into()),
+                ..Default::default()
+            })
         );
         assert!(Side::parse("not-a-file.json").is_err());
     }
@@ -157,12 +206,19 @@ mod tests {
     #[test]
     fn saved_report_roundtrip() {
         let r = Report::new(Default::default(), vec![job(1, 0, 10, 110, "gres/gpu:a100=4", "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.5 src=datasheet", "")], None);
-        let p = std::env::temp_dir().join(format!("cellsched-report-cmp-{}.json", std::process::id()));
+        let p =
+            std::env::temp_dir().join(format!("cellsched-report-cmp-{}.json", std::process::id()));
         std::fs::write(&p, serde_json::to_string(&r).unwrap()).unwrap();
-        assert_eq!(Side::parse(p.to_str().unwrap()).unwrap(), Side::File(p.clone()));
+        assert_eq!(
+            Side::parse(p.to_str().unwrap()).unwrap(),
+            Side::File(p.clone())
+        );
         assert_eq!(load_report(&p).unwrap(), r);
         std::fs::write(&p, "{}").unwrap();
-        assert!(load_report(&p).unwrap_err().to_string().contains("not a cellsched report"));
+        assert!(load_report(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("not a cellsched report"));
         std::fs::remove_file(p).ok();
     }
 }

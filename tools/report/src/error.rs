@@ -17,10 +17,18 @@ pub enum ReportError {
     NoJobs(String),
     /// A line of `sacct` output (1-based `line`) did not parse. Exit code 5.
     #[error("malformed sacct line {line}: {msg}: '{text}'")]
-    MalformedLine { line: usize, msg: String, text: String },
+    MalformedLine {
+        line: usize,
+        msg: String,
+        text: String,
+    },
     /// An invalid option value, e.g. `--capacity a100=x`. Exit code 2.
     #[error("invalid {what} '{value}': expected {expected}")]
-    Invalid { what: String, value: String, expected: String },
+    Invalid {
+        what: String,
+        value: String,
+        expected: String,
+    },
     /// A saved report or output file could not be read or written. Exit code 1.
     #[error("{path}: {msg}")]
     File { path: String, msg: String },
@@ -45,11 +53,22 @@ impl ReportError {
     }
 
     /// Shorthand for [`ReportError::Invalid`].
-    pub fn invalid(what: impl Into<String>, value: impl Into<String>, expected: impl Into<String>) -> Self {
-        ReportError::Invalid { what: what.into(), value: value.into(), expected: expected.into() }
+    pub fn invalid(
+        what: impl Into<String>,
+        value: impl Into<String>,
+        expected: impl Into<String>,
+    ) -> Self {
+        ReportError::Invalid {
+            what: what.into(),
+            value: value.into(),
+            expected: expected.into(),
+        }
     }
 
     pub(crate) fn file(path: &std::path::Path, msg: impl std::fmt::Display) -> Self {
-        ReportError::File { path: path.display().to_string(), msg: msg.to_string() }
+        ReportError::File {
+            path: path.display().to_string(),
+            msg: msg.to_string(),
+        }
     }
 }

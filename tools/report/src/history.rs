@@ -38,7 +38,9 @@ pub struct History {
 
 /// One job's history record, or why it has none.
 pub fn history_record(j: &JobRecord) -> Result<HistoryRecord, String> {
-    let (Some(_), Some(_)) = (j.start, j.end) else { return Err("not finished".into()) };
+    let (Some(_), Some(_)) = (j.start, j.end) else {
+        return Err("not finished".into());
+    };
     let batch = j.tags.batch.filter(|b| *b > 0).ok_or("no batch= tag")?;
     let gpus = j.gpu_count();
     if gpus == 0 {
@@ -48,10 +50,21 @@ pub fn history_record(j: &JobRecord) -> Result<HistoryRecord, String> {
     let elapsed_s = j.run_s();
     let iterations = match (j.state.as_str(), j.tags.iters, &j.decision) {
         ("COMPLETED", Some(n), _) if n > 0 => n,
-        (_, _, Some(d)) if d.iter_s > 0.0 && elapsed_s >= d.iter_s => (elapsed_s / d.iter_s).floor() as u64,
-        _ => return Err("iterations unknown (no iters= tag on a completed job, no Decision iter_s)".into()),
+        (_, _, Some(d)) if d.iter_s > 0.0 && elapsed_s >= d.iter_s => {
+            (elapsed_s / d.iter_s).floor() as u64
+        }
+        _ => {
+            return Err(
+                "iterations unknown (no iters= tag on a completed job, no Decision iter_s)".into(),
+            )
+        }
     };
-    let model = j.tags.model.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| j.name.clone());
+    let model = j
+        .tags
+        .model
+        .clone()
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| j.name.clone());
     if model.is_empty() {
         return Err("no model= tag and no job name".into());
     }
@@ -63,7 +76,11 @@ pub fn history_record(j: &JobRecord) -> Result<HistoryRecord, String> {
         requested_time_s,
         iterations,
         elapsed_s,
-        gpu_type: if j.gpus.len() == 1 { j.gpus.keys().next().cloned() } else { None },
+        gpu_type: if j.gpus.len() == 1 {
+            j.gpus.keys().next().cloned()
+        } else {
+            None
+        },
     })
 }
 
@@ -73,7 +90,10 @@ pub fn history(jobs: &[JobRecord]) -> History {
     for j in jobs {
         match history_record(j) {
             Ok(r) => h.records.push(r),
-            Err(reason) => h.skipped.push(Skipped { job_id: j.job_id_text.clone(), reason }),
+            Err(reason) => h.skipped.push(Skipped {
+                job_id: j.job_id_text.clone(),
+                reason,
+            }),
         }
     }
     h
@@ -83,7 +103,12 @@ pub fn history(jobs: &[JobRecord]) -> History {
 /// back, fixed seed); `None` when there are too few records to fit.
 pub fn predictor_error(records: &[HistoryRecord]) -> Option<ErrorStats> {
     let r = cellsched_core::predictor::evaluate_holdout(records, 0.25, 1).ok()?;
-    (r.n_test > 0).then_some(ErrorStats { n: r.n_test, mape: r.mape, median_ape: r.median_ape, bias: None })
+    (r.n_test > 0).then_some(ErrorStats {
+        n: r.n_test,
+        mape: r.mape,
+        median_ape: r.median_ape,
+        bias: None,
+    })
 }
 
 #[cfg(test)]
@@ -95,10 +120,24 @@ mod tests {
 
     #[test]
     fn completed_job_uses_declared_iterations() {
-        let j = job(1, 0, 10, 110, "gres/gpu:a100=4", ADMIN, "model=gpt2 batch=32 iters=250");
+        let j = job(
+            1,
+            0,
+            10,
+            110,
+            "gres/gpu:a100=4",
+            ADMIN,
+            "model=gpt2 batch=32 iters=250",
+        );
         let r = history_record(&j).unwrap();
-        assert_eq!((r.user.as_str(), r.model.as_str(), r.batch, r.gpus), ("alice", "gpt2", 32, 4));
-        assert_eq!((r.iterations, r.elapsed_s, r.requested_time_s), (250, 100.0, 600.0));
+        assert_eq!(
+            (r.user.as_str(), r.model.as_str(), r.batch, r.gpus),
+            ("alice", "gpt2", 32, 4)
+        );
+        assert_eq!(
+            (r.iterations, r.elapsed_s, r.requested_time_s),
+            (250, 100.0, 600.0)
+        );
         assert_eq!(r.gpu_type.as_deref(), Some("a100"));
     }
 
@@ -108,25 +147,33 @@ mod tests {
         j.state = "TIMEOUT".into();
         let r = history_record(&j).unwrap();
         assert_eq!((r.iterations, r.model.as_str()), (200, "job2"));
-        let h = history(&[j, job(3, 0, 1, 2, "gres/gpu:a100=1", "", "model=x"), job(4, 0, 1, 2, "", "", "batch=1 iters=3")]);
+        let h = history(&[
+            j,
+            job(3, 0, 1, 2, "gres/gpu:a100=1", "", "model=x"),
+            job(4, 0, 1, 2, "", "", "batch=1 iters=3"),
+        ]);
         assert_eq!(h.records.len(), 1);
         assert_eq!(h.skipped[0].reason, "no batch= tag");
         assert_eq!(h.skipped[1].reason, "no GPUs in AllocTRES");
         let csv = cellsched_core::history::to_csv_string(&h.records);
         let back = cellsched_core::history::parse_csv(&csv, "exported").unwrap();
-        assert_eq!(back, h.records, "export is readable by the predictor's loader");
+        assert_eq!(
+            back, h.records,
+            "export is readable by the predictor's loader"
+        );
     }
 
     #[test]
     fn predictor_error_needs_data() {
         assert!(predictor_error(&[]).is_none());
-        let recs: Vec<HistoryRecord> = cellsched_core::history::synthetic(&cellsched_core::history::SyntheticSpec {
-            users: 4,
-            records: 200,
-            noise: 0.05,
-            early_stop_share: 0.1,
-            seed: 7,
-        });
+        let recs: Vec<HistoryRecord> =
+            cellsched_core::history::synthetic(&cellsched_core::history::SyntheticSpec {
+                users: 4,
+                records: 200,
+                noise: 0.05,
+                early_stop_share: 0.1,
+                seed: 7,
+            });
         let e = predictor_error(&recs).unwrap();
         assert_eq!(e.n, 50);
         assert!(e.mape.is_finite() && e.mape >= 0.0);

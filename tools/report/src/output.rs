@@ -18,7 +18,8 @@ pub fn hms(s: Option<f64>) -> String {
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
-    t.load_preset(ASCII_BORDERS_ONLY_CONDENSED).set_header(header.to_vec());
+    t.load_preset(ASCII_BORDERS_ONLY_CONDENSED)
+        .set_header(header.to_vec());
     t
 }
 
@@ -32,13 +33,29 @@ fn right_align(t: &mut Table, cols: &[usize]) {
 
 /// The per-job table.
 pub fn jobs_table(jobs: &[JobRecord]) -> Table {
-    let mut t = table(&["JobID", "JobName", "User", "State", "GPUs", "QueueDelay", "Run", "JCT", "Predicted", "Cell", "Plan"]);
+    let mut t = table(&[
+        "JobID",
+        "JobName",
+        "User",
+        "State",
+        "GPUs",
+        "QueueDelay",
+        "Run",
+        "JCT",
+        "Predicted",
+        "Cell",
+        "Plan",
+    ]);
     for j in jobs {
         let (cell, plan) = match &j.decision {
             Some(d) => (d.cell.to_string(), d.plan.to_string()),
             None => ("-".into(), "-".into()),
         };
-        let run = if j.start.is_some() { Some(j.run_s()) } else { None };
+        let run = if j.start.is_some() {
+            Some(j.run_s())
+        } else {
+            None
+        };
         t.add_row(vec![
             j.job_id_text.clone(),
             j.name.clone(),
@@ -59,8 +76,22 @@ pub fn jobs_table(jobs: &[JobRecord]) -> Table {
 
 fn stats_row(name: &str, s: &Option<Stats>) -> Vec<String> {
     match s {
-        Some(s) => vec![name.into(), s.n.to_string(), hms(Some(s.mean)), hms(Some(s.median)), hms(Some(s.p99)), hms(Some(s.max))],
-        None => vec![name.into(), "0".into(), "-".into(), "-".into(), "-".into(), "-".into()],
+        Some(s) => vec![
+            name.into(),
+            s.n.to_string(),
+            hms(Some(s.mean)),
+            hms(Some(s.median)),
+            hms(Some(s.p99)),
+            hms(Some(s.max)),
+        ],
+        None => vec![
+            name.into(),
+            "0".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ],
     }
 }
 
@@ -68,16 +99,18 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
-fn error_text(e: &Option<ErrorStats>) -> String {
+fn error_text(e: &Option<ErrorStats>, none: &str) -> String {
     match e {
         Some(e) => format!(
             "MAPE {} (median {}{}) over {} jobs",
             pct(e.mape),
             pct(e.median_ape),
-            e.bias.map(|b| format!(", bias {:+.1}%", b * 100.0)).unwrap_or_default(),
+            e.bias
+                .map(|b| format!(", bias {:+.1}%", b * 100.0))
+                .unwrap_or_default(),
             e.n
         ),
-        None => "n/a (no jobs with both a prediction and an actual value)".into(),
+        None => format!("n/a ({none})"),
     }
 }
 
@@ -93,7 +126,9 @@ pub fn summary_text(s: &Summary) -> String {
             ty.clone(),
             x.jobs.to_string(),
             format!("{:.3}", x.gpu_hours),
-            x.capacity.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            x.capacity
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "-".into()),
             x.utilization.map(pct).unwrap_or_else(|| "-".into()),
         ]);
     }
@@ -105,8 +140,8 @@ pub fn summary_text(s: &Summary) -> String {
         s.with_decision,
         hms(s.makespan_s),
         hms(s.span_s),
-        error_text(&s.estimator_error),
-        error_text(&s.iteration_predictor_error),
+        error_text(&s.estimator_error, "no completed job with a Decision and an iters= tag"),
+        error_text(&s.iteration_predictor_error, "too few jobs with history fields for a holdout; see `report history`"),
     )
 }
 
@@ -117,15 +152,39 @@ pub fn report_text(r: &Report) -> String {
 
 /// CSV header of [`jobs_csv`].
 pub const CSV_HEADER: &[&str] = &[
-    "job_id", "name", "user", "partition", "state", "submit", "start", "end", "queue_delay_s", "run_s", "jct_s",
-    "gpu_types", "gpus", "nodes", "node_list", "time_limit_s", "cell", "plan", "iter_s", "source", "model", "batch",
-    "iters", "predicted_run_s",
+    "job_id",
+    "name",
+    "user",
+    "partition",
+    "state",
+    "submit",
+    "start",
+    "end",
+    "queue_delay_s",
+    "run_s",
+    "jct_s",
+    "gpu_types",
+    "gpus",
+    "nodes",
+    "node_list",
+    "time_limit_s",
+    "cell",
+    "plan",
+    "iter_s",
+    "source",
+    "model",
+    "batch",
+    "iters",
+    "predicted_run_s",
 ];
 
 /// The jobs as CSV (one row per job, [`CSV_HEADER`] columns; empty = unknown).
 pub fn jobs_csv(jobs: &[JobRecord]) -> Result<String, ReportError> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let io = |e: csv::Error| ReportError::File { path: "<csv>".into(), msg: e.to_string() };
+    let io = |e: csv::Error| ReportError::File {
+        path: "<csv>".into(),
+        msg: e.to_string(),
+    };
     w.write_record(CSV_HEADER).map_err(io)?;
     let opt = |x: Option<String>| x.unwrap_or_default();
     for j in jobs {
@@ -140,7 +199,11 @@ pub fn jobs_csv(jobs: &[JobRecord]) -> Result<String, ReportError> {
             opt(j.start.map(|x| x.to_string())),
             opt(j.end.map(|x| x.to_string())),
             opt(j.queue_delay_s.map(|x| x.to_string())),
-            if j.start.is_some() { j.run_s().to_string() } else { String::new() },
+            if j.start.is_some() {
+                j.run_s().to_string()
+            } else {
+                String::new()
+            },
             opt(j.jct_s.map(|x| x.to_string())),
             j.gpus.keys().cloned().collect::<Vec<_>>().join("+"),
             j.gpu_count().to_string(),
@@ -158,7 +221,10 @@ pub fn jobs_csv(jobs: &[JobRecord]) -> Result<String, ReportError> {
         ])
         .map_err(io)?;
     }
-    let bytes = w.into_inner().map_err(|e| ReportError::File { path: "<csv>".into(), msg: e.to_string() })?;
+    let bytes = w.into_inner().map_err(|e| ReportError::File {
+        path: "<csv>".into(),
+        msg: e.to_string(),
+    })?;
     Ok(String::from_utf8(bytes).expect("csv of UTF-8 fields is UTF-8"))
 }
 
@@ -177,13 +243,22 @@ mod tests {
     #[test]
     fn tables_and_csv_show_the_jobs() {
         let admin = "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.5 src=datasheet";
-        let jobs = vec![job(41, 0, 10, 110, "gres/gpu:a100=4", admin, "iters=250"), job(42, 5, 5, 65, "", "", "")];
+        let jobs = vec![
+            job(41, 0, 10, 110, "gres/gpu:a100=4", admin, "iters=250"),
+            job(42, 5, 5, 65, "", "", ""),
+        ];
         let text = jobs_table(&jobs).to_string();
-        assert!(text.contains("41") && text.contains("a100x4x1") && text.contains("dp=4,tp=1,pp=1"), "{text}");
+        assert!(
+            text.contains("41") && text.contains("a100x4x1") && text.contains("dp=4,tp=1,pp=1"),
+            "{text}"
+        );
         assert!(text.contains("00:01:50"), "JCT of job 41: {text}");
         let r = Report::new(Default::default(), jobs.clone(), None);
         let all = report_text(&r);
-        assert!(all.contains("JCT") && all.contains("Estimator error") && all.contains("MAPE 25.0%"), "{all}");
+        assert!(
+            all.contains("JCT") && all.contains("Estimator error") && all.contains("MAPE 25.0%"),
+            "{all}"
+        );
         let csv = jobs_csv(&jobs).unwrap();
         let mut rd = csv::Reader::from_reader(csv.as_bytes());
         assert_eq!(rd.headers().unwrap().len(), CSV_HEADER.len());

@@ -36,10 +36,19 @@ pub enum PlotFormat {
 impl PlotFormat {
     /// The format of `path` (`.png` or `.svg`, case-insensitive).
     pub fn of(path: &Path) -> Result<PlotFormat, ReportError> {
-        match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
             Some("png") => Ok(PlotFormat::Png),
             Some("svg") => Ok(PlotFormat::Svg),
-            _ => Err(ReportError::invalid("--plot file", path.display().to_string(), "a name ending in .png or .svg")),
+            _ => Err(ReportError::invalid(
+                "--plot file",
+                path.display().to_string(),
+                "a name ending in .png or .svg",
+            )),
         }
     }
 }
@@ -48,7 +57,10 @@ impl PlotFormat {
 pub fn write_plot(report: &Report, path: &Path) -> Result<(), ReportError> {
     let fmt = PlotFormat::of(path)?;
     register_font();
-    let perr = |e: String| ReportError::Plot { path: path.display().to_string(), msg: e };
+    let perr = |e: String| ReportError::Plot {
+        path: path.display().to_string(),
+        msg: e,
+    };
     let bytes = match fmt {
         PlotFormat::Svg => {
             let mut s = String::new();
@@ -70,9 +82,75 @@ pub fn write_plot(report: &Report, path: &Path) -> Result<(), ReportError> {
             encode_png(&buf, w, h).map_err(perr)?
         }
     };
-    let tmp = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
+    let tmp = path.with_extension(format!(
+        "{}.tmp",
+        path.extension().and_then(|e| e.to_str()).unwrap_or("")
+    ));
     std::fs::write(&tmp, bytes).map_err(|e| ReportError::file(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| ReportError::file(path, e))
+}
+
+/// What [`check_image`] found in a plot file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The format.
+    pub format: PlotFormat,
+    /// Width in pixels (PNG) or of the SVG `width` attribute.
+    pub width: u32,
+    /// Height likewise.
+    pub height: u32,
+}
+
+/// Validates a written plot: a PNG must decode fully (signature, chunks,
+/// CRCs, pixel data); an SVG must parse as XML with an `<svg>` root.
+pub fn check_image(path: &Path) -> Result<ImageInfo, ReportError> {
+    let bad = |m: String| ReportError::file(path, m);
+    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    match PlotFormat::of(path)? {
+        PlotFormat::Png => {
+            if !bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+                return Err(bad("no PNG signature".into()));
+            }
+            let mut r = png::Decoder::new(std::io::Cursor::new(&bytes))
+                .read_info()
+                .map_err(|e| bad(format!("bad PNG: {e}")))?;
+            let (width, height) = (r.info().width, r.info().height);
+            let mut buf = vec![
+                0;
+                r.output_buffer_size()
+                    .ok_or_else(|| bad("PNG too large".into()))?
+            ];
+            r.next_frame(&mut buf)
+                .map_err(|e| bad(format!("bad PNG data: {e}")))?;
+            Ok(ImageInfo {
+                format: PlotFormat::Png,
+                width,
+                height,
+            })
+        }
+        PlotFormat::Svg => {
+            let text = String::from_utf8(bytes).map_err(|_| bad("SVG is not UTF-8".into()))?;
+            let doc = roxmltree::Document::parse(&text)
+                .map_err(|e| bad(format!("SVG is not XML: {e}")))?;
+            let root = doc.root_element();
+            if root.tag_name().name() != "svg" {
+                return Err(bad(format!(
+                    "root element is <{}>, not <svg>",
+                    root.tag_name().name()
+                )));
+            }
+            let dim = |a: &str| {
+                root.attribute(a)
+                    .and_then(|v| v.trim_end_matches("px").parse().ok())
+                    .unwrap_or(0)
+            };
+            Ok(ImageInfo {
+                format: PlotFormat::Svg,
+                width: dim("width"),
+                height: dim("height"),
+            })
+        }
+    }
 }
 
 fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, String> {
@@ -109,7 +187,11 @@ fn jct_cdf<DB: DrawingBackend>(report: &Report, area: &DrawingArea<DB, Shift>) -
         .x_label_area_size(40)
         .y_label_area_size(50)
         .build_cartesian_2d(0f64..xmax, 0f64..1.0)?;
-    chart.configure_mesh().x_desc("job completion time (s)").y_desc("fraction of jobs").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("job completion time (s)")
+        .y_desc("fraction of jobs")
+        .draw()?;
     let n = v.len() as f64;
     let mut pts = vec![(0.0, 0.0)];
     for (i, x) in v.iter().enumerate() {
@@ -120,10 +202,16 @@ fn jct_cdf<DB: DrawingBackend>(report: &Report, area: &DrawingArea<DB, Shift>) -
     Ok(())
 }
 
-fn queue_delay<DB: DrawingBackend>(report: &Report, area: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+fn queue_delay<DB: DrawingBackend>(
+    report: &Report,
+    area: &DrawingArea<DB, Shift>,
+) -> DrawResult<DB> {
     let t0 = report.jobs.iter().map(|j| j.submit).min().unwrap_or(0);
-    let pts: Vec<(f64, f64)> =
-        report.jobs.iter().filter_map(|j| j.queue_delay_s.map(|d| ((j.submit - t0) as f64, d))).collect();
+    let pts: Vec<(f64, f64)> = report
+        .jobs
+        .iter()
+        .filter_map(|j| j.queue_delay_s.map(|d| ((j.submit - t0) as f64, d)))
+        .collect();
     let xmax = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.05;
     let ymax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
     let mut chart = ChartBuilder::on(area)
@@ -132,23 +220,50 @@ fn queue_delay<DB: DrawingBackend>(report: &Report, area: &DrawingArea<DB, Shift
         .x_label_area_size(40)
         .y_label_area_size(50)
         .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
-    chart.configure_mesh().x_desc("submit time since first job (s)").y_desc("queueing delay (s)").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("submit time since first job (s)")
+        .y_desc("queueing delay (s)")
+        .draw()?;
     chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, RED.filled())))?;
     Ok(())
 }
 
-fn utilization<DB: DrawingBackend>(report: &Report, area: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+fn utilization<DB: DrawingBackend>(
+    report: &Report,
+    area: &DrawingArea<DB, Shift>,
+) -> DrawResult<DB> {
     // Utilization when capacity is known, else GPU-hours.
     let per = &report.summary.per_type;
     let with_cap = per.values().any(|u| u.utilization.is_some());
     let bars: Vec<(String, f64)> = per
         .iter()
-        .map(|(t, u)| (t.clone(), if with_cap { u.utilization.unwrap_or(0.0) * 100.0 } else { u.gpu_hours }))
+        .map(|(t, u)| {
+            (
+                t.clone(),
+                if with_cap {
+                    u.utilization.unwrap_or(0.0) * 100.0
+                } else {
+                    u.gpu_hours
+                },
+            )
+        })
         .collect();
-    let ymax = if with_cap { 100.0 } else { bars.iter().map(|b| b.1).fold(0.001, f64::max) * 1.1 };
+    let ymax = if with_cap {
+        100.0
+    } else {
+        bars.iter().map(|b| b.1).fold(0.001, f64::max) * 1.1
+    };
     let n = bars.len().max(1) as f64;
     let mut chart = ChartBuilder::on(area)
-        .caption(if with_cap { "GPU utilization per type" } else { "GPU-hours per type" }, (FAMILY, 20))
+        .caption(
+            if with_cap {
+                "GPU utilization per type"
+            } else {
+                "GPU-hours per type"
+            },
+            (FAMILY, 20),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(50)
@@ -160,12 +275,23 @@ fn utilization<DB: DrawingBackend>(report: &Report, area: &DrawingArea<DB, Shift
         .x_labels(bars.len().max(1) * 2 + 1)
         .x_label_formatter(&|x| {
             let i = x.floor() as usize;
-            if (x - x.floor() - 0.5).abs() < 0.01 && i < labels.len() { labels[i].clone() } else { String::new() }
+            if (x - x.floor() - 0.5).abs() < 0.01 && i < labels.len() {
+                labels[i].clone()
+            } else {
+                String::new()
+            }
         })
-        .y_desc(if with_cap { "utilization (%)" } else { "GPU-hours" })
+        .y_desc(if with_cap {
+            "utilization (%)"
+        } else {
+            "GPU-hours"
+        })
         .draw()?;
     chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
-        Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.85, b.1)], Palette99::pick(i).filled())
+        Rectangle::new(
+            [(i as f64 + 0.15, 0.0), (i as f64 + 0.85, b.1)],
+            Palette99::pick(i).filled(),
+        )
     }))?;
     Ok(())
 }
@@ -186,7 +312,8 @@ mod tests {
     }
 
     fn tmpdir(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("cellsched-report-{name}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("cellsched-report-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
     }
@@ -206,6 +333,18 @@ mod tests {
         // Not blank: the bars and text put non-white pixels in.
         let px = &buf[..info.buffer_size()];
         assert!(px.chunks(3).filter(|c| c != &[255, 255, 255]).count() > 1000);
+        assert_eq!(
+            check_image(&p).unwrap(),
+            ImageInfo {
+                format: PlotFormat::Png,
+                width: SIZE.0,
+                height: SIZE.1
+            }
+        );
+        // A truncated PNG is caught.
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+        assert!(check_image(&p).is_err());
         std::fs::remove_dir_all(d).ok();
     }
 
@@ -217,7 +356,20 @@ mod tests {
         let s = std::fs::read_to_string(&p).unwrap();
         let doc = roxmltree::Document::parse(&s).unwrap();
         assert_eq!(doc.root_element().tag_name().name(), "svg");
-        assert!(s.contains("JCT CDF") && s.contains("a100"), "captions and labels drawn");
+        assert!(
+            s.contains("JCT CDF") && s.contains("a100"),
+            "captions and labels drawn"
+        );
+        assert_eq!(
+            check_image(&p).unwrap(),
+            ImageInfo {
+                format: PlotFormat::Svg,
+                width: SIZE.0,
+                height: SIZE.1
+            }
+        );
+        std::fs::write(&p, &s[..s.len() - 10]).unwrap();
+        assert!(check_image(&p).unwrap_err().to_string().contains("not XML"));
         std::fs::remove_dir_all(d).ok();
     }
 

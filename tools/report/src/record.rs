@@ -53,11 +53,17 @@ impl DlTags {
         let mut t = DlTags::default();
         for text in texts {
             for word in text.split(|c: char| c.is_whitespace() || c == ';' || c == ',') {
-                let Some((k, v)) = word.split_once('=') else { continue };
+                let Some((k, v)) = word.split_once('=') else {
+                    continue;
+                };
                 match k.trim().to_ascii_lowercase().as_str() {
-                    "model" | "dl_model" if t.model.is_none() && !v.is_empty() => t.model = Some(v.to_string()),
+                    "model" | "dl_model" if t.model.is_none() && !v.is_empty() => {
+                        t.model = Some(v.to_string())
+                    }
                     "batch" | "dl_batch" if t.batch.is_none() => t.batch = v.parse().ok(),
-                    "iters" | "iterations" | "dl_iters" if t.iters.is_none() => t.iters = v.parse().ok(),
+                    "iters" | "iterations" | "dl_iters" if t.iters.is_none() => {
+                        t.iters = v.parse().ok()
+                    }
                     _ => {}
                 }
             }
@@ -139,7 +145,11 @@ impl JobRecord {
         if self.gpus.is_empty() {
             return "-".into();
         }
-        self.gpus.iter().map(|(t, n)| format!("{t}:{n}")).collect::<Vec<_>>().join(",")
+        self.gpus
+            .iter()
+            .map(|(t, n)| format!("{t}:{n}"))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -152,16 +162,34 @@ pub fn parse_time(s: &str) -> Result<Option<i64>, String> {
         return Ok(None);
     }
     if s.chars().all(|c| c.is_ascii_digit()) {
-        return s.parse().map(Some).map_err(|_| format!("time '{s}' out of range"));
+        return s
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("time '{s}' out of range"));
     }
     let bad = || format!("time '{s}' is neither Unix seconds nor YYYY-MM-DDTHH:MM:SS");
     let (date, time) = s.split_once('T').ok_or_else(bad)?;
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
-    let t: Vec<i64> = time.split(':').map(|x| x.parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
-    if d.len() != 3 || t.len() != 3 || !(1..=12).contains(&d[1]) || !(1..=31).contains(&d[2]) || t[0] > 23 || t[1] > 59 || t[2] > 60 {
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    let t: Vec<i64> = time
+        .split(':')
+        .map(|x| x.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    if d.len() != 3
+        || t.len() != 3
+        || !(1..=12).contains(&d[1])
+        || !(1..=31).contains(&d[2])
+        || t[0] > 23
+        || t[1] > 59
+        || t[2] > 60
+    {
         return Err(bad());
     }
-    Ok(Some(days_from_civil(d[0], d[1], d[2]) * 86_400 + t[0] * 3600 + t[1] * 60 + t[2]))
+    Ok(Some(
+        days_from_civil(d[0], d[1], d[2]) * 86_400 + t[0] * 3600 + t[1] * 60 + t[2],
+    ))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
@@ -186,9 +214,13 @@ pub fn parse_tres_gpus(tres: &str, fallback_type: &str) -> Result<BTreeMap<Strin
             return Err(format!("TRES item '{item}' is not KEY=VALUE"));
         };
         if k == "gres/gpu" {
-            untyped = v.parse().map_err(|_| format!("GPU count '{v}' in '{item}'"))?;
+            untyped = v
+                .parse()
+                .map_err(|_| format!("GPU count '{v}' in '{item}'"))?;
         } else if let Some(ty) = k.strip_prefix("gres/gpu:") {
-            let n: u32 = v.parse().map_err(|_| format!("GPU count '{v}' in '{item}'"))?;
+            let n: u32 = v
+                .parse()
+                .map_err(|_| format!("GPU count '{v}' in '{item}'"))?;
             *typed.entry(ty.to_ascii_lowercase()).or_insert(0) += n;
         }
     }
@@ -201,32 +233,54 @@ pub fn parse_tres_gpus(tres: &str, fallback_type: &str) -> Result<BTreeMap<Strin
 /// Parses one `sacct --parsable2 --noheader` line in [`SACCT_FIELDS`] order;
 /// `line_no` (1-based) names the line in errors.
 pub fn parse_sacct_line(line: &str, line_no: usize) -> Result<JobRecord, ReportError> {
-    let err = |msg: String| ReportError::MalformedLine { line: line_no, msg, text: line.to_string() };
+    let err = |msg: String| ReportError::MalformedLine {
+        line: line_no,
+        msg,
+        text: line.to_string(),
+    };
     let n = SACCT_FIELDS.len();
     let f: Vec<&str> = line.splitn(n, '|').collect();
     if f.len() != n {
-        return Err(err(format!("expected {n} '|'-separated fields ({}), found {}", SACCT_FIELDS.join("|"), f.len())));
+        return Err(err(format!(
+            "expected {n} '|'-separated fields ({}), found {}",
+            SACCT_FIELDS.join("|"),
+            f.len()
+        )));
     }
     let field = |i: usize| f[i].trim();
-    let job_id: u64 = field(0).parse().map_err(|_| err(format!("JobIDRaw '{}' is not a number", field(0))))?;
-    let time = |i: usize| parse_time(field(i)).map_err(|m| err(format!("{}: {m}", SACCT_FIELDS[i])));
+    let job_id: u64 = field(0)
+        .parse()
+        .map_err(|_| err(format!("JobIDRaw '{}' is not a number", field(0))))?;
+    let time =
+        |i: usize| parse_time(field(i)).map_err(|m| err(format!("{}: {m}", SACCT_FIELDS[i])));
     let submit = time(4)?.ok_or_else(|| err("Submit time missing".into()))?;
     let start = time(5)?;
     let end = time(6)?;
-    let elapsed_s: u64 = field(7).parse().map_err(|_| err(format!("ElapsedRaw '{}' is not a number", field(7))))?;
+    let elapsed_s: u64 = field(7)
+        .parse()
+        .map_err(|_| err(format!("ElapsedRaw '{}' is not a number", field(7))))?;
     let nodes: u32 = if field(10).is_empty() {
         0
     } else {
-        field(10).parse().map_err(|_| err(format!("NNodes '{}' is not a number", field(10))))?
+        field(10)
+            .parse()
+            .map_err(|_| err(format!("NNodes '{}' is not a number", field(10))))?
     };
     let time_limit_s = match field(13) {
         "" | "UNLIMITED" | "Partition_Limit" => None,
-        m => Some(m.parse::<u64>().map_err(|_| err(format!("TimelimitRaw '{m}' is not minutes")))? * 60),
+        m => Some(
+            m.parse::<u64>()
+                .map_err(|_| err(format!("TimelimitRaw '{m}' is not minutes")))?
+                * 60,
+        ),
     };
     let admin_comment = field(14).to_string();
     let comment = f[16].trim_end_matches(['\n', '\r']).to_string();
     let decision = Decision::parse_admin_comment(&admin_comment);
-    let fallback = decision.as_ref().map(|d| d.cell.gpu_type.clone()).unwrap_or_else(|| "gpu".into());
+    let fallback = decision
+        .as_ref()
+        .map(|d| d.cell.gpu_type.clone())
+        .unwrap_or_else(|| "gpu".into());
     let gpus = parse_tres_gpus(field(11), &fallback).map_err(|m| err(format!("AllocTRES: {m}")))?;
     let tags = DlTags::parse(&[&admin_comment, &comment]);
     // A started job that never ended (RUNNING) has no End; an unstarted one
@@ -288,7 +342,10 @@ mod tests {
         let r = parse_sacct_line(DECIDED, 1).unwrap();
         assert_eq!(r.job_id, 17);
         assert_eq!(r.user, "alice");
-        assert_eq!((r.submit, r.start, r.end), (1_700_000_000, Some(1_700_000_010), Some(1_700_000_110)));
+        assert_eq!(
+            (r.submit, r.start, r.end),
+            (1_700_000_000, Some(1_700_000_010), Some(1_700_000_110))
+        );
         assert_eq!(r.queue_delay_s, Some(10.0));
         assert_eq!(r.jct_s, Some(110.0));
         assert_eq!(r.gpus.get("a100"), Some(&4));
@@ -296,16 +353,27 @@ mod tests {
         assert_eq!(r.time_limit_s, Some(300));
         let d = r.decision.as_ref().unwrap();
         assert_eq!(d.cell.to_string(), "a100x4x1");
-        assert_eq!(r.tags, DlTags { model: Some("gpt2".into()), batch: Some(32), iters: Some(450) });
+        assert_eq!(
+            r.tags,
+            DlTags {
+                model: Some("gpt2".into()),
+                batch: Some(32),
+                iters: Some(450)
+            }
+        );
         assert!((r.predicted_run_s.unwrap() - 90.0).abs() < 1e-9);
     }
 
     #[test]
     fn pending_and_iso_times() {
-        let line = "18|18|bob|gpu|2023-11-14T22:13:20|Unknown|Unknown|0|PENDING|0:0|1|||UNLIMITED||sleep|";
+        let line =
+            "18|18|bob|gpu|2023-11-14T22:13:20|Unknown|Unknown|0|PENDING|0:0|1|||UNLIMITED||sleep|";
         let r = parse_sacct_line(line, 3).unwrap();
         assert_eq!(r.submit, 1_700_000_000, "ISO text read as UTC");
-        assert_eq!((r.start, r.end, r.queue_delay_s, r.jct_s), (None, None, None, None));
+        assert_eq!(
+            (r.start, r.end, r.queue_delay_s, r.jct_s),
+            (None, None, None, None)
+        );
         assert!(r.gpus.is_empty() && r.time_limit_s.is_none() && r.decision.is_none());
     }
 
@@ -324,7 +392,10 @@ mod tests {
             ("1|2|3", "expected 17"),
             ("x|1|u|p|1|2|3|1|COMPLETED|0:0|1||n|5|||", "JobIDRaw 'x'"),
             ("1|1|u|p|yesterday|2|3|1|COMPLETED|0:0|1||n|5|||", "Submit"),
-            ("1|1|u|p|1|2|3|1|COMPLETED|0:0|1|gres/gpu:a100=four|n|5|||", "AllocTRES"),
+            (
+                "1|1|u|p|1|2|3|1|COMPLETED|0:0|1|gres/gpu:a100=four|n|5|||",
+                "AllocTRES",
+            ),
             ("1|1|u|p|1|2|3|abc|COMPLETED|0:0|1||n|5|||", "ElapsedRaw"),
             ("1|1|u|p|1|2|3|1|COMPLETED|0:0|1||n|soon|||", "TimelimitRaw"),
             ("1|1|u|p|1|2|3|1||0:0|1||n|5|||", "State"),
@@ -351,7 +422,12 @@ mod tests {
     fn tres_forms() {
         let g = parse_tres_gpus("cpu=8,gres/gpu:a100=4,gres/gpu:v100=2,gres/gpu=6", "gpu").unwrap();
         assert_eq!(g.len(), 2);
-        assert_eq!(parse_tres_gpus("cpu=1,gres/gpu=2", "gpu").unwrap().get("gpu"), Some(&2));
+        assert_eq!(
+            parse_tres_gpus("cpu=1,gres/gpu=2", "gpu")
+                .unwrap()
+                .get("gpu"),
+            Some(&2)
+        );
         assert!(parse_tres_gpus("cpu", "gpu").is_err());
     }
 }

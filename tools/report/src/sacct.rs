@@ -32,10 +32,18 @@ impl Query {
     pub fn describe(&self) -> String {
         let mut s = format!(
             "{}..{}",
-            self.start.as_deref().unwrap_or(if self.jobs.is_some() { "any" } else { "midnight" }),
+            self.start.as_deref().unwrap_or(if self.jobs.is_some() {
+                "any"
+            } else {
+                "midnight"
+            }),
             self.end.as_deref().unwrap_or("now")
         );
-        for (k, v) in [("partition", &self.partition), ("user", &self.user), ("jobs", &self.jobs)] {
+        for (k, v) in [
+            ("partition", &self.partition),
+            ("user", &self.user),
+            ("jobs", &self.jobs),
+        ] {
             if let Some(v) = v {
                 s.push_str(&format!(" {k}={v}"));
             }
@@ -77,12 +85,15 @@ impl Query {
     /// Checks that every `--user` name exists on this host, so a typo is
     /// reported as such instead of as an empty window.
     pub fn check_users(&self) -> Result<(), ReportError> {
-        let Some(users) = &self.user else { return Ok(()) };
+        let Some(users) = &self.user else {
+            return Ok(());
+        };
         for u in users.split(',').map(str::trim).filter(|u| !u.is_empty()) {
             if u.chars().all(|c| c.is_ascii_digit()) {
                 continue; // numeric uid: sacct accepts it as is
             }
-            let c = std::ffi::CString::new(u).map_err(|_| ReportError::UnknownUser(u.to_string()))?;
+            let c =
+                std::ffi::CString::new(u).map_err(|_| ReportError::UnknownUser(u.to_string()))?;
             // SAFETY: getpwnam with a valid C string; we only test for NULL.
             let pw = unsafe { libc::getpwnam(c.as_ptr()) };
             if pw.is_null() {
@@ -101,25 +112,43 @@ pub fn run_tool(tool: &str, args: &[String]) -> Result<String, ReportError> {
         .args(args)
         .env("SLURM_TIME_FORMAT", "%s")
         .output()
-        .map_err(|e| ReportError::SlurmUnavailable { tool: tool.into(), msg: format!("cannot run {tool}: {e}") })?;
+        .map_err(|e| ReportError::SlurmUnavailable {
+            tool: tool.into(),
+            msg: format!("cannot run {tool}: {e}"),
+        })?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         // The last line is the fatal one (e.g. "sacct: fatal: ...").
-        let msg = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        let msg = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+            .to_string();
         return Err(ReportError::SlurmUnavailable {
             tool: tool.into(),
-            msg: if msg.is_empty() { format!("exit status {}", out.status) } else { msg },
+            msg: if msg.is_empty() {
+                format!("exit status {}", out.status)
+            } else {
+                msg
+            },
         });
     }
     // sacct prints some failures (e.g. slurmdbd down) on stderr with exit 0
     // and no output; surface them rather than "no jobs".
     if out.stdout.is_empty() {
         if let Some(l) = stderr.lines().find(|l| l.contains("error")) {
-            return Err(ReportError::SlurmUnavailable { tool: tool.into(), msg: l.trim().to_string() });
+            return Err(ReportError::SlurmUnavailable {
+                tool: tool.into(),
+                msg: l.trim().to_string(),
+            });
         }
     }
-    String::from_utf8(out.stdout)
-        .map_err(|_| ReportError::SlurmUnavailable { tool: tool.into(), msg: "output is not UTF-8".into() })
+    String::from_utf8(out.stdout).map_err(|_| ReportError::SlurmUnavailable {
+        tool: tool.into(),
+        msg: "output is not UTF-8".into(),
+    })
 }
 
 /// Queries sacct and parses the jobs; an empty result is [`ReportError::NoJobs`].
@@ -140,7 +169,8 @@ pub type Capacity = BTreeMap<String, u32>;
 pub fn parse_capacity(s: &str) -> Result<Capacity, ReportError> {
     let mut c = Capacity::new();
     for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let bad = || ReportError::invalid("--capacity item", item, "TYPE=COUNT, e.g. a100=8,v100=16");
+        let bad =
+            || ReportError::invalid("--capacity item", item, "TYPE=COUNT, e.g. a100=8,v100=16");
         let (t, n) = item.split_once('=').ok_or_else(bad)?;
         let n: u32 = n.trim().parse().map_err(|_| bad())?;
         if t.trim().is_empty() {
@@ -149,7 +179,11 @@ pub fn parse_capacity(s: &str) -> Result<Capacity, ReportError> {
         *c.entry(t.trim().to_ascii_lowercase()).or_insert(0) += n;
     }
     if c.is_empty() {
-        return Err(ReportError::invalid("--capacity", s, "TYPE=COUNT[,TYPE=COUNT...]"));
+        return Err(ReportError::invalid(
+            "--capacity",
+            s,
+            "TYPE=COUNT[,TYPE=COUNT...]",
+        ));
     }
     Ok(c)
 }
@@ -159,7 +193,12 @@ pub fn parse_capacity(s: &str) -> Result<Capacity, ReportError> {
 pub fn parse_scontrol_nodes(text: &str) -> Capacity {
     let mut c = Capacity::new();
     for line in text.lines() {
-        let Some(gres) = line.split_whitespace().find_map(|w| w.strip_prefix("Gres=")) else { continue };
+        let Some(gres) = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("Gres="))
+        else {
+            continue;
+        };
         for item in gres.split(',') {
             // gpu:a100:4(S:0-1) or gpu:4
             let item = item.split('(').next().unwrap_or("");
@@ -184,7 +223,10 @@ pub fn parse_scontrol_nodes(text: &str) -> Capacity {
 
 /// The cluster's GPU capacity from `scontrol show nodes --oneliner`.
 pub fn fetch_capacity() -> Result<Capacity, ReportError> {
-    let text = run_tool("scontrol", &["show".into(), "nodes".into(), "--oneliner".into()])?;
+    let text = run_tool(
+        "scontrol",
+        &["show".into(), "nodes".into(), "--oneliner".into()],
+    )?;
     Ok(parse_scontrol_nodes(&text))
 }
 
@@ -206,7 +248,9 @@ mod tests {
         assert!(a.contains(&"--partition=gpu".to_string()));
         assert!(a.contains(&"--allusers".to_string()));
         assert!(a.contains(&"--jobs=3,4".to_string()));
-        assert!(a.iter().any(|x| x.starts_with("--format=JobIDRaw,JobID,") && x.ends_with(",Comment")));
+        assert!(a
+            .iter()
+            .any(|x| x.starts_with("--format=JobIDRaw,JobID,") && x.ends_with(",Comment")));
         assert!(q.describe().contains("now-1hours..now") && q.describe().contains("jobs=3,4"));
         let d = Query::default().sacct_args();
         assert!(d.iter().any(|x| x.starts_with("--starttime=1970")));
@@ -214,11 +258,19 @@ mod tests {
 
     #[test]
     fn unknown_user_is_reported() {
-        let q = Query { user: Some("root,no-such-user-cellsched".into()), ..Default::default() };
+        let q = Query {
+            user: Some("root,no-such-user-cellsched".into()),
+            ..Default::default()
+        };
         let e = q.check_users().unwrap_err();
         assert!(e.to_string().contains("no-such-user-cellsched"));
         assert_eq!(e.exit_code(), 6);
-        assert!(Query { user: Some("root,0".into()), ..Default::default() }.check_users().is_ok());
+        assert!(Query {
+            user: Some("root,0".into()),
+            ..Default::default()
+        }
+        .check_users()
+        .is_ok());
     }
 
     #[test]

@@ -36,7 +36,11 @@ impl Stats {
         let mut v = values.to_vec();
         v.sort_by(f64::total_cmp);
         let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
         Some(Stats {
             n,
             mean: v.iter().sum::<f64>() / n as f64,
@@ -70,10 +74,19 @@ pub struct ErrorStats {
 impl ErrorStats {
     /// Errors of `(predicted, actual)` pairs; pairs with actual <= 0 are skipped.
     pub fn of(pairs: &[(f64, f64)]) -> Option<ErrorStats> {
-        let rel: Vec<f64> = pairs.iter().filter(|(_, a)| *a > 0.0).map(|(p, a)| (p - a) / a).collect();
+        let rel: Vec<f64> = pairs
+            .iter()
+            .filter(|(_, a)| *a > 0.0)
+            .map(|(p, a)| (p - a) / a)
+            .collect();
         let abs: Vec<f64> = rel.iter().map(|x| x.abs()).collect();
         let s = Stats::of(&abs)?;
-        Some(ErrorStats { n: s.n, mape: s.mean, median_ape: s.median, bias: Some(rel.iter().sum::<f64>() / rel.len() as f64) })
+        Some(ErrorStats {
+            n: s.n,
+            mape: s.mean,
+            median_ape: s.median,
+            bias: Some(rel.iter().sum::<f64>() / rel.len() as f64),
+        })
     }
 }
 
@@ -121,27 +134,49 @@ impl Summary {
     pub fn of(jobs: &[JobRecord], capacity: Option<&Capacity>) -> Summary {
         let jct: Vec<f64> = jobs.iter().filter_map(|j| j.jct_s).collect();
         let qd: Vec<f64> = jobs.iter().filter_map(|j| j.queue_delay_s).collect();
-        let makespan_s = match (jobs.iter().map(|j| j.submit).min(), jobs.iter().filter_map(|j| j.end).max()) {
+        let makespan_s = match (
+            jobs.iter().map(|j| j.submit).min(),
+            jobs.iter().filter_map(|j| j.end).max(),
+        ) {
             (Some(s), Some(e)) if e >= s => Some((e - s) as f64),
             _ => None,
         };
-        let starts = jobs.iter().filter_map(|j| j.start.filter(|s| *s >= j.submit));
-        let ends = jobs.iter().filter_map(|j| j.start.filter(|s| *s >= j.submit).map(|s| s as f64 + j.run_s()));
-        let span_s = match (starts.min(), ends.fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))))) {
+        let starts = jobs
+            .iter()
+            .filter_map(|j| j.start.filter(|s| *s >= j.submit));
+        let ends = jobs.iter().filter_map(|j| {
+            j.start
+                .filter(|s| *s >= j.submit)
+                .map(|s| s as f64 + j.run_s())
+        });
+        let span_s = match (
+            starts.min(),
+            ends.fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e)))),
+        ) {
             (Some(s), Some(e)) if e > s as f64 => Some(e - s as f64),
             _ => None,
         };
         let mut per_type: BTreeMap<String, TypeUsage> = BTreeMap::new();
         for j in jobs.iter().filter(|j| j.start.is_some()) {
             for (t, n) in &j.gpus {
-                let u = per_type.entry(t.clone()).or_insert(TypeUsage { jobs: 0, gpu_hours: 0.0, capacity: None, utilization: None });
+                let u = per_type.entry(t.clone()).or_insert(TypeUsage {
+                    jobs: 0,
+                    gpu_hours: 0.0,
+                    capacity: None,
+                    utilization: None,
+                });
                 u.jobs += 1;
                 u.gpu_hours += *n as f64 * j.run_s() / 3600.0;
             }
         }
         if let Some(cap) = capacity {
             for (t, c) in cap {
-                let u = per_type.entry(t.clone()).or_insert(TypeUsage { jobs: 0, gpu_hours: 0.0, capacity: None, utilization: None });
+                let u = per_type.entry(t.clone()).or_insert(TypeUsage {
+                    jobs: 0,
+                    gpu_hours: 0.0,
+                    capacity: None,
+                    utilization: None,
+                });
                 u.capacity = Some(*c);
                 u.utilization = match span_s {
                     Some(s) if *c > 0 => Some(u.gpu_hours * 3600.0 / (*c as f64 * s)),
@@ -185,7 +220,11 @@ impl Report {
     /// Builds the report of `jobs`.
     pub fn new(query: Query, jobs: Vec<JobRecord>, capacity: Option<&Capacity>) -> Report {
         let summary = Summary::of(&jobs, capacity);
-        Report { query, jobs, summary }
+        Report {
+            query,
+            jobs,
+            summary,
+        }
     }
 }
 
@@ -195,7 +234,15 @@ pub(crate) mod tests {
     use crate::record::parse_sacct_line;
 
     /// A job line for tests: id, submit, start, end, GPUs TRES, admin comment, comment.
-    pub(crate) fn job(id: u64, submit: i64, start: i64, end: i64, tres: &str, admin: &str, comment: &str) -> JobRecord {
+    pub(crate) fn job(
+        id: u64,
+        submit: i64,
+        start: i64,
+        end: i64,
+        tres: &str,
+        admin: &str,
+        comment: &str,
+    ) -> JobRecord {
         let line = format!(
             "{id}|{id}|alice|gpu|{submit}|{start}|{end}|{}|COMPLETED|0:0|1|{tres}|n1|10|{admin}|job{id}|{comment}",
             end - start
@@ -206,7 +253,10 @@ pub(crate) mod tests {
     #[test]
     fn stats_and_percentiles() {
         let s = Stats::of(&[3.0, 1.0, 2.0, 10.0]).unwrap();
-        assert_eq!((s.n, s.mean, s.median, s.p99, s.max), (4, 4.0, 2.5, 10.0, 10.0));
+        assert_eq!(
+            (s.n, s.mean, s.median, s.p99, s.max),
+            (4, 4.0, 2.5, 10.0, 10.0)
+        );
         let v: Vec<f64> = (1..=200).map(f64::from).collect();
         assert_eq!(percentile_sorted(&v, 99.0), 198.0);
         assert_eq!(percentile_sorted(&v, 50.0), 100.0);
@@ -220,7 +270,12 @@ pub(crate) mod tests {
             job(1, 0, 10, 110, "gres/gpu:a100=4", admin, "iters=250"),
             job(2, 5, 5, 365, "gres/gpu:v100=8", "", ""),
         ];
-        let cap: Capacity = [("a100".to_string(), 8), ("v100".to_string(), 16), ("a10".to_string(), 4)].into();
+        let cap: Capacity = [
+            ("a100".to_string(), 8),
+            ("v100".to_string(), 16),
+            ("a10".to_string(), 4),
+        ]
+        .into();
         let s = Summary::of(&jobs, Some(&cap));
         assert_eq!((s.jobs, s.finished, s.with_decision), (2, 2, 1));
         let jct = s.jct.unwrap();

@@ -137,6 +137,8 @@ struct JobPlan {
     ideal: CellChoice,
     /// Freezing profile when the job freezes.
     freeze: Option<FreezeProfile>,
+    /// Jobs of one class (model, batch, GPU cap) see the same Cells.
+    class: usize,
 }
 
 /// Per-pass view of when GPUs of each type free up.
@@ -181,6 +183,10 @@ pub struct CellschedPolicy {
     opts: CellschedOptions,
     name: String,
     plans: HashMap<usize, JobPlan>,
+    classes: HashMap<(String, u32, u32), usize>,
+    /// Per class: the pass epoch in which it found no acceptable free Cell.
+    no_cell_epoch: Vec<u64>,
+    epoch: u64,
 }
 
 impl CellschedPolicy {
@@ -193,7 +199,7 @@ impl CellschedPolicy {
             return Err(SimError::invalid("max GPU factor", opts.max_gpu_factor.to_string(), "a number >= 1"));
         }
         opts.asrpt.validate()?;
-        Ok(CellschedPolicy { name: opts.name(), opts, plans: HashMap::new() })
+        Ok(CellschedPolicy { name: opts.name(), opts, plans: HashMap::new(), classes: HashMap::new(), no_cell_epoch: Vec::new(), epoch: 1 })
     }
 
     fn max_gpus(&self, sim: &Sim<'_>, i: usize) -> u32 {
@@ -201,6 +207,12 @@ impl CellschedPolicy {
     }
 
     /// Offers of the free GPUs (or of an idle cluster), skipping `held` types.
+    ///
+    /// `rank_cells` offers Cells of at most one node (up to the largest free
+    /// count) or of whole free nodes, so each group is summarized in that
+    /// canonical form — the fully free nodes a Cell of `max_gpus` could use,
+    /// else the node with the most free GPUs — which gives the same ranking
+    /// and lets [`crate::times::TimeCache`] hit far more often.
     fn offers(sim: &Sim<'_>, max_gpus: u32, idle: bool, held: &[bool]) -> Vec<Offer> {
         let c = sim.cluster();
         c.groups
@@ -208,10 +220,12 @@ impl CellschedPolicy {
             .filter(|g| !held[g.type_idx])
             .filter_map(|g| {
                 let gpn = g.spec.gpus_per_node;
-                let free = if idle {
-                    vec![gpn; (g.spec.nodes as usize).min(max_gpus as usize)]
+                let cap = max_gpus.div_ceil(gpn) as usize;
+                let full = if idle { g.spec.nodes as usize } else { g.nodes_with_free(gpn) }.min(cap);
+                let free = if full > 0 {
+                    vec![gpn; full]
                 } else {
-                    g.top_free(max_gpus as usize)
+                    g.top_free(1)
                 };
                 (!free.is_empty()).then(|| Offer { gpu_type: g.spec.gpu_type.clone(), gpus_per_node: gpn, free_gpus_per_node: free })
             })
@@ -256,7 +270,9 @@ impl CellschedPolicy {
     }
 
     /// The Cell to start job `i` on now, if any.
-    fn choose(&self, sim: &mut Sim<'_>, i: usize, held: &[bool], ft: &mut FreeTimes) -> Option<(Shape, f64)> {
+    /// The Cell to start job `i` on now, if any; `no_cell` is set when no
+    /// free Cell is acceptable for the job's whole class (not just this job).
+    fn choose(&self, sim: &mut Sim<'_>, i: usize, held: &[bool], ft: &mut FreeTimes, no_cell: &mut bool) -> Option<(Shape, f64)> {
         let plan = &self.plans[&i].ideal;
         if !self.opts.cell_search || !self.opts.replan {
             // The planned Cell (requested one when Cell search is off).
@@ -295,6 +311,7 @@ impl CellschedPolicy {
             }
             return Some((s, c.iter_s));
         }
+        *no_cell = wait_done.is_none();
         None
     }
 }
@@ -327,12 +344,18 @@ impl Policy for CellschedPolicy {
                     Some(f) if self.opts.freeze => f.parse::<FreezeMode>().unwrap_or(FreezeMode::Off),
                     _ => FreezeMode::Off,
                 };
+                let model = sim.job(i).spec.model_name.clone();
                 let freeze = (mode != FreezeMode::Off).then(|| {
-                    let model = sim.job(i).spec.model_name.clone();
                     let layers = sim.times().source().num_layers(&model);
                     FreezeProfile::for_mode(mode, layers)
                 });
-                self.plans.insert(i, JobPlan { ideal, freeze });
+                let key = (model, sim.job(i).spec.batch_size, self.max_gpus(sim, i));
+                let n = self.classes.len();
+                let class = *self.classes.entry(key).or_insert(n);
+                if class == self.no_cell_epoch.len() {
+                    self.no_cell_epoch.push(0);
+                }
+                self.plans.insert(i, JobPlan { ideal, freeze, class });
                 true
             }
             None => false,
@@ -374,12 +397,24 @@ impl Policy for CellschedPolicy {
         };
         let mut held = vec![false; sim.cluster().types.len()];
         let mut ft = FreeTimes::default();
+        self.epoch += 1; // the cluster changed since the last pass
         for i in order {
             if sim.cluster().free_total() == 0 {
                 break;
             }
-            match self.choose(sim, i, &held, &mut ft) {
+            let class = self.plans[&i].class;
+            let replanning = self.opts.cell_search && self.opts.replan;
+            if replanning && self.no_cell_epoch[class] == self.epoch {
+                continue; // same class, same free GPUs: still no acceptable Cell
+            }
+            let mut no_cell = false;
+            let chosen = self.choose(sim, i, &held, &mut ft, &mut no_cell);
+            if no_cell && replanning {
+                self.no_cell_epoch[class] = self.epoch;
+            }
+            match chosen {
                 Some((shape, iter_s)) => {
+                    self.epoch += 1;
                     let planned = sim.job(i).planned.clone();
                     let t = sim.cluster().groups[shape.group].type_idx;
                     *ft.used.entry(t).or_default() += shape.gpus() as u64;
@@ -395,6 +430,7 @@ impl Policy for CellschedPolicy {
                         if asrpt::is_aged(&pj, sim.now(), &self.opts.asrpt) {
                             if let Some(t) = sim.cluster().type_index(&self.plans[&i].ideal.gpu_type) {
                                 held[t] = true;
+                                self.epoch += 1; // the offers changed
                             }
                         }
                     }

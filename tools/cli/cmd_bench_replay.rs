@@ -1,0 +1,237 @@
+//! `cellsched bench replay`: replay a small trace on the live local cluster,
+//! stock Slurm then cellsched, and compare them from sacct (plus the
+//! simulator on the same trace).
+//!
+//! `cellsched bench replay --trace bench/replay/small.csv [--speedup 20] [--json]
+//!  [--dir D --port-base N] [--modes stock,cellsched] [--dry-run]`
+use anyhow::{bail, Context, Result};
+use cellsched_cluster::{parse_port_base, ClusterSpec};
+use cellsched_core::estimator::Estimator;
+use cellsched_core::gpu::GpuCatalog;
+use cellsched_core::model::ModelCatalog;
+use cellsched_replay::results::{live_table, sim_table};
+use cellsched_replay::workload::sbatch_args;
+use cellsched_replay::{interrupt, runner, sim, Comparison, LiveOptions, Mode, Settings};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Trace CSV (job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type[,user,freeze]).
+    #[arg(long)]
+    trace: PathBuf,
+    /// Time compression: trace seconds per real second.
+    #[arg(long, default_value_t = 20.0)]
+    speedup: f64,
+    /// Modes to run, in order (comma list of stock, cellsched).
+    #[arg(long, default_value = "stock,cellsched")]
+    modes: String,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Cluster directory [default: as `cellsched cluster`].
+    #[arg(long, env = "CELLSCHED_CLUSTER_DIR", value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// First port of the cluster's range [default: as `cellsched cluster`].
+    #[arg(long, env = "CELLSCHED_PORT_BASE", value_name = "PORT", value_parser = port_base)]
+    port_base: Option<u16>,
+    /// Plugin configuration (cellsched.toml) for the cellsched pass
+    /// [default: bench/replay/cellsched.toml when present].
+    #[arg(long, value_name = "FILE")]
+    cellsched_toml: Option<PathBuf>,
+    /// Simulator cluster TOML mirroring the live cluster [default: bench/replay/cluster.toml].
+    #[arg(long, value_name = "FILE")]
+    sim_cluster: Option<PathBuf>,
+    /// Skip the simulator comparison.
+    #[arg(long)]
+    no_sim: bool,
+    /// The emulated training job [default: etc/examples/emulated-train.sh].
+    #[arg(long, value_name = "FILE")]
+    script: Option<PathBuf>,
+    /// Time limit = max(declared, FACTOR × predicted run on the requested Cell).
+    #[arg(long, default_value_t = 3.0, value_name = "FACTOR")]
+    limit_factor: f64,
+    /// Real seconds a mode may run; unfinished jobs are then cancelled and reported.
+    #[arg(long, default_value_t = 600.0, value_name = "SECONDS")]
+    timeout: f64,
+    /// Seconds between squeue polls.
+    #[arg(long, default_value_t = 2.0, value_name = "SECONDS")]
+    poll: f64,
+    /// Leave the cluster up at the end (default: bring it down).
+    #[arg(long)]
+    keep_up: bool,
+    /// Print the sbatch command lines of each mode and the simulator's view; start nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+fn port_base(s: &str) -> Result<u16, String> {
+    parse_port_base(s).map_err(|e| e.to_string())
+}
+
+/// `rel` under the current directory, else under the source tree this binary was built from.
+fn repo_file(rel: &str) -> Option<PathBuf> {
+    [std::env::current_dir().ok(), Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")))]
+        .into_iter()
+        .flatten()
+        .map(|d| d.join(rel))
+        .find(|p| p.is_file())
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    std::fs::canonicalize(p).with_context(|| format!("{} does not exist", p.display()))
+}
+
+/// UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// Runs the subcommand.
+pub fn run(a: Args) -> Result<()> {
+    let modes = Mode::parse_list(&a.modes)?;
+    if !(a.timeout.is_finite() && a.timeout > 0.0) {
+        bail!("--timeout must be a positive number of seconds, got {}", a.timeout);
+    }
+    let trace_path = a.trace.display().to_string();
+    let trace = cellsched_sim::trace::load_trace(&trace_path)?;
+    if trace.is_empty() {
+        bail!("{trace_path}: the trace has no jobs");
+    }
+    let mut spec = ClusterSpec::from_env().context("reading the cluster settings from the environment")?;
+    if let Some(d) = &a.dir {
+        spec.dir = if d.is_absolute() { d.clone() } else { std::env::current_dir()?.join(d) };
+    }
+    if let Some(p) = a.port_base {
+        spec.port_base = p;
+    }
+    let toml_path = a.cellsched_toml.clone().or_else(|| repo_file("bench/replay/cellsched.toml"));
+    if let Some(p) = &toml_path {
+        spec.cellsched_toml = Some(std::fs::read_to_string(p).with_context(|| format!("reading --cellsched-toml {}", p.display()))?);
+    }
+    let script = match &a.script {
+        Some(p) => absolute(p)?,
+        None => absolute(&repo_file("etc/examples/emulated-train.sh").context(
+            "etc/examples/emulated-train.sh not found under the current directory or the source tree; give --script",
+        )?)?,
+    };
+    let run_tag = format!("r{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+    let settings = Settings {
+        speedup: a.speedup,
+        limit_factor: a.limit_factor,
+        script,
+        out_dir: spec.dir.join("replay").join(&run_tag),
+        run_tag,
+    };
+    let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+    let shapes = cellsched_replay::shapes_of_cluster(&spec);
+    let jobs = cellsched_replay::prepare(&trace, &shapes, &est, &settings)?;
+
+    // The simulator on the same trace (cheap: tens of jobs).
+    let sim_side = if a.no_sim {
+        None
+    } else {
+        let path = match &a.sim_cluster {
+            Some(p) => Some(p.clone()),
+            None => repo_file("bench/replay/cluster.toml"),
+        };
+        match path {
+            Some(p) => {
+                let p = p.display().to_string();
+                if sim::shapes_of_sim_cluster(&p)? != shapes {
+                    eprintln!("note: simulator cluster {p} differs from the live cluster's node groups");
+                }
+                Some(sim::simulate_both(&trace, &p)?)
+            }
+            None => {
+                eprintln!("note: no bench/replay/cluster.toml found; skipping the simulator (give --sim-cluster)");
+                None
+            }
+        }
+    };
+
+    if a.dry_run {
+        for &m in &modes {
+            println!("# mode {m}: {} jobs", jobs.len());
+            for j in &jobs {
+                println!("at {:>7.1} s: sbatch {}", j.submit_at_s, sbatch_args(j, m, &settings).join(" "));
+            }
+        }
+        if let Some(s) = &sim_side {
+            println!("{}", sim_table(s));
+        }
+        return Ok(());
+    }
+
+    interrupt::install();
+    let last_submit = jobs.last().map_or(0.0, |j| j.submit_at_s);
+    if a.timeout <= last_submit {
+        bail!("--timeout {} s ends before the last submission at {last_submit:.0} s; raise it or the --speedup", a.timeout);
+    }
+    let opts = LiveOptions { spec, timeout_s: a.timeout, poll_s: a.poll, queue_wait_s: 60.0, keep_up: a.keep_up };
+    let started = utc_now();
+    eprintln!(
+        "replaying {} jobs from {trace_path} at {}x on the cluster at {} (ports from {}); modes: {}",
+        jobs.len(),
+        a.speedup,
+        opts.spec.dir.display(),
+        opts.spec.port_base,
+        modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
+    );
+    let mut sink = |line: &str| eprintln!("{line}");
+    let results = runner::run_modes(&jobs, &modes, &settings, &opts, &mut sink)?;
+    let c = Comparison::new(trace_path, a.speedup, started, results, sim_side);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+        return Ok(());
+    }
+    print_text(&c, &settings);
+    Ok(())
+}
+
+fn print_text(c: &Comparison, s: &Settings) {
+    println!("live replay of {} at {}x ({} UTC); job output in {}", c.trace, c.speedup, c.started, s.out_dir.display());
+    println!("{}", live_table(c));
+    for m in &c.modes {
+        for p in &m.problems {
+            println!(
+                "  {}: trace job {}{}: {}",
+                m.mode,
+                p.trace_job,
+                p.slurm_id.map_or(String::new(), |id| format!(" (Slurm job {id})")),
+                p.reason
+            );
+        }
+    }
+    if let Some(sim) = &c.sim {
+        println!("simulator on the same trace ({}):", sim.cluster);
+        println!("{}", sim_table(sim));
+    }
+    let (live, simr) = (c.live_ratios.as_ref().and_then(|r| r.avg_jct), c.sim.as_ref().and_then(|s| s.ratios.avg_jct));
+    if let Some(l) = live {
+        println!(
+            "live: cellsched's average JCT is {:.1}% {} than stock Slurm's (stock/cellsched = {l:.2}x)",
+            (1.0 - 1.0 / l).abs() * 100.0,
+            if l >= 1.0 { "lower" } else { "higher" }
+        );
+    }
+    if let Some(x) = simr {
+        println!("simulator: slurm/cellsched average JCT = {x:.2}x");
+    }
+    match c.same_direction {
+        Some(true) => println!("direction: live and simulated results agree"),
+        Some(false) => println!("direction: live and simulated results DISAGREE"),
+        None => {}
+    }
+}

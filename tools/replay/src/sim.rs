@@ -1,0 +1,36 @@
+//! The simulator on the same trace: policies `slurm` (stock baseline) and
+//! `cellsched` on a cluster TOML that mirrors the live cluster, so the live
+//! ratio can be checked against the simulated one.
+use crate::error::ReplayError;
+use crate::results::{Ratios, SimSide};
+use cellsched_sim::core_times::CoreTimes;
+use cellsched_sim::policy::{self, CellschedOptions};
+use cellsched_sim::{ClusterSpec, SimConfig, TimeCache, TraceJob};
+use std::collections::BTreeMap;
+
+/// Simulates `slurm` and `cellsched` (default options) on `trace`.
+pub fn simulate_both(trace: &[TraceJob], cluster_toml: &str) -> Result<SimSide, ReplayError> {
+    let spec = ClusterSpec::load(cluster_toml)?;
+    let mut times = TimeCache::new(Box::new(CoreTimes::new(&spec, None)?));
+    let opts = CellschedOptions::default();
+    let mut run = |name: &str| -> Result<cellsched_sim::Metrics, ReplayError> {
+        let mut p = policy::build(name, &opts)?;
+        Ok(cellsched_sim::simulate(SimConfig::default(), &spec, trace, &mut times, p.as_mut(), None))
+    };
+    let slurm = run("slurm")?;
+    let cellsched = run("cellsched")?;
+    let ratios = Ratios::sim(&slurm, &cellsched);
+    Ok(SimSide { cluster: cluster_toml.to_string(), slurm, cellsched, ratios })
+}
+
+/// `type → (gpus_per_node, nodes)` of a simulator cluster TOML.
+pub fn shapes_of_sim_cluster(cluster_toml: &str) -> Result<BTreeMap<String, (u32, u32)>, ReplayError> {
+    let spec = ClusterSpec::load(cluster_toml)?;
+    let mut m = BTreeMap::new();
+    for g in &spec.groups {
+        let e = m.entry(g.gpu_type.clone()).or_insert((g.gpus_per_node, 0));
+        e.0 = e.0.max(g.gpus_per_node);
+        e.1 += g.nodes;
+    }
+    Ok(m)
+}

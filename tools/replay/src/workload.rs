@@ -1,0 +1,389 @@
+//! From trace rows to `sbatch` command lines, for each replay mode.
+//!
+//! Time is compressed by `speedup`: a job submitted at trace second `t` is
+//! submitted `t / speedup` real seconds after the mode starts, and the
+//! emulated trainer sleeps `1 / speedup` real seconds per predicted second.
+//!
+//! - stock: the user's own typed GRES, `--gres=gpu:TYPE:PER_NODE` on
+//!   `ceil(n / gpus_per_node)` nodes, and the iteration time the estimator
+//!   predicts for that Cell passed to the trainer as its declared time;
+//! - cellsched: `--dl-model/--dl-batch/--dl-iters/--dl-cell=auto` (and
+//!   `--dl-freeze` when the trace opts in); the plugins choose the Cell and
+//!   the SPANK plugin injects the iteration time.
+//!
+//! Both modes get the same time limit: the larger of the trace's declared
+//! limit and `limit_factor` × the predicted run time on the requested Cell.
+use crate::error::ReplayError;
+use cellsched_core::estimator::{Estimator, JobSpec};
+use cellsched_core::Cell;
+use cellsched_sim::TraceJob;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Which scheduler a replay pass runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Stock Slurm (multifactor + backfill), no cellsched plugins.
+    Stock,
+    /// cellsched's plugins loaded; jobs carry `--dl-*` options.
+    Cellsched,
+}
+
+impl Mode {
+    /// The mode's name as used on the command line and in job names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Stock => "stock",
+            Mode::Cellsched => "cellsched",
+        }
+    }
+
+    /// Parses a comma list such as `stock,cellsched` (order kept, no duplicates).
+    pub fn parse_list(s: &str) -> Result<Vec<Mode>, ReplayError> {
+        let mut v = Vec::new();
+        for w in s.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let m = match w.to_ascii_lowercase().as_str() {
+                "stock" | "slurm" => Mode::Stock,
+                "cellsched" => Mode::Cellsched,
+                _ => return Err(ReplayError::invalid("mode", w, "stock or cellsched")),
+            };
+            if v.contains(&m) {
+                return Err(ReplayError::invalid("mode list", s, "each mode at most once"));
+            }
+            v.push(m);
+        }
+        if v.is_empty() {
+            return Err(ReplayError::invalid("mode list", s, "stock, cellsched or stock,cellsched"));
+        }
+        Ok(v)
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How trace rows become jobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Trace seconds per real second (> 0).
+    pub speedup: f64,
+    /// Time limit = max(declared, `limit_factor` × predicted run), ≥ 1.
+    pub limit_factor: f64,
+    /// The emulated trainer (absolute path, readable on the nodes).
+    pub script: PathBuf,
+    /// Directory for the jobs' output files (also their working directory).
+    pub out_dir: PathBuf,
+    /// Tag of this replay run, written into every job's comment.
+    pub run_tag: String,
+}
+
+impl Settings {
+    /// Checks the numbers.
+    pub fn validate(&self) -> Result<(), ReplayError> {
+        if !(self.speedup.is_finite() && self.speedup > 0.0) {
+            return Err(ReplayError::invalid("speedup", self.speedup.to_string(), "a positive number"));
+        }
+        if !(self.limit_factor.is_finite() && self.limit_factor >= 1.0) {
+            return Err(ReplayError::invalid("limit factor", self.limit_factor.to_string(), "a number >= 1"));
+        }
+        Ok(())
+    }
+
+    /// Real seconds slept per predicted second.
+    pub fn scale(&self) -> f64 {
+        1.0 / self.speedup
+    }
+}
+
+/// A trace row ready to be submitted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplayJob {
+    /// The trace row.
+    pub trace: TraceJob,
+    /// Real seconds after the mode's start at which it is submitted.
+    pub submit_at_s: f64,
+    /// Nodes of the requested Cell.
+    pub nodes: u32,
+    /// GPUs per node of the requested Cell (typed GRES count).
+    pub gpus_per_node: u32,
+    /// Predicted seconds per iteration on the requested Cell.
+    pub iter_time_s: f64,
+    /// `num_iteration` × `iter_time_s`, trace seconds.
+    pub predicted_run_s: f64,
+    /// `--time` in whole minutes (same in both modes).
+    pub time_limit_min: u64,
+}
+
+/// Predicted seconds per iteration of `model`/`batch` on `gpus` GPUs of
+/// `gpu_type` with `gpus_per_node` per node: the fastest over the pipeline
+/// stage counts that divide `gpus` (as the simulator does).
+pub fn requested_iter_time(
+    est: &Estimator,
+    model: &str,
+    batch: u32,
+    gpu_type: &str,
+    gpus: u32,
+    gpus_per_node: u32,
+) -> Result<f64, String> {
+    let spec = est.model_catalog().resolve(model).map_err(|e| e.to_string())?;
+    let job = JobSpec { model: spec, global_batch: batch };
+    let mut best: Option<f64> = None;
+    let mut last_err = String::new();
+    for stages in (1..=gpus.min(64)).filter(|s| gpus % s == 0) {
+        let cell = Cell::new(gpu_type, gpus, stages).map_err(|e| e.to_string())?;
+        match est.estimate(&job, &cell, gpus_per_node) {
+            Ok(e) if best.map_or(true, |b| e.iter_time_s < b) => best = Some(e.iter_time_s),
+            Ok(_) => {}
+            Err(e) => last_err = e.to_string(),
+        }
+    }
+    best.ok_or_else(|| format!("no feasible plan for {model} (batch {batch}) on {gpus} x {gpu_type}: {last_err}"))
+}
+
+/// Turns trace rows into jobs for a cluster whose GPU types have the given
+/// node sizes and node counts (`type → (gpus_per_node, nodes)`).
+pub fn prepare(
+    trace: &[TraceJob],
+    node_shapes: &BTreeMap<String, (u32, u32)>,
+    est: &Estimator,
+    s: &Settings,
+) -> Result<Vec<ReplayJob>, ReplayError> {
+    s.validate()?;
+    let mut out = Vec::with_capacity(trace.len());
+    for t in trace {
+        let bad = |msg: String| ReplayError::Job { job: t.job_id.clone(), msg };
+        let Some(&(gpn, count)) = node_shapes.get(&t.gpu_type) else {
+            let known: Vec<&str> = node_shapes.keys().map(String::as_str).collect();
+            return Err(bad(format!("gpu_type '{}' is not in the cluster (types: {})", t.gpu_type, known.join(", "))));
+        };
+        let nodes = t.num_gpu.div_ceil(gpn);
+        if nodes > count {
+            return Err(bad(format!(
+                "asks for {} x {} but the cluster has {} node(s) of {} GPUs",
+                t.num_gpu, t.gpu_type, count, gpn
+            )));
+        }
+        let per_node = t.num_gpu.div_ceil(nodes);
+        let iter_time_s = requested_iter_time(est, &t.model_name, t.batch_size, &t.gpu_type, t.num_gpu, per_node).map_err(bad)?;
+        let predicted_run_s = t.num_iteration as f64 * iter_time_s;
+        let limit_s = t.deadline.max(s.limit_factor * predicted_run_s) / s.speedup;
+        out.push(ReplayJob {
+            trace: t.clone(),
+            submit_at_s: t.submission_time / s.speedup,
+            nodes,
+            gpus_per_node: per_node,
+            iter_time_s,
+            predicted_run_s,
+            time_limit_min: ((limit_s / 60.0).ceil() as u64).max(1),
+        });
+    }
+    out.sort_by(|a, b| a.submit_at_s.total_cmp(&b.submit_at_s));
+    Ok(out)
+}
+
+/// Keeps letters, digits, `-`, `_`, `.` (job names, file names).
+fn safe(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+}
+
+/// The Slurm job name of a trace job in a mode: `replay-MODE-ID`.
+pub fn job_name(mode: Mode, trace_id: &str) -> String {
+    format!("replay-{}-{}", mode.name(), safe(trace_id))
+}
+
+/// The job comment: identifies the run, mode and trace job, and carries the
+/// DL tags (`model= batch= iters=`) that `cellsched report` reads.
+pub fn job_comment(mode: Mode, j: &ReplayJob, s: &Settings) -> String {
+    format!(
+        "cellsched-replay run={} mode={} trace_job={} model={} batch={} iters={}",
+        safe(&s.run_tag),
+        mode.name(),
+        safe(&j.trace.job_id),
+        safe(&j.trace.model_name),
+        j.trace.batch_size,
+        j.trace.num_iteration
+    )
+}
+
+/// The `sbatch` arguments (without the program name) for `j` in `mode`.
+pub fn sbatch_args(j: &ReplayJob, mode: Mode, s: &Settings) -> Vec<String> {
+    let t = &j.trace;
+    let out = s.out_dir.join(format!("{}-%j.out", job_name(mode, &t.job_id)));
+    let mut a = vec![
+        "--parsable".to_string(),
+        format!("--job-name={}", job_name(mode, &t.job_id)),
+        format!("--comment={}", job_comment(mode, j, s)),
+        format!("--time={}", j.time_limit_min),
+        format!("--output={}", out.display()),
+        format!("--chdir={}", s.out_dir.display()),
+        format!("--export=ALL,CELLSCHED_EMU_SCALE={}", fmt_num(s.scale())),
+    ];
+    match mode {
+        Mode::Stock => {
+            a.push(format!("--nodes={}", j.nodes));
+            a.push(format!("--gres=gpu:{}:{}", t.gpu_type, j.gpus_per_node));
+        }
+        Mode::Cellsched => {
+            a.push(format!("--dl-model={}", t.model_name));
+            a.push(format!("--dl-batch={}", t.batch_size));
+            a.push(format!("--dl-iters={}", t.num_iteration));
+            a.push("--dl-cell=auto".to_string());
+            if let Some(f) = t.freeze.as_deref().filter(|f| *f != "off") {
+                a.push(format!("--dl-freeze={f}"));
+            }
+        }
+    }
+    a.push(s.script.display().to_string());
+    a.push("--iters".into());
+    a.push(t.num_iteration.to_string());
+    if mode == Mode::Stock {
+        // Stock Slurm injects nothing: the user declares the iteration time.
+        a.push("--iter-time".into());
+        a.push(fmt_num(j.iter_time_s));
+    }
+    a
+}
+
+/// A number without trailing zeros (`0.05`, `2`, `0.263`), 6 decimals at most.
+pub fn fmt_num(x: f64) -> String {
+    let s = format!("{x:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() || s == "-" { "0".into() } else { s.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cellsched_core::gpu::GpuCatalog;
+    use cellsched_core::model::ModelCatalog;
+
+    fn est() -> Estimator {
+        Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
+    }
+
+    fn shapes() -> BTreeMap<String, (u32, u32)> {
+        [("a100".to_string(), (4, 2)), ("v100".to_string(), (8, 2)), ("a10".to_string(), (4, 1))].into()
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            speedup: 20.0,
+            limit_factor: 3.0,
+            script: PathBuf::from("/repo/etc/examples/emulated-train.sh"),
+            out_dir: PathBuf::from("/tmp/out"),
+            run_tag: "r1".into(),
+        }
+    }
+
+    fn row(id: &str, t: f64, iters: u64, model: &str, deadline: f64, n: u32, ty: &str) -> TraceJob {
+        TraceJob {
+            job_id: id.into(),
+            submission_time: t,
+            num_iteration: iters,
+            model_name: model.into(),
+            deadline,
+            batch_size: 64,
+            num_gpu: n,
+            gpu_type: ty.into(),
+            user: None,
+            freeze: None,
+        }
+    }
+
+    #[test]
+    fn modes_parse_and_reject() {
+        assert_eq!(Mode::parse_list("stock,cellsched").unwrap(), vec![Mode::Stock, Mode::Cellsched]);
+        assert_eq!(Mode::parse_list(" cellsched ").unwrap(), vec![Mode::Cellsched]);
+        let e = Mode::parse_list("stock,fast").unwrap_err().to_string();
+        assert!(e.contains("'fast'") && e.contains("stock or cellsched"), "{e}");
+        assert!(Mode::parse_list("stock,stock").is_err());
+        assert!(Mode::parse_list("").is_err());
+    }
+
+    #[test]
+    fn compresses_time_and_sizes_nodes() {
+        let trace = vec![
+            row("b", 400.0, 1000, "gpt__350M", 0.0, 8, "a100"),
+            row("a", 100.0, 2000, "resnet50", 7200.0, 3, "v100"),
+        ];
+        let jobs = prepare(&trace, &shapes(), &est(), &settings()).unwrap();
+        // Sorted by submission; times divided by the speedup.
+        assert_eq!(jobs[0].trace.job_id, "a");
+        assert_eq!(jobs[0].submit_at_s, 5.0);
+        assert_eq!(jobs[1].submit_at_s, 20.0);
+        // 3 v100 fit one 8-GPU node; 8 a100 need both 4-GPU nodes.
+        assert_eq!((jobs[0].nodes, jobs[0].gpus_per_node), (1, 3));
+        assert_eq!((jobs[1].nodes, jobs[1].gpus_per_node), (2, 4));
+        // The iteration time is the estimator's for the requested Cell.
+        let t = requested_iter_time(&est(), "gpt__350M", 64, "a100", 8, 4).unwrap();
+        assert_eq!(jobs[1].iter_time_s, t);
+        assert!((jobs[1].predicted_run_s - 1000.0 * t).abs() < 1e-9);
+        // Limit: declared 7200 s beats 3 × run for the short resnet job → 360 s real = 6 min.
+        assert!(3.0 * jobs[0].predicted_run_s < 7200.0);
+        assert_eq!(jobs[0].time_limit_min, 6);
+        // No declared limit: 3 × predicted run, compressed, rounded up to minutes.
+        assert_eq!(jobs[1].time_limit_min, ((3.0 * 1000.0 * t / 20.0 / 60.0).ceil() as u64).max(1));
+    }
+
+    #[test]
+    fn stock_args_use_typed_gres_and_declared_time() {
+        let trace = vec![row("7", 60.0, 500, "bert__760M", 0.0, 8, "a100")];
+        let s = settings();
+        let j = &prepare(&trace, &shapes(), &est(), &s).unwrap()[0];
+        let a = sbatch_args(j, Mode::Stock, &s);
+        assert!(a.contains(&"--gres=gpu:a100:4".to_string()), "{a:?}");
+        assert!(a.contains(&"--nodes=2".to_string()));
+        assert!(a.contains(&"--job-name=replay-stock-7".to_string()));
+        assert!(a.contains(&"--export=ALL,CELLSCHED_EMU_SCALE=0.05".to_string()));
+        assert!(a.iter().all(|x| !x.starts_with("--dl-")), "stock Slurm knows no --dl-* options: {a:?}");
+        let script = a.iter().position(|x| x == "/repo/etc/examples/emulated-train.sh").unwrap();
+        assert_eq!(&a[script + 1..], &["--iters", "500", "--iter-time", &fmt_num(j.iter_time_s)]);
+        let comment = a.iter().find(|x| x.starts_with("--comment=")).unwrap();
+        assert_eq!(comment, "--comment=cellsched-replay run=r1 mode=stock trace_job=7 model=bert__760M batch=64 iters=500");
+    }
+
+    #[test]
+    fn cellsched_args_let_the_plugins_choose() {
+        let mut r = row("x/1", 0.0, 300, "moe__690M", 0.0, 2, "a10");
+        r.freeze = Some("conservative".into());
+        let s = settings();
+        let j = &prepare(&[r], &shapes(), &est(), &s).unwrap()[0];
+        let a = sbatch_args(j, Mode::Cellsched, &s);
+        for want in ["--dl-model=moe__690M", "--dl-batch=64", "--dl-iters=300", "--dl-cell=auto", "--dl-freeze=conservative"] {
+            assert!(a.contains(&want.to_string()), "missing {want}: {a:?}");
+        }
+        assert!(a.iter().all(|x| !x.starts_with("--gres") && !x.starts_with("--nodes") && x != "--iter-time"), "{a:?}");
+        // Unsafe characters of the trace id never reach names or paths.
+        assert!(a.contains(&"--job-name=replay-cellsched-x_1".to_string()), "{a:?}");
+        assert!(a.contains(&"--output=/tmp/out/replay-cellsched-x_1-%j.out".to_string()), "{a:?}");
+        assert_eq!(a.last().unwrap(), "300");
+    }
+
+    #[test]
+    fn bad_rows_name_the_job_and_problem() {
+        let s = settings();
+        let e = prepare(&[row("9", 0.0, 10, "gpt__350M", 0.0, 2, "h100")], &shapes(), &est(), &s).unwrap_err().to_string();
+        assert!(e.contains("'9'") && e.contains("h100") && e.contains("a10, a100, v100"), "{e}");
+        let e = prepare(&[row("10", 0.0, 10, "gpt__350M", 0.0, 12, "a100")], &shapes(), &est(), &s).unwrap_err().to_string();
+        assert!(e.contains("'10'") && e.contains("12 x a100"), "{e}");
+        let e = prepare(&[row("11", 0.0, 10, "no_such_model", 0.0, 1, "a100")], &shapes(), &est(), &s).unwrap_err().to_string();
+        assert!(e.contains("'11'") && e.contains("no_such_model"), "{e}");
+        let mut bad = settings();
+        bad.speedup = 0.0;
+        assert!(prepare(&[], &shapes(), &est(), &bad).unwrap_err().to_string().contains("speedup"));
+    }
+
+    #[test]
+    fn numbers_print_short() {
+        assert_eq!(fmt_num(0.05), "0.05");
+        assert_eq!(fmt_num(2.0), "2");
+        assert_eq!(fmt_num(0.2630001), "0.263");
+        assert_eq!(fmt_num(0.0), "0");
+    }
+}
