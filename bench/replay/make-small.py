@@ -4,8 +4,8 @@ live replay (`cellsched bench replay`) on the local test cluster.
 
 Shape: most users ask for the popular a100 (1-8 GPUs) while v100/a10 sit
 mostly idle; a few ask for v100 or a10. Run times on the requested Cell
-(from `cellsched estimate`) are log-uniform in 300-2400 trace seconds,
-long and short jobs mixed; arrivals over ~30 trace minutes with a burst
+(from `cellsched estimate`) are log-uniform in 200-1500 trace seconds,
+long and short jobs mixed; arrivals over ~20 trace minutes with a burst
 at the start; declared limits overestimate the run 1.5-3x (rounded up to
 5 minutes); a few jobs opt into layer freezing.
 
@@ -38,13 +38,13 @@ while len(rows) < 40:
     it = iter_time(model, batch, gpu, n)
     if it is None:
         continue  # does not fit this Cell: draw again
-    run = math.exp(rng.uniform(math.log(300), math.log(2400)))
+    run = math.exp(rng.uniform(math.log(200), math.log(1500)))
     iters = max(10, round(run / it))
     deadline = math.ceil(iters * it * rng.uniform(1.5, 3.0) / 300) * 300
     freeze = rng.choices(["", "conservative", "auto"], weights=[80, 10, 10])[0]
     rows.append((jid, round(t, 1), iters, model, deadline, batch, n, gpu, "u%d" % rng.randint(1, 6), freeze))
     jid += 1
-    t += rng.expovariate(1 / 20.0) if jid <= 12 else rng.expovariate(1 / 60.0)
+    t += rng.expovariate(1 / 15.0) if jid <= 12 else rng.expovariate(1 / 40.0)
 
 print("job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type,user,freeze")
 for r in rows:

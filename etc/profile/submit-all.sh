@@ -33,7 +33,7 @@ TYPES=("$@")
 ids=()
 for t in "${TYPES[@]}"; do
     n=${PER_NODE[$t]:-1}
-    id=$(cd "$HERE" && sbatch --parsable --constraint="$t" --gres="gpu:$t:$n" \
+    id=$(cd "$HERE" && sbatch --parsable --constraint="$t" --gres="gpu:$t:$n" --output="$OUT/profile-$t-%j.out" \
         --export="ALL,CELLSCHED=$CELLSCHED,CELLSCHED_PROFILE_OUT=$OUT,CELLSCHED_PROFILE_TYPE=$t" etc/profile-gpus.sbatch)
     echo "profiling $t ($n GPUs per node): job $id"
     ids+=("$id")

@@ -13,7 +13,7 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(180);
 fn scratch_spec(tag: &str, offset: u16) -> ClusterSpec {
     let mut spec = common::test_spec();
     spec.dir = std::env::temp_dir().join(format!("cs-e2e-{tag}-{}", std::process::id()));
-    spec.port_base = spec.port_base + offset;
+    spec.port_base += offset;
     let _ = std::fs::remove_dir_all(&spec.dir);
     spec
 }

@@ -2,7 +2,7 @@
 //! stock Slurm then cellsched, and compare them from sacct (plus the
 //! simulator on the same trace).
 //!
-//! `cellsched bench replay --trace bench/replay/small.csv [--speedup 20] [--json]
+//! `cellsched bench replay --trace bench/replay/small.csv [--speedup 30] [--json]
 //!  [--dir D --port-base N] [--modes stock,cellsched] [--dry-run]`
 use anyhow::{bail, Context, Result};
 use cellsched_cluster::{parse_port_base, ClusterSpec};
@@ -20,7 +20,7 @@ pub struct Args {
     #[arg(long)]
     trace: PathBuf,
     /// Time compression: trace seconds per real second.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 30.0)]
     speedup: f64,
     /// Modes to run, in order (comma list of stock, cellsched).
     #[arg(long, default_value = "stock,cellsched")]

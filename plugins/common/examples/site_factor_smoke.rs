@@ -111,8 +111,11 @@ pub extern "C" fn fini() -> c_int {
 }
 
 /// New or changed job: reads fields through the shim, sets a neutral factor.
+///
+/// # Safety
+/// Called by slurmctld with a live `job_record_t *`, holding the job write lock.
 #[no_mangle]
-pub extern "C" fn site_factor_p_set(job_ptr: *mut c_void) {
+pub unsafe extern "C" fn site_factor_p_set(job_ptr: *mut c_void) {
     guard("site_factor_p_set", (), || {
         let Some(mut job) = (unsafe { Job::from_raw(job_ptr) }) else { return };
         log::info(&format!(

@@ -392,10 +392,12 @@ mod tests {
     #[test]
     fn desc_env_reads_entries() {
         let mut entries: Vec<*mut std::os::raw::c_char> =
-            [b"SPANK_CELLSCHED_DL_MODEL=bert\0".as_ptr().cast::<std::os::raw::c_char>(), b"X=1\0".as_ptr().cast()].iter().map(|p| *p as *mut _).collect();
-        let mut desc: slurm_sys::job_desc_msg_t = Default::default();
-        desc.spank_job_env = entries.as_mut_ptr();
-        desc.spank_job_env_size = 2;
+            [c"SPANK_CELLSCHED_DL_MODEL=bert".as_ptr(), c"X=1".as_ptr()].iter().map(|p| *p as *mut _).collect();
+        let desc = slurm_sys::job_desc_msg_t {
+            spank_job_env: entries.as_mut_ptr(),
+            spank_job_env_size: 2,
+            ..Default::default()
+        };
         let env = desc_env(&desc);
         assert_eq!(env, vec!["SPANK_CELLSCHED_DL_MODEL=bert", "X=1"]);
         assert_eq!(env_lookup(env.into_iter(), "CELLSCHED_DL_MODEL"), Some("bert"));

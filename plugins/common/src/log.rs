@@ -68,7 +68,7 @@ pub fn log(level: Level, msg: &str) {
     let c = sanitize(msg);
     match resolve(level) {
         // SAFETY: fixed "%s" format with one valid C string argument.
-        Some(f) => unsafe { f(b"%s\0".as_ptr().cast(), c.as_ptr()) },
+        Some(f) => unsafe { f(c"%s".as_ptr(), c.as_ptr()) },
         None => eprintln!("[{level:?}] {}", c.to_string_lossy()),
     }
 }

@@ -41,7 +41,7 @@ pub enum VersionError {
 pub fn running_api_version() -> Option<u32> {
     // SAFETY: dlsym by NUL-terminated name; the symbol is `long slurm_api_version(void)`.
     unsafe {
-        let p = libc::dlsym(libc::RTLD_DEFAULT, b"slurm_api_version\0".as_ptr().cast());
+        let p = libc::dlsym(libc::RTLD_DEFAULT, c"slurm_api_version".as_ptr());
         if p.is_null() {
             return None;
         }

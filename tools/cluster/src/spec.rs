@@ -192,7 +192,7 @@ impl ClusterSpec {
 
     /// The port layout; fails when the range runs past 65535.
     pub fn ports(&self) -> Result<Ports> {
-        let n = self.groups.iter().map(|g| g.count as u32).sum::<u32>();
+        let n = self.groups.iter().map(|g| g.count).sum::<u32>();
         let last = self.port_base as u32 + 3 + n;
         if self.port_base < 1024 || last > 65535 {
             return Err(ClusterError::InvalidSpec(format!(
