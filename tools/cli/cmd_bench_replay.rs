@@ -41,6 +41,9 @@ pub struct Args {
     /// Simulator cluster TOML mirroring the live cluster [default: bench/replay/cluster.toml].
     #[arg(long, value_name = "FILE")]
     sim_cluster: Option<PathBuf>,
+    /// Simulator: Cells may use up to this many times the requested GPUs.
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
+    sim_max_gpu_factor: f64,
     /// Skip the simulator comparison.
     #[arg(long)]
     no_sim: bool,
@@ -152,7 +155,7 @@ pub fn run(a: Args) -> Result<()> {
                 if sim::shapes_of_sim_cluster(&p)? != shapes {
                     eprintln!("note: simulator cluster {p} differs from the live cluster's node groups");
                 }
-                Some(sim::simulate_both(&trace, &p)?)
+                Some(sim::simulate_both(&trace, &p, a.sim_max_gpu_factor)?)
             }
             None => {
                 eprintln!("note: no bench/replay/cluster.toml found; skipping the simulator (give --sim-cluster)");

@@ -7,6 +7,7 @@
 use crate::daemon::{best_tail, Daemon};
 use crate::error::{ClusterError, Result};
 use crate::layout::Layout;
+use crate::lock::DirLock;
 use crate::plugins::{self, PluginSet};
 use crate::render::{self, Rendered};
 use crate::slurm_client;
@@ -104,6 +105,7 @@ impl Cluster {
     pub fn up(spec: &ClusterSpec) -> Result<Cluster> {
         let mut c = Cluster::open(spec)?;
         c.check_prerequisites()?;
+        let _lock = DirLock::acquire(&spec.dir)?;
         let l = c.layout.clone();
         l.create_dirs(&spec.node_names())?;
         c.make_gpu_files()?;
@@ -148,6 +150,10 @@ impl Cluster {
     /// Stops every daemon of the cluster (cancelling its jobs first).
     /// Returns the labels of the daemons that were running. Idempotent.
     pub fn down(&self) -> Result<Vec<String>> {
+        if !self.spec.dir.is_dir() {
+            return Ok(Vec::new());
+        }
+        let _lock = DirLock::acquire(&self.spec.dir)?;
         self.stop_all()
     }
 

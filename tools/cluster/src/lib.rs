@@ -17,6 +17,7 @@ mod cluster;
 mod daemon;
 mod error;
 mod layout;
+mod lock;
 mod mariadb;
 mod plugins;
 mod ports;

@@ -37,6 +37,8 @@ pub struct ModeResult {
     pub completed: usize,
     /// Jobs whose AdminComment carries a cellsched decision.
     pub with_decision: usize,
+    /// Mean GPUs allocated per started job.
+    pub avg_gpus: Option<f64>,
     /// Mean JCT of finished jobs, seconds.
     pub avg_jct_s: Option<f64>,
     /// Median JCT, seconds.
@@ -70,8 +72,11 @@ impl ModeResult {
                 reason: format!("ended {} (exit {})", r.state, r.exit_code),
             });
         }
+        let gpus: Vec<f64> = records.iter().filter(|r| r.start.is_some()).map(|r| f64::from(r.gpu_count())).collect();
+        let avg_gpus = (!gpus.is_empty()).then(|| gpus.iter().sum::<f64>() / gpus.len() as f64);
         ModeResult {
             mode,
+            avg_gpus,
             trace_jobs,
             submitted: records.len(),
             finished: s.finished,
@@ -198,7 +203,7 @@ fn times(x: Option<f64>) -> String {
 pub fn live_table(c: &Comparison) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(vec!["live (real s)", "jobs", "submitted", "completed", "with Cell", "avg JCT", "median JCT", "p99 JCT", "avg queue", "makespan"]);
+    t.set_header(vec!["live (real s)", "jobs", "submitted", "completed", "with Cell", "GPUs/job", "avg JCT", "median JCT", "p99 JCT", "avg queue", "makespan"]);
     for m in &c.modes {
         t.add_row(vec![
             m.mode.name().to_string(),
@@ -206,6 +211,7 @@ pub fn live_table(c: &Comparison) -> Table {
             m.submitted.to_string(),
             m.completed.to_string(),
             m.with_decision.to_string(),
+            m.avg_gpus.map_or("-".into(), |g| format!("{g:.1}")),
             secs(m.avg_jct_s),
             secs(m.median_jct_s),
             secs(m.p99_jct_s),
@@ -216,6 +222,7 @@ pub fn live_table(c: &Comparison) -> Table {
     if let Some(r) = &c.live_ratios {
         t.add_row(vec![
             "stock / cellsched".into(),
+            String::new(),
             String::new(),
             String::new(),
             String::new(),
@@ -289,6 +296,7 @@ mod tests {
         assert_eq!(m.median_jct_s, Some(80.0));
         assert_eq!(m.avg_queue_s, Some(30.0));
         assert_eq!(m.makespan_s, Some(120.0));
+        assert_eq!(m.avg_gpus, Some(4.0));
         // The failed submission and the timed-out job are both reported.
         assert_eq!(m.problems.len(), 2);
         assert_eq!(m.problems[1].trace_job, "c");

@@ -8,11 +8,15 @@ use cellsched_sim::policy::{self, CellschedOptions};
 use cellsched_sim::{ClusterSpec, SimConfig, TimeCache, TraceJob};
 use std::collections::BTreeMap;
 
-/// Simulates `slurm` and `cellsched` (default options) on `trace`.
-pub fn simulate_both(trace: &[TraceJob], cluster_toml: &str) -> Result<SimSide, ReplayError> {
+/// Simulates `slurm` and `cellsched` (default options, except that Cells
+/// may use up to `max_gpu_factor` × the requested GPUs) on `trace`.
+pub fn simulate_both(trace: &[TraceJob], cluster_toml: &str, max_gpu_factor: f64) -> Result<SimSide, ReplayError> {
+    if !(max_gpu_factor.is_finite() && max_gpu_factor >= 1.0) {
+        return Err(ReplayError::invalid("simulator max GPU factor", max_gpu_factor.to_string(), "a number >= 1"));
+    }
     let spec = ClusterSpec::load(cluster_toml)?;
     let mut times = TimeCache::new(Box::new(CoreTimes::new(&spec, None)?));
-    let opts = CellschedOptions::default();
+    let opts = CellschedOptions { max_gpu_factor, ..CellschedOptions::default() };
     let mut run = |name: &str| -> Result<cellsched_sim::Metrics, ReplayError> {
         let mut p = policy::build(name, &opts)?;
         Ok(cellsched_sim::simulate(SimConfig::default(), &spec, trace, &mut times, p.as_mut(), None))
