@@ -8,8 +8,9 @@ use std::time::Duration;
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// A scratch spec in its own dir and port range (`offset` above the test
-/// cluster's base, inside the same 200-port block).
+/// A scratch spec in its own dir and port range: `offset` (a multiple of
+/// 10; each cluster needs 8 ports) above the test cluster's base, which
+/// itself uses base..base+7, so all stay within 50 ports of the base.
 fn scratch_spec(tag: &str, offset: u16) -> ClusterSpec {
     let mut spec = common::test_spec();
     spec.dir = std::env::temp_dir().join(format!("cs-e2e-{tag}-{}", std::process::id()));
@@ -115,7 +116,7 @@ fn plugins_loaded_when_built_else_stock() {
 #[test]
 fn busy_port_is_named_in_the_error() {
     require_e2e!();
-    let spec = scratch_spec("port", 160);
+    let spec = scratch_spec("port", 40);
     let port = spec.port_base + 2; // MariaDB's port
     let _holder = std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind a test port");
     match Cluster::up(&spec) {
@@ -146,7 +147,7 @@ fn busy_port_is_named_in_the_error() {
 #[test]
 fn half_started_cluster_is_cleaned_up() {
     require_e2e!();
-    let mut spec = scratch_spec("half", 100);
+    let mut spec = scratch_spec("half", 20);
     let sbin = spec.dir.join("fake-sbin");
     std::fs::create_dir_all(&sbin).unwrap();
     for d in ["slurmd", "slurmdbd"] {
@@ -171,7 +172,7 @@ fn half_started_cluster_is_cleaned_up() {
 #[test]
 fn mariadb_failure_is_reported_with_its_log() {
     require_e2e!();
-    let spec = scratch_spec("mariadb", 130);
+    let spec = scratch_spec("mariadb", 30);
     // An existing but empty data dir: init is skipped, mariadbd cannot open its tables.
     std::fs::create_dir_all(spec.dir.join("mariadb/mysql")).unwrap();
     let err = Cluster::up(&spec).expect_err("broken data dir must fail");
@@ -188,7 +189,7 @@ fn mariadb_failure_is_reported_with_its_log() {
 #[test]
 fn config_change_restarts_and_down_is_idempotent() {
     require_e2e!();
-    let mut spec = scratch_spec("restart", 40);
+    let mut spec = scratch_spec("restart", 10);
     spec.with_plugins = false;
     let c = Cluster::up(&spec).unwrap_or_else(|e| panic!("scratch up: {e}"));
     assert_eq!(c.outcome, Some(UpOutcome::Started));

@@ -4,6 +4,21 @@
 //! files, everything under one directory and one port range, daemons
 //! tracked by PID file.
 //!
+//! - Directory: `$XDG_STATE_HOME/cellsched/cluster` (else
+//!   `~/.local/state/cellsched/cluster`), or `CELLSCHED_CLUSTER_DIR`:
+//!   `etc/` (slurm.conf, gres.conf, plugstack.conf, slurmdbd.conf,
+//!   cellsched.toml), `log/`, `run/` (PID files, MariaDB socket), `state/`,
+//!   `spool/<node>/`, `plugins/` (private PluginDir), `dev/<node>/nvidiaN`,
+//!   `mariadb/`, `jobs/` (test jobs' working dir).
+//! - Ports from `CELLSCHED_PORT_BASE` (default 17800): base slurmctld,
+//!   +1 slurmdbd, +2 MariaDB (127.0.0.1), +3.. one per slurmd.
+//! - Plugins: `lib*_cellsched.so` from `CELLSCHED_PLUGIN_BUILD_DIR` (default
+//!   `<workspace>/target/release`) are copied in by temp file + rename and
+//!   configured; `with_plugins = false` gives stock Slurm.
+//! - Other Slurm builds: `CELLSCHED_SLURM_SBIN` (its sibling `bin/` and
+//!   `lib/slurm/` are used when present). `CELLSCHED_CLUSTER_TOML` names a
+//!   file to use as `etc/cellsched.toml`.
+//!
 //! ```no_run
 //! use cellsched_cluster::{Cluster, ClusterSpec};
 //! let spec = ClusterSpec::from_env()?;

@@ -143,6 +143,8 @@ pub struct Sim<'t> {
     events_done: u64,
     next_wake: Option<f64>,
     arrivals_left: usize,
+    /// Per GPU type: running jobs by expected end (f64 bits of a non-negative time order like the time).
+    ends: Vec<BTreeSet<(u64, usize)>>,
 }
 
 impl<'t> Sim<'t> {
@@ -185,6 +187,7 @@ impl<'t> Sim<'t> {
             events_done: 0,
             next_wake: None,
             arrivals_left: jobs.len(),
+            ends: vec![BTreeSet::new(); ntypes],
             jobs,
         };
         for i in 0..sim.jobs.len() {
@@ -286,6 +289,8 @@ impl<'t> Sim<'t> {
         let dur = overhead + j.speed.time_to_finish(j.progress, j.iters(), iter_s);
         let gen = j.gen;
         j.expected_end = now + dur;
+        let t = self.cluster.groups[shape.group].type_idx;
+        self.ends[t].insert(((now + dur).max(0.0).to_bits(), i));
         self.pending.remove(&i);
         self.running.insert(i);
         self.push(now + dur, EvKind::Finish(i, gen));
@@ -314,6 +319,7 @@ impl<'t> Sim<'t> {
         j.attained_gpu_s += gpu_s;
         let t = self.cluster.groups[a.shape.group].type_idx;
         self.busy_gpu_s[t] += gpu_s;
+        self.ends[t].remove(&(j.expected_end.max(0.0).to_bits(), i));
         self.cluster.release(&a);
         self.running.remove(&i);
     }
@@ -386,6 +392,11 @@ impl<'t> Sim<'t> {
             cb(total, total);
         }
         Metrics::collect(self, policy.name())
+    }
+
+    /// Running jobs on GPU type `t` as (expected end, GPUs), earliest first.
+    pub fn running_ends(&self, t: usize) -> impl Iterator<Item = (f64, u32)> + '_ {
+        self.ends[t].iter().map(|&(b, i)| (f64::from_bits(b), self.jobs[i].gpus()))
     }
 
     /// Busy GPU-seconds per type so far.

@@ -141,40 +141,29 @@ struct JobPlan {
     class: usize,
 }
 
-/// Per-pass view of when GPUs of each type free up.
+/// GPUs of each type started during the current pass (not yet in the
+/// engine's view of when GPUs free up).
 #[derive(Default)]
 struct FreeTimes {
-    /// Per type: (time, GPUs free by then) steps, from pass start; lazily built.
-    steps: HashMap<usize, Vec<(f64, u64)>>,
-    /// GPUs of each type started during this pass.
     used: HashMap<usize, u64>,
 }
 
 impl FreeTimes {
-    /// Earliest time `gpus` GPUs of type `t` are free (GPU counts only).
+    /// Earliest time `gpus` GPUs of type `t` are free (GPU counts only),
+    /// from running jobs' predicted ends.
     fn earliest(&mut self, sim: &Sim<'_>, t: usize, gpus: u32) -> f64 {
-        let steps = self.steps.entry(t).or_insert_with(|| {
-            let c = sim.cluster();
-            let mut ends: Vec<(f64, u64)> = sim
-                .running()
-                .filter_map(|r| {
-                    let j = sim.job(r);
-                    let a = j.alloc.as_ref()?;
-                    (c.groups[a.shape.group].type_idx == t).then_some((j.expected_end, a.shape.gpus() as u64))
-                })
-                .collect();
-            ends.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let mut cum = c.free_of_type(t);
-            let mut v = vec![(sim.now(), cum)];
-            for (e, g) in ends {
-                cum += g;
-                v.push((e, cum));
-            }
-            v
-        });
         let need = gpus as u64 + self.used.get(&t).copied().unwrap_or(0);
-        let k = steps.partition_point(|s| s.1 < need);
-        steps.get(k).map_or(f64::INFINITY, |s| s.0)
+        let mut cum = sim.cluster().free_of_type(t);
+        if cum >= need {
+            return sim.now();
+        }
+        for (end, g) in sim.running_ends(t) {
+            cum += g as u64;
+            if cum >= need {
+                return end;
+            }
+        }
+        f64::INFINITY
     }
 }
 
