@@ -14,6 +14,7 @@
 # Env: CELLSCHED_CLUSTER_DIR, CELLSCHED_PORT_BASE  cluster directory and ports
 #      (defaults: ~/.local/state/cellsched/cluster, 17800)
 #      CELLSCHED_DEMO_SPEEDUP  predicted seconds per real second (default 30)
+#      CELLSCHED_BIN  the cellsched binary (default target/release/cellsched)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -48,7 +49,7 @@ if [ "$BUILD" = 1 ]; then
   step "building (cargo build --release --workspace)"
   cargo build --release --workspace
 fi
-CS=$ROOT/target/release/cellsched
+CS=${CELLSCHED_BIN:-$ROOT/target/release/cellsched}
 [ -x "$CS" ] || die "$CS missing: run without --skip-build"
 
 step "bringing the local cluster up with the cellsched plugins"
@@ -63,9 +64,14 @@ mkdir -p "$OUT"
 IDS=()
 submit() { # label, sbatch options...
   local label=$1; shift
-  local id
+  local id tags="" a
+  # Model/batch tags for `cellsched report`; no iters= tag, since the emulated
+  # time is compressed and a predicted-vs-actual run time would be meaningless.
+  for a in "$@"; do
+    case $a in --dl-model=*) tags+="model=${a#*=} " ;; --dl-batch=*) tags+="batch=${a#*=} " ;; esac
+  done
   id=$(sbatch --parsable --job-name="demo-$label" --output="$OUT/$label-%j.out" --chdir="$OUT" \
-        --time=10 --export=ALL,CELLSCHED_EMU_SCALE="$SCALE" "$@") || die "sbatch for $label failed"
+        --time=10 --comment="demo ${tags% }" --export=ALL,CELLSCHED_EMU_SCALE="$SCALE" "$@") || die "sbatch for $label failed"
   id=${id%%;*}
   IDS+=("$id")
   printf '  %-14s job %-5s sbatch %s\n' "$label" "$id" "$*" | sed "s|$TRAIN|emulated-train.sh|"

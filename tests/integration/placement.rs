@@ -1,1 +1,558 @@
-//! Integration tests: placement.
+//! End-to-end tests of the slurmctld plugins (`site_factor/cellsched`,
+//! `job_submit/cellsched`) on a live cluster.
+//!
+//! Tests that need "the cluster is full" or a changed config run on a
+//! private cluster of this module ([`Private`]: own dir, port base = test
+//! cluster's + 60, re-planning every 2 s), one at a time (a mutex), so the
+//! other modules' jobs on the shared cluster cannot disturb their timing and
+//! their blocker jobs cannot disturb others. It is brought down when the
+//! test process exits. Checks that need no full cluster (rejected user
+//! input) use the shared cluster.
+//!
+//! Expectations are computed with `cellsched_core::estimator` on the same
+//! built-in catalogs the plugin uses, never hard-coded.
+use crate::common::{self, require_e2e};
+use cellsched_cluster::{Cluster, ClusterSpec};
+use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
+use cellsched_core::gpu::GpuCatalog;
+use cellsched_core::model::ModelCatalog;
+use cellsched_core::Decision;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Model and global batch of the DL jobs (the catalog alias the SPANK plugin also accepts).
+const MODEL: &str = "gpt2";
+const BATCH: u32 = 32;
+/// A model small enough for any single node's Cell (pinned-Cell checks).
+const SMALL_MODEL: &str = "gpt__125M";
+/// How long a job may take to reach a state.
+const WAIT: Duration = Duration::from_secs(90);
+/// Port offset of the private cluster above the test cluster's base
+/// (cluster.rs uses 40, 100, 130, 160 in the same 200-port block).
+const PORT_OFFSET: u16 = 60;
+
+/// The private cluster's cellsched.toml: fast re-planning, a generous
+/// slowdown bound, and a profile DB that does not exist (the "missing data"
+/// case: logged once, datasheet estimates used).
+const PRIVATE_TOML: &str = "\
+# cellsched e2e placement tests
+[placement]
+replan_interval_s = 2
+replan_max_slowdown = 10.0
+[estimator]
+profile_db = \"/nonexistent/cellsched-e2e/profiles.csv\"
+";
+
+/// A config the plugins must refuse (typo in a key).
+const BROKEN_TOML: &str = "[placement]\nmax_gpu = 4\n";
+
+/// Environment prefixes kept away from Slurm commands (as in `common`).
+const SCRUBBED: &[&str] = &["CELLSCHED_", "SLURM_", "SPANK_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_", "SACCT_"];
+
+/// This module's own cluster and the commands run against it.
+struct Private {
+    spec: ClusterSpec,
+    cluster: Cluster,
+    jobs_dir: PathBuf,
+}
+
+/// The private cluster, `None` until first used. Holding the lock = owning the cluster.
+static PRIVATE: Mutex<Option<Private>> = Mutex::new(None);
+
+extern "C" {
+    fn atexit(cb: extern "C" fn()) -> std::ffi::c_int;
+}
+
+/// Brings the private cluster down when the test process exits.
+extern "C" fn private_down() {
+    let _ = std::panic::catch_unwind(|| {
+        let guard = PRIVATE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = guard.as_ref() {
+            let _ = p.cluster.down();
+            let _ = std::fs::remove_dir_all(&p.spec.dir);
+        }
+    });
+}
+
+fn private_spec(toml: &str) -> ClusterSpec {
+    let mut spec = common::test_spec();
+    spec.port_base += PORT_OFFSET;
+    spec.dir = std::env::temp_dir().join(format!("cs-e2e-place-{}", std::process::id()));
+    spec.cellsched_toml = Some(toml.to_string());
+    spec
+}
+
+/// Locks the private cluster (bringing it up on first use) and cancels
+/// whatever an earlier test left in it.
+fn private() -> MutexGuard<'static, Option<Private>> {
+    let mut g = PRIVATE.lock().unwrap_or_else(|e| e.into_inner());
+    if g.is_none() {
+        let spec = private_spec(PRIVATE_TOML);
+        let _ = std::fs::remove_dir_all(&spec.dir);
+        let t = Instant::now();
+        let cluster = Cluster::up(&spec).unwrap_or_else(|e| panic!("cannot bring the placement cluster up: {e}"));
+        // SAFETY: registers a plain extern "C" fn with the C library.
+        unsafe { atexit(private_down) };
+        eprintln!("placement cluster at {} in {:.1} s", spec.dir.display(), t.elapsed().as_secs_f64());
+        let jobs_dir = spec.dir.join("jobs");
+        std::fs::create_dir_all(&jobs_dir).expect("create jobs dir");
+        *g = Some(Private { spec, cluster, jobs_dir });
+    }
+    g.as_ref().unwrap().reset();
+    g
+}
+
+/// True (with a note) when the plugins these tests need are built.
+fn plugins_built() -> bool {
+    let all = ["libsite_factor_cellsched.so", "libjob_submit_cellsched.so", "libspank_cellsched.so"];
+    let missing: Vec<_> = all.iter().filter(|l| !common::plugin_built(l)).collect();
+    if !missing.is_empty() {
+        eprintln!("skipped: {missing:?} not built (cargo build --release -p ...)");
+    }
+    missing.is_empty()
+}
+
+impl Private {
+    fn cmd(&self, name: &str, args: &[&str]) -> Output {
+        let prog = self.spec.slurm_bin.join(name);
+        let mut cmd = Command::new(&prog);
+        for (k, _) in std::env::vars() {
+            if SCRUBBED.iter().any(|p| k.starts_with(p)) {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.args(args)
+            .env("SLURM_CONF", self.cluster.layout.slurm_conf())
+            .current_dir(&self.jobs_dir)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", prog.display()))
+    }
+
+    fn ok(&self, name: &str, args: &[&str]) -> String {
+        let out = self.cmd(name, args);
+        assert!(out.status.success(), "{name} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `sbatch --parsable ARGS`: the job id, or stderr when refused.
+    fn submit(&self, args: &[&str]) -> Result<u32, String> {
+        let mut full = vec!["--parsable"];
+        full.extend_from_slice(args);
+        let out = self.cmd("sbatch", &full);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() {
+            return Err(stderr);
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout.trim().split(';').next().and_then(|s| s.parse().ok()).ok_or(format!("sbatch said {stdout:?} {stderr}"))
+    }
+
+    /// A job occupying `gpus` GPUs of `node` (type `ty`) until cancelled; waits until it runs.
+    fn block(&self, node: &str, ty: &str, gpus: u32) -> u32 {
+        let gres = format!("--gres=gpu:{ty}:{gpus}");
+        let id = self
+            .submit(&["-J", &common::unique_name("blocker"), "-N1", "-w", node, &gres, "--wrap", "sleep 600"])
+            .unwrap_or_else(|e| panic!("blocker on {node}: {e}"));
+        self.wait_state(id, &["RUNNING"]);
+        id
+    }
+
+    fn cancel(&self, ids: &[u32]) {
+        let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.ok("scancel", &refs);
+    }
+
+    /// Cancels every job and waits until the queue is empty and nodes are idle.
+    fn reset(&self) {
+        self.ok("scancel", &["--user=root"]);
+        let t = Instant::now();
+        loop {
+            let q = self.ok("squeue", &["-h", "-o", "%i"]);
+            let busy = self.ok("sinfo", &["-h", "-o", "%T"]);
+            if q.trim().is_empty() && busy.lines().all(|l| l.trim() == "idle") {
+                return;
+            }
+            assert!(t.elapsed() < WAIT, "placement cluster not idle: queue {q:?}, node states {busy:?}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    fn job(&self, id: u32) -> HashMap<String, String> {
+        common::parse_key_values(&self.ok("scontrol", &["show", "job", "-o", &id.to_string()]))
+    }
+
+    fn state(&self, id: u32) -> String {
+        let out = self.cmd("scontrol", &["show", "job", "-o", &id.to_string()]);
+        if out.status.success() {
+            if let Some(s) = common::parse_key_values(&String::from_utf8_lossy(&out.stdout)).get("JobState") {
+                return s.clone();
+            }
+        }
+        let sacct = self.ok("sacct", &["-X", "-n", "-P", "-j", &id.to_string(), "-o", "State"]);
+        sacct.split_whitespace().next().unwrap_or("UNKNOWN").to_string()
+    }
+
+    /// Waits until the job is in one of `states`; panics on another terminal state or timeout.
+    fn wait_state(&self, id: u32, states: &[&str]) -> String {
+        let t = Instant::now();
+        loop {
+            let s = self.state(id);
+            if states.contains(&s.as_str()) {
+                return s;
+            }
+            assert!(!common::TERMINAL_STATES.contains(&s.as_str()), "job {id} ended {s}, wanted {states:?}");
+            assert!(t.elapsed() < WAIT, "job {id} still {s} after {:?}, wanted {states:?}", WAIT);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// `sacct -X` fields of a job once `ready` accepts them.
+    fn sacct(&self, id: u32, fields: &[&str], ready: impl Fn(&HashMap<String, String>) -> bool) -> HashMap<String, String> {
+        let t = Instant::now();
+        loop {
+            let text = self.ok("sacct", &["-X", "-n", "-P", "-j", &id.to_string(), "-o", &fields.join(",")]);
+            let m: HashMap<String, String> = text
+                .lines()
+                .next()
+                .map(|l| fields.iter().zip(l.split('|')).map(|(f, v)| (f.to_string(), v.to_string())).collect())
+                .unwrap_or_default();
+            if m.len() == fields.len() && ready(&m) {
+                return m;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "sacct of job {id}: no ready record, last {m:?}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// `(priority, site factor)` of a pending job from `sprio`; `None` if sprio does not list it.
+    fn sprio(&self, id: u32) -> Option<(u64, u64)> {
+        let text = self.ok("sprio", &["-h", "-j", &id.to_string(), "-o", "%i %Y %S"]);
+        let f: Vec<u64> = text.lines().next()?.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+        (f.len() == 3 && f[0] == u64::from(id)).then(|| (f[1], f[2]))
+    }
+
+    fn ctld_log(&self) -> String {
+        common::read(&self.cluster.layout.log().join("slurmctld.log"))
+    }
+
+    /// The slurmctld log written since the last start of the daemon.
+    fn ctld_log_current(&self) -> String {
+        let log = self.ctld_log();
+        let start = log.rfind("started on cluster").unwrap_or(0);
+        log[start..].to_string()
+    }
+
+    /// Free GPUs of each node as the estimator's offers, `busy` = (node, GPUs in use).
+    fn offers(&self, busy: &[(&str, u32)]) -> Vec<CellOffer> {
+        let mut groups = self.spec.groups.clone();
+        groups.sort_by(|a, b| a.gpu_type.cmp(&b.gpu_type));
+        groups
+            .iter()
+            .map(|g| CellOffer {
+                gpu_type: g.gpu_type.clone(),
+                gpus_per_node: g.gpus_per_node,
+                free_gpus_per_node: g
+                    .node_names()
+                    .iter()
+                    .map(|n| g.gpus_per_node - busy.iter().find(|(b, _)| b == n).map_or(0, |(_, u)| *u))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Every node with its GPU type and count.
+    fn nodes(&self) -> Vec<(String, String, u32)> {
+        self.spec
+            .groups
+            .iter()
+            .flat_map(|g| g.node_names().into_iter().map(move |n| (n, g.gpu_type.clone(), g.gpus_per_node)))
+            .collect()
+    }
+}
+
+fn estimator() -> Estimator {
+    Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
+}
+
+fn job_spec() -> JobSpec {
+    JobSpec { model: ModelCatalog::builtin().resolve(MODEL).expect("test model in the catalog"), global_batch: BATCH }
+}
+
+/// The estimator's best Cell on `offers` (the plugin's default `max_gpus` = 16).
+fn best(offers: &[CellOffer]) -> Estimate {
+    estimator().rank_cells(&job_spec(), offers, 16).into_iter().next().expect("a feasible Cell for the test model")
+}
+
+fn dl_args<'a>(name: &'a str, iters: &'a str, script: &'a str) -> Vec<&'a str> {
+    vec!["-J", name, "--dl-model", MODEL, "--dl-batch", "32", "--dl-cell=auto", "--dl-iters", iters, "--wrap", script]
+}
+
+fn decision_of(comment: &str) -> Decision {
+    Decision::parse_admin_comment(comment).unwrap_or_else(|| panic!("no cellsched decision in {comment:?}"))
+}
+
+/// (a) With every GPU busy, a long then a short DL job are submitted; when
+/// the GPUs of their Cell free up the short one starts first, and `sprio`
+/// shows the site factor (short > long > 0).
+#[test]
+fn short_dl_job_starts_before_long_one() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let mut blockers = Vec::new();
+    for (n, t, g) in p.nodes() {
+        blockers.push((t.clone(), p.block(&n, &t, g)));
+    }
+    let cell = best(&p.offers(&[]));
+    let capacity: u32 = p.nodes().iter().filter(|(_, t, _)| *t == cell.cell.gpu_type).map(|(_, _, g)| g).sum();
+    assert!(cell.cell.gpus * 2 > capacity, "precondition: two {} jobs must not fit at once on {capacity} GPUs", cell.cell);
+
+    let (ln, sn) = (common::unique_name("long"), common::unique_name("short"));
+    let long = p.submit(&dl_args(&ln, "1000000", "sleep 4")).expect("submit long DL job");
+    let short = p.submit(&dl_args(&sn, "10", "sleep 4")).expect("submit short DL job");
+    for id in [long, short] {
+        let j = p.job(id);
+        assert_eq!(j["JobState"], "PENDING", "job {id}: {j:?}");
+        assert_eq!(decision_of(&j["AdminComment"]).cell, cell.cell, "job {id} placed on the cluster's best Cell");
+    }
+    // sprio lists pending jobs with the site factor (SITE column).
+    let t = Instant::now();
+    let (lp, sp) = loop {
+        if let (Some(l), Some(s)) = (p.sprio(long), p.sprio(short)) {
+            break (l, s);
+        }
+        assert!(t.elapsed() < WAIT, "sprio does not list jobs {long} {short}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(sp.1 > lp.1 && lp.1 > 0, "SITE factors: short {sp:?}, long {lp:?}");
+    assert!(sp.0 > lp.0, "priorities: short {sp:?}, long {lp:?}");
+    let listing = p.ok("sprio", &["-l", "-j", &format!("{long},{short}")]);
+    assert!(listing.lines().next().is_some_and(|h| h.contains("SITE")), "{listing}");
+
+    // Free the Cell's GPU type (the others stay busy so nothing can move away).
+    let freed: Vec<u32> = blockers.iter().filter(|(t, _)| *t == cell.cell.gpu_type).map(|(_, id)| *id).collect();
+    p.cancel(&freed);
+    p.wait_state(short, &["RUNNING", "COMPLETED"]);
+    assert_eq!(p.state(long), "PENDING", "the long job must wait for the short one");
+    p.wait_state(long, &["RUNNING", "COMPLETED"]);
+    p.wait_state(long, &["COMPLETED"]);
+    let fields = ["Start", "AllocTRES", "AdminComment"];
+    let done = |m: &HashMap<String, String>| m["AllocTRES"].contains("gres/gpu");
+    let (s, l) = (p.sacct(short, &fields, done), p.sacct(long, &fields, done));
+    assert!(s["Start"] < l["Start"], "short started {} after long {}", s["Start"], l["Start"]);
+    let blockers: Vec<u32> = blockers.iter().map(|(_, id)| *id).collect();
+    p.cancel(&blockers);
+}
+
+/// (b) `--dl-cell=auto` lands on the Cell the estimator ranks best among
+/// the free GPUs (not the cluster's best, which is taken), and sacct shows
+/// the typed GPUs and the decision.
+#[test]
+fn auto_cell_lands_on_best_free_cell() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    // Take one node of the type the whole cluster's best Cell uses.
+    let overall = best(&p.offers(&[]));
+    let (node, ty, gpus) = p.nodes().into_iter().find(|(_, t, _)| *t == overall.cell.gpu_type).unwrap();
+    let blocker = p.block(&node, &ty, gpus);
+    let expected = best(&p.offers(&[(&node, gpus)]));
+    assert_ne!(expected.cell, overall.cell, "precondition: blocking {node} must change the best Cell");
+
+    let name = common::unique_name("auto");
+    let id = p.submit(&dl_args(&name, "100", "sleep 1")).expect("submit DL job");
+    p.wait_state(id, &["COMPLETED"]);
+    let f = p.sacct(id, &["JobID", "AllocTRES", "AdminComment", "NodeList"], |m| m["AllocTRES"].contains("gres/gpu"));
+    let want = format!("gres/gpu:{}={}", expected.cell.gpu_type, expected.cell.gpus);
+    assert!(f["AllocTRES"].split(',').any(|t| t == want), "AllocTRES {} lacks {want}", f["AllocTRES"]);
+    assert!(f["NodeList"].starts_with(&format!("{}-", expected.cell.gpu_type)), "{f:?}");
+    let d = decision_of(&f["AdminComment"]);
+    assert_eq!((d.cell.clone(), d.nodes, d.plan), (expected.cell.clone(), expected.nodes, expected.plan), "{f:?}");
+    assert!((d.iter_s - expected.iter_time_s).abs() < 1e-5, "iter_s {} vs {}", d.iter_s, expected.iter_time_s);
+    // The estimator data file is missing: logged, datasheet numbers used.
+    assert_eq!(d.source.to_string(), "datasheet");
+    let log = p.ctld_log_current();
+    assert!(log.contains("estimator.profile_db") && log.contains("/nonexistent/cellsched-e2e/profiles.csv"), "no profile_db error logged");
+    p.cancel(&[blocker]);
+}
+
+/// (c) A pending job whose type is busy is re-planned onto a type that
+/// frees up and starts without user action; shown in the log and sacct.
+#[test]
+fn pending_job_is_replanned_onto_freed_type() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let blockers: Vec<(String, u32)> = p.nodes().into_iter().map(|(n, t, g)| (t.clone(), p.block(&n, &t, g))).collect();
+    let planned = best(&p.offers(&[]));
+    // The type that will free up: the best other type for the job.
+    let other = estimator()
+        .rank_cells(&job_spec(), &p.offers(&[]), 16)
+        .into_iter()
+        .find(|e| e.cell.gpu_type != planned.cell.gpu_type)
+        .expect("a second GPU type for the job");
+    let busy: Vec<(String, u32)> =
+        p.nodes().into_iter().filter(|(_, t, _)| *t != other.cell.gpu_type).map(|(n, _, g)| (n, g)).collect();
+    let busy_refs: Vec<(&str, u32)> = busy.iter().map(|(n, g)| (n.as_str(), *g)).collect();
+    let expected = best(&p.offers(&busy_refs));
+    assert!(expected.iter_time_s <= planned.iter_time_s * 10.0, "precondition: within replan_max_slowdown");
+
+    let log_start = p.ctld_log().len();
+    let name = common::unique_name("replan");
+    let id = p.submit(&dl_args(&name, "100", "sleep 2")).expect("submit DL job");
+    let j = p.job(id);
+    assert_eq!(j["JobState"], "PENDING");
+    assert_eq!(decision_of(&j["AdminComment"]).cell, planned.cell);
+
+    let freed: Vec<u32> = blockers.iter().filter(|(t, _)| *t == other.cell.gpu_type).map(|(_, b)| *b).collect();
+    p.cancel(&freed);
+    p.wait_state(id, &["RUNNING", "COMPLETED"]);
+    let j = p.job(id);
+    let comment = j.get("AdminComment").cloned().unwrap_or_default();
+    assert!(comment.contains(&format!("replanned_from={}", planned.cell)), "{comment}");
+    assert_eq!(decision_of(&comment).cell, expected.cell);
+    let log = p.ctld_log();
+    let line = format!("re-planned JobId={id} from {} to {}", planned.cell, expected.cell);
+    assert!(log[log_start.min(log.len())..].contains(&line), "slurmctld.log lacks '{line}'");
+
+    p.wait_state(id, &["COMPLETED"]);
+    let f = p.sacct(id, &["JobID", "AllocTRES", "AdminComment"], |m| m["AllocTRES"].contains("gres/gpu"));
+    let want = format!("gres/gpu:{}={}", expected.cell.gpu_type, expected.cell.gpus);
+    assert!(f["AllocTRES"].split(',').any(|t| t == want), "AllocTRES {} lacks {want}", f["AllocTRES"]);
+    assert!(f["AdminComment"].contains("replanned_from="), "{f:?}");
+    let all: Vec<u32> = blockers.iter().map(|(_, b)| *b).collect();
+    p.cancel(&all);
+}
+
+/// (d) A job without DL options keeps its request, gets no site factor and
+/// no AdminComment, while a DL job pending beside it gets both.
+#[test]
+fn job_without_dl_options_is_untouched() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let (node, ty, gpus) = p.nodes().into_iter().last().expect("a node");
+    let blocker = p.block(&node, &ty, gpus);
+    let gres = format!("--gres=gpu:{ty}:{gpus}");
+    let w = ["-w", node.as_str()];
+    let plain_name = common::unique_name("plain");
+    let mut plain_args = vec!["-J", plain_name.as_str(), gres.as_str(), "--wrap", "sleep 1"];
+    plain_args.extend_from_slice(&w);
+    let plain = p.submit(&plain_args).expect("submit plain job");
+    let dl_name = common::unique_name("dl-pinned");
+    let cell = format!("--dl-cell={ty}x{gpus}");
+    let dl = p
+        .submit(&["-J", &dl_name, "--dl-model", SMALL_MODEL, "--dl-batch", "32", &cell, "-w", &node, "--wrap", "sleep 1"])
+        .expect("submit pinned DL job");
+
+    let j = p.job(plain);
+    assert_eq!(j.get("Features").map(String::as_str), Some("(null)"), "{j:?}");
+    assert_eq!(j.get("TresPerNode").map(String::as_str), Some(format!("gres:gpu:{ty}:{gpus}").as_str()), "{j:?}");
+    assert!(j.get("AdminComment").map_or(true, |c| c.is_empty()), "{j:?}");
+    assert!(p.job(dl)["AdminComment"].contains("cellsched:"));
+    let t = Instant::now();
+    let (pp, dp) = loop {
+        if let (Some(a), Some(b)) = (p.sprio(plain), p.sprio(dl)) {
+            break (a, b);
+        }
+        assert!(t.elapsed() < WAIT, "sprio does not list {plain} {dl}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(pp.1, 0, "plain job has a site factor: {pp:?}");
+    assert!(dp.1 > 0, "DL job lacks the site factor: {dp:?}");
+
+    p.cancel(&[blocker]);
+    p.wait_state(plain, &["COMPLETED"]);
+    let f = p.sacct(plain, &["AllocTRES", "AdminComment"], |m| m["AllocTRES"].contains("gres/gpu"));
+    assert!(f["AllocTRES"].split(',').any(|t| t == format!("gres/gpu:{ty}={gpus}")), "{f:?}");
+    assert!(f["AdminComment"].is_empty(), "{f:?}");
+    p.cancel(&[dl]);
+}
+
+/// (e) Bad user input is rejected at submit with a clear message and no job,
+/// and slurmctld keeps answering: an unknown model (SPANK refuses it) and a
+/// pinned Cell the estimator finds infeasible (job_submit refuses it).
+#[test]
+fn bad_dl_input_is_rejected_with_a_message() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    common::cluster();
+    let name = common::unique_name("badmodel");
+    let e = common::submit(&["-J", &name, "--dl-model", "no_such_model_xyz", "--dl-batch", "8", "--wrap", "true"])
+        .expect_err("unknown model must be refused");
+    assert!(e.contains("--dl-model") && e.contains("no_such_model_xyz"), "{e}");
+    let q = common::slurm_ok("squeue", &["-h", "-n", &name]);
+    assert!(q.trim().is_empty(), "a job was created: {q}");
+
+    let name = common::unique_name("infeasible");
+    let e = common::submit(&["-J", &name, "--dl-model", "llama7b", "--dl-batch", "64", "--dl-cell=a10x1", "--wrap", "true"])
+        .expect_err("a 7B model on one a10 must be refused");
+    assert!(e.contains("cellsched") && e.contains("a10x1") && e.contains("cannot run"), "{e}");
+    assert!(common::slurm_ok("squeue", &["-h", "-n", &name]).trim().is_empty());
+    assert!(common::slurm_ok("scontrol", &["ping"]).contains("UP"));
+}
+
+/// (e) A broken config file never stops slurmctld: the plugins log the
+/// error (file and line) and a DL job is scheduled the stock way; the good
+/// config is restored afterwards.
+#[test]
+fn broken_config_falls_back_to_stock() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let mut guard = private();
+    let p = guard.as_mut().unwrap();
+    /// Restores the good config even if the test fails.
+    struct Restore<'a>(&'a mut Private);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let spec = private_spec(PRIVATE_TOML);
+            match Cluster::up(&spec) {
+                Ok(c) => self.0.cluster = c,
+                Err(e) => eprintln!("cannot restore the placement cluster: {e}"),
+            }
+        }
+    }
+    let broken = private_spec(BROKEN_TOML);
+    p.cluster = Cluster::up(&broken).unwrap_or_else(|e| panic!("restart with a broken config: {e}"));
+    let r = Restore(p);
+    let p = &*r.0;
+    let log = p.ctld_log_current();
+    let toml = p.cluster.layout.cellsched_toml().display().to_string();
+    for plugin in ["site_factor/cellsched", "job_submit/cellsched"] {
+        assert!(
+            log.lines().any(|l| l.contains(plugin) && l.contains("config error") && l.contains(&format!("{toml}:2")) && l.contains("max_gpu")),
+            "{plugin} did not log the config error naming {toml}:2"
+        );
+    }
+    let name = common::unique_name("stock");
+    let id = p
+        .submit(&["-J", &name, "--dl-model", MODEL, "--dl-batch", "32", "--dl-cell=auto", "--gres=gpu:1", "--wrap", "sleep 1"])
+        .expect("a DL job is accepted with a broken config");
+    let j = p.job(id);
+    assert_eq!(j.get("Features").map(String::as_str), Some("(null)"), "{j:?}");
+    assert_eq!(j.get("TresPerNode").map(String::as_str), Some("gres:gpu:1"), "{j:?}");
+    p.wait_state(id, &["COMPLETED"]);
+    let f = p.sacct(id, &["AllocTRES", "AdminComment"], |m| m["AllocTRES"].contains("gres/gpu"));
+    assert!(f["AdminComment"].is_empty(), "{f:?}");
+    assert!(p.ok("scontrol", &["ping"]).contains("UP"));
+}

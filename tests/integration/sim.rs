@@ -1,1 +1,110 @@
-//! Integration tests: sim.
+//! Integration tests: `cellsched sim` and `cellsched bench` on the
+//! `etc/sim` examples (no Slurm cluster needed; always run).
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cellsched(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cellsched")).args(args).current_dir(root()).output().expect("run cellsched")
+}
+
+fn sim_json(policy: &str, seed: &str) -> serde_json::Value {
+    let out = cellsched(&["sim", "--trace", "etc/sim/trace.csv", "--cluster", "etc/sim/cluster.toml", "--policy", policy, "--seed", seed, "--json"]);
+    assert!(out.status.success(), "{policy}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{policy}: bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn sim_json_has_the_documented_fields_for_every_policy() {
+    let trace_jobs = std::fs::read_to_string(root().join("etc/sim/trace.csv")).unwrap().lines().count() as u64 - 1;
+    for policy in ["fifo", "slurm", "srtf", "tiresias", "gavel", "cellsched"] {
+        let m = sim_json(policy, "3");
+        for key in ["jobs", "finished", "unfinished", "avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "gpu_util", "replans"] {
+            assert!(m.get(key).is_some(), "{policy}: missing {key} in {m}");
+        }
+        assert_eq!(m["jobs"].as_u64(), Some(trace_jobs), "{policy}");
+        assert_eq!(m["finished"].as_u64().unwrap() + m["unfinished"].as_u64().unwrap(), trace_jobs, "{policy}");
+        assert!(m["avg_jct_s"].as_f64().unwrap() > 0.0, "{policy}");
+        assert!(m["p99_jct_s"].as_f64().unwrap() >= m["median_jct_s"].as_f64().unwrap(), "{policy}");
+        let util = m["gpu_util"].as_object().unwrap();
+        assert_eq!(util.len(), 3, "{policy}: {util:?}");
+        assert!(util.values().all(|v| (0.0..=1.0).contains(&v.as_f64().unwrap())), "{policy}: {util:?}");
+        assert_eq!(m["policy"].as_str(), Some(policy));
+    }
+}
+
+#[test]
+fn same_seed_gives_identical_json() {
+    assert_eq!(sim_json("cellsched", "11"), sim_json("cellsched", "11"));
+    assert_eq!(sim_json("slurm", "11"), sim_json("slurm", "11"));
+}
+
+#[test]
+fn ablation_flags_change_the_policy_name() {
+    let out = cellsched(&[
+        "sim", "--trace", "etc/sim/trace.csv", "--cluster", "etc/sim/cluster.toml", "--policy", "cellsched", "--no-srpt", "--ablation", "freeze", "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(m["policy"].as_str(), Some("cellsched-no-srpt-no-freeze"));
+}
+
+#[test]
+fn bad_inputs_are_named() {
+    let dir = std::env::temp_dir().join(format!("cellsched-sim-it-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.csv");
+    std::fs::write(&bad, "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,ten,resnet50,0,64,1,a100\n").unwrap();
+    let out = cellsched(&["sim", "--trace", bad.to_str().unwrap(), "--cluster", "etc/sim/cluster.toml", "--policy", "slurm"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.csv:2") && err.contains("num_iteration"), "{err}");
+    let unknown = dir.join("unknown.csv");
+    std::fs::write(&unknown, "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,10,resnet51,0,64,1,a100\n").unwrap();
+    let out = cellsched(&["sim", "--trace", unknown.to_str().unwrap(), "--cluster", "etc/sim/cluster.toml", "--policy", "slurm"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("resnet51"), "{err}");
+    let out = cellsched(&["sim", "--trace", "etc/sim/trace.csv", "--cluster", "etc/sim/cluster.toml", "--policy", "lottery"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("lottery") && err.contains("slurm"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bench_policies_prints_ratios_against_slurm() {
+    let out = cellsched(&["bench", "policies", "--trace", "etc/sim/trace.csv", "--cluster", "etc/sim/cluster.toml", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    let slurm = rows.iter().find(|r| r["metrics"]["policy"] == "slurm").unwrap();
+    assert!((slurm["avg_jct_ratio"].as_f64().unwrap() - 1.0).abs() < 1e-12);
+    let out = cellsched(&["bench", "ablation", "--trace", "etc/sim/trace.csv", "--cluster", "etc/sim/cluster.toml"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in ["cellsched-no-cell-search", "cellsched-no-srpt", "cellsched-no-replan", "cellsched-no-freeze"] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
+}
+
+#[test]
+fn convert_gavel_on_shared_trace() {
+    let shared = root().join("../shared/data/gavel/philly-2869ce.trace");
+    if !Path::new(&shared).exists() {
+        eprintln!("note: {} absent; skipping the Gavel conversion test", shared.display());
+        return;
+    }
+    let out_csv = std::env::temp_dir().join(format!("cellsched-philly-{}.csv", std::process::id()));
+    let out = cellsched(&[
+        "sim", "convert-gavel", "--input", shared.to_str().unwrap(), "--output", out_csv.to_str().unwrap(), "--cluster", "bench/gavel-cluster.toml", "--seed", "1",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&out_csv).unwrap();
+    let lines = std::fs::read_to_string(&shared).unwrap().lines().filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(text.lines().count(), lines + 1, "one row per trace line plus the header");
+    assert!(text.starts_with("job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type"));
+    std::fs::remove_file(&out_csv).ok();
+}

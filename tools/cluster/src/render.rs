@@ -83,6 +83,7 @@ AccountingStorageType=accounting_storage/slurmdbd\n\
 AccountingStorageHost=localhost\n\
 AccountingStoragePort={dbd}\n\
 AccountingStorageTRES={tres}\n\
+AccountingStoreFlags=job_comment\n\
 MinJobAge=30\n\
 KillWait=5\n\
 InactiveLimit=0\n\
@@ -226,6 +227,7 @@ mod tests {
         assert!(c.contains("SlurmctldPort=19000\n"));
         assert!(c.contains("AccountingStoragePort=19001\n"));
         assert!(c.contains("AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:v100,gres/gpu:a10\n"));
+        assert!(c.contains("AccountingStoreFlags=job_comment\n"));
         assert!(c.contains("NodeName=a100-1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=19003 CPUs=16 RealMemory=16000 Gres=gpu:a100:4 Feature=a100"));
         assert!(c.contains("NodeName=v100-2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=19006 CPUs=16 RealMemory=16000 Gres=gpu:v100:8 Feature=v100"));
         assert!(c.contains("PartitionName=gpu Nodes=a100-[1-2],v100-[1-2],a10-1 Default=YES"));

@@ -30,6 +30,7 @@ use crate::times::{CellChoice, Offer};
 use cellsched_core::asrpt::{self, AsrptConfig, PendingJob};
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// A cellsched component that can be switched off for ablations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +176,9 @@ pub struct CellschedPolicy {
     classes: HashMap<(String, u32, u32), usize>,
     /// Per class: the pass epoch in which it found no acceptable free Cell.
     no_cell_epoch: Vec<u64>,
+    /// Per class: Cells ranked on the free GPUs of the epoch it was made in.
+    ranked: Vec<(u64, Rc<Vec<CellChoice>>)>,
+    /// Bumped whenever the free GPUs (or held types) change.
     epoch: u64,
 }
 
@@ -188,7 +192,7 @@ impl CellschedPolicy {
             return Err(SimError::invalid("max GPU factor", opts.max_gpu_factor.to_string(), "a number >= 1"));
         }
         opts.asrpt.validate()?;
-        Ok(CellschedPolicy { name: opts.name(), opts, plans: HashMap::new(), classes: HashMap::new(), no_cell_epoch: Vec::new(), epoch: 1 })
+        Ok(CellschedPolicy { name: opts.name(), opts, plans: HashMap::new(), classes: HashMap::new(), no_cell_epoch: Vec::new(), ranked: Vec::new(), epoch: 1 })
     }
 
     fn max_gpus(&self, sim: &Sim<'_>, i: usize) -> u32 {
@@ -261,7 +265,7 @@ impl CellschedPolicy {
     /// The Cell to start job `i` on now, if any.
     /// The Cell to start job `i` on now, if any; `no_cell` is set when no
     /// free Cell is acceptable for the job's whole class (not just this job).
-    fn choose(&self, sim: &mut Sim<'_>, i: usize, held: &[bool], ft: &mut FreeTimes, no_cell: &mut bool) -> Option<(Shape, f64)> {
+    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, held: &[bool], ft: &mut FreeTimes, no_cell: &mut bool) -> Option<(Shape, f64)> {
         let plan = &self.plans[&i].ideal;
         if !self.opts.cell_search || !self.opts.replan {
             // The planned Cell (requested one when Cell search is off).
@@ -277,13 +281,18 @@ impl CellschedPolicy {
             let it = if s.nodes == plan.nodes { plan.iter_s } else { iter_on(sim, i, s)? };
             return Some((s, it));
         }
-        let max = self.max_gpus(sim, i);
-        let offers = Self::offers(sim, max, false, held);
-        if offers.is_empty() {
-            return None;
-        }
-        let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
-        let ranked = sim.times().rank_cells(&m, b, &offers, max);
+        let class = self.plans[&i].class;
+        let ranked = if self.ranked[class].0 == self.epoch {
+            self.ranked[class].1.clone()
+        } else {
+            let max = self.max_gpus(sim, i);
+            let offers = Self::offers(sim, max, false, held);
+            let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
+            let r = if offers.is_empty() { Rc::new(Vec::new()) } else { sim.times().rank_cells(&m, b, &offers, max) };
+            self.ranked[class] = (self.epoch, r.clone());
+            r
+        };
+        let plan = &self.plans[&i].ideal;
         let limit = plan.iter_s * self.opts.max_slowdown;
         let plan_t = sim.cluster().type_index(&plan.gpu_type)?;
         let mut wait_done: Option<f64> = None;
@@ -343,6 +352,7 @@ impl Policy for CellschedPolicy {
                 let class = *self.classes.entry(key).or_insert(n);
                 if class == self.no_cell_epoch.len() {
                     self.no_cell_epoch.push(0);
+                    self.ranked.push((0, Rc::new(Vec::new())));
                 }
                 self.plans.insert(i, JobPlan { ideal, freeze, class });
                 true
