@@ -120,7 +120,8 @@ pub struct EstimatorConfig {
     pub profile_db: Option<PathBuf>,
     /// GPU catalog overrides (TOML, see `GpuCatalog::with_overrides_toml`).
     pub gpu_catalog: Option<PathBuf>,
-    /// Job history CSV for the iteration predictor.
+    /// Job history CSV; the iteration predictor fitted on it (in the
+    /// background) stands in for `--dl-iters` when a job does not give them.
     pub history: Option<PathBuf>,
 }
 

@@ -349,7 +349,8 @@ int cellsched_node_is_available(int i)
 	node_record_t *n = _node(i);
 	if (!n || !n->name)
 		return 0;
-	if (IS_NODE_DOWN(n) || IS_NODE_DRAIN(n) || IS_NODE_FUTURE(n) || IS_NODE_NO_RESPOND(n))
+	if (IS_NODE_UNKNOWN(n) || IS_NODE_DOWN(n) || IS_NODE_DRAIN(n) ||
+	    IS_NODE_FUTURE(n) || IS_NODE_NO_RESPOND(n))
 		return 0;
 	return (n->node_state & NODE_STATE_FAIL) ? 0 : 1;
 }

@@ -106,7 +106,7 @@ const char *cellsched_node_name(int i);
 const char *cellsched_node_features(int i); /* active features */
 const char *cellsched_node_gres(int i);     /* configured GRES, e.g. "gpu:a100:4" */
 uint32_t cellsched_node_state(int i);       /* node_state (base | flags) */
-int cellsched_node_is_available(int i);     /* not DOWN, DRAIN, FAIL, FUTURE or NO_RESPOND */
+int cellsched_node_is_available(int i);     /* registered and not DOWN, DRAIN, FAIL, FUTURE or NO_RESPOND */
 uint16_t cellsched_node_cpus(int i);
 /* GRES in use, e.g. "gpu:a100:2(IDX:0-1)"; caller frees with cellsched_xfree. */
 char *cellsched_node_gres_used(int i);

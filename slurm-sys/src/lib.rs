@@ -52,7 +52,8 @@
 //!   `cellsched_update_job(&u) -> slurm rc` runs slurmctld's `update_job()` as
 //!   root; the caller holds the WRITE lock set.
 //! - Nodes (node read lock): `cellsched_node_count()`, `cellsched_node_{name,
-//!   features, gres, state, is_available, cpus}(i)`,
+//!   features, gres, state, is_available, cpus}(i)` (`is_available`: registered, not
+//!   down/drained/failed/future/not responding),
 //!   `cellsched_node_gres_used(i)` (free with `cellsched_xfree`).
 #![allow(clippy::all)]
 

@@ -317,7 +317,7 @@ pub struct NodeInfo {
     pub gres_used: Option<String>,
     /// `node_state`.
     pub state: u32,
-    /// Usable for new work (not down/drained/failed/future/not responding).
+    /// Usable for new work (registered; not down/drained/failed/future/not responding).
     pub available: bool,
     /// CPUs.
     pub cpus: u16,

@@ -8,8 +8,10 @@
 //! `sprio` shows the factor and `PriorityWeight*` still weigh the rest.
 //!
 //! - [`ordering`]: pure computation (tested without Slurm).
+//! - [`prediction`]: the iteration predictor fitted on the job history.
 //! - [`slurm_conf`]: the running daemon's config paths.
 //! - `plugin`: the exported symbols, each behind a panic guard.
 pub mod ordering;
 mod plugin;
+pub mod prediction;
 pub mod slurm_conf;

@@ -3,15 +3,29 @@
 //! A job takes part in the A-SRPT order only when job_submit/cellsched
 //! recorded a placement [`Decision`] in its `AdminComment`: that gives the
 //! predicted seconds per iteration. Remaining time = iterations × iteration
-//! time, iterations from `CELLSCHED_DL_ITERS` in the job environment; when
-//! they are unknown the time limit (or the configured default) stands in.
-//! Jobs without a decision keep Slurm's stock site factor.
+//! time. Iterations come from `CELLSCHED_DL_ITERS` in the job environment,
+//! else from the [`Predictions`] fitted on the job history; when neither
+//! knows them the time limit (or the configured default) stands in. A job
+//! with `CELLSCHED_DL_FREEZE` set to a freezing mode is ranked by its
+//! effective remaining time ([`FreezeProfile`]: faster iterations as layers
+//! freeze, more iterations for the accuracy penalty). Jobs without a
+//! decision keep Slurm's stock site factor.
+use crate::prediction::Predictions;
 use cellsched_core::asrpt::{self, AsrptConfig, PendingJob};
 use cellsched_core::config::OrderingConfig;
+use cellsched_core::freezing::{FreezeMode, FreezeProfile};
+use cellsched_core::model::ModelCatalog;
+use cellsched_core::predictor::HistoryQuery;
 use cellsched_core::Decision;
 
 /// Environment key holding declared iterations (set by the SPANK plugin).
 pub const ITERS_KEY: &str = "CELLSCHED_DL_ITERS";
+/// Environment key holding the model name.
+pub const MODEL_KEY: &str = "CELLSCHED_DL_MODEL";
+/// Environment key holding the global batch size.
+pub const BATCH_KEY: &str = "CELLSCHED_DL_BATCH";
+/// Environment key holding the layer-freezing mode.
+pub const FREEZE_KEY: &str = "CELLSCHED_DL_FREEZE";
 
 /// The value of `key` in `KEY=VALUE` entries, accepting a `SPANK_` prefix.
 pub fn env_value<'a>(entries: &'a [String], key: &str) -> Option<&'a str> {
@@ -26,6 +40,8 @@ pub fn env_value<'a>(entries: &'a [String], key: &str) -> Option<&'a str> {
 pub struct JobFields<'a> {
     /// Slurm job id.
     pub id: u32,
+    /// Submitting user's uid.
+    pub user_id: u32,
     /// Submit time (Unix seconds).
     pub submit_time_s: i64,
     /// `AdminComment`, if any.
@@ -36,12 +52,59 @@ pub struct JobFields<'a> {
     pub time_limit_min: Option<u32>,
 }
 
+/// What ordering knows beyond the job record, loaded outside slurmctld's locks.
+#[derive(Debug, Clone, Copy)]
+pub struct OrderingData<'a> {
+    /// Catalog for canonical model names and layer counts (no file reads).
+    pub models: &'a ModelCatalog,
+    /// Fitted iteration predictor, once the history has been loaded.
+    pub predictions: Option<&'a Predictions>,
+}
+
+/// Declared iterations (`CELLSCHED_DL_ITERS` > 0).
+fn declared_iters(job: &JobFields<'_>) -> Option<f64> {
+    env_value(&job.env, ITERS_KEY).and_then(|v| v.trim().parse::<u64>().ok()).filter(|i| *i > 0).map(|i| i as f64)
+}
+
+/// Iterations the history predicts for this job, if it knows its model.
+pub fn predicted_iters(job: &JobFields<'_>, decision: &Decision, data: &OrderingData<'_>) -> Option<f64> {
+    let p = data.predictions?;
+    let raw = env_value(&job.env, MODEL_KEY)?.trim();
+    let batch = env_value(&job.env, BATCH_KEY)?.trim().parse::<u32>().ok().filter(|b| *b > 0)?;
+    let mut q = HistoryQuery {
+        user: p.user_name(job.user_id),
+        model: data.models.canonical_name(raw).unwrap_or(raw).to_string(),
+        batch,
+        gpus: decision.cell.gpus.max(1),
+        requested_time_s: job.time_limit_min.map_or(0.0, |m| f64::from(m) * 60.0),
+    };
+    if let Some(v) = p.predict(&q) {
+        return Some(v);
+    }
+    // The history may use the name as the user wrote it (an alias).
+    if q.model != raw {
+        q.model = raw.to_string();
+        return p.predict(&q);
+    }
+    None
+}
+
+/// The job's freezing profile when it opted in and its model is in the catalog.
+pub fn freeze_profile(job: &JobFields<'_>, data: &OrderingData<'_>) -> Option<FreezeProfile> {
+    let mode: FreezeMode = env_value(&job.env, FREEZE_KEY)?.parse().ok()?;
+    if mode == FreezeMode::Off {
+        return None;
+    }
+    let model = data.models.get(env_value(&job.env, MODEL_KEY)?).ok()?;
+    Some(FreezeProfile::for_mode(mode, model.layers))
+}
+
 /// The A-SRPT view of a job, or `None` if cellsched did not place it.
-pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig) -> Option<PendingJob> {
+pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>) -> Option<PendingJob> {
     let decision = Decision::parse_admin_comment(job.admin_comment?)?;
-    let iters = env_value(&job.env, ITERS_KEY).and_then(|v| v.trim().parse::<u64>().ok()).filter(|i| *i > 0);
+    let iters = declared_iters(job).or_else(|| predicted_iters(job, &decision, data));
     let remaining_s = match iters {
-        Some(i) => asrpt::remaining_time_s(i as f64, 0.0, decision.iter_s, None),
+        Some(i) => asrpt::remaining_time_s(i, 0.0, decision.iter_s, freeze_profile(job, data).as_ref()),
         None => job.time_limit_min.map(|m| f64::from(m) * 60.0).unwrap_or(cfg.default_remaining_s),
     };
     Some(PendingJob { id: job.id, submit_time_s: job.submit_time_s as f64, remaining_s })
@@ -80,35 +143,127 @@ mod tests {
 
     fn job<'a>(id: u32, submit: i64, c: Option<&'a str>, iters: Option<u64>) -> JobFields<'a> {
         let env = iters.map(|i| vec![format!("SPANK_CELLSCHED_DL_ITERS={i}")]).unwrap_or_default();
-        JobFields { id, submit_time_s: submit, admin_comment: c, env, time_limit_min: Some(60) }
+        JobFields { id, user_id: 1000, submit_time_s: submit, admin_comment: c, env, time_limit_min: Some(60) }
+    }
+
+    fn catalog() -> &'static ModelCatalog {
+        static C: std::sync::OnceLock<ModelCatalog> = std::sync::OnceLock::new();
+        C.get_or_init(ModelCatalog::builtin)
+    }
+
+    fn data() -> OrderingData<'static> {
+        OrderingData { models: catalog(), predictions: None }
+    }
+
+    /// A DL job of uid 1000 with model/batch (and optional freeze mode) but no declared iterations.
+    fn dl_job<'a>(id: u32, c: &'a str, model: &str, freeze: Option<&str>) -> JobFields<'a> {
+        let mut env = vec![format!("SPANK_{MODEL_KEY}={model}"), format!("SPANK_{BATCH_KEY}=32")];
+        if let Some(f) = freeze {
+            env.push(format!("SPANK_{FREEZE_KEY}={f}"));
+        }
+        JobFields { id, user_id: 1000, submit_time_s: 100, admin_comment: Some(c), env, time_limit_min: Some(600) }
+    }
+
+    /// History: alice's gpt__350M runs ~5,000 iterations, bob's ~400,000.
+    fn predictions() -> Predictions {
+        let rec = |user: &str, iters: u64, i: u64| cellsched_core::history::HistoryRecord {
+            user: user.into(),
+            model: "gpt__350M".into(),
+            batch: 32,
+            gpus: 4,
+            requested_time_s: 36_000.0,
+            iterations: iters + (i % 5) * iters / 50,
+            elapsed_s: 3600.0,
+            gpu_type: Some("a100".into()),
+        };
+        let h: Vec<_> = (0..40).map(|i| rec("alice", 5_000, i)).chain((0..40).map(|i| rec("bob", 400_000, i))).collect();
+        Predictions::from_records(&h, std::collections::HashMap::from([(1000, "alice".into()), (1001, "bob".into())]))
+    }
+
+    #[test]
+    fn predicted_iterations_stand_in_for_missing_ones() {
+        let cfg = OrderingConfig::default();
+        let p = predictions();
+        let d = OrderingData { models: catalog(), predictions: Some(&p) };
+        let c = comment(0.5);
+        let alice = dl_job(1, &c, "gpt__350M", None);
+        let mut bob = dl_job(2, &c, "gpt__350M", None);
+        bob.user_id = 1001;
+        let (a, b) = (pending_job(&alice, &cfg, &d).unwrap(), pending_job(&bob, &cfg, &d).unwrap());
+        let ia = predicted_iters(&alice, &Decision::parse_admin_comment(&c).unwrap(), &d).unwrap();
+        assert!((a.remaining_s - ia * 0.5).abs() < 1e-6 && ia < 20_000.0, "alice: {ia} iters, {} s", a.remaining_s);
+        assert!(b.remaining_s > 50_000.0 * 0.5, "bob: {} s", b.remaining_s);
+        // Both share the time limit (600 min), so without the predictor they tie.
+        assert_eq!(pending_job(&alice, &cfg, &data()).unwrap().remaining_s, 36_000.0);
+        assert_eq!(pending_job(&bob, &cfg, &data()).unwrap().remaining_s, 36_000.0);
+        // With it, alice's recurring short job is ordered first although submitted later.
+        bob.submit_time_s = 50;
+        let b = pending_job(&bob, &cfg, &d).unwrap();
+        let f = site_factors(&[b, a], 200.0, &cfg, BASE);
+        assert_eq!(f[0].0, 1, "{f:?}");
+        // Declared iterations win over predicted ones.
+        let mut declared = alice.clone();
+        declared.env.push(format!("{ITERS_KEY}=10"));
+        assert_eq!(pending_job(&declared, &cfg, &d).unwrap().remaining_s, 5.0);
+        // A model the history never saw falls back to the time limit.
+        let unknown = dl_job(3, &c, "llama7b", None);
+        assert_eq!(pending_job(&unknown, &cfg, &d).unwrap().remaining_s, 36_000.0);
+    }
+
+    #[test]
+    fn freezing_jobs_are_ranked_by_effective_remaining_time() {
+        let cfg = OrderingConfig::default();
+        let c = comment(0.5);
+        let model = "gpt__350M";
+        let layers = catalog().get(model).unwrap().layers;
+        let mut plain = dl_job(1, &c, model, None);
+        plain.env.push(format!("{ITERS_KEY}=100000"));
+        let mut frozen = dl_job(2, &c, model, Some("auto"));
+        frozen.env.push(format!("{ITERS_KEY}=100000"));
+        let p = pending_job(&plain, &cfg, &data()).unwrap().remaining_s;
+        let f = pending_job(&frozen, &cfg, &data()).unwrap().remaining_s;
+        let expected = asrpt::remaining_time_s(100_000.0, 0.0, 0.5, Some(&FreezeProfile::for_mode(FreezeMode::Auto, layers)));
+        assert_eq!(p, 50_000.0);
+        assert!((f - expected).abs() < 1e-6, "{f} vs {expected}");
+        assert!(f != p, "freezing must change the remaining time");
+        // The order follows the effective time.
+        let jobs = [pending_job(&plain, &cfg, &data()).unwrap(), pending_job(&frozen, &cfg, &data()).unwrap()];
+        let first = site_factors(&jobs, 200.0, &cfg, BASE)[0].0;
+        assert_eq!(first, if f < p { 2 } else { 1 });
+        // `off`, a bad mode, or a model outside the catalog: no freezing.
+        for (m, mode) in [(model, "off"), (model, "sometimes"), ("/home/u/m.toml", "auto")] {
+            let mut j = dl_job(3, &c, m, Some(mode));
+            j.env.push(format!("{ITERS_KEY}=100000"));
+            assert_eq!(pending_job(&j, &cfg, &data()).unwrap().remaining_s, 50_000.0, "{m} {mode}");
+        }
     }
 
     #[test]
     fn remaining_time_from_decision_and_iters() {
         let cfg = OrderingConfig::default();
         let c = comment(0.5);
-        let p = pending_job(&job(7, 100, Some(&c), Some(1000)), &cfg).unwrap();
+        let p = pending_job(&job(7, 100, Some(&c), Some(1000)), &cfg, &data()).unwrap();
         assert_eq!((p.id, p.submit_time_s, p.remaining_s), (7, 100.0, 500.0));
         // Unknown iterations: the time limit stands in, else the default.
-        assert_eq!(pending_job(&job(7, 100, Some(&c), None), &cfg).unwrap().remaining_s, 3600.0);
+        assert_eq!(pending_job(&job(7, 100, Some(&c), None), &cfg, &data()).unwrap().remaining_s, 3600.0);
         let mut j = job(7, 100, Some(&c), None);
         j.time_limit_min = None;
-        assert_eq!(pending_job(&j, &cfg).unwrap().remaining_s, cfg.default_remaining_s);
+        assert_eq!(pending_job(&j, &cfg, &data()).unwrap().remaining_s, cfg.default_remaining_s);
     }
 
     #[test]
     fn jobs_without_decision_are_not_ordered() {
         let cfg = OrderingConfig::default();
-        assert!(pending_job(&job(1, 0, None, Some(10)), &cfg).is_none());
-        assert!(pending_job(&job(1, 0, Some("set by admin"), Some(10)), &cfg).is_none());
+        assert!(pending_job(&job(1, 0, None, Some(10)), &cfg, &data()).is_none());
+        assert!(pending_job(&job(1, 0, Some("set by admin"), Some(10)), &cfg, &data()).is_none());
     }
 
     #[test]
     fn shorter_job_gets_higher_factor_even_if_submitted_later() {
         let cfg = OrderingConfig::default();
         let (cl, cs) = (comment(1.0), comment(1.0));
-        let long = pending_job(&job(1, 1000, Some(&cl), Some(100_000)), &cfg).unwrap();
-        let short = pending_job(&job(2, 1010, Some(&cs), Some(100)), &cfg).unwrap();
+        let long = pending_job(&job(1, 1000, Some(&cl), Some(100_000)), &cfg, &data()).unwrap();
+        let short = pending_job(&job(2, 1010, Some(&cs), Some(100)), &cfg, &data()).unwrap();
         let f = site_factors(&[long, short], 1020.0, &cfg, BASE);
         let get = |id| f.iter().find(|(i, _)| *i == id).unwrap().1;
         assert!(get(2) > get(1) && get(1) > BASE, "{f:?}");
@@ -122,8 +277,8 @@ mod tests {
     fn aging_bound_promotes_long_waiters() {
         let cfg = OrderingConfig { aging_bound_s: 600.0, ..OrderingConfig::default() };
         let c = comment(1.0);
-        let old_long = pending_job(&job(1, 0, Some(&c), Some(100_000)), &cfg).unwrap();
-        let new_short = pending_job(&job(2, 900, Some(&c), Some(10)), &cfg).unwrap();
+        let old_long = pending_job(&job(1, 0, Some(&c), Some(100_000)), &cfg, &data()).unwrap();
+        let new_short = pending_job(&job(2, 900, Some(&c), Some(10)), &cfg, &data()).unwrap();
         let f = site_factors(&[new_short, old_long], 1000.0, &cfg, BASE);
         assert_eq!(f[0].0, 1, "aged job first: {f:?}");
     }

@@ -172,7 +172,7 @@ impl FreeTimes {
 pub struct CellschedPolicy {
     opts: CellschedOptions,
     name: String,
-    plans: HashMap<usize, JobPlan>,
+    plans: Vec<Option<JobPlan>>,
     classes: HashMap<(String, u32, u32), usize>,
     /// Per class: the pass epoch in which it found no acceptable free Cell.
     no_cell_epoch: Vec<u64>,
@@ -192,7 +192,11 @@ impl CellschedPolicy {
             return Err(SimError::invalid("max GPU factor", opts.max_gpu_factor.to_string(), "a number >= 1"));
         }
         opts.asrpt.validate()?;
-        Ok(CellschedPolicy { name: opts.name(), opts, plans: HashMap::new(), classes: HashMap::new(), no_cell_epoch: Vec::new(), ranked: Vec::new(), epoch: 1 })
+        Ok(CellschedPolicy { name: opts.name(), opts, plans: Vec::new(), classes: HashMap::new(), no_cell_epoch: Vec::new(), ranked: Vec::new(), epoch: 1 })
+    }
+
+    fn plan(&self, i: usize) -> &JobPlan {
+        self.plans[i].as_ref().expect("admitted job has a plan")
     }
 
     fn max_gpus(&self, sim: &Sim<'_>, i: usize) -> u32 {
@@ -266,7 +270,7 @@ impl CellschedPolicy {
     /// The Cell to start job `i` on now, if any; `no_cell` is set when no
     /// free Cell is acceptable for the job's whole class (not just this job).
     fn choose(&mut self, sim: &mut Sim<'_>, i: usize, held: &[bool], ft: &mut FreeTimes, no_cell: &mut bool) -> Option<(Shape, f64)> {
-        let plan = &self.plans[&i].ideal;
+        let plan = &self.plan(i).ideal;
         if !self.opts.cell_search || !self.opts.replan {
             // The planned Cell (requested one when Cell search is off).
             let t = sim.cluster().type_index(&plan.gpu_type)?;
@@ -281,7 +285,7 @@ impl CellschedPolicy {
             let it = if s.nodes == plan.nodes { plan.iter_s } else { iter_on(sim, i, s)? };
             return Some((s, it));
         }
-        let class = self.plans[&i].class;
+        let class = self.plan(i).class;
         let ranked = if self.ranked[class].0 == self.epoch {
             self.ranked[class].1.clone()
         } else {
@@ -292,7 +296,7 @@ impl CellschedPolicy {
             self.ranked[class] = (self.epoch, r.clone());
             r
         };
-        let plan = &self.plans[&i].ideal;
+        let plan = &self.plan(i).ideal;
         let limit = plan.iter_s * self.opts.max_slowdown;
         let plan_t = sim.cluster().type_index(&plan.gpu_type)?;
         let mut wait_done: Option<f64> = None;
@@ -354,7 +358,10 @@ impl Policy for CellschedPolicy {
                     self.no_cell_epoch.push(0);
                     self.ranked.push((0, Rc::new(Vec::new())));
                 }
-                self.plans.insert(i, JobPlan { ideal, freeze, class });
+                if self.plans.len() <= i {
+                    self.plans.resize(sim.jobs().len().max(i + 1), None);
+                }
+                self.plans[i] = Some(JobPlan { ideal, freeze, class });
                 true
             }
             None => false,
@@ -362,7 +369,7 @@ impl Policy for CellschedPolicy {
     }
 
     fn on_arrival(&mut self, sim: &mut Sim<'_>, i: usize) {
-        let p = &self.plans[&i];
+        let p = self.plan(i);
         let j = sim.job_mut(i);
         j.planned = Some((p.ideal.gpu_type.clone(), p.ideal.gpus, p.ideal.nodes));
         if let Some(f) = &p.freeze {
@@ -380,7 +387,7 @@ impl Policy for CellschedPolicy {
                 .iter()
                 .map(|&i| {
                     let j = sim.job(i);
-                    let p = &self.plans[&i];
+                    let p = self.plan(i);
                     let penalty = p.freeze.as_ref().map_or(1.0, |f| if f.schedule.is_off() { 1.0 } else { f.penalty.max(1.0) });
                     let done = j.progress * j.iters() * penalty;
                     PendingJob {
@@ -401,7 +408,7 @@ impl Policy for CellschedPolicy {
             if sim.cluster().free_total() == 0 {
                 break;
             }
-            let class = self.plans[&i].class;
+            let class = self.plan(i).class;
             let replanning = self.opts.cell_search && self.opts.replan;
             if replanning && self.no_cell_epoch[class] == self.epoch {
                 continue; // same class, same free GPUs: still no acceptable Cell
@@ -427,7 +434,7 @@ impl Policy for CellschedPolicy {
                         let j = sim.job(i);
                         let pj = PendingJob { id: i as u32, submit_time_s: j.spec.submission_time, remaining_s: 0.0 };
                         if asrpt::is_aged(&pj, sim.now(), &self.opts.asrpt) {
-                            if let Some(t) = sim.cluster().type_index(&self.plans[&i].ideal.gpu_type) {
+                            if let Some(t) = sim.cluster().type_index(&self.plan(i).ideal.gpu_type) {
                                 held[t] = true;
                                 self.epoch += 1; // the offers changed
                             }

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): slurmctld's scheduling cost with and without
+# cellsched's plugins at thousands of pending jobs.
+#
+# For each mode (stock = `cluster up --no-plugins`, plugins = site_factor +
+# job_submit + SPANK) on its own local cluster: fill every GPU with blocker
+# jobs, submit N jobs that stay pending (half "DL" jobs carrying the
+# CELLSCHED_DL_* option variables — ignored by stock Slurm, placed and
+# ordered by cellsched —, half plain `--gres=gpu:1` jobs), reset sdiag, let
+# the schedulers run for a window covering at least one PriorityCalcPeriod,
+# then read sdiag (main scheduler and backfill cycle mean/max, submit RPC
+# mean) and, in plugin mode, the plugins' own debug timings from the log
+# (site_factor update under the job write lock, re-planning snapshot under
+# the read locks). Prints both modes and the plugin/stock ratios.
+#
+# Usage: bench/sched_cost.sh [N_JOBS]         (default 3000)
+# Env:   CELLSCHED_BENCH_DIR        cluster dir prefix (default /tmp/cs-bench-sched)
+#        CELLSCHED_BENCH_PORT_BASE  port base (default 18300)
+#        CELLSCHED_BENCH_WINDOW_S   measuring window in seconds (default 75)
+#        CELLSCHED_BENCH_PARALLEL   parallel submitters (default 4)
+# Needs: cargo build --release -p cellsched -p site_factor_cellsched -p job_submit_cellsched -p spank_cellsched
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CLI=$ROOT/target/release/cellsched
+N=${1:-3000}
+DIR=${CELLSCHED_BENCH_DIR:-/tmp/cs-bench-sched}
+PB=${CELLSCHED_BENCH_PORT_BASE:-18300}
+WINDOW=${CELLSCHED_BENCH_WINDOW_S:-75}
+PAR=${CELLSCHED_BENCH_PARALLEL:-4}
+
+case $N in '' | *[!0-9]*) echo "sched_cost.sh: N_JOBS must be a number, got '$N'" >&2; exit 2 ;; esac
+[ -x "$CLI" ] || { echo "sched_cost.sh: $CLI missing; run cargo build --release -p cellsched first" >&2; exit 2; }
+for so in site_factor job_submit spank; do
+  [ -f "$ROOT/target/release/lib${so}_cellsched.so" ] || {
+    echo "sched_cost.sh: target/release/lib${so}_cellsched.so missing; cargo build --release -p ${so}_cellsched" >&2
+    exit 2
+  }
+done
+
+UP_DIR=""
+cleanup() { [ -n "$UP_DIR" ] && "$CLI" cluster down --dir "$UP_DIR" --port-base "$PB" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+# Value of "KEY:" inside the sdiag section starting with SECTION (first match).
+sdiag_field() { # file section key
+  awk -v sec="$2" -v key="$3" '
+    index($0, sec) == 1 { on = 1; next }
+    on && /^[^\t ]/ { on = 0 }
+    on { line = $0; sub(/^[\t ]+/, "", line)
+         if (index(line, key ":") == 1) { sub(/^[^:]*:[ \t]*/, "", line); print line + 0; exit } }' "$1"
+}
+
+# Submits jobs FROM..TO of this mode (odd = DL, even = plain).
+submit_range() { # from to
+  local i
+  for ((i = $1; i <= $2; i++)); do
+    if ((i % 2)); then
+      CELLSCHED_DL_MODEL=$([ $((i % 4)) = 1 ] && echo gpt2 || echo bert_large) CELLSCHED_DL_BATCH=32 \
+        CELLSCHED_DL_ITERS=$((1000 + i)) sbatch --parsable -J "bench-dl-$i" --gres=gpu:1 --wrap true >/dev/null
+    else
+      sbatch --parsable -J "bench-plain-$i" --gres=gpu:1 --wrap true >/dev/null
+    fi
+  done
+}
+
+run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
+  local mode=$1 dir="$DIR-$1" args
+  args=(--dir "$dir" --port-base "$PB")
+  [ "$mode" = stock ] && args+=(--no-plugins)
+  echo "== $mode: cluster up at $dir (port base $PB)" >&2
+  "$CLI" cluster up "${args[@]}" >&2
+  UP_DIR=$dir
+  eval "$("$CLI" cluster env "${args[@]}")"
+  mkdir -p "$dir/jobs"
+  cd "$dir/jobs"
+  # Fill every GPU so every submitted job stays pending on Resources.
+  while read -r node gres; do
+    sbatch --parsable -J bench-blocker -N1 -w "$node" --gres="${gres%%(*}" --wrap "sleep 3600" >/dev/null
+  done < <(sinfo -h -N -o '%N %G' | sort -u)
+  local t=0
+  while [ "$(squeue -h -t R -n bench-blocker | wc -l)" -lt "$(sinfo -h -N -o %N | sort -u | wc -l)" ]; do
+    sleep 1; t=$((t + 1)); [ $t -lt 60 ] || { echo "blockers did not start" >&2; squeue >&2; exit 1; }
+  done
+  echo "== $mode: submitting $N jobs ($PAR in parallel)" >&2
+  local t0 per from to pids=()
+  t0=$(date +%s.%N)
+  per=$(((N + PAR - 1) / PAR))
+  for ((from = 1; from <= N; from += per)); do
+    to=$((from + per - 1)); ((to <= N)) || to=$N
+    submit_range "$from" "$to" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  local submit_s pending
+  submit_s=$(echo "$(date +%s.%N) - $t0" | bc)
+  pending=$(squeue -h -t PD | wc -l)
+  echo "== $mode: $pending pending after ${submit_s}s; measuring for ${WINDOW}s" >&2
+  local sd="$dir/sdiag-submit.txt"
+  sdiag >"$sd"
+  local submit_rpc_us
+  submit_rpc_us=$(awk '/REQUEST_SUBMIT_BATCH_JOB/ { for (i = 1; i <= NF; i++) if ($i ~ /^ave_time:/) { sub("ave_time:", "", $i); print $i } }' "$sd")
+  local log="$dir/log/slurmctld.log" log_start
+  log_start=$(($(wc -c <"$log") + 1))
+  scontrol setdebug debug
+  sdiag -r >/dev/null
+  sleep "$WINDOW"
+  sd="$dir/sdiag-window.txt"
+  sdiag >"$sd"
+  scontrol setdebug info
+  local tail_log="$dir/window.log"
+  tail -c +"$log_start" "$log" >"$tail_log"
+  {
+    echo "pending $pending"
+    echo "submit_s $submit_s"
+    echo "submit_rpc_mean_us ${submit_rpc_us:-NA}"
+    echo "main_cycles $(sdiag_field "$sd" 'Main schedule statistics' 'Total cycles')"
+    echo "main_mean_us $(sdiag_field "$sd" 'Main schedule statistics' 'Mean cycle')"
+    echo "main_max_us $(sdiag_field "$sd" 'Main schedule statistics' 'Max cycle')"
+    echo "main_mean_depth $(sdiag_field "$sd" 'Main schedule statistics' 'Mean depth cycle')"
+    echo "bf_cycles $(sdiag_field "$sd" 'Backfilling stats' 'Total cycles')"
+    echo "bf_mean_us $(sdiag_field "$sd" 'Backfilling stats' 'Mean cycle')"
+    echo "bf_max_us $(sdiag_field "$sd" 'Backfilling stats' 'Max cycle')"
+    echo "bf_mean_depth $(sdiag_field "$sd" 'Backfilling stats' 'Depth Mean')"
+    # Plugin timings (debug lines; none in stock mode).
+    awk '/site_factor\/cellsched: update ranked/ { for (i = 1; i <= NF; i++) if ($i == "us") { n++; s += $(i-1); if ($(i-1) > m) m = $(i-1) } }
+         END { printf "site_factor_updates %d\nsite_factor_mean_us %s\nsite_factor_max_us %s\n", n, n ? s / n : "NA", n ? m : "NA" }' "$tail_log"
+    awk '/re-planning pass over/ { for (i = 1; i <= NF; i++) if ($i == "snapshot") { n++; v = $(i+1); s += v; if (v > m) m = v } }
+         END { printf "replan_passes %d\nreplan_snapshot_mean_us %s\nreplan_snapshot_max_us %s\n", n, n ? s / n : "NA", n ? m : "NA" }' "$tail_log"
+  } >"$DIR-$mode.results"
+  cd "$ROOT"
+  scancel --user="$(id -un)" || true
+  "$CLI" cluster down "${args[@]}" >&2
+  UP_DIR=""
+}
+
+get() { awk -v k="$2" '$1 == k { print $2 }' "$DIR-$1.results"; }
+ratio() { # a b
+  if [[ "$1" =~ ^[0-9.]+$ && "$2" =~ ^[0-9.]+$ ]] && [ "$(echo "$2 > 0" | bc)" = 1 ]; then
+    printf '%.2f' "$(echo "scale=4; $1 / $2" | bc)"
+  else echo NA; fi
+}
+
+run_mode stock
+run_mode plugins
+
+echo
+echo "slurmctld scheduling cost at $N pending jobs (half DL), window ${WINDOW}s; times in microseconds"
+printf '%-26s %14s %14s %8s\n' metric stock plugins ratio
+for k in pending submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
+  bf_cycles bf_mean_us bf_max_us bf_mean_depth site_factor_updates site_factor_mean_us site_factor_max_us \
+  replan_passes replan_snapshot_mean_us replan_snapshot_max_us; do
+  a=$(get stock "$k"); b=$(get plugins "$k")
+  case $k in *_us | submit_s) r=$(ratio "$b" "$a") ;; *) r="" ;; esac
+  printf '%-26s %14s %14s %8s\n' "$k" "${a:-NA}" "${b:-NA}" "$r"
+done
