@@ -1,5 +1,5 @@
 //! Link arguments for the SPANK plugin (version script exporting only the
-//! plugin symbols, lazy binding) and the Slurm release it is built for.
+//! plugin symbols, lazy binding). The release number comes from `slurm-sys`.
 include!("../plugins/build_support.rs");
 
 fn main() {
@@ -12,17 +12,4 @@ fn main() {
         "slurm_spank_init_post_opt",
         "slurm_spank_task_init",
     ]);
-    let inc = std::env::var("SLURM_INCLUDE_DIR").unwrap_or_else(|_| "/usr/include".into());
-    let hdr = format!("{inc}/slurm/slurm_version.h");
-    let number = std::fs::read_to_string(&hdr)
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with("#define SLURM_VERSION_NUMBER "))?;
-            let hex = line.split_whitespace().nth(2)?.trim_start_matches("0x");
-            u32::from_str_radix(hex, 16).ok()
-        })
-        .unwrap_or_else(|| panic!("cannot read SLURM_VERSION_NUMBER from {hdr} (install libslurm-dev or set SLURM_INCLUDE_DIR)"));
-    println!("cargo:rustc-env=CELLSCHED_SLURM_VERSION_NUMBER={number}");
-    println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
-    println!("cargo:rerun-if-changed={hdr}");
 }

@@ -35,21 +35,10 @@ pub static plugin_name: [u8; 10] = *b"cellsched\0";
 pub static plugin_type: [u8; 6] = *b"spank\0";
 /// `plugin_version`: the Slurm release built against (major.minor must match).
 #[no_mangle]
-pub static plugin_version: c_uint = parse_u32(env!("CELLSCHED_SLURM_VERSION_NUMBER"));
+pub static plugin_version: c_uint = slurm_sys::SLURM_VERSION_NUMBER;
 /// `spank_plugin_version`: SPANK interface version (0).
 #[no_mangle]
 pub static spank_plugin_version: c_uint = 0;
-
-const fn parse_u32(s: &str) -> u32 {
-    let b = s.as_bytes();
-    let mut i = 0;
-    let mut n = 0u32;
-    while i < b.len() {
-        n = n * 10 + (b[i] - b'0') as u32;
-        i += 1;
-    }
-    n
-}
 
 /// Plugstack arguments parsed in `slurm_spank_init`.
 static ARGS: OnceLock<PluginArgs> = OnceLock::new();

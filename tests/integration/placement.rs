@@ -35,16 +35,39 @@ const WAIT: Duration = Duration::from_secs(90);
 const PORT_OFFSET: u16 = 60;
 
 /// The private cluster's cellsched.toml: fast re-planning, a generous
-/// slowdown bound, and a profile DB that does not exist (the "missing data"
-/// case: logged once, datasheet estimates used).
-const PRIVATE_TOML: &str = "\
-# cellsched e2e placement tests
-[placement]
-replan_interval_s = 2
-replan_max_slowdown = 10.0
-[estimator]
-profile_db = \"/nonexistent/cellsched-e2e/profiles.csv\"
-";
+/// slowdown bound, a profile DB that does not exist (the "missing data"
+/// case: logged once, datasheet estimates used) and the job history of
+/// [`history`] for the iteration predictor.
+fn private_toml(dir: &std::path::Path) -> String {
+    format!(
+        "# cellsched e2e placement tests\n\
+[placement]\nreplan_interval_s = 2\nreplan_max_slowdown = 10.0\n\
+[estimator]\nprofile_db = \"/nonexistent/cellsched-e2e/profiles.csv\"\nhistory = \"{}\"\n",
+        dir.join("history.csv").display()
+    )
+}
+
+/// Models of the history: root's recurring SHORT_MODEL jobs run ~1,000
+/// iterations, its LONG_MODEL jobs ~1,000,000.
+const SHORT_MODEL: &str = "gpt__350M";
+const LONG_MODEL: &str = "bert__350M";
+
+/// The job history written for the private cluster (user root, who submits the tests' jobs).
+fn history() -> String {
+    let rec = |model: &str, iters: u64, i: u64| cellsched_core::history::HistoryRecord {
+        user: "root".into(),
+        model: model.into(),
+        batch: BATCH,
+        gpus: 4,
+        requested_time_s: 3600.0,
+        iterations: iters + (i % 5) * iters / 50,
+        elapsed_s: 600.0,
+        gpu_type: Some("a100".into()),
+    };
+    let records: Vec<_> =
+        (0..40).map(|i| rec(SHORT_MODEL, 1_000, i)).chain((0..40).map(|i| rec(LONG_MODEL, 1_000_000, i))).collect();
+    cellsched_core::history::to_csv_string(&records)
+}
 
 /// A config the plugins must refuse (typo in a key).
 const BROKEN_TOML: &str = "[placement]\nmax_gpu = 4\n";
@@ -77,11 +100,12 @@ extern "C" fn private_down() {
     });
 }
 
-fn private_spec(toml: &str) -> ClusterSpec {
+/// The private cluster's spec, with `toml` as cellsched.toml (default: [`private_toml`]).
+fn private_spec(toml: Option<&str>) -> ClusterSpec {
     let mut spec = common::test_spec();
     spec.port_base += PORT_OFFSET;
     spec.dir = std::env::temp_dir().join(format!("cs-e2e-place-{}", std::process::id()));
-    spec.cellsched_toml = Some(toml.to_string());
+    spec.cellsched_toml = Some(toml.map_or_else(|| private_toml(&spec.dir), str::to_string));
     spec
 }
 
@@ -90,8 +114,10 @@ fn private_spec(toml: &str) -> ClusterSpec {
 fn private() -> MutexGuard<'static, Option<Private>> {
     let mut g = PRIVATE.lock().unwrap_or_else(|e| e.into_inner());
     if g.is_none() {
-        let spec = private_spec(PRIVATE_TOML);
+        let spec = private_spec(None);
         let _ = std::fs::remove_dir_all(&spec.dir);
+        std::fs::create_dir_all(&spec.dir).expect("create placement cluster dir");
+        std::fs::write(spec.dir.join("history.csv"), history()).expect("write history.csv");
         let t = Instant::now();
         let cluster = Cluster::up(&spec).unwrap_or_else(|e| panic!("cannot bring the placement cluster up: {e}"));
         // SAFETY: registers a plain extern "C" fn with the C library.
@@ -531,14 +557,14 @@ fn broken_config_falls_back_to_stock() {
     struct Restore<'a>(&'a mut Private);
     impl Drop for Restore<'_> {
         fn drop(&mut self) {
-            let spec = private_spec(PRIVATE_TOML);
+            let spec = private_spec(None);
             match Cluster::up(&spec) {
                 Ok(c) => self.0.cluster = c,
                 Err(e) => eprintln!("cannot restore the placement cluster: {e}"),
             }
         }
     }
-    let broken = private_spec(BROKEN_TOML);
+    let broken = private_spec(Some(BROKEN_TOML));
     p.cluster = Cluster::up(&broken).unwrap_or_else(|e| panic!("restart with a broken config: {e}"));
     let r = Restore(p);
     let p = &*r.0;
@@ -561,4 +587,35 @@ fn broken_config_falls_back_to_stock() {
     let f = p.sacct(id, &["AllocTRES", "AdminComment"], |m| m["AllocTRES"].contains("gres/gpu"));
     assert!(f["AdminComment"].is_empty(), "{f:?}");
     assert!(p.ok("scontrol", &["ping"]).contains("UP"));
+}
+
+/// (4a) Without `--dl-iters`, the order uses the iterations predicted from
+/// the job history: a recurring short job submitted after a recurring long
+/// one gets the higher priority (without the predictor both would fall back
+/// to the same default remaining time and tie on the site factor).
+#[test]
+fn predicted_iterations_order_jobs_without_dl_iters() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let t = Instant::now();
+    while !p.ctld_log_current().contains("fitted the iteration predictor on 80 jobs") {
+        assert!(t.elapsed() < WAIT, "site_factor/cellsched did not log fitting the predictor on the history");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Held back by a begin time, so both stay pending whatever is free.
+    let submit = |model: &str| {
+        let name = common::unique_name("pred");
+        p.submit(&["-J", &name, "--begin=now+3600", "--dl-model", model, "--dl-batch", "32", "--wrap", "true"])
+            .unwrap_or_else(|e| panic!("submit {model}: {e}"))
+    };
+    let long = submit(LONG_MODEL);
+    let short = submit(SHORT_MODEL);
+    let prio = |id: u32| -> u64 { p.job(id)["Priority"].parse().expect("numeric Priority") };
+    let (lp, sp) = (prio(long), prio(short));
+    assert!(sp > lp, "predicted-short job {short} has priority {sp}, predicted-long job {long} {lp}");
+    p.cancel(&[long, short]);
 }
