@@ -9,11 +9,21 @@
 //! the real cluster should start jobs.
 //!
 //! Starvation guard (aging): a job whose *waiting time* `now - submit_time`
-//! exceeds [`AsrptConfig::aging_bound_s`] is *aged* and ranked ahead of every
-//! non-aged job; aged jobs are FIFO among themselves. So once a job has waited
-//! the bound, only jobs that waited even longer can pass it. Waiting time (not
-//! a passed-over counter) is used because it needs no state across scheduler
-//! passes and works identically in `site_factor_p_set` and `_p_update`.
+//! exceeds its aging threshold ([`aging_threshold_s`]) is *aged* and ranked
+//! ahead of every non-aged job; aged jobs are FIFO among themselves. So once
+//! a job has waited its threshold, only jobs that waited even longer can pass
+//! it. The threshold is [`AsrptConfig::aging_bound_s`], or, with
+//! [`AsrptConfig::aging_factor`] > 0, at least that many times the job's own
+//! predicted remaining time: on an overloaded cluster where every job waits
+//! longer than an absolute bound, an absolute bound turns A-SRPT into FIFO,
+//! while a duration-scaled one bounds each job's slowdown (how long it can be
+//! passed over relative to its own length) and keeps the SRPT order. Waiting
+//! time (not a passed-over counter) is used because it needs no state across
+//! scheduler passes and works identically in `site_factor_p_set` and `_p_update`.
+//!
+//! [`AsrptQueue`] keeps the same order incrementally (insert/remove/advance
+//! the clock in O(log n)) for callers that rank on every event, such as the
+//! simulator; it always yields exactly the order of [`order`].
 //!
 //! Priorities: [`priority_for`] maps one job to a priority without the list
 //! (Slurm's per-job `site_factor_p_set` at submit); [`order`] ranks the whole
@@ -32,6 +42,7 @@ use crate::error::CoreError;
 use crate::freezing::FreezeProfile;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 /// Configuration of the ordering.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,6 +61,10 @@ pub struct AsrptConfig {
     /// Waiting time beyond the bound at which the aged band saturates.
     /// Default 30 days.
     pub max_aged_wait_s: f64,
+    /// Duration-scaled aging: a job ages only after waiting at least this
+    /// many times its own predicted remaining time (and at least
+    /// `aging_bound_s`). 0 (the default) = the absolute bound alone.
+    pub aging_factor: f64,
 }
 
 impl Default for AsrptConfig {
@@ -60,6 +75,7 @@ impl Default for AsrptConfig {
             min_remaining_s: 1.0,
             max_remaining_s: 1e7,
             max_aged_wait_s: 30.0 * 86400.0,
+            aging_factor: 0.0,
         }
     }
 }
@@ -96,6 +112,13 @@ impl AsrptConfig {
                 "max_aged_wait_s",
                 self.max_aged_wait_s.to_string(),
                 "a positive number of seconds",
+            ));
+        }
+        if !(self.aging_factor.is_finite() && self.aging_factor >= 0.0) {
+            return Err(CoreError::invalid(
+                "aging_factor",
+                self.aging_factor.to_string(),
+                "a non-negative number (0 = absolute aging bound)",
             ));
         }
         Ok(())
@@ -156,9 +179,27 @@ fn sanitize_remaining(r: f64) -> f64 {
     }
 }
 
-/// Whether the job has waited longer than the aging bound at `now_s`.
+/// Waiting time after which `job` is aged: `aging_bound_s`, or
+/// `aging_factor` × its remaining time when that is larger (unknown
+/// remaining times use the bound alone).
+pub fn aging_threshold_s(job: &PendingJob, cfg: &AsrptConfig) -> f64 {
+    let r = job.remaining_s;
+    if cfg.aging_factor > 0.0 && r.is_finite() {
+        cfg.aging_bound_s.max(cfg.aging_factor * r)
+    } else {
+        cfg.aging_bound_s
+    }
+}
+
+/// The time after which `job` is aged (submit time plus [`aging_threshold_s`]).
+pub fn aged_after_s(job: &PendingJob, cfg: &AsrptConfig) -> f64 {
+    job.submit_time_s + aging_threshold_s(job, cfg)
+}
+
+/// Whether the job has waited longer than its aging threshold at `now_s`.
 pub fn is_aged(job: &PendingJob, now_s: f64, cfg: &AsrptConfig) -> bool {
-    now_s - job.submit_time_s > cfg.aging_bound_s
+    // One comparison for `order` and `AsrptQueue`, so both agree exactly.
+    now_s > aged_after_s(job, cfg)
 }
 
 /// Log-scaled map of `x` in `[lo, hi]` onto `[0, 1]` (clamped).
@@ -244,6 +285,147 @@ pub fn order(jobs: &[PendingJob], now_s: f64, cfg: &AsrptConfig) -> Vec<Ranked> 
     out
 }
 
+/// `f64` with the total order `order` sorts by.
+#[derive(Debug, Clone, Copy)]
+struct Key(f64);
+impl PartialEq for Key {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.total_cmp(&o.0) == Ordering::Equal
+    }
+}
+impl Eq for Key {}
+impl PartialOrd for Key {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Key {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+/// The A-SRPT order kept incrementally: jobs are inserted and removed in
+/// O(log n) and the clock only moves jobs from the SRPT part to the aged
+/// part, so a caller that ranks on every event avoids re-sorting the whole
+/// pending list. [`AsrptQueue::iter`] yields exactly the order of [`order`]
+/// for the same jobs and time (ids must be unique).
+#[derive(Debug, Clone)]
+pub struct AsrptQueue {
+    cfg: AsrptConfig,
+    now_s: f64,
+    jobs: std::collections::HashMap<u32, PendingJob>,
+    /// Non-aged jobs by (remaining, submit, id).
+    young: BTreeSet<(Key, Key, u32)>,
+    /// Non-aged jobs by the time they age.
+    aging: BTreeSet<(Key, u32)>,
+    /// Aged jobs by (submit, id).
+    aged: BTreeSet<(Key, u32)>,
+}
+
+impl AsrptQueue {
+    /// An empty queue at time `now_s`; the configuration is validated.
+    pub fn new(cfg: AsrptConfig, now_s: f64) -> Result<Self, CoreError> {
+        cfg.validate()?;
+        Ok(AsrptQueue {
+            cfg,
+            now_s,
+            jobs: Default::default(),
+            young: BTreeSet::new(),
+            aging: BTreeSet::new(),
+            aged: BTreeSet::new(),
+        })
+    }
+
+    /// Number of queued jobs.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Whether the queue is empty.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// The queue's clock.
+    pub fn now_s(&self) -> f64 {
+        self.now_s
+    }
+
+    /// Whether job `id` is queued and aged at the queue's clock.
+    pub fn is_aged(&self, id: u32) -> bool {
+        self.jobs.get(&id).is_some_and(|j| self.aged.contains(&(Key(j.submit_time_s), j.id)))
+    }
+
+    fn place(&mut self, j: &PendingJob) {
+        if is_aged(j, self.now_s, &self.cfg) {
+            self.aged.insert((Key(j.submit_time_s), j.id));
+        } else {
+            self.young.insert((Key(sanitize_remaining(j.remaining_s)), Key(j.submit_time_s), j.id));
+            self.aging.insert((Key(aged_after_s(j, &self.cfg)), j.id));
+        }
+    }
+
+    fn unplace(&mut self, j: &PendingJob) {
+        if !self.aged.remove(&(Key(j.submit_time_s), j.id)) {
+            self.young.remove(&(Key(sanitize_remaining(j.remaining_s)), Key(j.submit_time_s), j.id));
+            self.aging.remove(&(Key(aged_after_s(j, &self.cfg)), j.id));
+        }
+    }
+
+    /// Adds `job`, replacing (and returning) a queued job with the same id.
+    pub fn insert(&mut self, job: PendingJob) -> Option<PendingJob> {
+        let old = self.remove(job.id);
+        self.place(&job);
+        self.jobs.insert(job.id, job);
+        old
+    }
+
+    /// Removes job `id`, returning it if it was queued.
+    pub fn remove(&mut self, id: u32) -> Option<PendingJob> {
+        let j = self.jobs.remove(&id)?;
+        self.unplace(&j);
+        Some(j)
+    }
+
+    /// Moves the clock to `now_s`, ageing jobs whose threshold passed
+    /// (O(k log n) for k newly aged jobs; moving back re-places every job).
+    pub fn advance(&mut self, now_s: f64) {
+        if now_s < self.now_s {
+            self.now_s = now_s;
+            let all: Vec<PendingJob> = self.jobs.values().copied().collect();
+            self.young.clear();
+            self.aging.clear();
+            self.aged.clear();
+            for j in &all {
+                self.place(j);
+            }
+            return;
+        }
+        self.now_s = now_s;
+        while let Some(&(at, id)) = self.aging.first() {
+            if now_s <= at.0 {
+                break;
+            }
+            let j = self.jobs[&id];
+            self.aging.pop_first();
+            self.young.remove(&(Key(sanitize_remaining(j.remaining_s)), Key(j.submit_time_s), j.id));
+            self.aged.insert((Key(j.submit_time_s), j.id));
+        }
+    }
+
+    /// Job ids in A-SRPT order at the queue's clock: aged jobs FIFO, then
+    /// shortest remaining first.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.aged.iter().map(|&(_, id)| id).chain(self.young.iter().map(|&(_, _, id)| id))
+    }
+
+    /// One queued job.
+    pub fn get(&self, id: u32) -> Option<&PendingJob> {
+        self.jobs.get(&id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +505,45 @@ mod tests {
         assert!(frozen < plain, "{frozen} >= {plain}");
         let off = FreezeProfile::for_mode(FreezeMode::Off, 48);
         assert_eq!(remaining_time_s(1000.0, 100.0, 0.5, Some(&off)), remaining_time_s(1000.0, 100.0, 0.5, None));
+    }
+
+    #[test]
+    fn duration_scaled_aging_keeps_long_jobs_in_srpt_order() {
+        // Both jobs waited 2 days, past the 1-day bound. With the absolute
+        // bound both are aged (FIFO: the long one first); with factor 1 the
+        // 10-day job is not aged yet (it waited less than its length), so the
+        // short one (aged) runs first.
+        let abs = AsrptConfig::default();
+        let scaled = AsrptConfig { aging_factor: 1.0, ..Default::default() };
+        let long = job(1, 0.0, 10.0 * 86400.0);
+        let short = job(2, 1.0, 3600.0);
+        let now = 2.0 * 86400.0 + 1.0;
+        assert_eq!(ids(&order(&[long, short], now, &abs)), vec![1, 2]);
+        assert_eq!(ids(&order(&[long, short], now, &scaled)), vec![2, 1]);
+        assert_eq!(aging_threshold_s(&long, &scaled), 10.0 * 86400.0);
+        assert_eq!(aging_threshold_s(&short, &scaled), 86400.0);
+        // Unknown remaining time: the absolute bound still applies.
+        assert_eq!(aging_threshold_s(&job(3, 0.0, f64::NAN), &scaled), 86400.0);
+        // The long job ages once it has waited its own length.
+        assert!(is_aged(&long, 10.0 * 86400.0 + 1.0, &scaled));
+        let bad = AsrptConfig { aging_factor: -1.0, ..Default::default() };
+        assert!(bad.validate().unwrap_err().to_string().contains("aging_factor"));
+    }
+
+    #[test]
+    fn queue_ages_jobs_as_the_clock_moves() {
+        let cfg = AsrptConfig { aging_bound_s: 100.0, ..Default::default() };
+        let mut q = AsrptQueue::new(cfg, 0.0).unwrap();
+        q.insert(job(1, 0.0, 1e6));
+        q.insert(job(2, 50.0, 10.0));
+        assert_eq!(q.iter().collect::<Vec<_>>(), vec![2, 1]);
+        q.advance(120.0); // job 1 waited 120 > 100
+        assert!(q.is_aged(1) && !q.is_aged(2));
+        assert_eq!(q.iter().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(q.remove(1).map(|j| j.id), Some(1));
+        assert_eq!(q.remove(1), None);
+        assert_eq!(q.iter().collect::<Vec<_>>(), vec![2]);
+        assert!(AsrptQueue::new(AsrptConfig { aging_bound_s: 0.0, ..Default::default() }, 0.0).is_err());
     }
 
     #[test]
@@ -408,11 +629,55 @@ mod tests {
             // No job that waited longer than the bound is behind a younger non-aged job.
             for (i, x) in r.iter().enumerate() {
                 let a = pos[&x.id];
-                if now - a.submit_time_s > bound {
+                let waited = now - a.submit_time_s;
+                // `is_aged` is `now > submit + bound`: the same up to rounding.
+                if (waited - bound).abs() > 1e-6 {
+                    prop_assert_eq!(is_aged(a, now, &cfg), waited > bound);
+                }
+                if is_aged(a, now, &cfg) {
                     for y in &r[..i] {
                         let b = pos[&y.id];
                         prop_assert!(is_aged(b, now, &cfg) && (b.submit_time_s, b.id) <= (a.submit_time_s, a.id));
                     }
+                }
+            }
+        }
+
+        #[test]
+        fn queue_matches_order(
+            jobs in jobs_strategy(),
+            steps in proptest::collection::vec((0.0f64..2000.0, any::<u8>()), 1..12),
+            factor in prop_oneof![Just(0.0), 0.0f64..3.0],
+        ) {
+            // Insert the jobs in batches, remove some, move the clock forward
+            // (and once back): the queue's order equals `order` each time.
+            let cfg = AsrptConfig { aging_bound_s: 500.0, aging_factor: factor, ..Default::default() };
+            let mut q = AsrptQueue::new(cfg.clone(), 0.0).unwrap();
+            let mut live: Vec<PendingJob> = Vec::new();
+            let mut next = 0;
+            let mut now = 0.0;
+            let unique: Vec<PendingJob> = {
+                let mut seen = std::collections::HashSet::new();
+                jobs.into_iter().filter(|j| seen.insert(j.id)).collect()
+            };
+            for (k, &(dt, pick)) in steps.iter().enumerate() {
+                now = if k == steps.len() / 2 { now * 0.5 } else { now + dt };
+                q.advance(now);
+                let take = (pick as usize % 7).min(unique.len() - next.min(unique.len()));
+                for j in &unique[next..next + take] {
+                    prop_assert!(q.insert(*j).is_none());
+                    live.push(*j);
+                }
+                next += take;
+                if pick % 3 == 0 && !live.is_empty() {
+                    let gone = live.remove(pick as usize % live.len());
+                    prop_assert_eq!(q.remove(gone.id).map(|j| j.id), Some(gone.id));
+                }
+                prop_assert_eq!(q.len(), live.len());
+                let want = ids(&order(&live, now, &cfg));
+                prop_assert_eq!(q.iter().collect::<Vec<_>>(), want);
+                for j in &live {
+                    prop_assert_eq!(q.is_aged(j.id), is_aged(j, now, &cfg));
                 }
             }
         }
