@@ -23,7 +23,10 @@ finish() {
   local rc=$?
   phase "done"
   if [ -x target/release/cellsched ]; then
-    target/release/cellsched cluster down --dir "$CELLSCHED_CLUSTER_DIR" || true
+    # The shared test cluster, plus private ones a killed test run may have left.
+    for d in "$CELLSCHED_CLUSTER_DIR" /tmp/cs-e2e-*; do
+      [ -d "$d/etc" ] && target/release/cellsched cluster down --dir "$d" || true
+    done
   fi
   printf '\n=== phase timings\n%b' "$SUMMARY"
   printf '%-28s %5ds\n' total $(( $(date +%s) - T0 ))

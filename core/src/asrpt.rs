@@ -420,6 +420,11 @@ impl AsrptQueue {
         self.aged.iter().map(|&(_, id)| id).chain(self.young.iter().map(|&(_, _, id)| id))
     }
 
+    /// Like [`Self::iter`], with whether each job is aged.
+    pub fn iter_flagged(&self) -> impl Iterator<Item = (u32, bool)> + '_ {
+        self.aged.iter().map(|&(_, id)| (id, true)).chain(self.young.iter().map(|&(_, _, id)| (id, false)))
+    }
+
     /// One queued job.
     pub fn get(&self, id: u32) -> Option<&PendingJob> {
         self.jobs.get(&id)
@@ -679,6 +684,8 @@ mod tests {
                 for j in &live {
                     prop_assert_eq!(q.is_aged(j.id), is_aged(j, now, &cfg));
                 }
+                let flagged: Vec<(u32, bool)> = q.iter_flagged().collect();
+                prop_assert!(flagged.iter().all(|&(id, aged)| aged == q.is_aged(id)));
             }
         }
 

@@ -60,6 +60,7 @@ typedef void (*desc_fn_t)(job_desc_msg_t *);
 typedef void (*msg_init_fn_t)(slurm_msg_t *);
 typedef int (*env_overwrite_fn_t)(char ***, const char *, const char *);
 typedef char *(*gres_str_fn_t)(void *);
+typedef void *(*xrecalloc_fn_t)(void **, size_t, size_t, bool, bool, const char *, int, const char *);
 
 uint32_t cellsched_shim_version_number(void)
 {
@@ -237,6 +238,68 @@ int cellsched_env_array_set(char ***env, uint32_t *size, const char *name, const
 int cellsched_job_env_set(cellsched_job_t *job, const char *name, const char *value)
 {
 	return cellsched_env_array_set(&job->spank_job_env, &job->spank_job_env_size, name, value);
+}
+
+uint32_t cellsched_job_env_sup_count(const cellsched_job_t *job)
+{
+	if (!job || !job->details || !job->details->env_sup)
+		return 0;
+	return job->details->env_cnt;
+}
+
+const char *cellsched_job_env_sup_at(const cellsched_job_t *job, uint32_t i)
+{
+	if (i >= cellsched_job_env_sup_count(job))
+		return NULL;
+	return job->details->env_sup[i];
+}
+
+int cellsched_job_env_sup_set(cellsched_job_t *job, const char *name, const char *value)
+{
+	SYM(xrecalloc, "slurm_xrecalloc");
+	/* struct job_details (22.05) / anonymous job_details_t (24.11): take the field's type. */
+	__typeof__(job->details) d;
+	size_t nlen, vlen;
+	char *entry;
+	uint32_t i;
+
+	if (!job || !(d = job->details) || !name || !value || !*name || strchr(name, '='))
+		return -1;
+	nlen = strlen(name);
+	vlen = strlen(value);
+	if (!(entry = _xzalloc(nlen + vlen + 2)))
+		return -1;
+	memcpy(entry, name, nlen);
+	entry[nlen] = '=';
+	memcpy(entry + nlen + 1, value, vlen);
+
+	for (i = 0; d->env_sup && i < d->env_cnt; i++) {
+		if (d->env_sup[i] && !strncmp(d->env_sup[i], name, nlen) && d->env_sup[i][nlen] == '=') {
+			cellsched_xfree(d->env_sup[i]);
+			d->env_sup[i] = entry;
+			return 0;
+		}
+	}
+	/* env_cnt is a uint16_t; keep the array NULL-terminated as unpack makes it. */
+	if (!xrecalloc || d->env_cnt >= UINT16_MAX - 1) {
+		cellsched_xfree(entry);
+		return -1;
+	}
+	((xrecalloc_fn_t) xrecalloc)((void **) &d->env_sup, (size_t) d->env_cnt + 2, sizeof(char *), true, false,
+				     __FILE__, __LINE__, __func__);
+	if (!d->env_sup) {
+		d->env_cnt = 0;
+		cellsched_xfree(entry);
+		return -1;
+	}
+	d->env_sup[d->env_cnt++] = entry;
+	d->env_sup[d->env_cnt] = NULL;
+	return 0;
+}
+
+int cellsched_job_is_batch(const cellsched_job_t *job)
+{
+	return (job && job->batch_flag) ? 1 : 0;
 }
 
 /* ---- updates through update_job() ---- */

@@ -80,6 +80,18 @@ const char *cellsched_job_env_at(const cellsched_job_t *job, uint32_t i);
 /* Sets/overwrites NAME=value in job->spank_job_env. Needs the job write lock. 0 or -1. */
 int cellsched_job_env_set(cellsched_job_t *job, const char *name, const char *value);
 
+/* details->env_sup: supplemental "NAME=value" entries slurmctld adds to the
+ * batch step's environment at launch (overriding the submitted ones, see
+ * get_job_env()) and sends in the allocation response that srun/salloc put
+ * into their environment. Kept in the state save. 0 entries without details. */
+uint32_t cellsched_job_env_sup_count(const cellsched_job_t *job);
+const char *cellsched_job_env_sup_at(const cellsched_job_t *job, uint32_t i);
+/* Sets/overwrites NAME=value in details->env_sup. Needs the job write lock.
+ * 0, or -1 (no details, bad name, allocation failure, outside Slurm). */
+int cellsched_job_env_sup_set(cellsched_job_t *job, const char *name, const char *value);
+/* 1 for a batch job (job script), else 0. */
+int cellsched_job_is_batch(const cellsched_job_t *job);
+
 /* Same for a job descriptor at submit time (job_submit's job_desc_msg_t *). */
 int cellsched_env_array_set(char ***env, uint32_t *size, const char *name, const char *value);
 

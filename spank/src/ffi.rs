@@ -84,6 +84,50 @@ slurm_fn!(slurm_info: unsafe extern "C" fn(*const c_char, ...));
 slurm_fn!(slurm_verbose: unsafe extern "C" fn(*const c_char, ...));
 slurm_fn!(slurm_debug: unsafe extern "C" fn(*const c_char, ...));
 
+/// `job_info_msg_t` of `slurm.h` (same layout in 22.05 and 24.11); only the
+/// first record of `job_array` is used, so `slurm_job_info_t`'s layout is never needed.
+#[repr(C)]
+struct JobInfoMsg {
+    last_backfill: libc::time_t,
+    last_update: libc::time_t,
+    record_count: u32,
+    job_array: *mut std::ffi::c_void,
+}
+
+slurm_fn!(slurm_load_job: unsafe extern "C" fn(*mut *mut JobInfoMsg, u32, u16) -> c_int);
+slurm_fn!(slurm_free_job_info_msg: unsafe extern "C" fn(*mut JobInfoMsg));
+slurm_fn!(slurm_sprint_job_info: unsafe extern "C" fn(*mut std::ffi::c_void, c_int) -> *mut c_char);
+slurm_fn!(slurm_xfree: unsafe extern "C" fn(*mut *mut std::ffi::c_void));
+
+/// Job `job_id` as slurmctld describes it (`scontrol show job` text, one
+/// field group per line), by one `slurm_load_job` RPC from the client
+/// process (srun). `None` when libslurm is absent or the RPC fails.
+pub fn job_info_text(job_id: u32) -> Option<String> {
+    let (load, free, sprint, xfree) = (slurm_load_job()?, slurm_free_job_info_msg()?, slurm_sprint_job_info()?, slurm_xfree()?);
+    let mut msg: *mut JobInfoMsg = std::ptr::null_mut();
+    // SAFETY: Slurm's API; `msg` is an out-parameter freed below with its own free function.
+    if unsafe { load(&mut msg, job_id, 0) } != 0 || msg.is_null() {
+        return None;
+    }
+    // SAFETY: `msg` is a valid job_info_msg_t until freed; record 0 exists when record_count > 0.
+    let text = unsafe {
+        let m = &*msg;
+        let out = if m.record_count > 0 && !m.job_array.is_null() {
+            let mut p = sprint(m.job_array, 0);
+            let t = (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
+            if !p.is_null() {
+                xfree((&mut p as *mut *mut c_char).cast());
+            }
+            t
+        } else {
+            None
+        };
+        free(msg);
+        out
+    };
+    text
+}
+
 /// `ESPANK_NOT_AVAIL`-like code used when Slurm's function is missing.
 const MISSING: c_int = 999;
 

@@ -113,6 +113,16 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(sp: spank_t, _ac: c_int, _av:
     rc
 }
 
+/// Local (srun, after the allocation): brings slurmctld's decision to a
+/// direct srun allocation's tasks (never fails the launch).
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_local_user_init(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
+    guard("slurm_spank_local_user_init", 0, || match ffi::context() {
+        Context::Local => local::user_init(sp),
+        _ => Ok(()),
+    })
+}
+
 /// Remote: injects the plan into the task (never fails the task).
 #[no_mangle]
 pub unsafe extern "C" fn slurm_spank_task_init(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {

@@ -171,6 +171,38 @@ pub fn gres_conf_gpu_type(text: &str, node: &str) -> Option<String> {
     None
 }
 
+/// The GPU type slurm.conf gives node `node` on its `NodeName=` line
+/// (`Gres=gpu:a100:4,...`): the source on clusters whose gres.conf only says
+/// `AutoDetect=nvml`. The first typed GPU entry wins; `NodeName=DEFAULT` lines
+/// apply to nodes that name no typed GPUs themselves.
+pub fn slurm_conf_gpu_type(text: &str, node: &str) -> Option<String> {
+    let mut default = None;
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let kv: Vec<(String, &str)> = line
+            .split_whitespace()
+            .filter_map(|t| t.split_once('='))
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        let get = |k: &str| kv.iter().find(|(kk, _)| kk == k).map(|(_, v)| *v);
+        let (Some(names), Some(gres)) = (get("nodename"), get("gres")) else { continue };
+        let ty = gres.split(',').find_map(|e| {
+            let mut parts = e.trim().split(':');
+            (parts.next() == Some("gpu")).then_some(())?;
+            let t = parts.next()?.split('(').next()?.to_ascii_lowercase();
+            (!t.is_empty() && !t.bytes().all(|b| b.is_ascii_digit()) && Cell::new(&t, 1, 1).is_ok()).then_some(t)
+        });
+        if names.eq_ignore_ascii_case("default") {
+            default = ty.or(default);
+        } else if hostlist_contains(names, node) {
+            if ty.is_some() {
+                return ty;
+            }
+        }
+    }
+    default
+}
+
 /// Whether Slurm hostlist `expr` (`a100-[1-2,5],v100-1`, one bracket group
 /// per entry) names `node`.
 pub fn hostlist_contains(expr: &str, node: &str) -> bool {
@@ -336,6 +368,19 @@ mod tests {
         assert_eq!(gres_conf_gpu_type(conf, "gpu9"), None);
         assert_eq!(gres_conf_gpu_type("Name=gpu Type=h100 File=/x", "any").as_deref(), Some("h100"));
         assert!(hostlist_contains("a,b[1-3,7]", "b7") && !hostlist_contains("a,b[1-3]", "b4"));
+    }
+
+    #[test]
+    fn slurm_conf_types() {
+        let conf = "NodeName=DEFAULT Gres=gpu:h100:8\nNodeName=a100-[1-2] CPUs=16 Gres=gpu:a100:4(S:0),nic:2 Feature=a100\n\
+                    nodename=v1 gres=gpu:V100:8\nNodeName=plain CPUs=4\nNodeName=untyped Gres=gpu:4\n# NodeName=x Gres=gpu:a10:1\n";
+        assert_eq!(slurm_conf_gpu_type(conf, "a100-2").as_deref(), Some("a100"));
+        assert_eq!(slurm_conf_gpu_type(conf, "v1").as_deref(), Some("v100"));
+        // Untyped or absent GPUs on the node's own line: the DEFAULT line's type.
+        assert_eq!(slurm_conf_gpu_type(conf, "untyped").as_deref(), Some("h100"));
+        assert_eq!(slurm_conf_gpu_type("NodeName=n1 Gres=gpu:4\n", "n1"), None);
+        assert_eq!(slurm_conf_gpu_type("NodeName=n1 Gres=gpu:a10:1\n", "n2"), None);
+        assert_eq!(slurm_conf_gpu_type("", "n1"), None);
     }
 
     #[test]

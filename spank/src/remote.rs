@@ -4,6 +4,22 @@
 //! environment, which is all that survives `--export=NONE`), chooses the plan
 //! for the granted GPUs, writes the plan file and exports the variables.
 //! Jobs without DL options are left untouched.
+//!
+//! Where slurmctld's decision comes from (`CELLSCHED_PLAN_SOURCE=decision`):
+//! job_submit/cellsched puts `CELLSCHED_DECISION` and
+//! `SLURM_SPANK_CELLSCHED_DECISION` into a batch job's environment at submit
+//! (and into `env_sup` when it re-plans a pending job, which slurmctld adds
+//! at launch), so the batch step and the `srun` steps inside it (which
+//! inherit the environment; `--export=NONE` keeps the `SLURM_SPANK_` copy)
+//! see it. A direct `srun` allocation gets no environment from slurmctld at
+//! submit (22.05 passes `spank_job_env` only to prolog/epilog), so srun's
+//! local side fetches the decision from the job's AdminComment after the
+//! allocation (`local::user_init`, one RPC per srun) and exports both names.
+//! Fallback, when that fails (slurmctld unreachable, AdminComment hidden by
+//! `PrivateData`, job_submit plugin not loaded) or for steps granted another
+//! GPU count than the decision's: the tasks estimate the plan here for the
+//! GPUs granted (`CELLSCHED_PLAN_SOURCE=estimated`; GPU type from the typed
+//! request or the node's Slurm configuration), which can differ from AdminComment.
 use crate::args::PluginArgs;
 use crate::env::{gpus_on_node, job_num_nodes, task_env, StepInfo, BATCH_STEP_ID, RANK_KEYS};
 use crate::error::SpankError;
@@ -72,12 +88,32 @@ fn step_info(sp: spank_t, env: &dyn Fn(&str) -> Option<String>) -> Result<StepIn
     })
 }
 
-/// This node's GPU type from gres.conf beside slurmd's slurm.conf.
+/// The slurm.conf slurmd runs with. slurmd exports `SLURM_CONF` to
+/// slurmstepd (also when started with `-f FILE`, and pointing into its
+/// conf-cache when configless), and slurmstepd copies it into the task
+/// environment; a stock install's path is the last resort.
+fn slurm_conf_path(env: &dyn Fn(&str) -> Option<String>) -> std::path::PathBuf {
+    std::env::var("SLURM_CONF")
+        .ok()
+        .or_else(|| env("SLURM_CONF"))
+        .filter(|p| p.starts_with('/') && !p.split('/').any(|c| c == ".."))
+        .unwrap_or_else(|| "/etc/slurm/slurm.conf".into())
+        .into()
+}
+
+/// This node's GPU type from the Slurm configuration: gres.conf beside
+/// slurm.conf (`Type=`), else slurm.conf's `NodeName=... Gres=gpu:TYPE:N`
+/// (gres.conf with only `AutoDetect=`). Used when no decision, pinned Cell
+/// or typed request in the task environment names the type (a direct
+/// `srun --gpus-per-node=a100:4`: srun does not export its GPU options to tasks).
 fn node_gpu_type(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let node = env("SLURMD_NODENAME")?;
-    let conf = std::env::var("SLURM_CONF").unwrap_or_else(|_| "/etc/slurm/slurm.conf".into());
-    let gres = std::path::Path::new(&conf).parent()?.join("gres.conf");
-    crate::plan::gres_conf_gpu_type(&std::fs::read_to_string(gres).ok()?, &node)
+    let conf = slurm_conf_path(env);
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).ok();
+    conf.parent()
+        .and_then(|d| read(&d.join("gres.conf")))
+        .and_then(|t| crate::plan::gres_conf_gpu_type(&t, &node))
+        .or_else(|| read(&conf).and_then(|t| crate::plan::slurm_conf_gpu_type(&t, &node)))
 }
 
 /// The estimator with the site's GPU overrides and profile DB when the

@@ -95,6 +95,93 @@ pub fn cluster() -> &'static ClusterHandle {
 /// or a developer's `SLURM_*`/`SBATCH_*` defaults.
 const SCRUBBED_ENV_PREFIXES: &[&str] = &["CELLSCHED_", "SLURM_", "SPANK_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_", "SACCT_"];
 
+/// Where Slurm commands run: any cluster's `slurm.conf` (the shared test
+/// cluster's, a module's private one), the client binaries and the working
+/// directory of submitted jobs. Commands get a scrubbed environment (see
+/// [`SCRUBBED_ENV_PREFIXES`]) plus `SLURM_CONF`.
+#[derive(Debug, Clone)]
+pub struct SlurmAt {
+    /// Directory of `sbatch`, `scontrol`, `sacct`, ...
+    pub bin: PathBuf,
+    /// The `slurm.conf` every command is given as `SLURM_CONF`.
+    pub slurm_conf: PathBuf,
+    /// Working directory (jobs' `slurm-N.out` land here).
+    pub cwd: PathBuf,
+}
+
+impl SlurmAt {
+    /// Runs Slurm command `name` (e.g. `sbatch`, `sacct`). Panics only when it cannot run.
+    pub fn cmd(&self, name: &str, args: &[&str]) -> Output {
+        self.cmd_env(name, args, &[])
+    }
+
+    /// Like [`SlurmAt::cmd`] with extra environment variables (e.g. the SPANK
+    /// options' `CELLSCHED_DL_*` equivalents).
+    pub fn cmd_env(&self, name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let prog = self.bin.join(name);
+        scrubbed_command(&prog)
+            .args(args)
+            .env("SLURM_CONF", &self.slurm_conf)
+            .envs(env.iter().copied())
+            .current_dir(&self.cwd)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", prog.display()))
+    }
+
+    /// stdout of a Slurm command, panicking with its stderr when it fails.
+    pub fn ok(&self, name: &str, args: &[&str]) -> String {
+        let out = self.cmd(name, args);
+        assert!(out.status.success(), "{name} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The job's AdminComment, spaces and all: from slurmctld (its own line
+    /// of `scontrol show job`), else from accounting (`sacct -X -n -P`).
+    /// `Some("")` when the job has none; `None` when neither knows the job.
+    pub fn admin_comment(&self, jobid: u32) -> Option<String> {
+        let id = jobid.to_string();
+        let out = self.cmd("scontrol", &["show", "job", &id]);
+        if out.status.success() {
+            if let Some(c) = admin_comment_of_scontrol(&String::from_utf8_lossy(&out.stdout)) {
+                return Some(c);
+            }
+        }
+        let out = self.cmd("sacct", &["-X", "-n", "-P", "-j", &id, "-o", "AdminComment"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        out.status.success().then(|| text.lines().next().map(|l| l.trim().to_string())).flatten()
+    }
+}
+
+/// The AdminComment in multi-line `scontrol show job` output (`None` without
+/// a job record; `Some("")` for a job without one). scontrol puts it on a
+/// line of its own, so it may hold spaces.
+pub fn admin_comment_of_scontrol(text: &str) -> Option<String> {
+    if !text.contains("JobId=") {
+        return None;
+    }
+    Some(text.lines().find_map(|l| l.trim().strip_prefix("AdminComment=")).unwrap_or("").trim().to_string())
+}
+
+/// A `Command` for `prog` without the harness's Slurm/cellsched variables.
+pub fn scrubbed_command(prog: &Path) -> Command {
+    let mut cmd = Command::new(prog);
+    for (k, _) in std::env::vars_os() {
+        if let Some(k) = k.to_str() {
+            if SCRUBBED_ENV_PREFIXES.iter().any(|p| k.starts_with(p)) {
+                cmd.env_remove(k);
+            }
+        }
+    }
+    cmd
+}
+
+impl ClusterHandle {
+    /// Slurm commands against this cluster, run in its jobs directory.
+    pub fn slurm(&self) -> SlurmAt {
+        SlurmAt { bin: self.spec().slurm_bin.clone(), slurm_conf: self.slurm_conf.clone(), cwd: self.jobs_dir.clone() }
+    }
+}
+
 /// Runs Slurm command `name` (e.g. `sbatch`, `sacct`) against the test
 /// cluster, in its jobs directory, with a scrubbed environment (see
 /// [`slurm_cmd_env`] to pass variables). Panics only when it cannot run.
@@ -105,29 +192,17 @@ pub fn slurm_cmd(name: &str, args: &[&str]) -> Output {
 /// Like [`slurm_cmd`] with extra environment variables (e.g. the SPANK
 /// options' `CELLSCHED_DL_*` equivalents).
 pub fn slurm_cmd_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let c = cluster();
-    let prog = c.spec().slurm_bin.join(name);
-    let mut cmd = Command::new(&prog);
-    for (k, _) in std::env::vars_os() {
-        if let Some(k) = k.to_str() {
-            if SCRUBBED_ENV_PREFIXES.iter().any(|p| k.starts_with(p)) {
-                cmd.env_remove(k);
-            }
-        }
-    }
-    cmd.args(args)
-        .env("SLURM_CONF", &c.slurm_conf)
-        .envs(env.iter().copied())
-        .current_dir(&c.jobs_dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", prog.display()))
+    cluster().slurm().cmd_env(name, args, env)
 }
 
 /// stdout of a Slurm command, panicking with its stderr when it fails.
 pub fn slurm_ok(name: &str, args: &[&str]) -> String {
-    let out = slurm_cmd(name, args);
-    assert!(out.status.success(), "{name} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    cluster().slurm().ok(name, args)
+}
+
+/// The AdminComment of a job of the test cluster (see [`SlurmAt::admin_comment`]).
+pub fn admin_comment(jobid: u32) -> Option<String> {
+    cluster().slurm().admin_comment(jobid)
 }
 
 /// A job name unique across threads and test processes: `cs-<tag>-<pid>-<n>`.
@@ -280,6 +355,14 @@ fn key_values_parse() {
     assert_eq!(m["JobState"], "PENDING");
     assert_eq!(m["TRES"], "cpu=1,gres/gpu=2");
     assert_eq!(m.len(), 5);
+}
+
+#[test]
+fn admin_comment_keeps_spaces() {
+    let text = "JobId=7 JobName=x\n   UserId=root(0) GroupId=root(0)\n   AdminComment=cellsched: cell=a100x4x1 nodes=1 model=gpt2 \n   JobState=PENDING\n";
+    assert_eq!(admin_comment_of_scontrol(text).as_deref(), Some("cellsched: cell=a100x4x1 nodes=1 model=gpt2"));
+    assert_eq!(admin_comment_of_scontrol("JobId=8 JobName=y\n   JobState=RUNNING\n").as_deref(), Some(""));
+    assert_eq!(admin_comment_of_scontrol("slurm_load_jobs error: Invalid job id specified"), None);
 }
 
 #[test]

@@ -19,7 +19,7 @@ use cellsched_core::model::ModelCatalog;
 use cellsched_core::Decision;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -72,14 +72,22 @@ fn history() -> String {
 /// A config the plugins must refuse (typo in a key).
 const BROKEN_TOML: &str = "[placement]\nmax_gpu = 4\n";
 
-/// Environment prefixes kept away from Slurm commands (as in `common`).
-const SCRUBBED: &[&str] = &["CELLSCHED_", "SLURM_", "SPANK_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_", "SACCT_"];
-
 /// This module's own cluster and the commands run against it.
 struct Private {
     spec: ClusterSpec,
     cluster: Cluster,
     jobs_dir: PathBuf,
+}
+
+impl Private {
+    /// Slurm commands against this cluster (`common::SlurmAt`: scrubbed environment).
+    fn slurm(&self) -> common::SlurmAt {
+        common::SlurmAt {
+            bin: self.spec.slurm_bin.clone(),
+            slurm_conf: self.cluster.layout.slurm_conf(),
+            cwd: self.jobs_dir.clone(),
+        }
+    }
 }
 
 /// The private cluster, `None` until first used. Holding the lock = owning the cluster.
@@ -143,24 +151,11 @@ fn plugins_built() -> bool {
 
 impl Private {
     fn cmd(&self, name: &str, args: &[&str]) -> Output {
-        let prog = self.spec.slurm_bin.join(name);
-        let mut cmd = Command::new(&prog);
-        for (k, _) in std::env::vars() {
-            if SCRUBBED.iter().any(|p| k.starts_with(p)) {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.args(args)
-            .env("SLURM_CONF", self.cluster.layout.slurm_conf())
-            .current_dir(&self.jobs_dir)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", prog.display()))
+        self.slurm().cmd(name, args)
     }
 
     fn ok(&self, name: &str, args: &[&str]) -> String {
-        let out = self.cmd(name, args);
-        assert!(out.status.success(), "{name} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.slurm().ok(name, args)
     }
 
     /// `sbatch --parsable ARGS`: the job id, or stderr when refused.
@@ -211,11 +206,9 @@ impl Private {
         common::parse_key_values(&self.ok("scontrol", &["show", "job", "-o", &id.to_string()]))
     }
 
-    /// The job's AdminComment from slurmctld ("" if none); its own line in
-    /// `scontrol show job` (the one-line form cannot be split: it holds spaces).
+    /// The job's AdminComment ("" if none; see `common::SlurmAt::admin_comment`).
     fn admin_comment(&self, id: u32) -> String {
-        let text = self.ok("scontrol", &["show", "job", &id.to_string()]);
-        text.lines().find_map(|l| l.trim().strip_prefix("AdminComment=")).unwrap_or("").trim().to_string()
+        self.slurm().admin_comment(id).unwrap_or_default()
     }
 
     fn state(&self, id: u32) -> String {
@@ -445,7 +438,13 @@ fn pending_job_is_replanned_onto_freed_type() {
 
     let log_start = p.ctld_log().len();
     let name = common::unique_name("replan");
-    let id = p.submit(&dl_args(&name, "100", "sleep 2")).expect("submit DL job");
+    let out = p.jobs_dir.join(format!("{name}.out"));
+    let out_s = out.to_string_lossy().into_owned();
+    // The batch step reports the decision its environment carries and the plan the SPANK plugin injected.
+    let script = "echo \"DECISION=$CELLSCHED_DECISION\"; echo \"PLAN cell=$CELLSCHED_CELL src=$CELLSCHED_PLAN_SOURCE\"; sleep 2";
+    let mut args = dl_args(&name, "100", script);
+    args.extend(["-o", out_s.as_str()]);
+    let id = p.submit(&args).expect("submit DL job");
     let j = p.job(id);
     assert_eq!(j["JobState"], "PENDING");
     assert_eq!(decision_of(&p.admin_comment(id)).cell, planned.cell);
@@ -465,6 +464,15 @@ fn pending_job_is_replanned_onto_freed_type() {
     let want = format!("gres/gpu:{}={}", expected.cell.gpu_type, expected.cell.gpus);
     assert!(f["AllocTRES"].split(',').any(|t| t == want), "AllocTRES {} lacks {want}", f["AllocTRES"]);
     assert!(f["AdminComment"].contains("replanned_from="), "{f:?}");
+    // The job's environment carries the new decision (env_sup overrides the one saved at submit).
+    let text = common::read(&out);
+    let env_decision = text.lines().find_map(|l| l.strip_prefix("DECISION=")).unwrap_or_else(|| panic!("no DECISION line: {text}"));
+    assert_eq!(decision_of(env_decision).cell, expected.cell, "batch environment: {text}");
+    assert!(!env_decision.contains("replanned_from") && !env_decision.contains("model="), "{env_decision}");
+    if common::plugin_built("libspank_cellsched.so") {
+        let want = format!("PLAN cell={} src=decision", expected.cell);
+        assert!(text.lines().any(|l| l == want), "injected plan is not the re-planned decision ({want}): {text}");
+    }
     let all: Vec<u32> = blockers.iter().map(|(_, b)| *b).collect();
     p.cancel(&all);
 }

@@ -56,8 +56,11 @@ fn report_shows_jobs_with_sacct_jcts_cells_and_valid_plots() {
         .iter()
         .map(|g| vec![format!("--gres={g}"), "--wrap".into(), "sleep 2".into()])
         .collect();
+    // (job index in `specs`, model, batch) of the DL jobs.
+    let mut dl_jobs: Vec<(usize, &str, u32)> = Vec::new();
     if dl {
         for (model, batch) in [("gpt__1.3B", 32), ("bert", 64)] {
+            dl_jobs.push((specs.len(), model, batch));
             specs.push(vec![
                 "--gres=gpu:4".into(),
                 format!("--dl-model={model}"),
@@ -160,6 +163,22 @@ fn report_shows_jobs_with_sacct_jcts_cells_and_valid_plots() {
             decided >= 2,
             "the plugins are loaded but recorded no Decision: {report}"
         );
+        // job_submit tags its AdminComment with model (catalog name), batch and
+        // the declared iterations; the report reads them back.
+        for (idx, model, batch) in &dl_jobs {
+            let id = ids[*idx];
+            let j = jobs.iter().find(|j| j["job_id"] == id).unwrap();
+            let canonical = cellsched_core::model::ModelCatalog::builtin()
+                .resolve(model)
+                .unwrap_or_else(|e| panic!("{model}: {e}"))
+                .name;
+            assert_eq!(
+                (j["tags"]["model"].as_str(), j["tags"]["batch"].as_u64(), j["tags"]["iters"].as_u64()),
+                (Some(canonical.as_str()), Some(u64::from(*batch)), Some(20)),
+                "job {id}: tags from AdminComment {:?}",
+                truth[*idx]["AdminComment"]
+            );
+        }
     }
     let summary = &report["summary"];
     assert_eq!(summary["jobs"], ids.len());

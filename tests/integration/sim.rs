@@ -85,7 +85,7 @@ fn bench_policies_prints_ratios_against_slurm() {
     let out = cellsched(&["bench", "ablation", "--trace", "etc/sim/trace.csv", "--cluster", "etc/sim/cluster.toml"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
-    for name in ["cellsched-no-cell-search", "cellsched-no-srpt", "cellsched-no-replan", "cellsched-no-freeze"] {
+    for name in ["cellsched-no-cell-search", "cellsched-no-srpt", "cellsched-no-replan", "cellsched-no-freeze", "cellsched-no-aging"] {
         assert!(text.contains(name), "{name} missing:\n{text}");
     }
 }

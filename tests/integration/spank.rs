@@ -1,9 +1,13 @@
 //! Integration tests: the SPANK plugin on the live cluster — `--dl-*` options
 //! in `--help`, refusal of bad values at submit (no job created), plan
 //! injection into a 2-node `srun` job and a batch job (same plan in the env
-//! and the plan file, `dp*tp*pp` = GPUs granted, agreeing with the decision
-//! in `sacct`'s AdminComment when the job_submit plugin recorded one),
-//! `--export=NONE`, and jobs without DL options left untouched.
+//! and the plan file, `dp*tp*pp` = GPUs granted), `--export=NONE`, and jobs
+//! without DL options left untouched.
+//!
+//! With the job_submit plugin loaded, a batch job's tasks (batch step and
+//! `srun` steps) and a direct `srun` allocation's tasks get exactly the
+//! decision in `sacct`'s AdminComment (cell, dp/tp/pp, micro-batches, ZeRO,
+//! checkpointing) with `CELLSCHED_PLAN_SOURCE=decision`.
 use crate::common::{self, require_e2e};
 use cellsched_core::Decision;
 use std::collections::HashMap;
@@ -23,7 +27,7 @@ macro_rules! require_spank {
 
 /// Shell run by every task: one `ENV` line of the relevant variables and one
 /// line: `ENV k=v ... FILE <plan file JSON>` (absolute paths: works with --export=NONE).
-const REPORT: &str = r#"echo "ENV job=${SLURM_JOB_ID} task=${SLURM_PROCID} gpus_on_node=${SLURM_GPUS_ON_NODE} nnodes=${SLURM_STEP_NUM_NODES:-$SLURM_JOB_NUM_NODES} dp=${CELLSCHED_DP} tp=${CELLSCHED_TP} pp=${CELLSCHED_PP} mb=${CELLSCHED_MICRO_BATCHES} zero=${CELLSCHED_ZERO_STAGE} cell=${CELLSCHED_CELL} gpus=${CELLSCHED_GPUS} world=${WORLD_SIZE} rank=${RANK:-none} file=${CELLSCHED_PLAN_FILE} error=${CELLSCHED_ERROR:+yes} FILE $(/bin/cat "$CELLSCHED_PLAN_FILE" | /usr/bin/tr -d '\n')""#;
+const REPORT: &str = r#"echo "ENV job=${SLURM_JOB_ID} task=${SLURM_PROCID} gpus_on_node=${SLURM_GPUS_ON_NODE} nnodes=${SLURM_STEP_NUM_NODES:-$SLURM_JOB_NUM_NODES} dp=${CELLSCHED_DP} tp=${CELLSCHED_TP} pp=${CELLSCHED_PP} mb=${CELLSCHED_MICRO_BATCHES} zero=${CELLSCHED_ZERO_STAGE} ckpt=${CELLSCHED_CHECKPOINTING} src=${CELLSCHED_PLAN_SOURCE} cell=${CELLSCHED_CELL} gpus=${CELLSCHED_GPUS} world=${WORLD_SIZE} rank=${RANK:-none} file=${CELLSCHED_PLAN_FILE} error=${CELLSCHED_ERROR:+yes} FILE $(/bin/cat "$CELLSCHED_PLAN_FILE" | /usr/bin/tr -d '\n')""#;
 
 /// One task's report: its `ENV` fields and its parsed plan file.
 #[derive(Debug)]
@@ -49,12 +53,31 @@ fn num(m: &HashMap<String, String>, k: &str) -> u32 {
     m.get(k).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{k} missing or not a number in {m:?}"))
 }
 
+/// The plan one task was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Injected {
+    dp: u32,
+    tp: u32,
+    pp: u32,
+    mb: u32,
+    zero: u32,
+    ckpt: bool,
+    cell: String,
+    /// `CELLSCHED_PLAN_SOURCE`: `decision`, `estimated` or `pinned`.
+    source: String,
+}
+
 /// Checks one task: a plan is injected, the plan file says the same, and
-/// dp*tp*pp equals the GPUs granted. Returns (dp, tp, pp, mb, cell).
-fn check_task(r: &TaskReport) -> (u32, u32, u32, u32, String) {
+/// dp*tp*pp equals the GPUs granted.
+fn check_task(r: &TaskReport) -> Injected {
     let e = &r.env;
     assert_eq!(e.get("error").map(String::as_str), Some(""), "CELLSCHED_ERROR set: {e:?}");
-    let (dp, tp, pp, mb) = (num(e, "dp"), num(e, "tp"), num(e, "pp"), num(e, "mb"));
+    let (dp, tp, pp, mb, zero) = (num(e, "dp"), num(e, "tp"), num(e, "pp"), num(e, "mb"), num(e, "zero"));
+    let ckpt = match e.get("ckpt").map(String::as_str) {
+        Some("1") => true,
+        Some("0") => false,
+        other => panic!("CELLSCHED_CHECKPOINTING {other:?} is not 0/1: {e:?}"),
+    };
     let granted = num(e, "gpus_on_node") * num(e, "nnodes");
     assert_eq!(dp * tp * pp, granted, "dp*tp*pp must equal the GPUs granted: {e:?}");
     assert_eq!(num(e, "gpus"), granted);
@@ -66,26 +89,44 @@ fn check_task(r: &TaskReport) -> (u32, u32, u32, u32, String) {
         "plan file {} disagrees with env {e:?}",
         r.file
     );
+    assert_eq!(
+        (p["zero_stage"].as_u64(), p["checkpointing"].as_bool()),
+        (Some(zero.into()), Some(ckpt)),
+        "plan file {} disagrees with env {e:?}",
+        r.file
+    );
     assert_eq!(r.file["cell"].as_str(), e.get("cell").map(String::as_str));
+    assert_eq!(r.file["source"].as_str(), e.get("src").map(String::as_str), "plan file source vs env {e:?}");
     assert_eq!(r.file["model"].as_str(), Some(MODEL));
-    (dp, tp, pp, mb, e["cell"].clone())
+    Injected { dp, tp, pp, mb, zero, ckpt, cell: e["cell"].clone(), source: e["src"].clone() }
 }
 
-/// When the job_submit plugin recorded a decision for this many GPUs, the
-/// injected plan must be the one in `sacct`'s AdminComment.
-fn check_against_sacct(jobid: u32, plan: &(u32, u32, u32, u32, String)) {
-    let f = common::sacct_fields(jobid, &["AdminComment"]);
-    let Some(d) = Decision::parse_admin_comment(&f["AdminComment"]) else {
-        eprintln!("note: job {jobid} has no cellsched decision in sacct (job_submit plugin not loaded?)");
-        return;
-    };
-    if d.cell.gpus == plan.0 * plan.1 * plan.2 {
-        assert_eq!(
-            (d.plan.dp, d.plan.tp, d.plan.pp, d.plan.micro_batches, d.cell.to_string()),
-            plan.clone(),
-            "injected plan differs from AdminComment {}",
-            f["AdminComment"]
-        );
+/// The decision the job_submit plugin recorded for the job, read from
+/// `sacct`'s AdminComment; `None` (with a note) when that plugin is not loaded.
+fn sacct_decision(jobid: u32) -> Option<Decision> {
+    if !common::cluster().cluster.plugins.job_submit {
+        eprintln!("note: job_submit/cellsched not loaded: no decision to compare job {jobid} with");
+        return None;
+    }
+    let f = common::sacct_fields_when(jobid, &["AdminComment"], Duration::from_secs(30), |m| !m["AdminComment"].is_empty())
+        .unwrap_or_else(|e| panic!("job_submit/cellsched is loaded but recorded no AdminComment: {e}"));
+    let text = &f["AdminComment"];
+    // The same text slurmctld holds, spaces and all.
+    assert_eq!(common::admin_comment(jobid).as_deref(), Some(text.as_str()), "scontrol/sacct AdminComment differ");
+    Some(Decision::parse_admin_comment(text).unwrap_or_else(|| panic!("no cellsched decision in AdminComment {text:?}")))
+}
+
+/// The plan a task must get when slurmctld's decision reached it.
+fn from_decision(d: &Decision) -> Injected {
+    Injected {
+        dp: d.plan.dp,
+        tp: d.plan.tp,
+        pp: d.plan.pp,
+        mb: d.plan.micro_batches,
+        zero: d.plan.zero_stage.into(),
+        ckpt: d.plan.checkpointing,
+        cell: d.cell.to_string(),
+        source: "decision".into(),
     }
 }
 
@@ -156,7 +197,11 @@ fn two_node_srun_job_gets_one_consistent_plan() {
     ranks.sort();
     assert_eq!(ranks, (0..8).collect::<Vec<_>>(), "one process per GPU: RANK = task id");
     let jobid = num(&reports[0].env, "job");
-    check_against_sacct(jobid, &plans[0]);
+    assert!(plans[0].cell.starts_with("a100x8x"), "the typed a100 request, 2 x 4 GPUs: {plans:?}");
+    // srun fetched the decision from AdminComment after the allocation.
+    if let Some(d) = sacct_decision(jobid) {
+        assert_eq!(plans[0], from_decision(&d), "injected plan differs from sacct's AdminComment decision {d:?}");
+    }
 }
 
 fn batch_job(export_none: bool) {
@@ -182,7 +227,10 @@ fn batch_job(export_none: bool) {
     assert_eq!(reports[0].file["step"].as_str(), Some("batch"));
     assert_eq!(reports[0].file["freeze_mode"].as_str(), Some("conservative"));
     assert_eq!(reports[0].env["rank"], "none", "the batch step is a launcher: no RANK");
-    check_against_sacct(jobid, &plans[0]);
+    // job_submit put the decision into the batch environment: every task runs it.
+    if let Some(d) = sacct_decision(jobid) {
+        assert_eq!(plans[0], from_decision(&d), "injected plan differs from sacct's AdminComment decision {d:?}");
+    }
 }
 
 #[test]

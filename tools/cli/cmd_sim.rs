@@ -59,7 +59,7 @@ pub struct Tuning {
     /// cellsched: ignore layer-freezing opt-ins.
     #[arg(long)]
     pub no_freeze: bool,
-    /// cellsched: components to switch off, comma-separated (cell-search,srpt,replan,freeze).
+    /// cellsched: components to switch off, comma-separated (cell-search,srpt,replan,freeze,aging).
     #[arg(long, value_name = "LIST")]
     pub ablation: Option<String>,
     /// cellsched: accept a free Cell up to this many times slower than the job's best.
@@ -71,6 +71,12 @@ pub struct Tuning {
     /// cellsched: A-SRPT aging bound in seconds.
     #[arg(long, default_value_t = 86400.0)]
     pub aging_bound: f64,
+    /// cellsched: a job ages only after waiting this many times its own predicted remaining time (0 = absolute bound).
+    #[arg(long, default_value_t = 0.0)]
+    pub aging_factor: f64,
+    /// cellsched: guard for an aged job that cannot start: none, type (close its GPU type for the pass) or shadow (EASY reservation).
+    #[arg(long, default_value = "shadow")]
+    pub aged_guard: String,
     /// Seconds a preempted job loses on restart (srtf, tiresias).
     #[arg(long, default_value_t = 30.0)]
     pub preempt_overhead: f64,
@@ -101,6 +107,8 @@ impl Tuning {
         }
         let mut o = CellschedOptions { max_slowdown: self.max_slowdown, max_gpu_factor: self.max_gpu_factor, ..Default::default() };
         o.asrpt.aging_bound_s = self.aging_bound;
+        o.asrpt.aging_factor = self.aging_factor;
+        o.aged_guard = self.aged_guard.parse()?;
         Ok(o.without(&off))
     }
 

@@ -171,6 +171,43 @@ impl<'a> Job<'a> {
     }
 }
 
+impl<'a> Job<'a> {
+    /// True for a batch job (one with a job script).
+    pub fn is_batch(&self) -> bool {
+        unsafe { env_sup::cellsched_job_is_batch(self.ptr) == 1 }
+    }
+
+    /// `details->env_sup` entries (`NAME=value`): the supplemental environment
+    /// slurmctld adds to the batch step at launch and sends to srun/salloc in
+    /// the allocation response.
+    pub fn env_sup(&self) -> impl Iterator<Item = &'a str> + '_ {
+        let n = unsafe { env_sup::cellsched_job_env_sup_count(self.ptr) };
+        (0..n).filter_map(move |i| unsafe { borrow_str(env_sup::cellsched_job_env_sup_at(self.ptr, i)) })
+    }
+
+    /// Sets `name=value` in `details->env_sup` (overwrites; needs the job write lock).
+    /// At launch it overrides the same name in the submitted batch environment.
+    pub fn env_sup_set(&mut self, name: &str, value: &str) -> Result<(), CtldError> {
+        let (n, v) = (to_cstring(name)?, to_cstring(value)?);
+        match unsafe { env_sup::cellsched_job_env_sup_set(self.ptr, n.as_ptr(), v.as_ptr()) } {
+            0 => Ok(()),
+            _ => Err(CtldError::SetFailed { field: "env_sup", job_id: self.id() }),
+        }
+    }
+}
+
+/// Shim functions for `details->env_sup` (declared here; compiled into slurm-sys's shim library).
+mod env_sup {
+    use slurm_sys::shim::cellsched_job_t;
+    use std::os::raw::{c_char, c_int};
+    extern "C" {
+        pub fn cellsched_job_env_sup_count(job: *const cellsched_job_t) -> u32;
+        pub fn cellsched_job_env_sup_at(job: *const cellsched_job_t, i: u32) -> *const c_char;
+        pub fn cellsched_job_env_sup_set(job: *mut cellsched_job_t, name: *const c_char, value: *const c_char) -> c_int;
+        pub fn cellsched_job_is_batch(job: *const cellsched_job_t) -> c_int;
+    }
+}
+
 /// Finds `key` in `NAME=value` entries; an entry `SPANK_<key>=` matches too.
 pub fn env_lookup<'a>(entries: impl Iterator<Item = &'a str>, key: &str) -> Option<&'a str> {
     entries.into_iter().find_map(|e| {
@@ -355,6 +392,34 @@ pub fn desc_env_set(desc: &mut slurm_sys::job_desc_msg_t, name: &str, value: &st
     }
 }
 
+/// Sets `name=value` in a job descriptor's `environment` (job_submit): the
+/// batch script's environment, saved with the job. Only batch jobs
+/// ([`desc_is_batch`]) use it; `Ok(false)` (nothing set) for others.
+pub fn desc_environment_set(desc: &mut slurm_sys::job_desc_msg_t, name: &str, value: &str) -> Result<bool, CtldError> {
+    if !desc_is_batch(desc) {
+        return Ok(false);
+    }
+    let (n, v) = (to_cstring(name)?, to_cstring(value)?);
+    let rc = unsafe { s::cellsched_env_array_set(&mut desc.environment, &mut desc.env_size, n.as_ptr(), v.as_ptr()) };
+    match rc {
+        0 => Ok(true),
+        _ => Err(CtldError::SetFailed { field: "environment", job_id: desc.job_id }),
+    }
+}
+
+/// True when the descriptor submits a batch job (it carries a script).
+pub fn desc_is_batch(desc: &slurm_sys::job_desc_msg_t) -> bool {
+    !desc.script.is_null()
+}
+
+/// `environment` entries of a job descriptor (the batch script's environment).
+pub fn desc_environment(desc: &slurm_sys::job_desc_msg_t) -> Vec<&str> {
+    if desc.environment.is_null() {
+        return Vec::new();
+    }
+    (0..desc.env_size as usize).filter_map(|i| unsafe { borrow_str(*desc.environment.add(i)) }).collect()
+}
+
 /// `spank_job_env` entries of a job descriptor.
 pub fn desc_env(desc: &slurm_sys::job_desc_msg_t) -> Vec<&str> {
     if desc.spank_job_env.is_null() {
@@ -401,5 +466,18 @@ mod tests {
         let env = desc_env(&desc);
         assert_eq!(env, vec!["SPANK_CELLSCHED_DL_MODEL=bert", "X=1"]);
         assert_eq!(env_lookup(env.into_iter(), "CELLSCHED_DL_MODEL"), Some("bert"));
+    }
+
+    #[test]
+    fn desc_environment_only_for_batch_jobs() {
+        let mut entries: Vec<*mut std::os::raw::c_char> = vec![c"A=1".as_ptr() as *mut _, std::ptr::null_mut()];
+        let mut desc = slurm_sys::job_desc_msg_t { environment: entries.as_mut_ptr(), env_size: 1, ..Default::default() };
+        assert!(!desc_is_batch(&desc));
+        assert_eq!(desc_environment(&desc), vec!["A=1"]);
+        // No script: not a batch job, nothing is set (and no Slurm allocator is needed).
+        assert_eq!(desc_environment_set(&mut desc, "B", "2"), Ok(false));
+        assert_eq!(desc.env_size, 1);
+        desc.script = c"#!/bin/sh".as_ptr() as *mut _;
+        assert!(desc_is_batch(&desc));
     }
 }

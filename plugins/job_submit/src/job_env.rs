@@ -6,6 +6,13 @@
 
 /// Key under which the placement decision is passed to the SPANK plugin.
 pub const DECISION_KEY: &str = "CELLSCHED_DECISION";
+/// The decision's name in the job's environment as `sbatch` writes SPANK
+/// job-control variables (`SLURM_SPANK_<name>`): kept by `--export=NONE`,
+/// copied into every `srun` step's SPANK environment, and read by the SPANK
+/// plugin's remote side like the plain name.
+pub const DECISION_SPANK_ENV_KEY: &str = "SLURM_SPANK_CELLSCHED_DECISION";
+/// Names under which the decision is put into the job's environment.
+pub const DECISION_ENV_KEYS: [&str; 2] = [DECISION_KEY, DECISION_SPANK_ENV_KEY];
 /// Prefix shared by every DL option key.
 pub const DL_KEY_PREFIX: &str = "CELLSCHED_DL_";
 

@@ -116,6 +116,40 @@ pub struct Placement {
     pub rewrite: Option<Rewrite>,
     /// The user pinned the Cell (never re-planned).
     pub pinned: bool,
+    /// Report tags appended to AdminComment ([`dl_tags`]).
+    pub tags: String,
+}
+
+impl Placement {
+    /// AdminComment text: the decision, then the report tags.
+    pub fn admin_comment(&self) -> String {
+        with_tags(&self.decision.to_admin_comment(), &self.tags)
+    }
+}
+
+/// `text` followed by ` tags` (nothing added for empty tags).
+pub fn with_tags(text: &str, tags: &str) -> String {
+    if tags.is_empty() {
+        text.to_string()
+    } else {
+        format!("{text} {tags}")
+    }
+}
+
+/// The tags `cellsched report` reads after the decision in AdminComment:
+/// `model=<catalog name> batch=<global batch>`, plus `iters=<N>` only when
+/// the user declared `--dl-iters`. `Decision::parse_admin_comment` ignores them.
+pub fn dl_tags(job: &JobSpec, opts: &DlOptions) -> String {
+    let mut t = Vec::new();
+    // Catalog names never hold spaces or '='; a name that did would break the word format.
+    if !job.model.name.is_empty() && !job.model.name.contains(|c: char| c.is_whitespace() || c == '=' || c == ';') {
+        t.push(format!("model={}", job.model.name));
+    }
+    t.push(format!("batch={}", job.global_batch));
+    if let Some(n) = opts.iters {
+        t.push(format!("iters={n}"));
+    }
+    t.join(" ")
 }
 
 /// What to do with a submitted job.
@@ -203,7 +237,8 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
             Err(e) => return Outcome::Stock(format!("estimator error for pinned cell {cell}: {e}")),
         };
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
-        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true }));
+        let tags = dl_tags(&job, &opts);
+        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags }));
     }
 
     if !cfg.enabled {
@@ -223,6 +258,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
             rewrite: Some(rewrite_for(req, &estimate)),
             estimate,
             pinned: false,
+            tags: dl_tags(&job, &opts),
         })),
         None => Outcome::Reject(format!(
             "cellsched: {} with global batch {} fits on no allowed GPU type with at most {} GPUs (placement.max_gpus)",
@@ -357,6 +393,30 @@ mod tests {
             Outcome::Reject(msg) => assert!(msg.contains("v100x8") && msg.contains("a100"), "{msg}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn admin_comment_carries_report_tags() {
+        let m = model();
+        let canonical = ModelCatalog::builtin().resolve(&m).unwrap().name;
+        let with_iters = [format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=32".into(), "SPANK_CELLSCHED_DL_ITERS=500".into()];
+        let Outcome::Place(p) = place(&req(&with_iters.iter().map(String::as_str).collect::<Vec<_>>()), &cluster(&[]), &PlacementConfig::default(), &est())
+        else {
+            panic!("not placed")
+        };
+        let text = p.admin_comment();
+        assert_eq!(text, format!("{} model={canonical} batch=32 iters=500", p.decision.to_admin_comment()));
+        // The decision still parses, unchanged, with the tags after it.
+        assert_eq!(Decision::parse_admin_comment(&text), Decision::parse_admin_comment(&p.decision.to_admin_comment()));
+        assert!(Decision::parse_admin_comment(&text).is_some());
+        // No declared iterations: no iters tag.
+        let no_iters = [format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=8".into()];
+        let Outcome::Place(q) = place(&req(&no_iters.iter().map(String::as_str).collect::<Vec<_>>()), &cluster(&[]), &PlacementConfig::default(), &est())
+        else {
+            panic!("not placed")
+        };
+        assert!(q.admin_comment().ends_with(&format!(" model={canonical} batch=8")), "{}", q.admin_comment());
+        assert_eq!(with_tags("x", ""), "x");
     }
 
     #[test]

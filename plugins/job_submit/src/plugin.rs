@@ -123,9 +123,13 @@ unsafe fn opt_str(p: *const c_char) -> Option<String> {
     cstr::borrow_nonempty(p).map(str::to_string)
 }
 
-/// Applies a placement to the job descriptor.
+/// Applies a placement to the job descriptor: the request rewrite, the
+/// AdminComment (decision + report tags), and the decision in the job's
+/// `spank_job_env` (prolog/epilog) and, for batch jobs, in the batch
+/// environment (the batch step and its `srun` steps, see [`job_env::DECISION_ENV_KEYS`]).
 unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::Placement) -> Result<(), String> {
     let text = p.decision.to_admin_comment();
+    let comment_text = p.admin_comment();
     if let Some(w) = &p.rewrite {
         cstr::replace_xstr(&mut desc.features, &w.features).map_err(|e| e.to_string())?;
         cstr::replace_xstr(&mut desc.tres_per_node, &w.tres_per_node).map_err(|e| e.to_string())?;
@@ -144,11 +148,15 @@ unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::Placement) 
         desc.max_nodes = w.nodes;
     }
     let comment = match opt_str(desc.admin_comment) {
-        Some(c) => format!("{c}; {text}"),
-        None => text.clone(),
+        Some(c) => format!("{c}; {comment_text}"),
+        None => comment_text,
     };
     cstr::replace_xstr(&mut desc.admin_comment, &comment).map_err(|e| e.to_string())?;
-    ctld::desc_env_set(desc, job_env::DECISION_KEY, &text).map_err(|e| e.to_string())
+    ctld::desc_env_set(desc, job_env::DECISION_KEY, &text).map_err(|e| e.to_string())?;
+    for key in job_env::DECISION_ENV_KEYS {
+        ctld::desc_environment_set(desc, key, &text).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 #[no_mangle]
@@ -192,7 +200,7 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
                         if p.pinned { "pinned" } else { "auto" },
                         p.decision.cell,
                         p.rewrite.as_ref().map(|w| format!(" features={} {}", w.features, w.tres_per_node)).unwrap_or_default(),
-                        p.decision.to_admin_comment()
+                        p.admin_comment()
                     ));
                     slurm_sys::SLURM_SUCCESS
                 }
@@ -231,10 +239,13 @@ fn pending_auto_jobs(l: &Loaded) -> Vec<(PendingDl, String)> {
             .then(|| placement::dl_options(&env).ok().flatten())
             .flatten()
             .filter(|o| o.cell == CellChoice::Auto)
-            .and_then(|o| placement::job_spec(&o, &l.est).ok())
+            .and_then(|o| placement::job_spec(&o, &l.est).ok().map(|spec| {
+                let tags = placement::dl_tags(&spec, &o);
+                (spec, tags)
+            }))
             .zip(Decision::parse_admin_comment(comment));
-        if let Some((spec, decision)) = parsed {
-            let p = PendingDl { id: job.id(), decision, job: spec, features: job.features().map(str::to_string) };
+        if let Some(((spec, tags), decision)) = parsed {
+            let p = PendingDl { id: job.id(), decision, job: spec, features: job.features().map(str::to_string), tags };
             out.push((job.priority(), p, comment.to_string()));
         }
         std::ops::ControlFlow::Continue(())
@@ -293,8 +304,17 @@ fn replan_pass() {
             };
             match ctld::update_job(&u) {
                 Ok(()) => {
-                    let text = m.to.to_decision().to_admin_comment();
-                    ctld::with_job(m.id, |j| j.env_set(job_env::DECISION_KEY, &text));
+                    let text = m.decision_text();
+                    // spank_job_env (prolog/epilog) and env_sup: slurmctld adds env_sup to the
+                    // batch environment at launch, overriding the decision saved at submit, and
+                    // sends it to srun/salloc in the allocation response.
+                    let set = ctld::with_job(m.id, |j| {
+                        j.env_set(job_env::DECISION_KEY, &text)?;
+                        job_env::DECISION_ENV_KEYS.iter().try_for_each(|k| j.env_sup_set(k, &text))
+                    });
+                    if let Some(Err(e)) = set {
+                        error(&format!("JobId={}: {e}; its tasks may see the decision made at submit", m.id));
+                    }
                     info(&format!("re-planned JobId={} from {} to {} ({})", m.id, m.from.cell, m.to.cell, text));
                     n += 1;
                 }

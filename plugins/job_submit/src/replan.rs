@@ -25,6 +25,8 @@ pub struct PendingDl {
     pub job: JobSpec,
     /// Its current feature expression.
     pub features: Option<String>,
+    /// Report tags kept in its AdminComment (`model=.. batch=.. [iters=..]`).
+    pub tags: String,
 }
 
 /// One re-placement.
@@ -40,12 +42,20 @@ pub struct Move {
     pub features: String,
     /// New per-node GRES as users write it (`gpu:N`).
     pub gres: String,
+    /// The job's report tags, kept.
+    pub tags: String,
 }
 
 impl Move {
-    /// AdminComment after the move: the new decision and where it came from.
+    /// The new decision's text (also put into the job's environment).
+    pub fn decision_text(&self) -> String {
+        self.to.to_decision().to_admin_comment()
+    }
+
+    /// AdminComment after the move: the new decision, the job's report tags,
+    /// and where it came from.
     pub fn admin_comment(&self) -> String {
-        format!("{} replanned_from={}", self.to.to_decision().to_admin_comment(), self.from.cell)
+        format!("{} replanned_from={}", crate::placement::with_tags(&self.decision_text(), &self.tags), self.from.cell)
     }
 }
 
@@ -92,6 +102,7 @@ pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig,
             from: d.clone(),
             features: request::with_type_feature(user.as_deref(), &best.cell.gpu_type),
             gres: format!("gpu:{}", best.gpus_per_node),
+            tags: j.tags.clone(),
             to: best,
         });
     }
@@ -135,7 +146,13 @@ mod tests {
     fn waiting_job_moves_to_freed_type() {
         let e = est();
         let d = on_a100(&e);
-        let job = PendingDl { id: 5, decision: d.clone(), job: spec(), features: Some(format!("ib&{}", d.cell.gpu_type)) };
+        let job = PendingDl {
+            id: 5,
+            decision: d.clone(),
+            job: spec(),
+            features: Some(format!("ib&{}", d.cell.gpu_type)),
+            tags: "model=m batch=32 iters=9".into(),
+        };
         // a100s busy, v100s free: the job moves to v100 (if not too slow).
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
@@ -145,6 +162,10 @@ mod tests {
         assert_eq!(m[0].features, "ib&v100");
         assert_eq!(m[0].gres, format!("gpu:{}", m[0].to.gpus_per_node));
         assert!(m[0].admin_comment().contains(&format!("replanned_from={}", d.cell)));
+        assert_eq!(
+            m[0].admin_comment(),
+            format!("{} model=m batch=32 iters=9 replanned_from={}", m[0].decision_text(), d.cell)
+        );
         let back = Decision::parse_admin_comment(&m[0].admin_comment()).unwrap();
         assert_eq!((back.cell, back.plan, back.nodes), (m[0].to.cell.clone(), m[0].to.plan, m[0].to.nodes));
 
@@ -162,7 +183,7 @@ mod tests {
         let e = est();
         let d = on_a100(&e);
         let jobs: Vec<PendingDl> =
-            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None }).collect();
+            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new() }).collect();
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
         let moves = plan_moves(&jobs, &busy, &cfg, &e);

@@ -15,7 +15,7 @@ mod gavel;
 mod preemptive;
 mod slurm;
 
-pub use cellsched::{Ablation, CellschedOptions, CellschedPolicy};
+pub use cellsched::{AgedGuard, Ablation, CellschedOptions, CellschedPolicy};
 pub use fifo::FifoPolicy;
 pub use gavel::GavelPolicy;
 pub use preemptive::{SrtfPolicy, TiresiasPolicy};
