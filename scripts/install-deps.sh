@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything cellsched needs on Debian 12 (bookworm), idempotently:
-#   - Slurm 22.05.8 packages (daemons, client, dev headers), munge, MariaDB, libclang
+#   - Slurm 22.05.8 packages (daemons, client, dev headers), munge, MariaDB, libclang,
+#     and a Rust toolchain (Debian's cargo-web) when none is on PATH
 #   - the configured source trees of Slurm 22.05.8 (bookworm deb-src) and
 #     24.11.5 (orig tarball from trixie deb-src) under $CELLSCHED_SRC_ROOT
 # Usage: scripts/install-deps.sh            (needs root)
@@ -50,6 +51,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 [ -n "${POLICY_ADDED:-}" ] && rm -f /usr/sbin/policy-rc.d
+# Rust: use the toolchain already on PATH (rustup's ~/.cargo/bin included);
+# otherwise Debian 12's cargo-web/rustc-web (1.85+; bookworm's plain rustc 1.63 is too old).
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+if ! command -v cargo >/dev/null 2>&1; then
+  log "no cargo on PATH: installing Debian's cargo-web (Rust >= 1.85)"
+  apt-get install -y -qq --no-install-recommends cargo-web >/dev/null || die "cannot install cargo-web; install Rust >= 1.77 (e.g. rustup) and rerun"
+fi
+log "using $(cargo --version)"
 inst=$(dpkg-query -W -f='${Version}' slurmctld)
 [ "$inst" = "$SLURM_DEB_VERSION" ] || log "warning: slurmctld is $inst, expected $SLURM_DEB_VERSION"
 

@@ -36,6 +36,8 @@ trap finish EXIT
 
 phase "install dependencies"
 bash scripts/install-deps.sh
+# shellcheck disable=SC1091
+command -v cargo >/dev/null || { [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"; }
 
 phase "build (release)"
 cargo build --release --workspace --all-targets
