@@ -194,10 +194,8 @@ pub fn slurm_conf_gpu_type(text: &str, node: &str) -> Option<String> {
         });
         if names.eq_ignore_ascii_case("default") {
             default = ty.or(default);
-        } else if hostlist_contains(names, node) {
-            if ty.is_some() {
-                return ty;
-            }
+        } else if hostlist_contains(names, node) && ty.is_some() {
+            return ty;
         }
     }
     default
