@@ -16,6 +16,7 @@ pub mod gpu;
 pub mod history;
 pub mod model;
 pub mod options;
+pub mod plan_env;
 pub mod predictor;
 pub mod profile_db;
 

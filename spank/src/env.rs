@@ -1,6 +1,7 @@
 //! Pure computation of what a task sees: the step's shape read from the job
 //! environment, and the `CELLSCHED_*` / launcher variables for one task.
 use crate::plan_file::InjectedPlan;
+use cellsched_core::plan_env::{plan_env, PlanEnv, Workers};
 
 /// Slurm's step id for the batch script step (`SLURM_BATCH_SCRIPT`).
 pub const BATCH_STEP_ID: u32 = 0xffff_fffb;
@@ -112,50 +113,45 @@ pub fn master_port(base: u16, job_id: u32) -> u16 {
     base.saturating_add((job_id % 2000) as u16)
 }
 
-/// The variables exported to one task: the plan (`CELLSCHED_*`) and the
-/// conventional launcher variables. In process-per-GPU steps `RANK`,
-/// `LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE` are the task's; otherwise
-/// (batch step, one launcher per node) `WORLD_SIZE` is the GPU count,
-/// `LOCAL_WORLD_SIZE` the GPUs per node and `NODE_RANK` the node index, and
-/// the launcher assigns `RANK`/`LOCAL_RANK` to its workers.
+/// The variables exported to one task: the plan and launcher variables of
+/// [`cellsched_core::plan_env`] (shared with `cellsched profile run`), plus
+/// `CELLSCHED_PLAN_FILE` when the plan file was written. In process-per-GPU
+/// steps `WORLD_SIZE`, `LOCAL_WORLD_SIZE` are the step's task counts and
+/// `RANK`, `LOCAL_RANK` the task's; otherwise (batch step, one launcher per
+/// node) `WORLD_SIZE` is the GPU count, `LOCAL_WORLD_SIZE` the GPUs per node
+/// and `NODE_RANK` the node index, and the launcher assigns `RANK`/`LOCAL_RANK`
+/// to its workers.
 pub fn task_env(plan: &InjectedPlan, step: &StepInfo, plan_file: Option<&str>) -> Vec<(&'static str, String)> {
-    let p = &plan.plan;
-    let mut v: Vec<(&'static str, String)> = vec![
-        ("CELLSCHED_GPU_TYPE", plan.gpu_type.clone()),
-        ("CELLSCHED_CELL", plan.cell.clone()),
-        ("CELLSCHED_NODES", plan.nodes.to_string()),
-        ("CELLSCHED_GPUS", plan.gpus.to_string()),
-        ("CELLSCHED_DP", p.dp.to_string()),
-        ("CELLSCHED_TP", p.tp.to_string()),
-        ("CELLSCHED_PP", p.pp.to_string()),
-        ("CELLSCHED_MICRO_BATCHES", p.micro_batches.to_string()),
-        ("CELLSCHED_ZERO_STAGE", p.zero_stage.to_string()),
-        ("CELLSCHED_CHECKPOINTING", u8::from(p.checkpointing).to_string()),
-        ("CELLSCHED_GLOBAL_BATCH", plan.global_batch.to_string()),
-        ("CELLSCHED_FREEZE_MODE", plan.freeze_mode.clone()),
-        ("CELLSCHED_FREEZE_SCHEDULE", plan.freeze_schedule.clone()),
-        ("CELLSCHED_PLAN_SOURCE", plan.source.clone()),
-    ];
-    if let Some(t) = plan.iter_time_s {
-        v.push(("CELLSCHED_ITER_TIME_S", format!("{t:.6}")));
-    }
+    let per_task = step.process_per_gpu();
+    let workers = if per_task {
+        Workers::PerTask { world_size: step.total_tasks, local_world_size: step.local_tasks }
+    } else {
+        Workers::Launcher
+    };
+    let mut v = plan_env(&PlanEnv {
+        gpu_type: &plan.gpu_type,
+        cell: &plan.cell,
+        nodes: plan.nodes,
+        gpus: plan.gpus,
+        gpus_per_node: plan.gpus_per_node,
+        plan: &plan.plan,
+        global_batch: plan.global_batch,
+        freeze_mode: &plan.freeze_mode,
+        freeze_schedule: Some(&plan.freeze_schedule),
+        iter_time_s: plan.iter_time_s,
+        source: &plan.source,
+        workers,
+        node_rank: step.node_id,
+        master_addr: plan.master_addr.as_deref(),
+        master_port: plan.master_port,
+    });
     if let Some(f) = plan_file {
         v.push(("CELLSCHED_PLAN_FILE", f.to_string()));
     }
-    if step.process_per_gpu() {
-        v.push(("WORLD_SIZE", step.total_tasks.to_string()));
+    if per_task {
         v.push(("RANK", step.global_task_id.to_string()));
         v.push(("LOCAL_RANK", step.local_task_id.to_string()));
-        v.push(("LOCAL_WORLD_SIZE", step.local_tasks.to_string()));
-    } else {
-        v.push(("WORLD_SIZE", plan.gpus.to_string()));
-        v.push(("LOCAL_WORLD_SIZE", plan.gpus_per_node.to_string()));
     }
-    v.push(("NODE_RANK", step.node_id.to_string()));
-    if let Some(a) = &plan.master_addr {
-        v.push(("MASTER_ADDR", a.clone()));
-    }
-    v.push(("MASTER_PORT", plan.master_port.to_string()));
     v
 }
 
@@ -241,5 +237,71 @@ mod tests {
         assert!(!s.process_per_gpu(), "the batch step is always a launcher");
         assert_eq!(s.step_label(), "batch");
         assert_eq!(master_port(29500, 4000 + 7), 29507);
+    }
+
+    /// The complete exported set, key by key, in both modes (guards the
+    /// variables shared with `cellsched profile run` through core).
+    #[test]
+    fn exported_set_is_exact() {
+        let plan = sample_plan();
+        let mut got = task_env(&plan, &step(8, 4, 2), Some("/p.json"));
+        got.sort();
+        let want: Vec<(&str, &str)> = vec![
+            ("CELLSCHED_CELL", "a100x8x2"),
+            ("CELLSCHED_CHECKPOINTING", "1"),
+            ("CELLSCHED_DP", "2"),
+            ("CELLSCHED_FREEZE_MODE", "off"),
+            ("CELLSCHED_FREEZE_SCHEDULE", ""),
+            ("CELLSCHED_GLOBAL_BATCH", "64"),
+            ("CELLSCHED_GPUS", "8"),
+            ("CELLSCHED_GPU_TYPE", "a100"),
+            ("CELLSCHED_ITER_TIME_S", "0.250000"),
+            ("CELLSCHED_MICRO_BATCHES", "4"),
+            ("CELLSCHED_NODES", "2"),
+            ("CELLSCHED_PLAN_FILE", "/p.json"),
+            ("CELLSCHED_PLAN_SOURCE", "decision"),
+            ("CELLSCHED_PP", "2"),
+            ("CELLSCHED_TP", "2"),
+            ("CELLSCHED_ZERO_STAGE", "1"),
+            ("LOCAL_RANK", "2"),
+            ("LOCAL_WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "a100-1"),
+            ("MASTER_PORT", "29542"),
+            ("NODE_RANK", "1"),
+            ("RANK", "6"),
+            ("WORLD_SIZE", "8"),
+        ];
+        let got_ref: Vec<(&str, &str)> = got.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(got_ref, want);
+
+        let mut plan = sample_plan();
+        plan.iter_time_s = None;
+        plan.master_addr = None;
+        let mut got = task_env(&plan, &step(2, 4, 2), None);
+        got.sort();
+        let keys: Vec<&str> = got.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            keys,
+            [
+                "CELLSCHED_CELL",
+                "CELLSCHED_CHECKPOINTING",
+                "CELLSCHED_DP",
+                "CELLSCHED_FREEZE_MODE",
+                "CELLSCHED_FREEZE_SCHEDULE",
+                "CELLSCHED_GLOBAL_BATCH",
+                "CELLSCHED_GPUS",
+                "CELLSCHED_GPU_TYPE",
+                "CELLSCHED_MICRO_BATCHES",
+                "CELLSCHED_NODES",
+                "CELLSCHED_PLAN_SOURCE",
+                "CELLSCHED_PP",
+                "CELLSCHED_TP",
+                "CELLSCHED_ZERO_STAGE",
+                "LOCAL_WORLD_SIZE",
+                "MASTER_PORT",
+                "NODE_RANK",
+                "WORLD_SIZE",
+            ]
+        );
     }
 }

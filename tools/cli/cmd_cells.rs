@@ -1,17 +1,13 @@
 //! `cellsched cells`: List the feasible Cells of a job, ranked.
-use crate::cmd_estimate::{parse_batch, CatalogArgs};
+use crate::cmd_estimate::{CatalogArgs, JobArgs};
 use anyhow::bail;
-use cellsched_core::estimator::{CellOffer, JobSpec};
+use cellsched_core::estimator::CellOffer;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Model: catalog name or alias or a model .toml file.
-    #[arg(long)]
-    pub model: String,
-    /// Global batch size (samples per iteration).
-    #[arg(long, value_parser = parse_batch, allow_hyphen_values = true)]
-    pub batch: u32,
+    #[command(flatten)]
+    pub job: JobArgs,
     /// GPU types to consider, comma separated (default: the whole catalog).
     #[arg(long, value_delimiter = ',')]
     pub gpu_types: Vec<String>,
@@ -34,7 +30,7 @@ pub struct Args {
 /// Runs the subcommand.
 pub fn run(a: Args) -> anyhow::Result<()> {
     let est = a.catalogs.estimator()?;
-    let model = est.model_catalog().resolve(&a.model)?;
+    let job = a.job.job(&est)?;
     if a.max_gpus == 0 || a.nodes == 0 {
         bail!("--max-gpus and --nodes must be positive");
     }
@@ -54,7 +50,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             CellOffer { gpu_type: t.clone(), gpus_per_node: node, free_gpus_per_node: vec![node; a.nodes as usize] }
         })
         .collect();
-    let job = JobSpec { model, global_batch: a.batch };
     let ranked = est.rank_cells(&job, &offers, a.max_gpus);
     if ranked.is_empty() {
         bail!(

@@ -56,14 +56,29 @@ pub fn parse_batch(s: &str) -> Result<u32, String> {
     }
 }
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
+/// The job options shared by `estimate` and `cells`: model and global batch.
+#[derive(clap::Args, Debug, Clone)]
+pub struct JobArgs {
     /// Model: catalog name or alias (e.g. gpt__1.3B, bert__760M) or a model .toml file.
     #[arg(long)]
     pub model: String,
     /// Global batch size (samples per iteration).
     #[arg(long, value_parser = parse_batch, allow_hyphen_values = true)]
     pub batch: u32,
+}
+
+impl JobArgs {
+    /// The job these options describe, its model resolved in `est`'s catalog.
+    pub fn job(&self, est: &Estimator) -> anyhow::Result<JobSpec> {
+        let model = est.model_catalog().resolve(&self.model)?;
+        Ok(JobSpec { model, global_batch: self.batch })
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub job: JobArgs,
     /// GPU type (catalog key or NVML name, e.g. a100, "NVIDIA A100-SXM4-80GB").
     #[arg(long)]
     pub gpu: String,
@@ -92,7 +107,7 @@ pub struct Args {
 /// Runs the subcommand.
 pub fn run(a: Args) -> anyhow::Result<()> {
     let est = a.catalogs.estimator()?;
-    let model = est.model_catalog().resolve(&a.model)?;
+    let job = a.job.job(&est)?;
     let gpu = est.gpu_catalog().get(&a.gpu)?.clone();
     if a.gpus == 0 {
         bail!("--gpus must be a positive integer, got 0");
@@ -105,7 +120,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         (None, Some(g)) => g,
         (None, None) => gpu.gpus_per_node,
     };
-    let job = JobSpec { model, global_batch: a.batch };
     let stage_choices: Vec<u32> = match (a.stages, a.plan) {
         (Some(s), _) => vec![s],
         (None, Some(p)) => vec![p.pp],

@@ -1,17 +1,19 @@
-//! The plan a profiled run uses and the environment it gets, mirroring what
-//! the SPANK plugin exports to a job's launcher (one node, launcher mode):
-//! `CELLSCHED_GPU_TYPE`, `CELLSCHED_CELL`, `CELLSCHED_NODES`, `CELLSCHED_GPUS`,
-//! `CELLSCHED_DP/TP/PP/MICRO_BATCHES/ZERO_STAGE/CHECKPOINTING`,
-//! `CELLSCHED_GLOBAL_BATCH`, `CELLSCHED_FREEZE_MODE=off`,
+//! The plan a profiled run uses and the environment it gets. The plan and
+//! launcher variables come from [`cellsched_core::plan_env`], the function the
+//! SPANK plugin uses for a job's launcher, here for one node in launcher mode:
+//! `CELLSCHED_GPU_TYPE`, `CELLSCHED_CELL`, `CELLSCHED_NODES=1`,
+//! `CELLSCHED_GPUS`, `CELLSCHED_DP/TP/PP/MICRO_BATCHES/ZERO_STAGE/CHECKPOINTING`,
+//! `CELLSCHED_GLOBAL_BATCH`, `CELLSCHED_FREEZE_MODE=off` (no schedule),
 //! `CELLSCHED_PLAN_SOURCE`, `CELLSCHED_ITER_TIME_S` (the estimate, when
-//! known), `CELLSCHED_DL_MODEL`, `CELLSCHED_DL_BATCH`, `CELLSCHED_PROFILE=1`,
-//! `WORLD_SIZE` = `LOCAL_WORLD_SIZE` = GPUs, `NODE_RANK=0`,
-//! `MASTER_ADDR=127.0.0.1`, `MASTER_PORT`, and `CUDA_VISIBLE_DEVICES=0..N-1`
-//! unless already set (inside a Slurm step it is).
+//! known), `WORLD_SIZE` = `LOCAL_WORLD_SIZE` = GPUs, `NODE_RANK=0`,
+//! `MASTER_ADDR=127.0.0.1`, `MASTER_PORT`. The profiler adds
+//! `CELLSCHED_DL_MODEL`, `CELLSCHED_DL_BATCH`, `CELLSCHED_PROFILE=1` and
+//! `CUDA_VISIBLE_DEVICES=0..N-1` unless already set (inside a Slurm step it is).
 use crate::error::ProfilerError;
 use cellsched_core::estimator::{Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
+use cellsched_core::plan_env::{plan_env as core_plan_env, PlanEnv, Workers};
 use cellsched_core::{Cell, Plan};
 
 /// What is profiled: model, batch and the plan on `gpus` GPUs of one node.
@@ -134,43 +136,36 @@ pub fn choose_plan(
 /// Base of `MASTER_PORT` for profiled runs.
 pub const MASTER_PORT: u16 = 29_500;
 
-/// The environment of the profiled command (see the module doc).
+/// The environment of the profiled command (see the module doc): core's
+/// plan and launcher variables for one node in launcher mode (the same
+/// function the SPANK plugin uses), plus the profiler's own.
 pub fn plan_env(p: &ProfilePlan, cuda_visible_set: bool) -> Vec<(String, String)> {
-    let pl = &p.plan;
     let cell = Cell {
         gpu_type: p.gpu_type.clone(),
         gpus: p.gpus,
-        stages: pl.pp.max(1),
-    };
-    let mut v: Vec<(&str, String)> = vec![
-        ("CELLSCHED_GPU_TYPE", p.gpu_type.clone()),
-        ("CELLSCHED_CELL", cell.to_string()),
-        ("CELLSCHED_NODES", "1".into()),
-        ("CELLSCHED_GPUS", p.gpus.to_string()),
-        ("CELLSCHED_DP", pl.dp.to_string()),
-        ("CELLSCHED_TP", pl.tp.to_string()),
-        ("CELLSCHED_PP", pl.pp.to_string()),
-        ("CELLSCHED_MICRO_BATCHES", pl.micro_batches.to_string()),
-        ("CELLSCHED_ZERO_STAGE", pl.zero_stage.to_string()),
-        (
-            "CELLSCHED_CHECKPOINTING",
-            u8::from(pl.checkpointing).to_string(),
-        ),
-        ("CELLSCHED_GLOBAL_BATCH", p.batch.to_string()),
-        ("CELLSCHED_FREEZE_MODE", "off".into()),
-        ("CELLSCHED_PLAN_SOURCE", p.plan_source.into()),
-        ("CELLSCHED_DL_MODEL", p.model.clone()),
-        ("CELLSCHED_DL_BATCH", p.batch.to_string()),
-        ("CELLSCHED_PROFILE", "1".into()),
-        ("WORLD_SIZE", p.gpus.to_string()),
-        ("LOCAL_WORLD_SIZE", p.gpus.to_string()),
-        ("NODE_RANK", "0".into()),
-        ("MASTER_ADDR", "127.0.0.1".into()),
-        ("MASTER_PORT", MASTER_PORT.to_string()),
-    ];
-    if let Some(t) = p.estimate_s {
-        v.push(("CELLSCHED_ITER_TIME_S", format!("{t:.6}")));
+        stages: p.plan.pp.max(1),
     }
+    .to_string();
+    let mut v = core_plan_env(&PlanEnv {
+        gpu_type: &p.gpu_type,
+        cell: &cell,
+        nodes: 1,
+        gpus: p.gpus,
+        gpus_per_node: p.gpus,
+        plan: &p.plan,
+        global_batch: p.batch,
+        freeze_mode: "off",
+        freeze_schedule: None,
+        iter_time_s: p.estimate_s,
+        source: p.plan_source,
+        workers: Workers::Launcher,
+        node_rank: 0,
+        master_addr: Some("127.0.0.1"),
+        master_port: MASTER_PORT,
+    });
+    v.push(("CELLSCHED_DL_MODEL", p.model.clone()));
+    v.push(("CELLSCHED_DL_BATCH", p.batch.to_string()));
+    v.push(("CELLSCHED_PROFILE", "1".into()));
     let mut out: Vec<(String, String)> = v.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     if !cuda_visible_set {
         let ids: Vec<String> = (0..p.gpus).map(|i| i.to_string()).collect();
@@ -221,17 +216,22 @@ mod tests {
         assert_eq!(pp.gpu_type, "v100");
     }
 
-    #[test]
-    fn env_mirrors_the_spank_keys() {
-        let pp = ProfilePlan {
+    /// gpt2, batch 16, on v100 x4 with `plan`, estimated at 0.5 s.
+    fn sample(plan: &str) -> ProfilePlan {
+        ProfilePlan {
             model: "gpt2".into(),
             batch: 16,
             gpu_type: "v100".into(),
             gpus: 4,
-            plan: "dp=1,tp=2,pp=2,mb=4".parse().unwrap(),
+            plan: plan.parse().unwrap(),
             estimate_s: Some(0.5),
             plan_source: "pinned",
-        };
+        }
+    }
+
+    #[test]
+    fn env_mirrors_the_spank_keys() {
+        let pp = sample("dp=1,tp=2,pp=2,mb=4");
         let env: HashMap<String, String> = plan_env(&pp, false).into_iter().collect();
         assert_eq!(env["CELLSCHED_CELL"], "v100x4x2");
         assert_eq!(env["CELLSCHED_TP"], "2");
@@ -242,5 +242,50 @@ mod tests {
         assert!(!plan_env(&pp, true)
             .iter()
             .any(|(k, _)| k == "CUDA_VISIBLE_DEVICES"));
+    }
+
+    /// The complete exported set, key by key (the variables shared with the
+    /// SPANK plugin come from core; the profiler adds its own).
+    #[test]
+    fn exported_set_is_exact() {
+        let pp = sample("dp=1,tp=2,pp=2,mb=4,zero=1,ckpt=on");
+        let mut got = plan_env(&pp, false);
+        got.sort();
+        let want: Vec<(String, String)> = [
+            ("CELLSCHED_CELL", "v100x4x2"),
+            ("CELLSCHED_CHECKPOINTING", "1"),
+            ("CELLSCHED_DL_BATCH", "16"),
+            ("CELLSCHED_DL_MODEL", "gpt2"),
+            ("CELLSCHED_DP", "1"),
+            ("CELLSCHED_FREEZE_MODE", "off"),
+            ("CELLSCHED_GLOBAL_BATCH", "16"),
+            ("CELLSCHED_GPUS", "4"),
+            ("CELLSCHED_GPU_TYPE", "v100"),
+            ("CELLSCHED_ITER_TIME_S", "0.500000"),
+            ("CELLSCHED_MICRO_BATCHES", "4"),
+            ("CELLSCHED_NODES", "1"),
+            ("CELLSCHED_PLAN_SOURCE", "pinned"),
+            ("CELLSCHED_PP", "2"),
+            ("CELLSCHED_PROFILE", "1"),
+            ("CELLSCHED_TP", "2"),
+            ("CELLSCHED_ZERO_STAGE", "1"),
+            ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+            ("LOCAL_WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+            ("NODE_RANK", "0"),
+            ("WORLD_SIZE", "4"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(got, want);
+        let unestimated = ProfilePlan {
+            estimate_s: None,
+            ..pp
+        };
+        assert!(!plan_env(&unestimated, true)
+            .iter()
+            .any(|(k, _)| k == "CELLSCHED_ITER_TIME_S"));
     }
 }

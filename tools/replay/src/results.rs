@@ -6,6 +6,7 @@
 //! submitted, were cancelled as stuck or did not complete are counted, never
 //! silently dropped.
 use crate::workload::Mode;
+use cellsched_report::summary::Stats;
 use cellsched_report::{JobRecord, Summary};
 use cellsched_sim::Metrics;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -73,7 +74,7 @@ impl ModeResult {
             });
         }
         let gpus: Vec<f64> = records.iter().filter(|r| r.start.is_some()).map(|r| f64::from(r.gpu_count())).collect();
-        let avg_gpus = (!gpus.is_empty()).then(|| gpus.iter().sum::<f64>() / gpus.len() as f64);
+        let avg_gpus = Stats::of(&gpus).map(|g| g.mean);
         ModeResult {
             mode,
             avg_gpus,
@@ -304,6 +305,22 @@ mod tests {
         assert!(m.problems[1].reason.contains("TIMEOUT"));
         let hours = m.gpu_hours.iter().find(|(t, _)| t == "a100").unwrap().1;
         assert!((hours - 4.0 * (30.0 + 60.0 + 30.0) / 3600.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn avg_gpus_is_over_started_jobs_only() {
+        let eight = |id, start, end| {
+            let mut r = rec(id, 0, start, end, "COMPLETED", "", "x");
+            r.gpus = [("a100".to_string(), 8)].into();
+            r
+        };
+        let mut pending = rec(3, 0, 0, 1, "PENDING", "", "p");
+        pending.start = None;
+        pending.end = None;
+        let records = vec![rec(1, 0, 10, 20, "COMPLETED", "", "a"), eight(2, 10, 40), pending.clone()];
+        assert_eq!(ModeResult::of(Mode::Stock, 3, &records, vec![], 0.0).avg_gpus, Some(6.0));
+        assert_eq!(ModeResult::of(Mode::Stock, 1, &[pending], vec![], 0.0).avg_gpus, None);
+        assert_eq!(ModeResult::of(Mode::Stock, 0, &[], vec![], 0.0).avg_gpus, None);
     }
 
     #[test]
