@@ -2,6 +2,9 @@
 //! Symbols resolve at run time from the host process (sbatch, srun, salloc,
 //! slurmd, slurmstepd all link libslurmfull).
 #![allow(non_camel_case_types)]
+// `spank_t` is the opaque handle Slurm passes to each callback; the wrappers
+// only hand it back to Slurm and never dereference it themselves.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 /// Opaque SPANK handle.
