@@ -3,8 +3,9 @@
 //! profiles), datasheet-only and calibrated from single-GPU points only
 //! (multi-GPU points held out), plus estimate()/rank_cells() call rates.
 //!
-//! Run: `cargo bench -p cellsched-core --bench calibration`. Skips with a note
-//! when the shared data directory is absent.
+//! Run: `cargo bench -p cellsched-core --bench calibration` (set
+//! `CELLSCHED_BENCH_DETAIL=1` to print every point). Skips with a note when
+//! the shared data directory is absent.
 use cellsched_core::calibration::{quantile, spearman, Calibration, CalibrationPolicy};
 use cellsched_core::cell::{Cell, Plan};
 use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
@@ -117,6 +118,8 @@ fn report(mode: &str, est: &Estimator, points: &[Point], held_out: impl Fn(&Prof
     let mut by_job: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     let mut no_fit = 0;
     let mut missing = 0;
+    // CELLSCHED_BENCH_DETAIL=1 prints every point (prediction vs measurement).
+    let detail = std::env::var_os("CELLSCHED_BENCH_DETAIL").is_some();
     for p in points {
         let Some((pred, fits)) = predict(est, &p.rec) else {
             missing += 1;
@@ -124,6 +127,9 @@ fn report(mode: &str, est: &Estimator, points: &[Point], held_out: impl Fn(&Prof
         };
         no_fit += usize::from(!fits);
         let ape = (pred - p.rec.iter_time_s).abs() / p.rec.iter_time_s * 100.0;
+        if detail {
+            println!("  {:<34} {:<5} x{:<2} measured {:>9.4}s predicted {:>9.4}s ratio {:>5.2}", p.job, p.rec.gpu_type, p.rec.gpus(), p.rec.iter_time_s, pred, pred / p.rec.iter_time_s);
+        }
         ape_all.push(ape);
         if held_out(&p.rec) {
             ape_held.push(ape);

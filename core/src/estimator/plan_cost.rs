@@ -20,8 +20,24 @@ const LAYER_OVERHEAD_S: f64 = 60e-6;
 const ITER_OVERHEAD_S: f64 = 2e-3;
 /// Upper bound on achieved fraction of peak, even after calibration.
 const MAX_EFFICIENCY: f64 = 0.9;
-/// Share of the DP synchronisation that can never hide behind backward (last bucket).
-const MIN_EXPOSED_DP: f64 = 0.15;
+/// Share of the DP synchronisation that can never hide behind backward (last
+/// bucket, NCCL kernels slowing the overlapped compute).
+const MIN_EXPOSED_DP: f64 = 0.4;
+/// Fraction of the last micro-batch's backward pass that gradient buckets can
+/// overlap (buckets are ready only after their layers' backward finishes).
+const BACKWARD_OVERLAP: f64 = 0.3;
+/// Memory traffic per locally updated parameter of a mixed-precision step:
+/// unscale and overflow check, gradient norm, Adam (p, g, m, v), master →
+/// half copy, gradient zeroing — each a pass over memory.
+const OPT_BYTES_MIXED: f64 = 80.0;
+/// The same for plain fp32 training (no unscale/copy passes).
+const OPT_BYTES_FP32: f64 = 40.0;
+/// Fraction of peak memory bandwidth element-wise optimizer kernels reach.
+const OPT_BW_EFFICIENCY: f64 = 0.8;
+/// Parameter tensors per layer (weights, biases, norms) the optimizer visits.
+const OPT_TENSORS_PER_LAYER: f64 = 16.0;
+/// Launch cost per parameter tensor per step (~6 kernels × 5 µs).
+const OPT_LAUNCH_PER_TENSOR_S: f64 = 30e-6;
 
 /// Where the iteration time goes (seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
@@ -165,12 +181,15 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     if z >= 3 {
         dp_comm += 2.0 * m * dp_group.all_gather_s(p_gpu * wb, g);
     }
-    let window = t_compute_mb * 2.0 / 3.0 + if z >= 2 { (m - 1.0) * t_compute_mb } else { 0.0 };
+    let window = t_compute_mb * 2.0 / 3.0 * BACKWARD_OVERLAP + if z >= 2 { (m - 1.0) * t_compute_mb } else { 0.0 };
     let dp_exposed = if plan.dp > 1 { (dp_comm - window).max(MIN_EXPOSED_DP * dp_comm) } else { 0.0 };
 
-    // Adam step: ~34 bytes of memory traffic per locally updated parameter.
+    // Adam step: memory-bound passes over the locally updated parameters plus
+    // per-tensor kernel launches.
     let opt_params = p_gpu / shard(z >= 1);
-    let optimizer_s = opt_params * 34.0 / (g.mem_bw_gbs * 1e9 * 0.8);
+    let opt_bytes = if c.fp32 { OPT_BYTES_FP32 } else { OPT_BYTES_MIXED };
+    let optimizer_s = opt_params * opt_bytes / (g.mem_bw_gbs * 1e9 * OPT_BW_EFFICIENCY)
+        + layers_stage * OPT_TENSORS_PER_LAYER * OPT_LAUNCH_PER_TENSOR_S;
 
     let time = TimeBreakdown {
         compute_s: m * t_compute_mb,

@@ -1,6 +1,28 @@
 //! Where a plan's process groups sit (intra- vs inter-node) and what their
-//! collectives cost: ring all-reduce inside a node, hierarchical across nodes.
-use crate::gpu::GpuSpec;
+//! collectives cost: ring all-reduce inside a node, hierarchical across nodes,
+//! at the bus bandwidth NCCL achieves (PCIe rings slow down once they cross
+//! the CPU socket interconnect).
+use crate::gpu::{GpuSpec, Link};
+
+/// Fraction of link bandwidth a ring collective achieves (NCCL bus bandwidth
+/// over link bandwidth: protocol overhead, chunking, kernel contention).
+const COLLECTIVE_EFFICIENCY: f64 = 0.75;
+/// PCIe GPUs per CPU socket (one PCIe root complex / switch tree).
+const PCIE_GPUS_PER_SOCKET: f64 = 4.0;
+/// Bandwidth factor of a PCIe ring that crosses the CPU socket interconnect
+/// (QPI/UPI peer traffic goes through host memory, shared by the ring).
+const PCIE_CROSS_SOCKET_FACTOR: f64 = 0.55;
+
+/// Achieved intra-node ring bandwidth (bytes/s) of `q` GPUs: NVLink rings get
+/// the link rate times [`COLLECTIVE_EFFICIENCY`]; PCIe rings larger than one
+/// socket's switch tree cross the socket interconnect and slow down.
+pub(crate) fn intra_ring_bw(gpu: &GpuSpec, q: f64) -> f64 {
+    let bw = gpu.intra_node_gbs * 1e9 * COLLECTIVE_EFFICIENCY;
+    match gpu.intra_link {
+        Link::Pcie if q > PCIE_GPUS_PER_SOCKET => bw * PCIE_CROSS_SOCKET_FACTOR,
+        _ => bw,
+    }
+}
 
 /// How a Cell's GPUs sit on nodes: `nodes` nodes with `per_node` GPUs each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,9 +76,9 @@ impl Group {
         if self.size <= 1 || bytes <= 0.0 {
             return 0.0;
         }
-        let intra = gpu.intra_node_gbs * 1e9;
-        let inter = gpu.inter_node_gbs * 1e9;
         let q = (self.size / self.nodes).max(1) as f64;
+        let intra = intra_ring_bw(gpu, q);
+        let inter = gpu.inter_node_gbs * 1e9 * COLLECTIVE_EFFICIENCY;
         let n = self.nodes as f64;
         let intra_s = if q > 1.0 { 2.0 * (q - 1.0) / q * bytes / intra } else { 0.0 };
         let inter_s = if n > 1.0 { 2.0 * (n - 1.0) / n * bytes * self.sharing as f64 / inter } else { 0.0 };
@@ -99,5 +121,18 @@ mod tests {
         // DP with stride 2 (TP=2) inside two nodes: 8 members, 4 per node, 2 groups share each NIC.
         let dp = Group::new(8, 2, two);
         assert_eq!((dp.nodes, dp.sharing), (2, 2));
+    }
+
+    #[test]
+    fn pcie_rings_slow_down_across_sockets() {
+        let cat = GpuCatalog::builtin();
+        let (p100, v100) = (cat.get("p100").unwrap(), cat.get("v100").unwrap());
+        // Achieved ring bandwidth is below the link rate.
+        assert!(intra_ring_bw(v100, 8.0) < v100.intra_node_gbs * 1e9);
+        // PCIe: 8 GPUs span two sockets and get less bandwidth than 4; NVLink does not.
+        assert!(intra_ring_bw(p100, 8.0) < 0.7 * intra_ring_bw(p100, 4.0));
+        assert_eq!(intra_ring_bw(v100, 8.0), intra_ring_bw(v100, 4.0));
+        let at = |n| Group::new(n, 1, Placement::pack(n, 8).unwrap()).all_reduce_s(1e8, p100);
+        assert!(at(8) > 1.5 * at(4), "{} vs {}", at(8), at(4));
     }
 }
