@@ -5,9 +5,14 @@
 //!   most `max_gpu_factor` x the requested GPUs, accepted if its iteration
 //!   time is within `max_slowdown` x the job's best Cell on an idle cluster
 //!   and if starting there now is predicted to finish no later than waiting
-//!   for the planned Cell (earliest time enough GPUs of its type free up, from
-//!   running jobs' predicted ends, plus its run time there) — otherwise the
-//!   job waits. Off: the requested type/count.
+//!   for the planned Cell — otherwise the job waits. Waiting is estimated as
+//!   the earliest time enough GPUs of the planned type free up (running
+//!   jobs' predicted ends), plus the work queued ahead of the job on that
+//!   type (GPU-seconds of the non-aged jobs earlier in the A-SRPT order
+//!   that did not start, over the type's GPUs: `Backlog`), plus its run time
+//!   there. Without the queue term every job in a long queue for a fast type
+//!   believes it is next and slower free types idle (100k-job speed
+//!   workload: t4/v100 unused, avg JCT above slurm's). Off: the requested type/count.
 //! - **A-SRPT** (`core::asrpt`): pending jobs by predicted remaining time
 //!   on their best Cell (`core::asrpt::remaining_time_s`, freezing
 //!   included), aged jobs first, kept in a `core::asrpt::AsrptQueue` (the
@@ -198,10 +203,17 @@ struct JobPlan {
     rem_plan_s: f64,
     /// The job as A-SRPT ranks it (set on arrival).
     asrpt: PendingJob,
+    /// Cluster type index of the planned Cell's GPU type.
+    plan_type: usize,
 }
 
-/// GPUs of each type started during the current pass (not yet in the
-/// engine's view of when GPUs free up).
+/// GPUs of each type started during the current pass. The engine's view
+/// ([`Sim::start`] updates the free GPUs and the running ends at once)
+/// already includes them, so [`Self::earliest`] counts them a second time:
+/// a pessimistic margin, on top of [`Backlog`], that makes jobs later in a
+/// pass readier to take a slower free Cell. Kept deliberately: dropping it
+/// raised cellsched's average JCT by 17% and 31% on two Philly traces (2%
+/// lower on the third; 2026-11-21, see bench/README.md).
 #[derive(Default)]
 struct FreeTimes {
     used: HashMap<usize, u64>,
@@ -241,6 +253,52 @@ impl FreeTimes {
     }
 }
 
+/// The least remaining time (on the plan) of a class's job that lost
+/// against waiting, and the queue wait on its planned type it lost under.
+#[derive(Debug, Clone, Copy)]
+struct Loss {
+    rem_plan_s: f64,
+    queue_wait_s: f64,
+}
+
+impl Loss {
+    const NONE: Loss = Loss { rem_plan_s: f64::INFINITY, queue_wait_s: f64::NEG_INFINITY };
+}
+
+/// Work queued ahead of the current job in one pass, per GPU type: the
+/// GPU-seconds (on their planned Cells) of the jobs earlier in the order
+/// that did not start and wait for a Cell of that type.
+///
+/// Spread over all GPUs of the type, it is the time that backlog keeps the
+/// type busy once GPUs free up — the job's extra wait for its planned Cell
+/// beyond the running jobs' releases ([`FreeTimes::earliest`]). Without it,
+/// every job in a long queue for a fast type believes it is next, waits for
+/// it, and slower free types stay idle.
+struct Backlog {
+    gpu_s: Vec<f64>,
+    inv_cap: Vec<f64>,
+}
+
+impl Backlog {
+    fn new(sim: &Sim<'_>) -> Self {
+        let c = sim.cluster();
+        let inv_cap = (0..c.types.len()).map(|t| 1.0 / (c.total_of_type(t).max(1) as f64)).collect();
+        Backlog { gpu_s: vec![0.0; c.types.len()], inv_cap }
+    }
+    /// A job that did not start waits for `gpus` GPUs of type `t` for
+    /// `rem_s` seconds. Aged jobs are not counted: their claim is the
+    /// starvation guard's reservation, which later jobs may backfill around.
+    fn add(&mut self, aged: bool, t: usize, gpus: u32, rem_s: f64) {
+        if !aged {
+            self.gpu_s[t] += gpus as f64 * rem_s;
+        }
+    }
+    /// Seconds the queued work ahead keeps all GPUs of type `t` busy.
+    fn wait_s(&self, t: usize) -> f64 {
+        self.gpu_s[t] * self.inv_cap[t]
+    }
+}
+
 /// The cellsched policy.
 pub struct CellschedPolicy {
     opts: CellschedOptions,
@@ -253,8 +311,9 @@ pub struct CellschedPolicy {
     ranked: Vec<(u64, Rc<Vec<CellChoice>>)>,
     /// Per class: what the free GPUs of an epoch offer it (see
     /// [`ClassPick`]) and the least remaining time (on the plan) of a job of
-    /// the class that lost against waiting in that epoch.
-    picks: Vec<(u64, ClassPick, f64)>,
+    /// the class that lost against waiting in that epoch, with the queue
+    /// wait ([`Backlog::wait_s`]) it lost under.
+    picks: Vec<(u64, ClassPick, Loss)>,
     /// Bumped whenever the free GPUs (or held types) change.
     epoch: u64,
     /// Pending jobs in A-SRPT order, kept incrementally (A-SRPT on).
@@ -390,10 +449,11 @@ impl CellschedPolicy {
         }
     }
 
-    /// The Cell to start job `i` on now, if any.
     /// The Cell to start job `i` on now, if any; `no_cell` is set when no
     /// free Cell is acceptable for the job's whole class (not just this job).
-    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, no_cell: &mut bool) -> Option<(Shape, f64)> {
+    /// `queue_wait_s` is the extra wait for the planned Cell caused by the
+    /// work queued ahead of the job on its type ([`Backlog::wait_s`]).
+    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, no_cell: &mut bool) -> Option<(Shape, f64)> {
         let held = view.held;
         let plan = &self.plan(i).ideal;
         if !self.opts.cell_search || !self.opts.replan {
@@ -416,7 +476,7 @@ impl CellschedPolicy {
             self.picks[slot].1
         } else {
             let p = self.class_pick(sim, i, view, ft)?;
-            self.picks[slot] = (self.epoch, p, f64::INFINITY);
+            self.picks[slot] = (self.epoch, p, Loss::NONE);
             p
         };
         match pick {
@@ -427,22 +487,33 @@ impl CellschedPolicy {
             ClassPick::Start(s, it) => Some((s, it)),
             ClassPick::Slower(s, it, plan_free_at) => {
                 // Slower than the plan: only if it beats waiting for the plan.
+                // Waiting means: the plan's GPUs free up, the work queued
+                // ahead on that type runs, then the job runs there.
                 let rem_plan = self.plan(i).rem_plan_s;
                 debug_assert_eq!(rem_plan, sim.remaining_s(i, self.plan(i).ideal.iter_s));
-                if rem_plan >= self.picks[slot].2 {
-                    // A class mate with less work already lost (see below).
-                    debug_assert!(sim.now() + sim.remaining_s(i, it) > plan_free_at + rem_plan, "skip must equal the full check");
+                let loss = self.picks[slot].2;
+                if rem_plan >= loss.rem_plan_s && queue_wait_s <= loss.queue_wait_s {
+                    // A class mate with less work already lost under at
+                    // least this queue wait (see below).
+                    debug_assert!(sim.now() + sim.remaining_s(i, it) > plan_free_at + queue_wait_s + rem_plan, "skip must equal the full check");
                     return None;
                 }
-                let wait = plan_free_at + rem_plan;
+                let wait = plan_free_at + queue_wait_s + rem_plan;
                 let here = sim.now() + sim.remaining_s(i, it);
                 if here > wait {
                     // Remaining times scale with the iteration time, so the
                     // loss grows with the job's remaining time on the plan:
-                    // every class mate with at least as much also loses. Only
-                    // recorded when the loss is far above rounding error.
+                    // every class mate with at least as much also loses under
+                    // a queue wait no longer than this one (the queue wait
+                    // only grows during a pass). Only recorded when the loss
+                    // is far above rounding error.
                     if here - wait > 1e-9 * (here.abs() + wait.abs()) {
-                        self.picks[slot].2 = self.picks[slot].2.min(rem_plan);
+                        let l = &mut self.picks[slot].2;
+                        if queue_wait_s > l.queue_wait_s {
+                            *l = Loss { rem_plan_s: rem_plan, queue_wait_s };
+                        } else {
+                            l.rem_plan_s = l.rem_plan_s.min(rem_plan);
+                        }
                     }
                     return None;
                 }
@@ -521,13 +592,14 @@ impl Policy for CellschedPolicy {
                     self.no_cell_epoch.push(0);
                     for _view in 0..2 {
                         self.ranked.push((0, Rc::new(Vec::new())));
-                        self.picks.push((0, ClassPick::NoCell, f64::INFINITY));
+                        self.picks.push((0, ClassPick::NoCell, Loss::NONE));
                     }
                 }
                 if self.plans.len() <= i {
                     self.plans.resize(sim.jobs().len().max(i + 1), None);
                 }
-                self.plans[i] = Some(JobPlan { ideal, freeze, class, rem_plan_s: f64::NAN, asrpt: PendingJob { id: i as u32, submit_time_s: 0.0, remaining_s: 0.0 } });
+                let plan_type = sim.cluster().type_index(&ideal.gpu_type).expect("a Cell's type is a cluster type");
+                self.plans[i] = Some(JobPlan { ideal, freeze, class, rem_plan_s: f64::NAN, asrpt: PendingJob { id: i as u32, submit_time_s: 0.0, remaining_s: 0.0 }, plan_type });
                 true
             }
             None => false,
@@ -593,18 +665,25 @@ impl Policy for CellschedPolicy {
             let mut shadow: Vec<Option<(f64, u64)>> = vec![None; held.len()];
             let mut reserved = held.clone(); // held or reserved for an aged job
             let mut ft = FreeTimes::default();
+            let mut backlog = Backlog::new(sim);
             self.epoch += 1; // the cluster changed since the last pass
             for (i, aged) in order {
                 if sim.cluster().free_total() == 0 {
                     break;
                 }
-                let class = self.plan(i).class;
+                let (class, plan_t, plan_gpus, rem_plan) = {
+                    let p = self.plan(i);
+                    (p.class, p.plan_type, p.ideal.gpus, p.rem_plan_s)
+                };
                 let replanning = self.opts.cell_search && self.opts.replan;
                 if replanning && self.no_cell_epoch[class] == self.epoch {
-                    continue; // same class, same free GPUs: still no acceptable Cell
+                    // Same class, same free GPUs: still no acceptable Cell.
+                    backlog.add(aged, plan_t, plan_gpus, rem_plan);
+                    continue;
                 }
+                let queue_wait = backlog.wait_s(plan_t);
                 let mut no_cell = false;
-                let mut chosen = self.choose(sim, i, View { held: &held, slot: 0 }, &mut ft, &mut no_cell);
+                let mut chosen = self.choose(sim, i, View { held: &held, slot: 0 }, &mut ft, queue_wait, &mut no_cell);
                 if no_cell && replanning {
                     self.no_cell_epoch[class] = self.epoch;
                 }
@@ -620,7 +699,7 @@ impl Policy for CellschedPolicy {
                             *extra -= shape.gpus() as u64;
                         } else {
                             let mut unused = false;
-                            chosen = self.choose(sim, i, View { held: &reserved, slot: 1 }, &mut ft, &mut unused);
+                            chosen = self.choose(sim, i, View { held: &reserved, slot: 1 }, &mut ft, queue_wait, &mut unused);
                         }
                     }
                 }
@@ -636,9 +715,12 @@ impl Policy for CellschedPolicy {
                             if planned != Some((ty, shape.gpus(), shape.nodes)) {
                                 sim.count_replan();
                             }
+                        } else {
+                            backlog.add(aged, plan_t, plan_gpus, rem_plan);
                         }
                     }
                     None if aged => {
+                        backlog.add(aged, plan_t, plan_gpus, rem_plan);
                         let plan = &self.plan(i).ideal;
                         if let Some(t) = sim.cluster().type_index(&plan.gpu_type) {
                             match self.opts.aged_guard {
@@ -658,7 +740,7 @@ impl Policy for CellschedPolicy {
                             }
                         }
                     }
-                    None => {}
+                    None => backlog.add(aged, plan_t, plan_gpus, rem_plan),
                 }
             }
         }
@@ -724,6 +806,35 @@ mod tests {
         let (m, jct) = run(&mut CellschedPolicy::new(CellschedOptions::default()).unwrap(), two_types(), &jobs, times());
         assert_eq!(jct, vec![Some(100.0), Some(199.0)]);
         assert_eq!(m.replans, 0);
+    }
+
+    #[test]
+    fn takes_a_slower_free_type_when_the_fast_queue_is_long() {
+        // a100 1 s/iter, v100 2.5 s/iter for m; x runs only on v100. One GPU
+        // of each. A (m, 14 iters) holds a100 0..14, V (x, 10 iters) holds
+        // v100 0..10. B, C, D (m, 40 iters: 40 s on a100, 100 s on v100)
+        // arrive at 1, 2, 3 and wait. At t=10 v100 frees up; in A-SRPT order
+        // (ties by submission) waiting for a100 means: A's end (14) + the
+        // work queued ahead on a100 + 40 s:
+        //   B: 14 + 0 + 40 = 54 < 10 + 100 = 110: waits (backlog 40 s);
+        //   C: 14 + 40 + 40 = 94 < 110: waits (backlog 80 s);
+        //   D: 14 + 80 + 40 = 134 > 110: starts on v100, 10..110 (JCT 107).
+        // B runs on a100 14..54 (JCT 53), C 54..94 (JCT 92).
+        let t = || LinearTimes::new(0.0).with("m", "a100", 1.0).with("m", "v100", 2.5).with("x", "v100", 1.0);
+        let mut v = job("v", 0.0, 10, 1, "v100", 0.0);
+        v.model_name = "x".into();
+        let jobs = [
+            job("a", 0.0, 14, 1, "a100", 0.0),
+            v,
+            job("b", 1.0, 40, 1, "a100", 0.0),
+            job("c", 2.0, 40, 1, "a100", 0.0),
+            job("d", 3.0, 40, 1, "a100", 0.0),
+        ];
+        let (m, jct) = run(&mut CellschedPolicy::new(CellschedOptions::default()).unwrap(), two_types(), &jobs, t());
+        assert_eq!(jct, vec![Some(14.0), Some(10.0), Some(53.0), Some(92.0), Some(107.0)]);
+        assert_eq!(m.replans, 1);
+        // Ignoring the queue (each job sees only A's end, 14 + 40 = 54 < 110)
+        // all three would wait at t=10 and v100 would stay idle.
     }
 
     #[test]
