@@ -65,13 +65,13 @@ IDS=()
 submit() { # label, sbatch options...
   local label=$1; shift
   local id tags="" a
-  # Model/batch tags for `cellsched report`; no iters= tag, since the emulated
-  # time is compressed and a predicted-vs-actual run time would be meaningless.
+  # Model/batch tags for `cellsched report`; time_scale= tells it the emulated
+  # clock runs $SPEEDUP times faster, so predicted and actual run times compare.
   for a in "$@"; do
     case $a in --dl-model=*) tags+="model=${a#*=} " ;; --dl-batch=*) tags+="batch=${a#*=} " ;; esac
   done
   id=$(sbatch --parsable --job-name="demo-$label" --output="$OUT/$label-%j.out" --chdir="$OUT" \
-        --time=10 --comment="demo ${tags% }" --export=ALL,CELLSCHED_EMU_SCALE="$SCALE" "$@") || die "sbatch for $label failed"
+        --time=10 --comment="demo ${tags}time_scale=$SCALE" --export=ALL,CELLSCHED_EMU_SCALE="$SCALE" "$@") || die "sbatch for $label failed"
   id=${id%%;*}
   IDS+=("$id")
   printf '  %-14s job %-5s sbatch %s\n' "$label" "$id" "$*" | sed "s|$TRAIN|emulated-train.sh|"

@@ -198,16 +198,17 @@ pub fn job_name(mode: Mode, trace_id: &str) -> String {
 }
 
 /// The job comment: identifies the run, mode and trace job, and carries the
-/// DL tags (`model= batch= iters=`) that `cellsched report` reads.
+/// DL tags (`model= batch= iters= time_scale=`) that `cellsched report` reads.
 pub fn job_comment(mode: Mode, j: &ReplayJob, s: &Settings) -> String {
     format!(
-        "cellsched-replay run={} mode={} trace_job={} model={} batch={} iters={}",
+        "cellsched-replay run={} mode={} trace_job={} model={} batch={} iters={} time_scale={}",
         safe(&s.run_tag),
         mode.name(),
         safe(&j.trace.job_id),
         safe(&j.trace.model_name),
         j.trace.batch_size,
-        j.trace.num_iteration
+        j.trace.num_iteration,
+        fmt_num(s.scale())
     )
 }
 
@@ -345,7 +346,7 @@ mod tests {
         let script = a.iter().position(|x| x == "/repo/etc/examples/emulated-train.sh").unwrap();
         assert_eq!(&a[script + 1..], &["--iters", "500", "--iter-time", &fmt_num(j.iter_time_s)]);
         let comment = a.iter().find(|x| x.starts_with("--comment=")).unwrap();
-        assert_eq!(comment, "--comment=cellsched-replay run=r1 mode=stock trace_job=7 model=bert__760M batch=64 iters=500");
+        assert_eq!(comment, "--comment=cellsched-replay run=r1 mode=stock trace_job=7 model=bert__760M batch=64 iters=500 time_scale=0.05");
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! - the Cell/plan from the plugins' AdminComment ([`Decision`]);
 //! - DL tags `model=`, `batch=`, `iters=` (`key=value` words) from AdminComment
 //!   or Comment (e.g. `sbatch --comment "model=gpt2 batch=32 iters=500"`);
-//! - predicted run time = iters × the Decision's `iter_s`, when both are known.
+//! - predicted run time = iters × the Decision's `iter_s` × `time_scale`, when
+//!   iters and the Decision are known; `time_scale=X` (default 1) tags a run
+//!   whose clock was compressed, e.g. emulated jobs in the demo and replay.
 use crate::error::ReportError;
 use cellsched_core::Decision;
 use serde::{Deserialize, Serialize};
@@ -45,6 +47,10 @@ pub struct DlTags {
     pub batch: Option<u32>,
     /// `iters=N` (declared iterations; also `iterations=`).
     pub iters: Option<u64>,
+    /// `time_scale=X`: real seconds per predicted second of an emulated,
+    /// time-compressed run (positive and finite; absent means 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_scale: Option<f64>,
 }
 
 impl DlTags {
@@ -63,6 +69,9 @@ impl DlTags {
                     "batch" | "dl_batch" if t.batch.is_none() => t.batch = v.parse().ok(),
                     "iters" | "iterations" | "dl_iters" if t.iters.is_none() => {
                         t.iters = v.parse().ok()
+                    }
+                    "time_scale" if t.time_scale.is_none() => {
+                        t.time_scale = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0)
                     }
                     _ => {}
                 }
@@ -289,7 +298,7 @@ pub fn parse_sacct_line(line: &str, line_no: usize) -> Result<JobRecord, ReportE
     let queue_delay_s = started.map(|s| (s - submit) as f64);
     let jct_s = end.filter(|e| *e >= submit).map(|e| (e - submit) as f64);
     let predicted_run_s = match (&decision, tags.iters) {
-        (Some(d), Some(it)) => Some(d.iter_s * it as f64),
+        (Some(d), Some(it)) => Some(d.iter_s * it as f64 * tags.time_scale.unwrap_or(1.0)),
         _ => None,
     };
     let state = field(8).split_whitespace().next().unwrap_or("").to_string();
@@ -358,10 +367,25 @@ mod tests {
             DlTags {
                 model: Some("gpt2".into()),
                 batch: Some(32),
-                iters: Some(450)
+                iters: Some(450),
+                time_scale: None,
             }
         );
         assert!((r.predicted_run_s.unwrap() - 90.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn time_scale_tag_compresses_the_prediction() {
+        let scaled = DECIDED.replace("iters=450 batch=32", "iters=450 batch=32 time_scale=0.5");
+        let r = parse_sacct_line(&scaled, 1).unwrap();
+        assert_eq!(r.tags.time_scale, Some(0.5));
+        assert!((r.predicted_run_s.unwrap() - 45.0).abs() < 1e-9);
+        for bad in ["time_scale=0", "time_scale=-2", "time_scale=inf", "time_scale=x"] {
+            let line = DECIDED.replace("batch=32", &format!("batch=32 {bad}"));
+            let r = parse_sacct_line(&line, 1).unwrap();
+            assert_eq!(r.tags.time_scale, None, "{bad} must be ignored");
+            assert!((r.predicted_run_s.unwrap() - 90.0).abs() < 1e-9);
+        }
     }
 
     #[test]
