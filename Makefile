@@ -5,6 +5,7 @@
 #   make uninstall                     removes what install put there
 #   make check-2411                    build + check the plugins against Slurm 24.11.5 headers
 #   make build-2411                    build and install Slurm 24.11.5 itself (optional, ~7 min)
+#   make live-2411                     live check of the plugins on a 24.11.5 cluster (optional, not CI)
 # Installed files replace old ones by temp copy + rename: a running slurmctld
 # keeps its mapped copy instead of crashing on a file rewritten under it.
 CARGO         ?= cargo
@@ -16,7 +17,7 @@ TARGET_DIR    ?= $(or $(CARGO_TARGET_DIR),target)
 SNIPPET       := etc/plugstack.conf.d/cellsched.conf
 STOCK_PLUGINDIR := /usr/lib/x86_64-linux-gnu/slurm-wlm
 
-.PHONY: all build install uninstall check-2411 build-2411
+.PHONY: all build install uninstall check-2411 build-2411 live-2411
 all: build
 
 build:
@@ -43,3 +44,6 @@ check-2411:
 
 build-2411:
 	scripts/build-2411.sh
+
+live-2411:
+	scripts/live-2411.sh
