@@ -146,16 +146,21 @@ pub fn gres_gpu_type(lookup: &dyn Fn(&str) -> Option<String>) -> Option<String> 
     None
 }
 
+/// The `Key=value` words of one slurm.conf/gres.conf line (comments cut),
+/// keys lower-cased.
+fn conf_line_pairs(line: &str) -> Vec<(String, &str)> {
+    let line = line.split('#').next().unwrap_or("");
+    line.split_whitespace()
+        .filter_map(|t| t.split_once('='))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect()
+}
+
 /// The GPU type gres.conf gives node `node` (`NodeName=a100-[1-2] Name=gpu
 /// Type=a100 ...`; a line without `NodeName=` applies to every node).
 pub fn gres_conf_gpu_type(text: &str, node: &str) -> Option<String> {
     for line in text.lines() {
-        let line = line.split('#').next().unwrap_or("");
-        let kv: Vec<(String, &str)> = line
-            .split_whitespace()
-            .filter_map(|t| t.split_once('='))
-            .map(|(k, v)| (k.to_ascii_lowercase(), v))
-            .collect();
+        let kv = conf_line_pairs(line);
         let get = |k: &str| kv.iter().find(|(kk, _)| kk == k).map(|(_, v)| *v);
         if get("name") != Some("gpu") {
             continue;
@@ -178,12 +183,7 @@ pub fn gres_conf_gpu_type(text: &str, node: &str) -> Option<String> {
 pub fn slurm_conf_gpu_type(text: &str, node: &str) -> Option<String> {
     let mut default = None;
     for line in text.lines() {
-        let line = line.split('#').next().unwrap_or("");
-        let kv: Vec<(String, &str)> = line
-            .split_whitespace()
-            .filter_map(|t| t.split_once('='))
-            .map(|(k, v)| (k.to_ascii_lowercase(), v))
-            .collect();
+        let kv = conf_line_pairs(line);
         let get = |k: &str| kv.iter().find(|(kk, _)| kk == k).map(|(_, v)| *v);
         let (Some(names), Some(gres)) = (get("nodename"), get("gres")) else { continue };
         let ty = gres.split(',').find_map(|e| {
