@@ -18,13 +18,13 @@ use crate::calibration::{Calibration, CalibrationPolicy, CalibrationReport};
 use crate::cell::{Cell, Decision, EstimateSource, Plan};
 use crate::error::CoreError;
 use crate::gpu::{GpuCatalog, GpuSpec};
-use crate::model::{ModelCatalog, ModelSpec};
+use crate::model::{ModelCatalog, ModelCost, ModelSpec};
 use crate::profile_db::ProfileDb;
 use plan_cost::CellContext;
+use topology::Placement;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use topology::Placement;
 
 /// A training job as the estimator sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -207,13 +207,7 @@ impl Estimator {
             ));
         }
         let cost = job.model.cost();
-        let cx = CellContext {
-            gpu,
-            cost: &cost,
-            global_batch: job.global_batch,
-            placement,
-            efficiency_factor: self.calibration.factor(&job.model.name, &gpu.name),
-        };
+        let cx = self.cell_context(job, gpu, &cost, placement);
         plan_cost::evaluate(&cx, plan).ok_or_else(|| {
             CoreError::invalid(
                 "plan",
@@ -306,16 +300,21 @@ impl Estimator {
         }
     }
 
-    fn estimate_uncached(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Estimate, CoreError> {
-        let (gpu, placement) = self.setup(job, cell, gpus_per_node)?;
-        let cost = job.model.cost();
-        let cx = CellContext {
+    /// What the cost model needs for `job` on `gpu` with this placement.
+    fn cell_context<'a>(&self, job: &JobSpec, gpu: &'a GpuSpec, cost: &'a ModelCost, placement: Placement) -> CellContext<'a> {
+        CellContext {
             gpu,
-            cost: &cost,
+            cost,
             global_batch: job.global_batch,
             placement,
             efficiency_factor: self.calibration.factor(&job.model.name, &gpu.name),
-        };
+        }
+    }
+
+    fn estimate_uncached(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Estimate, CoreError> {
+        let (gpu, placement) = self.setup(job, cell, gpus_per_node)?;
+        let cost = job.model.cost();
+        let cx = self.cell_context(job, gpu, &cost, placement);
         let best = search::best_plan(&cx, cell).map_err(|why| CoreError::Infeasible(format!("{} (batch {}) on {cell}: {why}", job.model.name, job.global_batch)))?;
         let mut est = Estimate {
             cell: cell.clone(),
