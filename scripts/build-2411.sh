@@ -20,9 +20,15 @@ JOBS=${JOBS:-$(nproc)}
 log() { printf '[build-2411 %(%H:%M:%S)T] %s\n' -1 "$*"; }
 die() { printf 'build-2411: error: %s\n' "$*" >&2; exit 1; }
 
-if [ -x "$PREFIX/sbin/slurmctld" ] && "$PREFIX/sbin/slurmctld" -V 2>/dev/null | grep -qx 'slurm 24.11.5'; then
+# The local test cluster needs several slurmd on one host (--enable-multiple-slurmd)
+# and slurmdbd's MySQL storage plugin (libmariadb-dev at configure time).
+if [ -x "$PREFIX/sbin/slurmctld" ] && "$PREFIX/sbin/slurmctld" -V 2>/dev/null | grep -qx 'slurm 24.11.5' \
+   && [ -f "$PREFIX/lib/slurm/accounting_storage_mysql.so" ] \
+   && grep -q '^#define MULTIPLE_SLURMD 1' "$BUILD/config.h" 2>/dev/null; then
   log "Slurm 24.11.5 already installed in $PREFIX"; exit 0
 fi
+command -v mysql_config >/dev/null || command -v mariadb_config >/dev/null \
+  || die "mysql_config not found: apt-get install libmariadb-dev libmariadb-dev-compat (slurmdbd's storage plugin needs it)"
 [ -x "$SRC/configure" ] || die "no Slurm 24.11.5 source tree at $SRC (run scripts/install-deps.sh or set SLURM_2411_SRC_DIR)"
 grep -q '^#define SLURM_VERSION_STRING "24.11.5"' "$SRC/config.h" 2>/dev/null \
   || grep -q 'SLURM_VERSION_STRING "24.11.5"' "$SRC/slurm/slurm_version.h" 2>/dev/null \
@@ -37,7 +43,8 @@ cd "$BUILD"
 make distclean >/dev/null 2>&1 || true
 log "configure --prefix=$PREFIX (log: $BUILD/configure.log)"
 ./configure --prefix="$PREFIX" --sysconfdir="$PREFIX/etc" --enable-silent-rules \
-  --disable-debug >configure.log 2>&1 || die "configure failed; see $BUILD/configure.log"
+  --disable-debug --enable-multiple-slurmd >configure.log 2>&1 || die "configure failed; see $BUILD/configure.log"
+grep -q '^#define HAVE_MYSQL 1' config.h || die "configure found no MySQL/MariaDB client library; see $BUILD/configure.log"
 log "make -j$JOBS (log: $BUILD/make.log)"
 make -j"$JOBS" >make.log 2>&1 || die "make failed; see $BUILD/make.log (tail: $(tail -3 make.log | tr '\n' ' '))"
 log "make install"

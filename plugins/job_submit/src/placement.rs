@@ -351,7 +351,7 @@ mod tests {
         assert!(!p.pinned);
         let w = p.rewrite.unwrap();
         assert_eq!(w.features, format!("ib&{}", expect.cell.gpu_type));
-        assert_eq!(w.tres_per_node, format!("gres:gpu:{}", expect.gpus_per_node));
+        assert_eq!(w.tres_per_node, format!("{}gpu:{}", slurm_sys::compat::TRES_GRES_PREFIX, expect.gpus_per_node));
         assert_eq!(w.nodes, expect.nodes);
 
         // That type fully busy: a different, free type is chosen.
@@ -378,7 +378,7 @@ mod tests {
         };
         assert!(p.pinned);
         assert_eq!(p.decision.cell, "v100x8".parse().unwrap());
-        assert_eq!(p.rewrite.unwrap().tres_per_node, "gres:gpu:8");
+        assert_eq!(p.rewrite.unwrap().tres_per_node, format!("{}gpu:8", slurm_sys::compat::TRES_GRES_PREFIX));
 
         // Typed --gres: decision recorded, request untouched.
         let env2 = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=32".into()];

@@ -5,6 +5,7 @@
 //! (newer releases also write `gres/gpu:a100=4`). A placement is written as
 //! a node feature (the GPU type) plus an untyped count, because updating a
 //! pending job's *typed* GRES leaves it never runnable in 22.05.
+use slurm_sys::compat::TRES_GRES_PREFIX;
 
 /// The GPU part of a `tres_per_*` string.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,9 +70,10 @@ pub fn without_gpus(tres: Option<&str>) -> Option<String> {
     (!kept.is_empty()).then(|| kept.join(","))
 }
 
-/// `tres_per_node` asking for `gpus_per_node` untyped GPUs, keeping other GRES.
+/// `tres_per_node` asking for `gpus_per_node` untyped GPUs, keeping other GRES;
+/// written with the release's GRES prefix (`gres:` in 22.05, `gres/` from 23.02).
 pub fn with_untyped_gpus(tres: Option<&str>, gpus_per_node: u32) -> String {
-    let gpu = format!("gres:gpu:{gpus_per_node}");
+    let gpu = format!("{TRES_GRES_PREFIX}gpu:{gpus_per_node}");
     match without_gpus(tres) {
         Some(rest) => format!("{rest},{gpu}"),
         None => gpu,
@@ -128,8 +130,8 @@ mod tests {
 
     #[test]
     fn rewrites_to_untyped_count() {
-        assert_eq!(with_untyped_gpus(None, 4), "gres:gpu:4");
-        assert_eq!(with_untyped_gpus(Some("gres:gpu:a100:2"), 8), "gres:gpu:8");
+        assert_eq!(with_untyped_gpus(None, 4), format!("{TRES_GRES_PREFIX}gpu:4"));
+        assert_eq!(with_untyped_gpus(Some("gres:gpu:a100:2"), 8), format!("{TRES_GRES_PREFIX}gpu:8"));
         assert_eq!(with_untyped_gpus(Some("gres:mps:10,gres:gpu:2"), 4), "gres:mps:10,gres:gpu:4");
         assert_eq!(without_gpus(Some("gres:gpu:a100:2")), None);
         assert_eq!(without_gpus(Some("gres:gpu:2,gres:mps:1")).as_deref(), Some("gres:mps:1"));
