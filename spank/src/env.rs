@@ -79,26 +79,32 @@ pub fn job_num_nodes(lookup: &dyn Fn(&str) -> Option<String>) -> Option<u32> {
         .filter(|n| *n > 0)
 }
 
-/// First host of a Slurm hostlist expression: `a100-[1-2],v100-1` -> `a100-1`,
-/// `gpu[07,09]` -> `gpu07`. `None` for an empty or malformed list.
-pub fn first_host(hostlist: &str) -> Option<String> {
-    let s = hostlist.trim();
-    // Split off the first top-level entry (commas inside brackets belong to it).
-    let mut depth = 0;
-    let mut end = s.len();
-    for (i, c) in s.char_indices() {
+/// The top-level entries of a Slurm hostlist expression (commas inside
+/// brackets belong to their entry): `a100-[1-2],v100-1` -> `a100-[1-2]`, `v100-1`.
+pub fn hostlist_entries(expr: &str) -> Vec<&str> {
+    let mut entries = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in expr.char_indices() {
         match c {
             '[' => depth += 1,
             ']' => depth -= 1,
             ',' if depth == 0 => {
-                end = i;
-                break;
+                entries.push(&expr[start..i]);
+                start = i + 1;
             }
             _ => {}
         }
     }
+    entries.push(&expr[start..]);
+    entries
+}
+
+/// First host of a Slurm hostlist expression: `a100-[1-2],v100-1` -> `a100-1`,
+/// `gpu[07,09]` -> `gpu07`. `None` for an empty or malformed list.
+pub fn first_host(hostlist: &str) -> Option<String> {
+    let first = hostlist_entries(hostlist.trim()).into_iter().next()?;
     // Replace each bracket group by its first value.
-    let mut host = s[..end].to_string();
+    let mut host = first.to_string();
     while let Some(open) = host.find('[') {
         let close = host[open..].find(']')? + open;
         let lo = host[open + 1..close].split(',').next()?.split('-').next()?.to_string();

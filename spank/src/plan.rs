@@ -130,7 +130,7 @@ pub fn gres_gpu_type(lookup: &dyn Fn(&str) -> Option<String>) -> Option<String> 
         let Some(v) = lookup(key) else { continue };
         for item in v.split(',') {
             let item = item.trim();
-            let item = item.strip_prefix("gres:").or_else(|| item.strip_prefix("gres/")).unwrap_or(item);
+            let item = slurm_sys::compat::strip_tres_gres_prefix(item);
             let rest = item.strip_prefix("gpu:").or_else(|| item.strip_prefix("gpu/")).unwrap_or(item);
             if rest == item && (item.starts_with("gres") || !lookup_is_gpu_key(key)) {
                 continue;
@@ -204,21 +204,7 @@ pub fn slurm_conf_gpu_type(text: &str, node: &str) -> Option<String> {
 /// Whether Slurm hostlist `expr` (`a100-[1-2,5],v100-1`, one bracket group
 /// per entry) names `node`.
 pub fn hostlist_contains(expr: &str, node: &str) -> bool {
-    let mut entries = Vec::new();
-    let (mut depth, mut start) = (0, 0);
-    for (i, c) in expr.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                entries.push(&expr[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    entries.push(&expr[start..]);
-    entries.into_iter().any(|e| match (e.find('['), e.find(']')) {
+    crate::env::hostlist_entries(expr).into_iter().any(|e| match (e.find('['), e.find(']')) {
         (Some(o), Some(c)) if o < c => {
             let (pre, ranges, suf) = (&e[..o], &e[o + 1..c], &e[c + 1..]);
             let Some(mid) = node.strip_prefix(pre).and_then(|r| r.strip_suffix(suf)) else { return false };

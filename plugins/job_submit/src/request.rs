@@ -19,7 +19,7 @@ pub struct GpuRequest {
 /// Splits one entry into (name, type, count); `None` if it is not a GRES entry.
 fn parse_entry(entry: &str) -> Option<(String, Option<String>, u64)> {
     let e = entry.trim();
-    let rest = e.strip_prefix("gres:").or_else(|| e.strip_prefix("gres/")).unwrap_or(e);
+    let rest = slurm_sys::compat::strip_tres_gres_prefix(e);
     // `gpu:a100=4` / `gpu=4` (tres form) or `gpu:a100:4` / `gpu:4` / `gpu` (gres form).
     let (head, eq_count) = match rest.split_once('=') {
         Some((h, c)) => (h, Some(c)),
