@@ -82,10 +82,6 @@ slurm_fn!(spank_setenv: unsafe extern "C" fn(spank_t, *const c_char, *const c_ch
 slurm_fn!(spank_unsetenv: unsafe extern "C" fn(spank_t, *const c_char) -> c_int);
 slurm_fn!(spank_job_control_setenv: unsafe extern "C" fn(spank_t, *const c_char, *const c_char, c_int) -> c_int);
 slurm_fn!(spank_strerror: unsafe extern "C" fn(c_int) -> *const c_char);
-slurm_fn!(slurm_error: unsafe extern "C" fn(*const c_char, ...));
-slurm_fn!(slurm_info: unsafe extern "C" fn(*const c_char, ...));
-slurm_fn!(slurm_verbose: unsafe extern "C" fn(*const c_char, ...));
-slurm_fn!(slurm_debug: unsafe extern "C" fn(*const c_char, ...));
 
 /// `job_info_msg_t` of `slurm.h` (same layout in 22.05 and 24.11); only the
 /// first record of `job_array` is used, so `slurm_job_info_t`'s layout is never needed.
@@ -224,29 +220,10 @@ fn cstrings(name: &str, value: &str) -> Result<(CString, CString), String> {
     ))
 }
 
-/// Log levels for [`log`].
-#[derive(Debug, Clone, Copy)]
-pub enum Level {
-    Error,
-    Info,
-    Verbose,
-    Debug,
-}
+pub use cellsched_plugin_common::log::Level;
 
-/// Logs through Slurm's logger with a fixed `%s` format, prefixed
-/// `cellsched: `. In sbatch/srun, errors go to the user's terminal.
+/// Logs through Slurm's logger with a fixed `%s` format (the shared plugin
+/// logger), prefixed `cellsched: `. In sbatch/srun, errors go to the user's terminal.
 pub fn log(level: Level, msg: &str) {
-    let text = CString::new(format!("cellsched: {msg}").replace('\0', " ")).unwrap_or_default();
-    let fmt: *const c_char = b"%s\0".as_ptr().cast();
-    let f = match level {
-        Level::Error => slurm_error(),
-        Level::Info => slurm_info(),
-        Level::Verbose => slurm_verbose(),
-        Level::Debug => slurm_debug(),
-    };
-    match f {
-        // SAFETY: fixed format with one NUL-terminated string argument.
-        Some(f) => unsafe { f(fmt, text.as_ptr()) },
-        None => eprintln!("{}", text.to_string_lossy()),
-    }
+    cellsched_plugin_common::log::log(level, &format!("cellsched: {msg}"));
 }

@@ -69,7 +69,7 @@ pub fn accept(key: DlKey, value: &str, check_catalog: bool) -> Result<(), String
 /// The SPANK option callback shared by all `--dl-*` options (`val` is the
 /// index in [`DlKey::ALL`]).
 unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int) -> c_int {
-    let rc = cellsched_plugin_guard("option callback", || {
+    let rc = cellsched_plugin_common::guard("cellsched: option callback", Err("internal error in option callback".into()), || {
         let key = *usize::try_from(val).ok().and_then(|i| DlKey::ALL.get(i)).ok_or("unknown option value")?;
         if optarg.is_null() {
             return Err(format!("--{} needs a value: {}", key.option_name(), key.allowed_form()));
@@ -86,11 +86,6 @@ unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int)
             -1
         }
     }
-}
-
-/// Runs `f`, turning a panic into an error message.
-fn cellsched_plugin_guard(what: &str, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Err(format!("internal error in {what}")))
 }
 
 /// Registers every `--dl-*` option with Slurm (in `slurm_spank_init`; the
