@@ -10,7 +10,9 @@
 set -euo pipefail
 SRC_ROOT=${CELLSCHED_SRC_ROOT:-/opt/cellsched/src}
 SLURM_DEB_VERSION=22.05.8-4+deb12u3
-SLURM_2411_DEB_VERSION=24.11.5-4
+# 24.11.5: only the upstream orig tarball is used, so any Debian revision of it
+# will do (trixie replaces 24.11.5-4 with security updates such as -4+deb13u1).
+SLURM_2411_UPSTREAM=24.11.5
 log() { printf '[install-deps %(%H:%M:%S)T] %s\n' -1 "$*"; }
 die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
 
@@ -83,11 +85,13 @@ configure_tree "$D2205"
 # Slurm 24.11.5: orig tarball from trixie; the Debian diff is not needed.
 D2411="$SRC_ROOT/slurm-24.11.5"
 if [ -z "${CELLSCHED_SKIP_2411:-}" ] && [ ! -d "$D2411" ]; then
-  log "fetching slurm-wlm $SLURM_2411_DEB_VERSION orig tarball"
+  v2411=$(apt-cache showsrc slurm-wlm 2>/dev/null | sed -n "s/^Version: \(${SLURM_2411_UPSTREAM//./\\.}-.*\)/\1/p" | sort -V | tail -1)
+  [ -n "$v2411" ] || die "no slurm-wlm $SLURM_2411_UPSTREAM-* source package found (is the trixie deb-src entry in $SRC_LIST reachable? try apt-get update)"
+  log "fetching slurm-wlm $v2411 orig tarball"
   tmp=$(mktemp -d "$SRC_ROOT/.fetch.XXXX")
-  (cd "$tmp" && apt-get source --download-only -qq "slurm-wlm=$SLURM_2411_DEB_VERSION" >/dev/null 2>&1) || true
-  tb=$(ls "$tmp"/slurm-wlm_24.11.5.orig.tar.* 2>/dev/null | head -1)
-  [ -n "$tb" ] || die "could not download slurm-wlm_24.11.5.orig tarball (deb-src for trixie reachable?)"
+  (cd "$tmp" && apt-get source --download-only -qq "slurm-wlm=$v2411" >/dev/null 2>&1) || true
+  tb=$(find "$tmp" -maxdepth 1 -name "slurm-wlm_${SLURM_2411_UPSTREAM}.orig.tar.*" | head -1)
+  [ -n "$tb" ] || die "could not download slurm-wlm_${SLURM_2411_UPSTREAM}.orig tarball (deb-src for trixie reachable?)"
   tar -C "$tmp" -xf "$tb"
   src=$(find "$tmp" -maxdepth 1 -type d \( -name 'slurm-24.11.5*' -o -name 'slurm-slurm-24-11-5*' \) | head -1)
   [ -n "$src" ] || die "unexpected layout of $tb"
