@@ -9,6 +9,23 @@ use crate::error::CoreError;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Most GPUs a Cell or a plan may name (any DP/TP/PP degree, and their
+/// product). Larger numbers are refused when parsed, so no product of
+/// degrees can overflow downstream.
+pub const MAX_CELL_GPUS: u32 = 4096;
+/// Most micro-batches a plan may name.
+pub const MAX_MICRO_BATCHES: u32 = 1 << 20;
+/// Shortest plausible iteration time (1 µs): a measurement or decision below it is refused.
+pub const MIN_ITER_TIME_S: f64 = 1e-6;
+/// Longest plausible iteration time (1 day): a measurement or decision above it is refused.
+pub const MAX_ITER_TIME_S: f64 = 86_400.0;
+
+/// True when `s` seconds per iteration is a physically plausible value
+/// (finite, within [`MIN_ITER_TIME_S`]..=[`MAX_ITER_TIME_S`]).
+pub fn plausible_iter_time(s: f64) -> bool {
+    s.is_finite() && (MIN_ITER_TIME_S..=MAX_ITER_TIME_S).contains(&s)
+}
+
 /// A Cell: `gpus` GPUs of one `gpu_type`, split into `stages` pipeline stages.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Cell {
@@ -21,14 +38,15 @@ pub struct Cell {
 }
 
 impl Cell {
-    /// A Cell; errors if `gpus` is 0, `stages` is 0 or does not divide `gpus`.
+    /// A Cell; errors if `gpus` is 0 or above [`MAX_CELL_GPUS`], `stages`
+    /// is 0 or does not divide `gpus`, or the type is not a plain name.
     pub fn new(gpu_type: &str, gpus: u32, stages: u32) -> Result<Self, CoreError> {
         let t = gpu_type.trim().to_ascii_lowercase();
-        if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-            return Err(CoreError::invalid("GPU type", gpu_type, "letters, digits, '_' or '-' (e.g. a100)"));
+        if t.is_empty() || t.len() > 64 || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(CoreError::invalid("GPU type", gpu_type, "up to 64 letters, digits, '_' or '-' (e.g. a100)"));
         }
-        if gpus == 0 {
-            return Err(CoreError::invalid("GPU count", "0", "a positive integer"));
+        if gpus == 0 || gpus > MAX_CELL_GPUS {
+            return Err(CoreError::invalid("GPU count", gpus.to_string(), format!("an integer in 1..={MAX_CELL_GPUS}")));
         }
         if stages == 0 || gpus % stages != 0 {
             return Err(CoreError::invalid(
@@ -107,9 +125,36 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// GPUs the plan uses: dp * tp * pp.
+    /// GPUs the plan uses: dp * tp * pp (saturating; parsed plans never
+    /// exceed [`MAX_CELL_GPUS`]).
     pub fn gpus(&self) -> u32 {
-        self.dp * self.tp * self.pp
+        self.dp.saturating_mul(self.tp).saturating_mul(self.pp)
+    }
+
+    /// Checks the bounds every plan must meet: each degree and their product
+    /// in 1..=[`MAX_CELL_GPUS`], micro-batches in 1..=[`MAX_MICRO_BATCHES`],
+    /// ZeRO stage 0..=3. Errors name the value and the limit.
+    pub fn check_bounds(&self) -> Result<(), CoreError> {
+        for (k, v) in [("dp", self.dp), ("tp", self.tp), ("pp", self.pp)] {
+            if v == 0 || v > MAX_CELL_GPUS {
+                return Err(CoreError::invalid(format!("plan key '{k}'"), v.to_string(), format!("an integer in 1..={MAX_CELL_GPUS}")));
+            }
+        }
+        let product = u64::from(self.dp) * u64::from(self.tp) * u64::from(self.pp);
+        if product > u64::from(MAX_CELL_GPUS) {
+            return Err(CoreError::invalid(
+                "plan",
+                format!("dp={},tp={},pp={}", self.dp, self.tp, self.pp),
+                format!("dp*tp*pp = {product} GPUs is more than any job may use ({MAX_CELL_GPUS})"),
+            ));
+        }
+        if self.micro_batches == 0 || self.micro_batches > MAX_MICRO_BATCHES {
+            return Err(CoreError::invalid("plan key 'mb'", self.micro_batches.to_string(), format!("an integer in 1..={MAX_MICRO_BATCHES}")));
+        }
+        if self.zero_stage > 3 {
+            return Err(CoreError::invalid("plan key 'zero'", self.zero_stage.to_string(), "0, 1, 2 or 3"));
+        }
+        Ok(())
     }
 }
 
@@ -156,6 +201,7 @@ impl std::str::FromStr for Plan {
         if !seen.iter().any(|x| *x) {
             return Err(CoreError::invalid("plan", s, PLAN_FORM));
         }
+        p.check_bounds()?;
         Ok(p)
     }
 }
@@ -255,7 +301,8 @@ impl Decision {
     }
 
     /// Parses the text written by [`Decision::to_admin_comment`]; the decision
-    /// may be embedded in a longer comment. `None` if there is none.
+    /// may be embedded in a longer comment. `None` if there is none or it is
+    /// not self-consistent (see [`Decision::is_consistent`]).
     pub fn parse_admin_comment(s: &str) -> Option<Decision> {
         let start = s.find(DECISION_PREFIX)? + DECISION_PREFIX.len();
         let mut cell = None;
@@ -279,7 +326,19 @@ impl Decision {
                 _ => {}
             }
         }
-        Some(Decision { cell: cell?, nodes: nodes?, plan, iter_s: iter_s?, source })
+        let d = Decision { cell: cell?, nodes: nodes?, plan, iter_s: iter_s?, source };
+        d.is_consistent().then_some(d)
+    }
+
+    /// True when the decision could have been written by the plugins: the
+    /// plan within bounds and using exactly the Cell's GPUs and stages, at
+    /// least one GPU per node, and a plausible iteration time.
+    pub fn is_consistent(&self) -> bool {
+        self.plan.check_bounds().is_ok()
+            && self.plan.gpus() == self.cell.gpus
+            && self.plan.pp == self.cell.stages
+            && (1..=self.cell.gpus).contains(&self.nodes)
+            && plausible_iter_time(self.iter_s)
     }
 }
 
@@ -308,8 +367,58 @@ mod tests {
         assert_eq!(p, q);
         let r: Plan = "dp=1,tp=8,pp=2,mb=8,zero=3,ckpt=on".parse().unwrap();
         assert!(r.checkpointing && r.zero_stage == 3 && r.micro_batches == 8);
-        for bad in ["", "dp=0", "dp=x", "zero=4,dp=1", "foo=1", "dp2"] {
+        for bad in ["", "dp=0", "dp=x", "zero=4,dp=1", "foo=1", "dp2", "dp=5000", "mb=2000000,dp=1"] {
             assert!(bad.parse::<Plan>().is_err(), "{bad} should be rejected");
+        }
+        // Products that would overflow u32 are refused with the GPU count named.
+        for huge in ["dp=1000000,tp=1000000,pp=1000000", "dp=2147483650,tp=2,pp=1", "dp=4096,tp=4096,pp=4096", "dp=64,tp=64,pp=2"] {
+            let e = huge.parse::<Plan>().unwrap_err().to_string();
+            assert!(e.contains("plan"), "{huge}: {e}");
+        }
+        assert!("dp=64,tp=64,pp=1".parse::<Plan>().is_ok());
+        let unchecked = Plan { dp: u32::MAX, tp: u32::MAX, pp: 2, ..Plan::default() };
+        assert_eq!(unchecked.gpus(), u32::MAX, "gpus() saturates instead of wrapping");
+        assert!(Cell::new("a100", MAX_CELL_GPUS + 1, 1).is_err());
+        assert!("a100x65536".parse::<Cell>().is_err());
+    }
+
+    #[test]
+    fn forged_or_inconsistent_decisions_are_refused() {
+        let good = "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.100000 src=datasheet";
+        assert!(Decision::parse_admin_comment(good).is_some());
+        for bad in [
+            good.replace("iter_s=0.100000", "iter_s=NaN"),
+            good.replace("iter_s=0.100000", "iter_s=inf"),
+            good.replace("iter_s=0.100000", "iter_s=0.000000"),
+            good.replace("iter_s=0.100000", "iter_s=1e9"),
+            good.replace("dp=4", "dp=2147483650"),
+            good.replace("dp=4", "dp=2"),
+            good.replace("pp=1", "pp=2"),
+            good.replace("nodes=1", "nodes=0"),
+            good.replace("nodes=1", "nodes=5"),
+            good.replace("mb=1", "mb=0"),
+        ] {
+            assert_eq!(Decision::parse_admin_comment(&bad), None, "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+        /// Cells, plans and decisions: any input parses or is refused, never panics;
+        /// whatever parses is within bounds.
+        #[test]
+        fn parsers_never_panic(s in proptest::prelude::any::<String>(), near in "[a-z0-9x:=, ._]{0,60}") {
+            for t in [s.as_str(), near.as_str()] {
+                if let Ok(c) = t.parse::<Cell>() {
+                    proptest::prop_assert!(c.gpus >= 1 && c.gpus <= MAX_CELL_GPUS && c.gpus % c.stages == 0);
+                }
+                if let Ok(p) = t.parse::<Plan>() {
+                    proptest::prop_assert!(p.check_bounds().is_ok());
+                }
+                if let Some(d) = Decision::parse_admin_comment(&format!("cellsched: {t}")) {
+                    proptest::prop_assert!(d.is_consistent());
+                }
+            }
         }
     }
 

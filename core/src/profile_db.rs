@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
+/// Most GPUs per node a profile row may describe.
+pub const MAX_GPUS_PER_NODE: u32 = 64;
+
 /// The CSV header written by [`ProfileDb::save_csv`].
 pub const CSV_HEADER: [&str; 7] = ["model", "batch", "gpu_type", "nodes", "gpus_per_node", "iter_time_s", "plan"];
 
@@ -209,9 +212,30 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<ProfileRecord>, CoreErr
         let gpus_per_node = pos_int(idx[4], "gpus_per_node")?;
         let t = get(idx[5], "iter_time_s")?;
         let iter_time_s = match t.parse::<f64>() {
-            Ok(x) if x.is_finite() && x > 0.0 => x,
-            _ => return Err(file_err(line, format!("field 'iter_time_s': invalid value '{t}': expected positive seconds"))),
+            Ok(x) if crate::cell::plausible_iter_time(x) => x,
+            _ => {
+                return Err(file_err(
+                    line,
+                    format!(
+                        "field 'iter_time_s': invalid value '{t}': expected seconds per iteration in {:e}..={} (1 µs to 1 day)",
+                        crate::cell::MIN_ITER_TIME_S,
+                        crate::cell::MAX_ITER_TIME_S
+                    ),
+                ))
+            }
         };
+        if u64::from(nodes) * u64::from(gpus_per_node) > u64::from(crate::cell::MAX_CELL_GPUS) || gpus_per_node > MAX_GPUS_PER_NODE {
+            return Err(file_err(
+                line,
+                format!(
+                    "shape {nodes} node(s) x {gpus_per_node} GPUs is out of range (at most {MAX_GPUS_PER_NODE} GPUs per node and {} in all)",
+                    crate::cell::MAX_CELL_GPUS
+                ),
+            ));
+        }
+        if batch > crate::options::MAX_BATCH {
+            return Err(file_err(line, format!("field 'batch': invalid value '{batch}': at most {}", crate::options::MAX_BATCH)));
+        }
         let plan = match plan_col.and_then(|i| row.get(i)).filter(|s| !s.is_empty()) {
             None => None,
             Some(p) => {
@@ -282,10 +306,36 @@ mod tests {
             (format!("{h}a,4,v100,1,x,0.1\n"), ":2", "gpus_per_node"),
             ("model,batch,gpu,nodes,gpus_per_node,iter_time_s\n".to_string(), ":1", "gpu_type"),
             (format!("{h},plan\n").replace("iter_time_s\n,plan", "iter_time_s,plan") + "a,4,v100,1,2,0.1,\"dp=4,tp=1,pp=1\"\n", ":2", "plan"),
+            // Physically implausible values and shapes.
+            (format!("{h}a,4,v100,1,1,1e-300\n"), ":2", "iter_time_s"),
+            (format!("{h}a,4,v100,1,1,90000\n"), ":2", "iter_time_s"),
+            (format!("{h}a,4,v100,1,1,NaN\n"), ":2", "iter_time_s"),
+            (format!("{h}a,4,v100,1,1,-0.5\n"), ":2", "iter_time_s"),
+            (format!("{h}a,4,v100,65536,65536,0.1\n"), ":2", "shape"),
+            (format!("{h}a,4,v100,1,128,0.1\n"), ":2", "shape"),
+            (format!("{h}a,99999999,v100,1,1,0.1\n"), ":2", "batch"),
         ];
         for (text, line, field) in cases {
             let e = parse_csv(&text, "db.csv").unwrap_err().to_string();
             assert!(e.contains(&format!("db.csv{line}")) && e.contains(field), "{e}\n{text}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+        /// Any text, valid-looking or not, is parsed or refused with an error: never a panic,
+        /// and every accepted row is within the physical bounds.
+        #[test]
+        fn parse_csv_never_panics(body in "[a-z0-9_.,\"\\- eE+\n]{0,200}", raw in proptest::prelude::any::<String>()) {
+            let text = format!("model,batch,gpu_type,nodes,gpus_per_node,iter_time_s,plan\n{body}");
+            for t in [text.as_str(), raw.as_str()] {
+                if let Ok(rows) = parse_csv(t, "fuzz.csv") {
+                    for r in rows {
+                        proptest::prop_assert!(crate::cell::plausible_iter_time(r.iter_time_s));
+                        proptest::prop_assert!(r.gpus() <= crate::cell::MAX_CELL_GPUS);
+                    }
+                }
+            }
         }
     }
 }
