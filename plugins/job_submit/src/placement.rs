@@ -5,11 +5,19 @@
 //! a message (bad user input), or place it: a [`Decision`] plus, unless the
 //! user's own typed `--gres` already says where it runs, a [`Rewrite`] to a
 //! node feature and an untyped per-node GPU count.
+//!
+//! A DL job never runs with fewer GPUs than it asked for: an untyped
+//! `--gres=gpu:N` is placed on exactly N GPUs (cellsched picks the type), a
+//! pinned `--dl-cell`/`--dl-plan` is honoured or the job is refused, and when
+//! cellsched cannot decide ([`fallback`]: no valid config, placement off, no
+//! estimate) the user's own request is kept, a pinned Cell is written as a
+//! plain request, and a DL job with no GPU request at all is refused with a
+//! message that says what to add.
 use crate::job_env;
 use crate::request::{self, GpuRequest};
 use cellsched_core::config::PlacementConfig;
 use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
-use cellsched_core::options::{CellChoice, DlOptions};
+use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
 use cellsched_core::{Cell, CoreError, Decision};
 use std::collections::BTreeMap;
 
@@ -90,8 +98,12 @@ pub struct SubmitRequest {
     pub features: Option<String>,
     /// `tres_per_node` (`--gres`, `--gpus-per-node`).
     pub tres_per_node: Option<String>,
+    /// `tres_per_job` (`--gpus`).
+    pub tres_per_job: Option<String>,
     /// `min_nodes` if the user set it.
     pub min_nodes: Option<u32>,
+    /// The job is a component of a heterogeneous job.
+    pub het_component: bool,
 }
 
 /// How the job's request is rewritten.
@@ -155,8 +167,12 @@ pub fn dl_tags(job: &JobSpec, opts: &DlOptions) -> String {
 /// What to do with a submitted job.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// Leave the job as Slurm would; the reason is logged.
+    /// Leave the job as Slurm would; the reason is logged. Only returned
+    /// when the job's own request already holds its GPUs (or it is no DL job).
     Stock(String),
+    /// cellsched could not decide (reason logged): the user's pinned Cell is
+    /// written as a plain request, with no decision recorded.
+    Honour(String, Rewrite),
     /// Reject the submission with this message (bad user input).
     Reject(String),
     /// Place it.
@@ -194,6 +210,84 @@ fn gpus_per_node_of(nodes: &[NodeGpus], gpu_type: &str) -> Option<u32> {
     nodes.iter().filter(|n| n.gpu_type == gpu_type).map(|n| n.total).max()
 }
 
+/// The GPU types the cluster's nodes offer, sorted, for messages.
+fn cluster_types(nodes: &[NodeGpus]) -> String {
+    let mut t: Vec<&str> = nodes.iter().map(|n| n.gpu_type.as_str()).collect();
+    t.sort_unstable();
+    t.dedup();
+    if t.is_empty() {
+        "none".into()
+    } else {
+        t.join(", ")
+    }
+}
+
+/// Refusal for a GPU type no node has, naming the types the cluster has.
+fn missing_type(what: &str, gpu_type: &str, nodes: &[NodeGpus]) -> Outcome {
+    Outcome::Reject(format!(
+        "cellsched: {what}: no node of this cluster has GPU type '{gpu_type}' (GPU types here: {})",
+        cluster_types(nodes)
+    ))
+}
+
+/// The plain request for a pinned Cell: its type as the node feature and
+/// its GPUs spread over as few nodes as hold them evenly.
+fn pinned_rewrite(req: &SubmitRequest, cell: &Cell, node_size: u32) -> Result<Rewrite, Outcome> {
+    let nodes = cell.gpus.div_ceil(node_size.max(1));
+    if cell.gpus % nodes != 0 {
+        return Err(Outcome::Reject(format!(
+            "cellsched: cell {cell}: {} GPUs cannot be spread evenly over {nodes} node(s) of {node_size} {} GPUs",
+            cell.gpus, cell.gpu_type
+        )));
+    }
+    Ok(Rewrite {
+        features: request::with_type_feature(req.features.as_deref(), &cell.gpu_type),
+        tres_per_node: request::with_untyped_gpus(req.tres_per_node.as_deref(), cell.gpus / nodes),
+        nodes,
+    })
+}
+
+/// What happens to a DL job when cellsched cannot decide (`why`: no valid
+/// config, placement disabled, no estimate): bad options are still refused;
+/// a GPU request of the user's own stays as it is; a pinned `--dl-cell`
+/// becomes a plain request for that Cell; with no GPU request at all the job
+/// is refused with a message saying what to add.
+pub fn fallback(req: &SubmitRequest, nodes: &[NodeGpus], why: &str) -> Outcome {
+    let opts = match dl_options(&req.env) {
+        Ok(None) => return Outcome::Stock("no DL options".into()),
+        Ok(Some(o)) => o,
+        Err(e) => return Outcome::Reject(format!("cellsched: {e}")),
+    };
+    if req.het_component {
+        return het_refusal();
+    }
+    if let CellChoice::Pinned(c) = &opts.cell {
+        let Some(node_size) = gpus_per_node_of(nodes, &c.gpu_type) else {
+            return missing_type(&format!("--dl-cell={c}"), &c.gpu_type, nodes);
+        };
+        return match pinned_rewrite(req, c, node_size) {
+            Ok(w) => Outcome::Honour(format!("{why}; pinned cell {c} requested as is"), w),
+            Err(out) => out,
+        };
+    }
+    if request::gpu_request(req.tres_per_node.as_deref()).is_some() || request::gpu_request(req.tres_per_job.as_deref()).is_some() {
+        return Outcome::Stock(format!("{why}; the job's own GPU request is kept"));
+    }
+    Outcome::Reject(format!(
+        "cellsched cannot place this DL job right now ({why}) and it requests no GPUs: add --gres=gpu:TYPE:N \
+         (or --gpus-per-node=N) or --dl-cell=TYPExN (GPU types here: {})",
+        cluster_types(nodes)
+    ))
+}
+
+fn het_refusal() -> Outcome {
+    Outcome::Reject(
+        "cellsched: --dl-* options are not supported on heterogeneous jobs (one Cell and plan per job); \
+         submit the DL part as its own job, or drop the --dl-* options"
+            .into(),
+    )
+}
+
 /// Chooses the Cell of a submitted job (see the module doc).
 pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est: &Estimator) -> Outcome {
     let opts = match dl_options(&req.env) {
@@ -201,40 +295,92 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         Ok(Some(o)) => o,
         Err(e) => return Outcome::Reject(format!("cellsched: {e}")),
     };
+    if req.het_component {
+        return het_refusal();
+    }
     let job = match job_spec(&opts, est) {
         Ok(j) => j,
+        Err(Outcome::Stock(why)) => return fallback(req, nodes, &why),
         Err(out) => return out,
     };
     let user_gpus = request::gpu_request(req.tres_per_node.as_deref());
-    let typed = user_gpus.as_ref().and_then(|g| g.gpu_type.clone().map(|t| (t, g.count)));
+    let nodes_n = req.min_nodes.unwrap_or(1).max(1);
+    // `--gpus=N` (per job) counts as a request for N GPUs in all.
+    let job_gpus = request::gpu_request(req.tres_per_job.as_deref());
+    // A typed request (per node, or per job) pins the type and the GPU count in all.
+    let typed: Option<(String, u32, String)> = match (&user_gpus, &job_gpus) {
+        (Some(GpuRequest { gpu_type: Some(t), count }), _) => Some((
+            t.clone(),
+            u32::try_from(*count).ok().and_then(|n| n.checked_mul(nodes_n)).unwrap_or(u32::MAX),
+            format!("--gres=gpu:{t}:{count}"),
+        )),
+        (None, Some(GpuRequest { gpu_type: Some(t), count })) => {
+            Some((t.clone(), u32::try_from(*count).unwrap_or(u32::MAX), format!("--gpus={t}:{count}")))
+        }
+        _ => None,
+    };
 
     // Pinned by the user: a typed --gres or --dl-cell=TYPExN.
     let pinned_cell = match (&opts.cell, &typed) {
-        (CellChoice::Pinned(c), Some((t, _))) if &c.gpu_type != t => {
+        (CellChoice::Pinned(c), Some((t, _, what))) if &c.gpu_type != t => {
             return Outcome::Reject(format!(
-                "cellsched: --dl-cell={c} conflicts with the requested GPU type '{t}' in --gres; give one of them"
+                "cellsched: --dl-cell={c} conflicts with the requested GPU type '{t}' in {what}; give one of them"
             ))
         }
-        (CellChoice::Pinned(c), _) => Some(c.clone()),
-        (CellChoice::Auto, Some((t, per_node))) => {
-            let nodes_n = req.min_nodes.unwrap_or(1).max(1);
-            match Cell::new(t, (*per_node as u32).saturating_mul(nodes_n), 1) {
-                Ok(c) => Some(c),
-                Err(e) => return Outcome::Reject(format!("cellsched: --gres: {e}")),
+        (CellChoice::Pinned(c), _) => Some((c.clone(), format!("--dl-cell={c}"))),
+        (CellChoice::Auto, Some((t, total, what))) => {
+            let stages = match &opts.plan {
+                PlanChoice::Pinned(p) => p.pp,
+                PlanChoice::Auto => 1,
+            };
+            match Cell::new(t, *total, stages) {
+                Ok(c) => Some((c, what.clone())),
+                Err(e) => return Outcome::Reject(format!("cellsched: {what}: {e}")),
             }
         }
         (CellChoice::Auto, None) => None,
     };
-    if let Some(cell) = pinned_cell {
+    let pinned_plan = match &opts.plan {
+        PlanChoice::Pinned(p) => Some(*p),
+        PlanChoice::Auto => None,
+    };
+    if let Some(p) = &pinned_plan {
+        if pinned_cell.is_none() && p.gpus() > cfg.max_gpus {
+            return Outcome::Reject(format!(
+                "cellsched: --dl-plan={p}: dp*tp*pp = {} GPUs, the most a job may use is {} (placement.max_gpus)",
+                p.gpus(),
+                cfg.max_gpus
+            ));
+        }
+    }
+    if let Some((cell, what)) = pinned_cell {
         let Some(node_size) = gpus_per_node_of(nodes, &cell.gpu_type) else {
-            return Outcome::Stock(format!("no node offers GPU type '{}' to estimate cell {cell}", cell.gpu_type));
+            return missing_type(&what, &cell.gpu_type, nodes);
         };
-        let estimate = match est.estimate(&job, &cell, node_size) {
+        if let Some(p) = &pinned_plan {
+            if p.gpus() != cell.gpus || p.pp != cell.stages {
+                return Outcome::Reject(format!(
+                    "cellsched: --dl-plan={p} uses dp*tp*pp = {} GPUs in {} stage(s) but {what} gives {} GPUs in {}",
+                    p.gpus(),
+                    p.pp,
+                    cell.gpus,
+                    cell.stages
+                ));
+            }
+        }
+        let estimate = match pinned_plan {
+            Some(p) => est.estimate_plan(&job, &cell, node_size, &p),
+            None => est.estimate(&job, &cell, node_size),
+        };
+        let estimate = match estimate {
             Ok(e) => e,
             Err(e @ (CoreError::Infeasible(_) | CoreError::Invalid { .. })) => {
                 return Outcome::Reject(format!("cellsched: cell {cell} cannot run {}: {e}", job.model.name))
             }
-            Err(e) => return Outcome::Stock(format!("estimator error for pinned cell {cell}: {e}")),
+            Err(e) => {
+                let why = format!("estimator error for pinned cell {cell}: {e}");
+                return if typed.is_some() { Outcome::Stock(why) } else { fallback(req, nodes, &why) };
+            }
         };
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
         let tags = dl_tags(&job, &opts);
@@ -242,29 +388,81 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
     }
 
     if !cfg.enabled {
-        return Outcome::Stock("placement.enabled = false".into());
+        return fallback(req, nodes, "placement.enabled = false");
     }
     let free = offers(nodes, cfg, false);
     if free.iter().all(|o| est.gpu_catalog().get(&o.gpu_type).is_err()) {
-        return Outcome::Stock("no allowed GPU type of the cluster is known to the estimator".into());
+        return fallback(req, nodes, "no allowed GPU type of the cluster is known to the estimator");
     }
-    let best = est.rank_cells(&job, &free, cfg.max_gpus).into_iter().next().or_else(|| {
-        // Nothing fits in the free GPUs now: the best Cell of the whole cluster (re-planned later).
-        est.rank_cells(&job, &offers(nodes, cfg, true), cfg.max_gpus).into_iter().next()
-    });
-    match best {
+    // An untyped --gres=gpu:N (per node, times the nodes asked for) fixes the
+    // GPU count: cellsched picks only the type and shape.
+    let want_gpus = match (&user_gpus, &job_gpus) {
+        (Some(g), _) => Some(u32::try_from(g.count).unwrap_or(u32::MAX).saturating_mul(nodes_n)),
+        (None, Some(g)) => Some(u32::try_from(g.count).unwrap_or(u32::MAX)),
+        (None, None) => None,
+    };
+    let mut plan_err = String::new();
+    let mut best = |offers: &[CellOffer]| -> Option<Estimate> {
+        match pinned_plan {
+            Some(p) => best_for_plan(&job, &p, offers, est).map_err(|e| plan_err = e).ok(),
+            None => est
+                .rank_cells(&job, offers, cfg.max_gpus.max(want_gpus.unwrap_or(0)))
+                .into_iter()
+                .find(|e| want_gpus.map_or(true, |n| e.cell.gpus == n)),
+        }
+    };
+    // Nothing fits in the free GPUs now: the best Cell of the whole cluster (re-planned later).
+    match best(&free).or_else(|| best(&offers(nodes, cfg, true))) {
         Some(estimate) => Outcome::Place(Box::new(Placement {
             decision: estimate.to_decision(),
             rewrite: Some(rewrite_for(req, &estimate)),
             estimate,
-            pinned: false,
+            pinned: pinned_plan.is_some(),
             tags: dl_tags(&job, &opts),
         })),
-        None => Outcome::Reject(format!(
-            "cellsched: {} with global batch {} fits on no allowed GPU type with at most {} GPUs (placement.max_gpus)",
-            job.model.name, job.global_batch, cfg.max_gpus
+        None if want_gpus.is_some() => Outcome::Stock(format!(
+            "no Cell of exactly {} GPUs can run {} (batch {}); the job's own GPU request is kept",
+            want_gpus.unwrap_or(0),
+            job.model.name,
+            job.global_batch
         )),
+        None => match pinned_plan {
+            Some(p) => Outcome::Reject(format!(
+                "cellsched: --dl-plan={p} cannot run {} with global batch {} on any allowed GPU type of this cluster: {plan_err}",
+                job.model.name, job.global_batch
+            )),
+            None => Outcome::Reject(format!(
+                "cellsched: {} with global batch {} fits on no allowed GPU type with at most {} GPUs (placement.max_gpus)",
+                job.model.name, job.global_batch, cfg.max_gpus
+            )),
+        },
     }
+}
+
+/// The fastest Cell that runs exactly the pinned plan `p` (dp*tp*pp GPUs in
+/// pp stages) on one of `offers`, whose nodes must hold it; otherwise why
+/// not (the estimator's reason for the last type tried).
+fn best_for_plan(job: &JobSpec, p: &cellsched_core::Plan, offers: &[CellOffer], est: &Estimator) -> Result<Estimate, String> {
+    let mut best: Option<Estimate> = None;
+    let mut why = format!("no node group can hold {} GPUs", p.gpus());
+    for o in offers {
+        let Ok(cell) = Cell::new(&o.gpu_type, p.gpus(), p.pp) else { continue };
+        let size = o.gpus_per_node.max(1);
+        let nodes = cell.gpus.div_ceil(size);
+        let per_node = cell.gpus / nodes;
+        if cell.gpus % nodes != 0 || (o.free_gpus_per_node.iter().filter(|f| **f >= per_node).count() as u32) < nodes {
+            continue;
+        }
+        match est.estimate_plan(job, &cell, size, p) {
+            Ok(e) => {
+                if best.as_ref().map_or(true, |b| e.iter_time_s < b.iter_time_s) {
+                    best = Some(e);
+                }
+            }
+            Err(e) => why = e.to_string(),
+        }
+    }
+    best.ok_or(why)
 }
 
 /// The request rewrite for an estimate: feature = type, untyped count per node.
@@ -420,10 +618,130 @@ mod tests {
     }
 
     #[test]
-    fn disabled_placement_is_stock_for_auto_jobs() {
+    fn disabled_placement_leaves_requests_alone_and_refuses_gpu_less_dl_jobs() {
         let cfg = PlacementConfig { enabled: false, ..Default::default() };
         let env = [format!("CELLSCHED_DL_MODEL={}", model()), "CELLSCHED_DL_BATCH=32".into()];
         let r = SubmitRequest { env: env.to_vec(), ..Default::default() };
-        assert!(matches!(place(&r, &cluster(&[]), &cfg, &est()), Outcome::Stock(_)));
+        assert!(matches!(place(&r, &cluster(&[]), &cfg, &est()), Outcome::Reject(m) if m.contains("placement.enabled = false")));
+        let own = SubmitRequest { tres_per_node: Some("gres:gpu:4".into()), ..r };
+        assert!(matches!(place(&own, &cluster(&[]), &cfg, &est()), Outcome::Stock(_)));
+    }
+
+    fn dl_env(extra: &[&str]) -> Vec<String> {
+        let mut v = vec![format!("CELLSCHED_DL_MODEL={}", model()), "CELLSCHED_DL_BATCH=32".to_string()];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    }
+
+    #[test]
+    fn a_pinned_type_the_cluster_lacks_is_refused_with_the_types_it_has() {
+        let (e, cfg, c) = (est(), PlacementConfig::default(), cluster(&[]));
+        for r in [
+            SubmitRequest { env: dl_env(&["CELLSCHED_DL_CELL=h100x4"]), ..Default::default() },
+            SubmitRequest { env: dl_env(&[]), tres_per_node: Some("gres:gpu:h100:4".into()), ..Default::default() },
+            SubmitRequest { env: dl_env(&[]), tres_per_job: Some("gres:gpu:h100:4".into()), ..Default::default() },
+        ] {
+            for out in [place(&r, &c, &cfg, &e), fallback(&r, &c, "no valid cellsched.toml")] {
+                match out {
+                    Outcome::Reject(msg) => assert!(msg.contains("'h100'") && msg.contains("a10, a100, v100"), "{msg}"),
+                    // The typed --gres keeps the user's own request when cellsched cannot decide.
+                    Outcome::Stock(why) if r.env.len() == 2 => assert!(why.contains("kept"), "{why}"),
+                    other => panic!("{r:?}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pinned_plans_are_honoured_or_refused() {
+        let (e, cfg, c) = (est(), PlacementConfig::default(), cluster(&[]));
+        let r = SubmitRequest { env: dl_env(&["CELLSCHED_DL_PLAN=dp=4,tp=1,pp=1,zero=1,ckpt=on"]), ..Default::default() };
+        let out = place(&r, &c, &cfg, &e);
+        let Outcome::Place(p) = out else { panic!("not placed: {out:?}") };
+        assert_eq!((p.decision.plan.dp, p.decision.plan.tp, p.decision.plan.pp), (4, 1, 1));
+        assert_eq!(p.decision.cell.gpus, 4);
+        assert!(p.pinned, "a pinned plan is never re-planned");
+        let w = p.rewrite.unwrap();
+        let per_node: u32 = w.tres_per_node.rsplit([':', '=']).next().unwrap().parse().unwrap_or_else(|_| panic!("{w:?}"));
+        assert_eq!(w.nodes * per_node, 4, "{w:?}");
+
+        // A plan that does not fit in memory anywhere is refused with the reason.
+        let oom = SubmitRequest { env: dl_env(&["CELLSCHED_DL_PLAN=dp=1,tp=1,pp=1"]), ..Default::default() };
+        match place(&oom, &c, &cfg, &e) {
+            Outcome::Reject(msg) => assert!(msg.contains("cannot run") && msg.contains("GiB"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+        // More GPUs than a job may use.
+        let big = SubmitRequest { env: dl_env(&["CELLSCHED_DL_PLAN=dp=32,tp=1,pp=1"]), ..Default::default() };
+        match place(&big, &c, &cfg, &e) {
+            Outcome::Reject(msg) => assert!(msg.contains("32 GPUs") && msg.contains("most a job may use is 16"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+        // A plan that does not match a typed request.
+        let clash = SubmitRequest { tres_per_node: Some("gres:gpu:a100:4".into()), env: dl_env(&["CELLSCHED_DL_PLAN=dp=2,tp=1,pp=1"]), ..Default::default() };
+        match place(&clash, &c, &cfg, &e) {
+            Outcome::Reject(msg) => assert!(msg.contains("dp*tp*pp = 2") && msg.contains("4 GPUs"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+        // With a pinned Cell that matches, the decision carries the pinned plan.
+        let both = SubmitRequest { env: dl_env(&["CELLSCHED_DL_CELL=v100x8x2", "CELLSCHED_DL_PLAN=dp=4,tp=1,pp=2,zero=1,ckpt=on"]), ..Default::default() };
+        let out = place(&both, &c, &cfg, &e);
+        let Outcome::Place(q) = out else { panic!("not placed: {out:?}") };
+        assert_eq!((q.decision.plan.dp, q.decision.plan.tp, q.decision.plan.pp, q.decision.cell.gpus), (4, 1, 2, 8));
+    }
+
+    #[test]
+    fn an_untyped_gpu_count_is_honoured_exactly() {
+        let (e, cfg, c) = (est(), PlacementConfig::default(), cluster(&[]));
+        for (per_node, per_job, want) in [(Some("gres:gpu:2"), None, 2), (None, Some("gres:gpu:4"), 4), (Some("gres:gpu:1"), None, 1)] {
+            let r = SubmitRequest { env: dl_env(&[]), tres_per_node: per_node.map(Into::into), tres_per_job: per_job.map(Into::into), ..Default::default() };
+            match place(&r, &c, &cfg, &e) {
+                Outcome::Place(p) => assert_eq!(p.decision.cell.gpus, want, "{r:?}"),
+                Outcome::Stock(why) => assert!(why.contains("kept"), "{why}"),
+                other => panic!("{r:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn when_cellsched_cannot_decide_the_request_is_kept_or_the_job_refused() {
+        let c = cluster(&[]);
+        let pinned = SubmitRequest { env: dl_env(&["CELLSCHED_DL_CELL=a100x8"]), features: Some("ib".into()), ..Default::default() };
+        match fallback(&pinned, &c, "no valid cellsched.toml") {
+            Outcome::Honour(why, w) => {
+                assert!(why.contains("no valid cellsched.toml"), "{why}");
+                assert_eq!(w, Rewrite { features: "ib&a100".into(), tres_per_node: format!("{}gpu:4", slurm_sys::compat::TRES_GRES_PREFIX), nodes: 2 });
+            }
+            other => panic!("{other:?}"),
+        }
+        let none = SubmitRequest { env: dl_env(&[]), ..Default::default() };
+        match fallback(&none, &c, "no valid cellsched.toml") {
+            Outcome::Reject(msg) => assert!(msg.contains("--gres") && msg.contains("no valid cellsched.toml"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+        let own = SubmitRequest { env: dl_env(&[]), tres_per_node: Some("gres:gpu:2".into()), ..Default::default() };
+        assert!(matches!(fallback(&own, &c, "x"), Outcome::Stock(_)));
+        // Placement disabled by the admin: same rules.
+        let off = PlacementConfig { enabled: false, ..Default::default() };
+        assert!(matches!(place(&none, &c, &off, &est()), Outcome::Reject(_)));
+        assert!(matches!(place(&own, &c, &off, &est()), Outcome::Stock(_)));
+        // Bad options are refused either way.
+        let bad = SubmitRequest { env: vec!["CELLSCHED_DL_BATCH=8".into()], ..Default::default() };
+        assert!(matches!(fallback(&bad, &c, "x"), Outcome::Reject(_)));
+        // Not a DL job: untouched.
+        assert!(matches!(fallback(&req(&["FOO=1"]), &c, "x"), Outcome::Stock(_)));
+    }
+
+    #[test]
+    fn heterogeneous_components_with_dl_options_are_refused() {
+        let r = SubmitRequest { env: dl_env(&[]), het_component: true, ..Default::default() };
+        for out in [place(&r, &cluster(&[]), &PlacementConfig::default(), &est()), fallback(&r, &cluster(&[]), "x")] {
+            match out {
+                Outcome::Reject(msg) => assert!(msg.contains("heterogeneous"), "{msg}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        let plain = SubmitRequest { env: vec!["FOO=1".into()], het_component: true, ..Default::default() };
+        assert!(matches!(place(&plain, &cluster(&[]), &PlacementConfig::default(), &est()), Outcome::Stock(_)));
     }
 }

@@ -13,7 +13,7 @@ use cellsched_core::config::{resolve_config_path, Config, CONFIG_ENV};
 use cellsched_core::estimator::Estimator;
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
-use cellsched_core::options::CellChoice;
+use cellsched_core::options::{CellChoice, PlanChoice};
 use cellsched_core::profile_db::ProfileDb;
 use cellsched_core::Decision;
 use cellsched_plugin_common::ctld::{self, JobUpdate, LockKind};
@@ -131,21 +131,7 @@ unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::Placement) 
     let text = p.decision.to_admin_comment();
     let comment_text = p.admin_comment();
     if let Some(w) = &p.rewrite {
-        cstr::replace_xstr(&mut desc.features, &w.features).map_err(|e| e.to_string())?;
-        cstr::replace_xstr(&mut desc.tres_per_node, &w.tres_per_node).map_err(|e| e.to_string())?;
-        for field in [&mut desc.tres_per_job, &mut desc.tres_per_socket, &mut desc.tres_per_task] {
-            if !field.is_null() {
-                match request::without_gpus(opt_str(*field).as_deref()) {
-                    Some(rest) => cstr::replace_xstr(field, &rest).map_err(|e| e.to_string())?,
-                    None => {
-                        slurm_sys::shim::cellsched_xfree((*field).cast());
-                        *field = std::ptr::null_mut();
-                    }
-                }
-            }
-        }
-        desc.min_nodes = w.nodes;
-        desc.max_nodes = w.nodes;
+        rewrite_request(desc, w)?;
     }
     let comment = match opt_str(desc.admin_comment) {
         Some(c) => format!("{c}; {comment_text}"),
@@ -159,6 +145,26 @@ unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::Placement) 
     Ok(())
 }
 
+/// Writes a request rewrite (feature, untyped GPUs per node, node count) into the descriptor.
+unsafe fn rewrite_request(desc: &mut slurm_sys::job_desc_msg_t, w: &placement::Rewrite) -> Result<(), String> {
+    cstr::replace_xstr(&mut desc.features, &w.features).map_err(|e| e.to_string())?;
+    cstr::replace_xstr(&mut desc.tres_per_node, &w.tres_per_node).map_err(|e| e.to_string())?;
+    for field in [&mut desc.tres_per_job, &mut desc.tres_per_socket, &mut desc.tres_per_task] {
+        if !field.is_null() {
+            match request::without_gpus(opt_str(*field).as_deref()) {
+                Some(rest) => cstr::replace_xstr(field, &rest).map_err(|e| e.to_string())?,
+                None => {
+                    slurm_sys::shim::cellsched_xfree((*field).cast());
+                    *field = std::ptr::null_mut();
+                }
+            }
+        }
+    }
+    desc.min_nodes = w.nodes;
+    desc.max_nodes = w.nodes;
+    Ok(())
+}
+
 #[no_mangle]
 pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, err_msg: *mut *mut c_char) -> c_int {
     guard("job_submit/cellsched job_submit", slurm_sys::SLURM_SUCCESS, || {
@@ -167,32 +173,36 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
         if !job_env::has_dl_options(&env) {
             return slurm_sys::SLURM_SUCCESS; // not a DL job: untouched
         }
-        let Some(l) = current() else {
-            info("DL job submitted but no valid config: scheduled the stock way");
-            return slurm_sys::SLURM_SUCCESS;
-        };
         let req = unsafe {
             SubmitRequest {
                 env,
                 features: opt_str(desc.features),
                 tres_per_node: opt_str(desc.tres_per_node),
+                tres_per_job: opt_str(desc.tres_per_job),
                 min_nodes: (desc.min_nodes != slurm_sys::NO_VAL && desc.min_nodes > 0).then_some(desc.min_nodes),
+                het_component: desc.het_job_offset != slurm_sys::NO_VAL,
             }
         };
-        match placement::place(&req, &node_snapshot(), &l.cfg.placement, &l.est) {
+        let nodes = node_snapshot();
+        // A panic in the placement logic must not cost the job its GPUs either.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match current() {
+            Some(l) => placement::place(&req, &nodes, &l.cfg.placement, &l.est),
+            None => placement::fallback(&req, &nodes, "no valid cellsched.toml"),
+        }))
+        .unwrap_or_else(|_| placement::fallback(&req, &nodes, "internal error in placement (see slurmctld log)"));
+        match outcome {
             Outcome::Stock(why) => {
                 info(&format!("DL job left stock: {why}"));
                 slurm_sys::SLURM_SUCCESS
             }
-            Outcome::Reject(msg) => {
-                info(&format!("rejected submission: {msg}"));
-                if !err_msg.is_null() {
-                    if let Ok(p) = cstr::xstrdup(&msg) {
-                        unsafe { *err_msg = p };
-                    }
+            Outcome::Honour(why, w) => match unsafe { rewrite_request(desc, &w) } {
+                Ok(()) => {
+                    info(&format!("DL job not placed ({why}): features={} {}", w.features, w.tres_per_node));
+                    slurm_sys::SLURM_SUCCESS
                 }
-                slurm_sys::SLURM_ERROR
-            }
+                Err(e) => reject(err_msg, &format!("cellsched: cannot write the requested Cell into the job ({e})")),
+            },
+            Outcome::Reject(msg) => reject(err_msg, &msg),
             Outcome::Place(p) => match unsafe { apply(desc, &p) } {
                 Ok(()) => {
                     info(&format!(
@@ -204,13 +214,25 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
                     ));
                     slurm_sys::SLURM_SUCCESS
                 }
+                // The request may be half rewritten: refuse rather than run with the wrong GPUs.
                 Err(e) => {
-                    error(&format!("cannot rewrite job request ({e}); scheduled the stock way"));
-                    slurm_sys::SLURM_SUCCESS
+                    error(&format!("cannot rewrite job request ({e})"));
+                    reject(err_msg, &format!("cellsched: internal error writing the placement into the job ({e}); please resubmit"))
                 }
             },
         }
     })
+}
+
+/// Logs and returns a refusal with `msg` shown to the user.
+fn reject(err_msg: *mut *mut c_char, msg: &str) -> c_int {
+    info(&format!("rejected submission: {msg}"));
+    if !err_msg.is_null() {
+        if let Ok(p) = cstr::xstrdup(msg) {
+            unsafe { *err_msg = p };
+        }
+    }
+    slurm_sys::SLURM_ERROR
 }
 
 /// Updates by users go through unchanged (the 3-argument form is called correctly by 22.05 and 23.02+).
@@ -238,7 +260,7 @@ fn pending_auto_jobs(l: &Loaded) -> Vec<(PendingDl, String)> {
         let parsed = (job.priority() > 0 && !typed)
             .then(|| placement::dl_options(&env).ok().flatten())
             .flatten()
-            .filter(|o| o.cell == CellChoice::Auto)
+            .filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)
             .and_then(|o| placement::job_spec(&o, &l.est).ok().map(|spec| {
                 let tags = placement::dl_tags(&spec, &o);
                 (spec, tags)
