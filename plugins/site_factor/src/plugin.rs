@@ -4,6 +4,11 @@
 //! and, on reconfigure, by a short background thread; the job history is
 //! loaded and the iteration predictor fitted by a background thread started
 //! at `init` and on reconfigure (no file I/O under the lock).
+//!
+//! After a config error the last good configuration stays in force for
+//! every job (one consistent order; the error is logged); with no good
+//! configuration yet, or `ordering.enabled = false`, site factors are stock,
+//! and pending DL jobs ranked earlier get the stock factor back at the next update.
 use crate::ordering::{self, JobFields, OrderingData};
 use crate::prediction::Predictions;
 use cellsched_core::asrpt::PendingJob;
@@ -21,8 +26,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 cellsched_plugin_common::plugin_identity!(name: "cellsched A-SRPT site factor", kind: "site_factor/cellsched");
 
-/// The ordering settings in force; `None` = stock behaviour (no or bad config).
+/// The ordering settings in force; `None` = stock behaviour (no good config yet, or ordering disabled).
 static ORDERING: RwLock<Option<Arc<OrderingConfig>>> = RwLock::new(None);
+/// Set when ordering was switched off: the next update puts the stock factor back on pending DL jobs.
+static RESET_TO_STOCK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// The iteration predictor fitted on the history; `None` until loaded or without history.
 static PREDICTIONS: RwLock<Option<Arc<Predictions>>> = RwLock::new(None);
 /// The built-in model catalog (names and layer counts), parsed at `init`.
@@ -50,8 +57,9 @@ fn now_s() -> f64 {
 }
 
 /// Reads the config file (outside slurmctld's locks) and installs it;
-/// returns the history file to fit the predictor on, if any.
-fn load_config() -> Option<PathBuf> {
+/// returns the history file to fit the predictor on (`Some(None)`: none),
+/// or `None` after a config error (the last good state stays, predictor included).
+fn load_config() -> Option<Option<PathBuf>> {
     let (params, slurm_conf) = crate::slurm_conf::conf_paths();
     let env = std::env::var(CONFIG_ENV).ok();
     let path = resolve_config_path(params.as_deref(), env.as_deref(), slurm_conf.as_deref());
@@ -66,21 +74,32 @@ fn load_config() -> Option<PathBuf> {
             (Some(Arc::new(c.ordering)), c.estimator.history)
         }
         Ok(_) => {
-            info(&format!("{}: ordering.enabled = false; site factors left stock", path.display()));
+            info(&format!("{}: ordering.enabled = false; site factors are stock", path.display()));
             (None, None)
         }
         Err(e) => {
-            error(&format!("config error: {e}; site factors left stock until it is fixed and slurmctld reconfigured"));
-            (None, None)
+            let last = current();
+            error(&format!(
+                "config error: {e}; {} until it is fixed and slurmctld reconfigured",
+                if last.is_some() { "the last good ordering configuration stays in force" } else { "site factors are stock" }
+            ));
+            // Keep the predictor of the last good configuration too: return no new history.
+            return None;
         }
     };
-    *ORDERING.write().unwrap_or_else(|e| e.into_inner()) = new;
-    history
+    let mut w = ORDERING.write().unwrap_or_else(|e| e.into_inner());
+    if w.is_some() && new.is_none() {
+        RESET_TO_STOCK.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    *w = new;
+    drop(w);
+    Some(history)
 }
 
 /// Loads the job history and fits the iteration predictor (background
 /// thread only: file I/O, NSS lookups and the fit take time), then installs it.
-fn load_predictions(history: Option<PathBuf>) {
+fn load_predictions(history: Option<Option<PathBuf>>) {
+    let Some(history) = history else { return };
     let new = history.and_then(|path| {
         let t = Instant::now();
         match Predictions::load(&path) {
@@ -213,6 +232,19 @@ pub extern "C" fn site_factor_p_reconfig() {
     guard("site_factor_p_reconfig", (), || spawn_reload(|| load_predictions(load_config())))
 }
 
+/// Puts the stock site factor back on every pending job cellsched placed (job write lock held).
+fn reset_to_stock() {
+    let mut n = 0;
+    ctld::for_each_job(true, |job| {
+        if job.admin_comment().is_some_and(|c| c.contains("cellsched:")) && job.site_factor() != slurm_sys::NICE_OFFSET {
+            job.set_site_factor(slurm_sys::NICE_OFFSET);
+            n += 1;
+        }
+        ControlFlow::Continue(())
+    });
+    info(&format!("ordering off: {n} pending DL jobs got the stock site factor back"));
+}
+
 /// At submit (job write lock held): this job's A-SRPT priority on its own.
 #[no_mangle]
 pub extern "C" fn site_factor_p_set(job_ptr: *mut cellsched_job_t) {
@@ -236,7 +268,12 @@ pub extern "C" fn site_factor_p_set(job_ptr: *mut cellsched_job_t) {
 #[no_mangle]
 pub extern "C" fn site_factor_p_update() {
     guard("site_factor_p_update", (), || {
-        let Some(cfg) = current() else { return };
+        let Some(cfg) = current() else {
+            if RESET_TO_STOCK.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                reset_to_stock();
+            }
+            return;
+        };
         let started = Instant::now();
         let preds = predictions();
         let data = OrderingData { models: models(), predictions: preds.as_deref() };
