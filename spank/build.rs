@@ -12,5 +12,7 @@ fn main() {
         "slurm_spank_init_post_opt",
         "slurm_spank_local_user_init",
         "slurm_spank_task_init",
+        "slurm_spank_exit",
+        "slurm_spank_job_epilog",
     ]);
 }

@@ -18,7 +18,7 @@ pub struct PluginArgs {
 
 impl Default for PluginArgs {
     fn default() -> Self {
-        PluginArgs { default_gpu_type: None, config: None, plan_dir: PathBuf::from("/tmp"), master_port_base: 29500 }
+        PluginArgs { default_gpu_type: None, config: None, plan_dir: PathBuf::from(crate::plan_file::DEFAULT_PLAN_DIR), master_port_base: 29500 }
     }
 }
 

@@ -99,10 +99,12 @@ pub unsafe extern "C" fn slurm_spank_init(sp: spank_t, ac: c_int, av: *mut *mut 
 #[no_mangle]
 pub unsafe extern "C" fn slurm_spank_init_post_opt(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
     let ctx = ffi::context();
-    let rc = guard("slurm_spank_init_post_opt", -1, || match ctx {
-        Context::Local | Context::Allocator => local::post_opt(sp),
-        _ => Ok(()),
-    });
+    let rc = match ctx {
+        Context::Local | Context::Allocator => guard("slurm_spank_init_post_opt", -1, || local::post_opt(sp)),
+        // slurmstepd, as root: plan directory and verified decision (never fails the step).
+        Context::Remote => guard("slurm_spank_init_post_opt", 0, || remote::post_opt(sp, &plugin_args())),
+        _ => 0,
+    };
     if rc != 0 && matches!(ctx, Context::Local | Context::Allocator) {
         std::process::exit(1);
     }
@@ -115,6 +117,26 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(sp: spank_t, _ac: c_int, _av:
 pub unsafe extern "C" fn slurm_spank_local_user_init(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
     guard("slurm_spank_local_user_init", 0, || match ffi::context() {
         Context::Local => local::user_init(sp),
+        _ => Ok(()),
+    })
+}
+
+/// Remote (slurmstepd, root, after the step's tasks ended): removes the
+/// step's plan directory (never fails the step).
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_exit(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
+    guard("slurm_spank_exit", 0, || match ffi::context() {
+        Context::Remote => remote::exit(sp, &plugin_args()),
+        _ => Ok(()),
+    })
+}
+
+/// Job epilog (root, once per job and node): removes plan directories a
+/// killed step left behind (never fails the epilog).
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_job_epilog(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
+    guard("slurm_spank_job_epilog", 0, || match ffi::context() {
+        Context::JobScript => remote::job_epilog(sp, &plugin_args()),
         _ => Ok(()),
     })
 }

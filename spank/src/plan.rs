@@ -57,7 +57,11 @@ pub fn choose(i: &PlanInputs, est: &Estimator) -> Result<InjectedPlan, SpankErro
     let job = JobSpec { model: i.model.clone(), global_batch: batch };
     let node = i.step.gpus_on_node;
     let (cell, plan, iter_s, source) = match (i.decision, &i.opts.plan) {
-        (Some(d), _) if d.cell.gpus == granted && d.plan.gpus() == granted => {
+        // slurmctld's decision, unless the user pinned another plan (a pinned plan is honoured or refused).
+        (Some(d), PlanChoice::Auto) if d.cell.gpus == granted && d.plan.gpus() == granted => {
+            (d.cell.clone(), d.plan, Some(d.iter_s), "decision")
+        }
+        (Some(d), PlanChoice::Pinned(p)) if d.cell.gpus == granted && d.plan == *p => {
             (d.cell.clone(), d.plan, Some(d.iter_s), "decision")
         }
         (_, PlanChoice::Pinned(p)) => {
@@ -327,6 +331,21 @@ mod tests {
         let s8 = step(2, 4);
         let e = choose(&PlanInputs { step: &s8, ..i }, &estimator()).unwrap_err().to_string();
         assert!(e.contains("dp*tp*pp = 4") && e.contains("granted 8"), "{e}");
+        // A decision with another plan never replaces the pinned one; the same plan is the decision.
+        let other = Decision {
+            cell: Cell::new("a100", 4, 1).unwrap(),
+            nodes: 1,
+            plan: "dp=4,tp=1,pp=1".parse().unwrap(),
+            iter_s: 0.5,
+            source: EstimateSource::Datasheet,
+        };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args };
+        let q = choose(&PlanInputs { decision: Some(&other), gres_gpu_type: None, ..i }, &estimator()).unwrap();
+        assert_eq!((q.plan.dp, q.plan.tp, q.source.as_str()), (2, 2, "pinned"));
+        let same = Decision { plan: "dp=2,tp=2,pp=1".parse().unwrap(), ..other };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args };
+        let r = choose(&PlanInputs { decision: Some(&same), ..i }, &estimator()).unwrap();
+        assert_eq!((r.plan.dp, r.plan.tp, r.source.as_str()), (2, 2, "decision"));
     }
 
     #[test]

@@ -1,13 +1,21 @@
-//! The machine-readable plan (JSON) and its job-private, race-free writer.
+//! The machine-readable plan (JSON) and where it lives.
 //!
-//! Layout: `<plan_dir>/cellsched-<uid>-<jobid>/plan.<step>.json`. Only
-//! numbers (uid, job id, step) come from Slurm; nothing from user input
-//! enters the path. The writer runs as the job's user (in `task_init`, after
-//! Slurm dropped privileges): it creates the directory 0700, refuses a
-//! directory that is a symlink, not owned by the user or open to others, and
-//! writes through a directory descriptor with `O_NOFOLLOW|O_EXCL` into a
-//! temporary name, then `renameat`s it into place (readers never see a
-//! partial file; concurrent tasks writing the same plan are harmless).
+//! Layout: `<plan_dir>/<jobid>.<step>.<nodeid>/plan.json`, numbers from Slurm
+//! only (nothing a user writes enters a path). Who does what:
+//! - slurmstepd, as root, before privileges drop (`init_post_opt`):
+//!   [`prepare_plan_dir`] checks that `plan_dir` is a root-owned directory no
+//!   one else can write to (creating it 0755 if missing), then
+//!   [`prepare_step_dir`] (re)creates the step's directory 0700 and gives it
+//!   to the job's user. Since only root can create entries in `plan_dir`, no
+//!   other user can pre-create, link or fill the path.
+//! - the task, as the job's user (`task_init`): [`write_private`] writes the
+//!   file through a directory descriptor with `O_NOFOLLOW|O_EXCL` into a
+//!   temporary name and `renameat`s it into place (readers never see a
+//!   partial file), refusing a directory that is a symlink, not the user's or
+//!   open to others.
+//! - slurmstepd, as root, when the step ends (`slurm_spank_exit`):
+//!   [`remove_step_dir`]; and the job epilog ([`remove_job_dirs`]) removes
+//!   whatever a killed step left behind. Removal never follows symlinks.
 use crate::error::SpankError;
 use cellsched_core::Plan;
 use serde::{Deserialize, Serialize};
@@ -72,11 +80,84 @@ impl InjectedPlan {
     }
 }
 
-/// The job-private directory and the plan file path for a step.
-pub fn plan_path(plan_dir: &Path, uid: u32, job_id: u32, step_label: &str) -> (PathBuf, PathBuf) {
-    let dir = plan_dir.join(format!("cellsched-{uid}-{job_id}"));
-    let file = dir.join(format!("plan.{step_label}.json"));
+/// Default `plan_dir`: root-owned, on a tmpfs that is emptied at boot.
+pub const DEFAULT_PLAN_DIR: &str = "/run/cellsched";
+
+/// The step's directory and plan file: `<plan_dir>/<job>.<step>.<node_id>/plan.json`.
+pub fn plan_path(plan_dir: &Path, job_id: u32, step_label: &str, node_id: u32) -> (PathBuf, PathBuf) {
+    let dir = plan_dir.join(format!("{job_id}.{step_label}.{node_id}"));
+    let file = dir.join("plan.json");
     (dir, file)
+}
+
+fn io_err(path: &Path, what: &str, e: std::io::Error) -> SpankError {
+    SpankError::PlanFile { path: path.display().to_string(), msg: format!("{what}: {e}") }
+}
+
+/// As root: makes sure `plan_dir` is a real directory owned by root and
+/// writable by no one else, creating it (mode 0755) when missing. A
+/// world-writable directory such as `/tmp` is refused: another user could
+/// pre-create the plan paths there.
+pub fn prepare_plan_dir(plan_dir: &Path) -> Result<(), SpankError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new().mode(0o755).create(plan_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_err(plan_dir, "cannot create plan_dir", e)),
+    }
+    let m = std::fs::symlink_metadata(plan_dir).map_err(|e| io_err(plan_dir, "cannot stat plan_dir", e))?;
+    if !m.file_type().is_dir() || m.uid() != 0 || m.mode() & 0o022 != 0 {
+        return Err(SpankError::PlanFile {
+            path: plan_dir.display().to_string(),
+            msg: format!(
+                "plan_dir must be a directory owned by root and writable only by root (found {}, owner uid {}, mode {:o}); \
+                 set plan_dir= in plugstack.conf to such a directory (default {DEFAULT_PLAN_DIR})",
+                if m.file_type().is_symlink() { "a symlink" } else if m.file_type().is_dir() { "a directory" } else { "a file" },
+                m.uid(),
+                m.mode() & 0o7777
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// As root, in a checked `plan_dir`: (re)creates the step's directory 0700
+/// owned by `uid:gid`. Anything already there (a requeued job's leftovers)
+/// is removed first, without following symlinks.
+pub fn prepare_step_dir(dir: &Path, uid: u32, gid: u32) -> Result<(), SpankError> {
+    use std::os::unix::fs::DirBuilderExt;
+    remove_step_dir(dir)?;
+    std::fs::DirBuilder::new().mode(0o700).create(dir).map_err(|e| io_err(dir, "cannot create", e))?;
+    std::os::unix::fs::lchown(dir, Some(uid), Some(gid)).map_err(|e| io_err(dir, "cannot chown", e))?;
+    Ok(())
+}
+
+/// Removes a step's directory and its contents (never following symlinks); absent is fine.
+pub fn remove_step_dir(dir: &Path) -> Result<(), SpankError> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err(dir, "cannot stat", e)),
+        Ok(m) if m.file_type().is_dir() => std::fs::remove_dir_all(dir).map_err(|e| io_err(dir, "cannot remove", e)),
+        Ok(_) => std::fs::remove_file(dir).map_err(|e| io_err(dir, "cannot remove", e)),
+    }
+}
+
+/// Removes every step directory of job `job_id` under `plan_dir` (job
+/// epilog); returns how many were removed.
+pub fn remove_job_dirs(plan_dir: &Path, job_id: u32) -> Result<usize, SpankError> {
+    let prefix = format!("{job_id}.");
+    let entries = match std::fs::read_dir(plan_dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        r => r.map_err(|e| io_err(plan_dir, "cannot read", e))?,
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        if e.file_name().to_str().is_some_and(|name| name.starts_with(&prefix)) {
+            remove_step_dir(&e.path())?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// Writes `contents` to `file` (inside `dir`) as described in the module doc.
@@ -203,8 +284,8 @@ pub(crate) mod tests {
     #[test]
     fn writes_private_file_and_overwrites_atomically() {
         let base = scratch("ok");
-        let (dir, file) = plan_path(&base, my_uid(), 42, "batch");
-        assert!(file.ends_with(format!("cellsched-{}-42/plan.batch.json", my_uid())));
+        let (dir, file) = plan_path(&base, 42, "batch", 0);
+        assert!(file.ends_with("42.batch.0/plan.json"), "{}", file.display());
         let p = sample_plan();
         write_private(&dir, &file, &p.to_json(), my_uid()).unwrap();
         write_private(&dir, &file, &p.to_json(), my_uid()).unwrap();
@@ -224,7 +305,7 @@ pub(crate) mod tests {
         let target = base.join("elsewhere");
         std::fs::create_dir(&target).unwrap();
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let (dir, file) = plan_path(&base, my_uid(), 7, "0");
+        let (dir, file) = plan_path(&base, 7, "0", 1);
         std::os::unix::fs::symlink(&target, &dir).unwrap();
         let e = write_private(&dir, &file, "{}", my_uid()).unwrap_err().to_string();
         assert!(e.contains("open"), "{e}");
@@ -247,6 +328,48 @@ pub(crate) mod tests {
         std::fs::remove_dir_all(&base).unwrap();
     }
 
+    #[test]
+    fn plan_dir_must_be_root_only_and_step_dirs_are_recreated_and_removed() {
+        use std::os::unix::fs::MetadataExt;
+        let base = scratch("root");
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let pd = base.join("plans");
+        if my_uid() == 0 {
+            prepare_plan_dir(&pd).unwrap();
+            let m = std::fs::metadata(&pd).unwrap();
+            assert_eq!((m.uid(), m.mode() & 0o777), (0, 0o755));
+            // A leftover (a requeued job's, or anything planted) is replaced by a fresh 0700 dir.
+            let (dir, file) = plan_path(&pd, 9, "batch", 0);
+            std::fs::create_dir(&dir).unwrap();
+            let outside = base.join("outside");
+            std::fs::create_dir(&outside).unwrap();
+            std::fs::write(outside.join("keep"), "x").unwrap();
+            std::os::unix::fs::symlink(&outside, dir.join("link")).unwrap();
+            prepare_step_dir(&dir, 4321, 4321).unwrap();
+            let m = std::fs::metadata(&dir).unwrap();
+            assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (4321, 4321, 0o700));
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+            assert!(outside.join("keep").exists(), "removal never follows links");
+            prepare_step_dir(&plan_path(&pd, 9, "0", 1).0, 4321, 4321).unwrap();
+            prepare_step_dir(&plan_path(&pd, 19, "0", 0).0, 4321, 4321).unwrap();
+            assert_eq!(remove_job_dirs(&pd, 9).unwrap(), 2);
+            assert!(!dir.exists() && plan_path(&pd, 19, "0", 0).0.exists(), "only job 9's dirs go");
+            remove_step_dir(&plan_path(&pd, 19, "0", 0).0).unwrap();
+            remove_step_dir(&file).unwrap();
+            // World-writable (like /tmp) or a symlink: refused with what to do.
+            std::fs::set_permissions(&pd, std::fs::Permissions::from_mode(0o1777)).unwrap();
+            let e = prepare_plan_dir(&pd).unwrap_err().to_string();
+            assert!(e.contains("writable only by root") && e.contains("1777"), "{e}");
+            let ln = base.join("ln");
+            std::os::unix::fs::symlink(&outside, &ln).unwrap();
+            assert!(prepare_plan_dir(&ln).unwrap_err().to_string().contains("symlink"));
+        } else {
+            // Not root: a directory we own is not root's.
+            assert!(prepare_plan_dir(&pd).unwrap_err().to_string().contains("owned by root"));
+        }
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -263,7 +386,7 @@ pub(crate) mod tests {
             p.iter_time_s = iter;
             p.model = model;
             p.job_id = job;
-            let (dir, file) = plan_path(&base, my_uid(), job, "3");
+            let (dir, file) = plan_path(&base, job, "3", 0);
             write_private(&dir, &file, &p.to_json(), my_uid()).unwrap();
             let back: InjectedPlan = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
             prop_assert_eq!(back, p);

@@ -1,9 +1,24 @@
-//! Remote context (slurmstepd), `task_init`: runs in each task as the job's
-//! user once the GPUs are known. Reads the options (forwarded option values,
-//! or the `CELLSCHED_DL_*` / `SPANK_*` / `SLURM_SPANK_*` copies in the job
-//! environment, which is all that survives `--export=NONE`), chooses the plan
-//! for the granted GPUs, writes the plan file and exports the variables.
+//! Remote context (slurmstepd). Three callbacks:
+//! - [`post_opt`] (`init_post_opt`, once per step and node, as root before
+//!   privileges drop): creates the step's plan directory for the job's user
+//!   (see [`crate::plan_file`]) and fetches the job's decision from its
+//!   AdminComment, the only copy a user cannot write.
+//! - [`task_init`] (each task, as the job's user, once the GPUs are known):
+//!   reads the options (forwarded option values, or the `CELLSCHED_DL_*` /
+//!   `SPANK_*` / `SLURM_SPANK_*` copies in the job environment, which is all
+//!   that survives `--export=NONE`), chooses the plan for the granted GPUs,
+//!   writes the plan file and exports the variables; whatever goes wrong is
+//!   also shown to the job as `CELLSCHED_ERROR`.
+//! - [`exit`] (`slurm_spank_exit`, as root): removes the step's plan directory;
+//!   [`job_epilog`] removes what a killed step left.
 //! Jobs without DL options are left untouched.
+//!
+//! Trust: a `CELLSCHED_DECISION` in the job environment is only a hint the
+//! user could have edited (e.g. `export CELLSCHED_DECISION=... ; srun`). A
+//! decision is labelled `decision` only when it comes from the job's
+//! AdminComment, read by slurmstepd as root with one `slurm_load_job` RPC per
+//! DL step and node; when that RPC fails the tasks estimate their plan
+//! (`CELLSCHED_PLAN_SOURCE=estimated`).
 //!
 //! Where slurmctld's decision comes from (`CELLSCHED_PLAN_SOURCE=decision`):
 //! job_submit/cellsched puts `CELLSCHED_DECISION` and
@@ -26,7 +41,7 @@ use crate::error::SpankError;
 use crate::ffi::{self, item, spank_t};
 use crate::options::{given, given_keys};
 use crate::plan::{choose, gres_gpu_type, PlanInputs};
-use crate::plan_file::{plan_path, write_private};
+use crate::plan_file::{plan_path, prepare_plan_dir, prepare_step_dir, remove_job_dirs, remove_step_dir, write_private};
 use cellsched_core::config::{resolve_config_path, Config};
 use cellsched_core::estimator::Estimator;
 use cellsched_core::gpu::GpuCatalog;
@@ -60,9 +75,99 @@ pub fn job_options(forwarded: &DlOptions, given: &[DlKey], env: &dyn Fn(&str) ->
     Ok(o)
 }
 
-/// The decision slurmctld recorded, if it reached the job environment.
+/// The decision claimed by the job environment (unverified: users can set it).
 pub fn decision(env: &dyn Fn(&str) -> Option<String>) -> Option<Decision> {
     lookup_prefixed(env, "CELLSCHED_DECISION").and_then(|t| Decision::parse_admin_comment(&t))
+}
+
+/// The decision the tasks may trust: the job's AdminComment (`admin`:
+/// `None` when slurmctld could not be asked, `Some(None)` when the job has
+/// no decision), never an environment claim that differs. The note says
+/// why a claim was set aside.
+pub fn verified_decision(claimed: Option<Decision>, admin: Option<Option<Decision>>) -> (Option<Decision>, Option<String>) {
+    match (admin, claimed) {
+        (Some(Some(d)), Some(c)) if c != d => {
+            (Some(d), Some("CELLSCHED_DECISION in the job environment differs from the job's AdminComment; the AdminComment is used".into()))
+        }
+        (Some(d), Some(_)) if d.is_none() => {
+            (None, Some("CELLSCHED_DECISION in the job environment is not the job's (no decision in its AdminComment); ignored".into()))
+        }
+        (Some(d), _) => (d, None),
+        (None, Some(_)) => (
+            None,
+            Some("could not read the job's AdminComment from slurmctld to verify CELLSCHED_DECISION; the plan is estimated on the node".into()),
+        ),
+        (None, None) => (None, None),
+    }
+}
+
+/// What slurmstepd prepared as root for the tasks of this step (inherited
+/// by each task through fork).
+#[derive(Debug)]
+struct Prepared {
+    /// The step's plan directory, or why there is none.
+    dir: Result<std::path::PathBuf, String>,
+    /// The verified decision.
+    decision: Option<Decision>,
+}
+
+static PREPARED: std::sync::OnceLock<Prepared> = std::sync::OnceLock::new();
+
+/// The job's step label and node index as seen by slurmstepd.
+fn step_ids(sp: spank_t) -> Option<(u32, String, u32)> {
+    let job = ffi::get_u32(sp, item::S_JOB_ID)?;
+    let step = ffi::get_u32(sp, item::S_JOB_STEPID)?;
+    let node = ffi::get_u32(sp, item::S_JOB_NODEID).unwrap_or(0);
+    let label = if step == BATCH_STEP_ID { "batch".to_string() } else { step.to_string() };
+    Some((job, label, node))
+}
+
+/// `init_post_opt` in slurmstepd (root): see the module doc. Never fails the step.
+pub fn post_opt(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
+    let env = |k: &str| ffi::getenv(sp, k);
+    match job_options(&given().clone(), &given_keys(), &env) {
+        Ok(o) if !o.is_empty() => {}
+        _ => return Ok(()), // not a DL job; bad options are reported by task_init
+    }
+    let Some((job, label, node)) = step_ids(sp) else { return Ok(()) };
+    let (dir, _) = plan_path(&args.plan_dir, job, &label, node);
+    let uid = ffi::get_u32(sp, item::S_JOB_UID);
+    let gid = ffi::get_u32(sp, item::S_JOB_GID);
+    let dir = match (uid, gid) {
+        (Some(u), Some(g)) => prepare_plan_dir(&args.plan_dir).and_then(|()| prepare_step_dir(&dir, u, g)).map(|()| dir),
+        _ => Err(SpankError::Allocation("job uid/gid unavailable".into())),
+    }
+    .map_err(|e| {
+        ffi::log(ffi::Level::Error, &format!("job {job} step {label}: no plan file: {e}"));
+        e.to_string()
+    });
+    let admin = ffi::job_info_text(job).map(|t| crate::local::decision_in_job_info(&t));
+    let (decision, note) = verified_decision(decision(&env), admin);
+    if let Some(n) = note {
+        ffi::log(ffi::Level::Info, &format!("job {job} step {label}: {n}"));
+    }
+    let _ = PREPARED.set(Prepared { dir, decision });
+    Ok(())
+}
+
+/// `slurm_spank_exit` in slurmstepd (root): removes the step's plan directory.
+pub fn exit(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
+    if PREPARED.get().is_none() {
+        return Ok(());
+    }
+    let Some((job, label, node)) = step_ids(sp) else { return Ok(()) };
+    remove_step_dir(&plan_path(&args.plan_dir, job, &label, node).0)
+}
+
+/// `slurm_spank_job_epilog` (root, once per job and node): removes every
+/// plan directory of the job that a killed step may have left.
+pub fn job_epilog(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
+    let Some(job) = ffi::get_u32(sp, item::S_JOB_ID) else { return Ok(()) };
+    let n = remove_job_dirs(&args.plan_dir, job)?;
+    if n > 0 {
+        ffi::log(ffi::Level::Verbose, &format!("job {job}: removed {n} plan director{} left by its steps", if n == 1 { "y" } else { "ies" }));
+    }
+    Ok(())
 }
 
 /// The step's shape from SPANK items and the job environment.
@@ -168,7 +273,8 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
         opts.check_consistency()?;
         let model = ModelCatalog::builtin().resolve(opts.model.as_deref().unwrap_or_default())?;
         let step = step_info(sp, &env)?;
-        let d = decision(&env);
+        let prepared = PREPARED.get();
+        let d = prepared.and_then(|p| p.decision.clone());
         let inputs = PlanInputs {
             opts: &opts,
             model: &model,
@@ -180,14 +286,17 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
         let plan = choose(&inputs, &estimator(args))?;
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
-        let (dir, file) = plan_path(&args.plan_dir, uid, step.job_id, &step.step_label());
-        let file_ok = match write_private(&dir, &file, &plan.to_json(), uid) {
-            Ok(()) => true,
-            Err(e) => {
-                ffi::log(ffi::Level::Error, &e.to_string());
-                false
-            }
+        let (_, file) = plan_path(&args.plan_dir, step.job_id, &step.step_label(), step.node_id);
+        let file_error = match prepared.map(|p| &p.dir) {
+            Some(Ok(dir)) => write_private(dir, &file, &plan.to_json(), uid).err().map(|e| e.to_string()),
+            Some(Err(why)) => Some(why.clone()),
+            None => Some("the plan directory was not prepared by slurmstepd (plugin not loaded in slurmstepd's plugstack.conf?)".into()),
         };
+        if let Some(why) = &file_error {
+            ffi::log(ffi::Level::Error, &format!("job {} step {}: plan file not written: {why}", step.job_id, plan.step));
+            show_error(sp, &format!("plan file not written: {why}"));
+        }
+        let file_ok = file_error.is_none();
         for k in RANK_KEYS {
             ffi::unsetenv(sp, k);
         }
@@ -206,9 +315,14 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
 
 /// Shows the error to the job as `CELLSCHED_ERROR` and returns it.
 fn fail(sp: spank_t, e: SpankError) -> SpankError {
-    let msg: String = e.to_string().chars().filter(|c| !c.is_control()).take(512).collect();
-    let _ = ffi::setenv(sp, "CELLSCHED_ERROR", &msg, true);
+    show_error(sp, &e.to_string());
     e
+}
+
+/// Sets `CELLSCHED_ERROR` (control characters dropped, at most 512 characters).
+fn show_error(sp: spank_t, msg: &str) {
+    let msg: String = msg.chars().filter(|c| !c.is_control()).take(512).collect();
+    let _ = ffi::setenv(sp, "CELLSCHED_ERROR", &msg, true);
 }
 
 #[cfg(test)]
@@ -245,5 +359,25 @@ mod tests {
         let none = job_options(&DlOptions::default(), &[], &|_: &str| None).unwrap();
         assert!(none.is_empty());
         assert!(decision(&|_: &str| None).is_none());
+    }
+
+    #[test]
+    fn only_the_admin_comment_decision_is_trusted() {
+        let real = Decision::parse_admin_comment("cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.1 src=datasheet").unwrap();
+        let forged = Decision { plan: "dp=2,tp=2,pp=1".parse().unwrap(), iter_s: 0.001, ..real.clone() };
+        // Matching claim, or no claim: the AdminComment's decision.
+        assert_eq!(verified_decision(Some(real.clone()), Some(Some(real.clone()))), (Some(real.clone()), None));
+        assert_eq!(verified_decision(None, Some(Some(real.clone()))), (Some(real.clone()), None));
+        // A different claim is set aside for the AdminComment's.
+        let (d, note) = verified_decision(Some(forged.clone()), Some(Some(real.clone())));
+        assert_eq!(d, Some(real.clone()));
+        assert!(note.unwrap().contains("differs"));
+        // A claim for a job without a decision, or one that cannot be checked: nothing trusted.
+        let (d, note) = verified_decision(Some(forged.clone()), Some(None));
+        assert!(d.is_none() && note.unwrap().contains("ignored"));
+        let (d, note) = verified_decision(Some(forged), None);
+        assert!(d.is_none() && note.unwrap().contains("estimated"));
+        assert_eq!(verified_decision(None, None), (None, None));
+        assert_eq!(verified_decision(None, Some(None)), (None, None));
     }
 }
