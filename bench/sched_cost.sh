@@ -38,7 +38,7 @@ for so in site_factor job_submit spank; do
 done
 
 UP_DIR=""
-cleanup() { [ -n "$UP_DIR" ] && "$CLI" cluster down --dir "$UP_DIR" --port-base "$PB" >/dev/null 2>&1 || true; }
+cleanup() { [ -n "$UP_DIR" ] && "$CLI" cluster down --cancel-jobs --dir "$UP_DIR" --port-base "$PB" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 # Value of "KEY:" inside the sdiag section starting with SECTION (first match).
@@ -129,7 +129,7 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   } >"$DIR-$mode.results"
   cd "$ROOT"
   scancel --user="$(id -un)" || true
-  "$CLI" cluster down "${args[@]}" >&2
+  "$CLI" cluster down --cancel-jobs "${args[@]}" >&2
   UP_DIR=""
 }
 

@@ -119,7 +119,7 @@ fi
 
 if [ "$DOWN" = 1 ]; then
   step "bringing the cluster down"
-  "$CS" cluster down
+  "$CS" cluster down --cancel-jobs
 else
   cat <<EOF
 

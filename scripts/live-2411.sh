@@ -103,7 +103,7 @@ teardown() {
   if [ "${LIVE_2411_KEEP:-0}" = 1 ]; then
     log "LIVE_2411_KEEP=1: cluster left up; stop it with: $CLI cluster down --dir $DIR --port-base $PORT_BASE"
   else
-    log "bringing the cluster down"; cluster down || rc=1
+    log "bringing the cluster down"; cluster down --cancel-jobs || rc=1
   fi
   log "done in $((SECONDS - T0)) s, $FAILS failed check(s)"
   [ "$FAILS" = 0 ] || rc=1

@@ -25,7 +25,7 @@ finish() {
   if [ -x target/release/cellsched ]; then
     # The shared test cluster, plus private ones a killed test run may have left.
     for d in "$CELLSCHED_CLUSTER_DIR" /tmp/cs-e2e-*; do
-      [ -d "$d/etc" ] && target/release/cellsched cluster down --dir "$d" || true
+      [ -d "$d/etc" ] && target/release/cellsched cluster down --cancel-jobs --dir "$d" || true
     done
   fi
   printf '\n=== phase timings\n%b' "$SUMMARY"

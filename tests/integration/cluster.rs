@@ -2,7 +2,7 @@
 //! jobs landing on the right nodes and in `sacct`, our plugins loaded (or
 //! stock Slurm when they are not built), and clear start-up errors.
 use crate::common::{self, cluster, require_e2e, sacct_fields_when, slurm_ok, submit, unique_name, wait_for_state};
-use cellsched_cluster::{Cluster, ClusterError, ClusterSpec, UpOutcome};
+use cellsched_cluster::{Cluster, ClusterError, ClusterSpec, JobPolicy, UpOutcome};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -208,9 +208,67 @@ fn config_change_restarts_and_down_is_idempotent() {
     let c = Cluster::up(&spec).unwrap();
     assert_eq!(c.outcome, Some(UpOutcome::AlreadyUp));
     assert!(c.status().all_running());
-    let stopped = c.down().unwrap();
+    let stopped = c.down(JobPolicy::Cancel).unwrap();
     assert_eq!(stopped.len(), 3 + spec.node_names().len(), "{stopped:?}");
-    assert!(c.down().unwrap().is_empty());
+    assert!(c.down(JobPolicy::Cancel).unwrap().is_empty());
     assert!(c.status().daemons.iter().all(|d| d.pid.is_none()));
+    let _ = std::fs::remove_dir_all(&spec.dir);
+}
+
+/// `cluster up` on a partly-up cluster starts what is down and never
+/// cancels a job: each daemon in turn is killed, `up` repairs the cluster,
+/// and a running and a pending job are still there. A plain `down` keeps
+/// them too; only `down --cancel-jobs` cancels.
+#[test]
+fn jobs_survive_up_after_each_daemon_is_killed_and_plain_down() {
+    require_e2e!();
+    let mut spec = scratch_spec("repair", 80);
+    spec.with_plugins = false;
+    let c = Cluster::up(&spec).unwrap_or_else(|e| panic!("scratch up: {e}"));
+    let sl = common::SlurmAt { bin: spec.slurm_bin.clone(), slurm_conf: c.layout.slurm_conf(), cwd: spec.dir.clone() };
+    let sub = |args: &[&str]| -> u32 {
+        let out = sl.ok("sbatch", &[&["--parsable"], args].concat());
+        out.trim().split(';').next().unwrap().parse().unwrap_or_else(|_| panic!("sbatch said {out}"))
+    };
+    let running = sub(&["--gres=gpu:a10:1", "-o", "/dev/null", "--wrap", "sleep 600"]);
+    let pending = sub(&["--hold", "--gres=gpu:a100:1", "-o", "/dev/null", "--wrap", "sleep 1"]);
+    let state = |id: u32| -> String {
+        let out = sl.cmd("squeue", &["-h", "-j", &id.to_string(), "-o", "%T"]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let t = std::time::Instant::now();
+    while state(running) != "RUNNING" && t.elapsed() < JOB_TIMEOUT {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(state(running), "RUNNING");
+    for label in ["slurmd-a10-1", "slurmctld", "slurmdbd", "mariadb"] {
+        let d = c.daemons().unwrap().into_iter().find(|d| d.label == label).unwrap_or_else(|| panic!("no daemon {label}"));
+        let pid = d.running_pid().unwrap_or_else(|| panic!("{label} not running"));
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let t = std::time::Instant::now();
+        while d.running_pid().is_some() && t.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(d.running_pid().is_none(), "{label} did not stop");
+        let again = Cluster::up(&spec).unwrap_or_else(|e| panic!("up after killing {label}: {e}"));
+        match &again.outcome {
+            Some(UpOutcome::Repaired { started }) => assert_eq!(started, &vec![label.to_string()], "{label}"),
+            other => panic!("after killing {label}: {other:?}"),
+        }
+        assert_eq!(state(running), "RUNNING", "running job after repairing {label}");
+        assert_eq!(state(pending), "PENDING", "pending job after repairing {label}");
+    }
+    // A plain down keeps the queue; the next up finds it again.
+    c.down(JobPolicy::Keep).unwrap();
+    let again = Cluster::up(&spec).unwrap_or_else(|e| panic!("up after down: {e}"));
+    assert_eq!(again.outcome, Some(UpOutcome::Started));
+    assert_eq!(state(pending), "PENDING", "pending job after down + up");
+    assert_eq!(state(running), "RUNNING", "running job after down + up");
+    // Only an explicit --cancel-jobs cancels.
+    let dir = spec.dir.display().to_string();
+    let pb = spec.port_base.to_string();
+    let out = common::cellsched(&["cluster", "down", "--cancel-jobs", "--no-plugins", "--dir", &dir, "--port-base", &pb]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cancelled"));
     let _ = std::fs::remove_dir_all(&spec.dir);
 }

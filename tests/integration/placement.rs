@@ -102,7 +102,7 @@ extern "C" fn private_down() {
     let _ = std::panic::catch_unwind(|| {
         let guard = PRIVATE.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = guard.as_ref() {
-            let _ = p.cluster.down();
+            let _ = p.cluster.down(cellsched_cluster::JobPolicy::Cancel);
             let _ = std::fs::remove_dir_all(&p.spec.dir);
         }
     });

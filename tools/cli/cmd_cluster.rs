@@ -2,7 +2,7 @@
 //! or down, show its state, or print the shell lines that point Slurm's
 //! commands at it.
 use anyhow::Context;
-use cellsched_cluster::{parse_port_base, Cluster, ClusterError, ClusterSpec, UpOutcome};
+use cellsched_cluster::{parse_port_base, Cluster, ClusterError, ClusterSpec, JobPolicy, UpOutcome};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -24,10 +24,16 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum Action {
-    /// Start MariaDB, slurmdbd, slurmctld and the slurmd nodes (no-op if already up)
+    /// Start MariaDB, slurmdbd, slurmctld and the slurmd nodes: no-op if already up, starts
+    /// only what is down on a partly-up cluster; never cancels a job
     Up,
-    /// Stop every daemon of the cluster (no-op if already down)
-    Down,
+    /// Stop every daemon of the cluster (no-op if already down). Jobs are kept in slurmctld's
+    /// saved state and found again by the next `up`; running steps keep running meanwhile
+    Down {
+        /// Cancel every job of the cluster first (nothing is kept)
+        #[arg(long)]
+        cancel_jobs: bool,
+    },
     /// Show each daemon's state and `sinfo`
     Status,
     /// Print `export SLURM_CONF=...` lines: eval "$(cellsched cluster env)"
@@ -50,13 +56,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     spec.with_plugins = !a.no_plugins;
     match a.action {
         Action::Up => up(&spec),
-        Action::Down => {
+        Action::Down { cancel_jobs } => {
             let t = Instant::now();
-            let stopped = Cluster::open(&spec)?.down()?;
+            let policy = if cancel_jobs { JobPolicy::Cancel } else { JobPolicy::Keep };
+            let stopped = Cluster::open(&spec)?.down(policy)?;
             if stopped.is_empty() {
                 eprintln!("cluster at {} was not running", spec.dir.display());
             } else {
-                eprintln!("stopped {} in {:.1} s", stopped.join(", "), t.elapsed().as_secs_f64());
+                eprintln!(
+                    "stopped {} in {:.1} s; jobs {}",
+                    stopped.join(", "),
+                    t.elapsed().as_secs_f64(),
+                    if cancel_jobs { "cancelled" } else { "kept (the next `cluster up` finds them again; --cancel-jobs cancels them)" }
+                );
             }
             Ok(())
         }
@@ -93,7 +105,10 @@ fn up(spec: &ClusterSpec) -> anyhow::Result<()> {
     match c.outcome {
         Some(UpOutcome::AlreadyUp) => eprintln!("cluster already up at {} (checked in {secs:.1} s); plugins: {plugins}", spec.dir.display()),
         Some(UpOutcome::Restarted { ref reason }) => {
-            eprintln!("cluster restarted ({reason}) in {secs:.1} s at {}; plugins: {plugins}", spec.dir.display())
+            eprintln!("cluster restarted ({reason}; jobs kept) in {secs:.1} s at {}; plugins: {plugins}", spec.dir.display())
+        }
+        Some(UpOutcome::Repaired { ref started }) => {
+            eprintln!("cluster repaired in {secs:.1} s at {}: started {} (jobs kept); plugins: {plugins}", spec.dir.display(), started.join(", "))
         }
         _ => eprintln!("cluster up in {secs:.1} s at {}; plugins: {plugins}", spec.dir.display()),
     }

@@ -27,7 +27,11 @@ pub enum UpOutcome {
     AlreadyUp,
     /// Started from nothing.
     Started,
-    /// Was (partly) running with a different configuration or plugins; restarted.
+    /// Partly running with the same configuration: the daemons that were
+    /// down were started (these labels); nothing else was touched.
+    Repaired { started: Vec<String> },
+    /// Was (partly) running with a different configuration or plugins;
+    /// restarted (jobs kept).
     Restarted { reason: String },
 }
 
@@ -86,6 +90,15 @@ impl fmt::Display for Status {
     }
 }
 
+/// What stopping the cluster does to its jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobPolicy {
+    /// Keep them: slurmctld saves its queue, running steps keep running.
+    Keep,
+    /// Cancel every job first (`cluster down --cancel-jobs`).
+    Cancel,
+}
+
 impl Cluster {
     /// A handle on the cluster of `spec` without starting anything.
     pub fn open(spec: &ClusterSpec) -> Result<Cluster> {
@@ -101,7 +114,9 @@ impl Cluster {
 
     /// Brings the cluster up (see the module doc). A running cluster with
     /// the same configuration and plugin files is left alone
-    /// ([`UpOutcome::AlreadyUp`]); a different one is restarted.
+    /// ([`UpOutcome::AlreadyUp`]); a partly running one has its missing
+    /// daemons started ([`UpOutcome::Repaired`]); one with another
+    /// configuration is restarted. No job is ever cancelled.
     pub fn up(spec: &ClusterSpec) -> Result<Cluster> {
         let mut c = Cluster::open(spec)?;
         c.check_prerequisites()?;
@@ -123,23 +138,22 @@ impl Cluster {
             c.outcome = Some(UpOutcome::AlreadyUp);
             return Ok(c);
         }
+        // Never cancels a job: slurmctld keeps its queue in StateSaveLocation,
+        // slurmdbd its records in MariaDB, and job steps outlive a slurmd restart.
         c.outcome = Some(if running == 0 {
             UpOutcome::Started
+        } else if same_files && !install.changed {
+            // Same configuration: start only what is down; running daemons stay.
+            UpOutcome::Repaired { started: states.iter().filter(|d| d.pid.is_none()).map(|d| d.label.clone()).collect() }
         } else {
-            let reason = if !same_files {
-                "configuration changed"
-            } else if install.changed {
-                "plugin files changed"
-            } else {
-                "some daemons were not running or not healthy"
-            };
-            c.stop_all()?;
+            let reason = if !same_files { "configuration changed" } else { "plugin files changed" };
+            c.stop_all(JobPolicy::Keep)?;
             UpOutcome::Restarted { reason: reason.into() }
         });
         c.write_files(&rendered)?;
         if let Err(e) = c.start_all() {
             log::warn!("start-up failed; stopping what was started");
-            if let Err(stop_err) = c.stop_all() {
+            if let Err(stop_err) = c.stop_all(JobPolicy::Keep) {
                 log::warn!("cleanup after failed start: {stop_err}");
             }
             return Err(e);
@@ -147,14 +161,16 @@ impl Cluster {
         Ok(c)
     }
 
-    /// Stops every daemon of the cluster (cancelling its jobs first).
-    /// Returns the labels of the daemons that were running. Idempotent.
-    pub fn down(&self) -> Result<Vec<String>> {
+    /// Stops every daemon of the cluster. Jobs are kept in slurmctld's saved
+    /// state (running steps keep running and are found again when the cluster
+    /// is back); [`JobPolicy::Cancel`] cancels them first. Returns the labels
+    /// of the daemons that were running. Idempotent.
+    pub fn down(&self, jobs: JobPolicy) -> Result<Vec<String>> {
         if !self.spec.dir.is_dir() {
             return Ok(Vec::new());
         }
         let _lock = DirLock::acquire(&self.spec.dir)?;
-        self.stop_all()
+        self.stop_all(jobs)
     }
 
     /// Each daemon's state, the plugins configured, and `sinfo` when slurmctld answers.
@@ -317,25 +333,52 @@ impl Cluster {
         }
     }
 
+    /// Starts every daemon that is not running, in dependency order (MariaDB,
+    /// slurmdbd, slurmctld, slurmd), and waits until every node is usable.
+    /// Running daemons are left alone, so this also repairs a partly-up cluster.
     fn start_all(&self) -> Result<()> {
-        ports::ensure_free(&self.ports.all())?;
         let l = &self.layout;
         let ds = self.daemons()?;
         let (db, dbd, ctld, slurmds) = (&ds[0], &ds[1], &ds[2], &ds[3..]);
+        let down = |d: &Daemon| d.running_pid().is_none();
+        let ports = &self.ports;
+        let mut need_free = Vec::new();
+        if down(db) {
+            need_free.push(ports.mariadb);
+        }
+        if down(dbd) {
+            need_free.push(ports.slurmdbd);
+        }
+        if down(ctld) {
+            need_free.push(ports.slurmctld);
+        }
+        for (d, (_, p)) in slurmds.iter().zip(&ports.slurmd) {
+            if down(d) {
+                need_free.push(*p);
+            }
+        }
+        let all = ports.all();
+        ports::ensure_free(&all.into_iter().filter(|(p, _)| need_free.contains(p)).collect::<Vec<_>>())?;
 
-        mariadb::init_datadir(l)?;
-        db.start(Duration::from_secs(30))?;
-        mariadb::wait_ready(l, db, self.ports.mariadb, Duration::from_secs(60))?;
+        if down(db) {
+            mariadb::init_datadir(l)?;
+            db.start(Duration::from_secs(30))?;
+        }
+        mariadb::wait_ready(l, db, ports.mariadb, Duration::from_secs(60))?;
         mariadb::create_db_user(l).map_err(|e| step_err("creating the slurmdbd database user", e, &l.log_file("mariadb")))?;
 
-        dbd.start(Duration::from_secs(30))?;
-        wait_until(dbd, Duration::from_secs(90), "slurmdbd did not open its port", || ports::is_listening(self.ports.slurmdbd))?;
+        if down(dbd) {
+            dbd.start(Duration::from_secs(30))?;
+        }
+        wait_until(dbd, Duration::from_secs(90), "slurmdbd did not open its port", || ports::is_listening(ports.slurmdbd))?;
         self.ensure_accounting().map_err(|e| step_err("registering cluster, account and user in slurmdbd", e, &l.log_file("slurmdbd")))?;
 
-        ctld.start(Duration::from_secs(30))?;
+        if down(ctld) {
+            ctld.start(Duration::from_secs(30))?;
+        }
         wait_until(ctld, Duration::from_secs(60), "slurmctld did not answer `scontrol ping`", || self.ctld_answers())?;
 
-        for d in slurmds {
+        for d in slurmds.iter().filter(|d| down(d)) {
             d.start(Duration::from_secs(30))?;
         }
         let start = Instant::now();
@@ -374,11 +417,12 @@ impl Cluster {
         Ok(())
     }
 
-    /// Cancels the cluster's jobs (best effort) and stops daemons in reverse
-    /// start order. Returns the labels of those that were running.
-    fn stop_all(&self) -> Result<Vec<String>> {
+    /// Stops daemons in reverse start order, cancelling the cluster's jobs
+    /// first (best effort) only with [`JobPolicy::Cancel`]. Returns the
+    /// labels of those that were running.
+    fn stop_all(&self, jobs: JobPolicy) -> Result<Vec<String>> {
         let ds = self.daemons()?;
-        if ds[2].running_pid().is_some() {
+        if jobs == JobPolicy::Cancel && ds[2].running_pid().is_some() {
             self.cancel_all_jobs();
         }
         let mut stopped = Vec::new();
@@ -484,6 +528,6 @@ mod tests {
         let text = s.to_string();
         assert!(text.contains("slurmd-a10-1") && text.contains("stopped") && text.contains("stock Slurm"), "{text}");
         // down on a never-started cluster is a no-op.
-        assert!(c.down().unwrap().is_empty());
+        assert!(c.down(JobPolicy::Cancel).unwrap().is_empty());
     }
 }

@@ -20,12 +20,12 @@
 //!   file to use as `etc/cellsched.toml`.
 //!
 //! ```no_run
-//! use cellsched_cluster::{Cluster, ClusterSpec};
+//! use cellsched_cluster::{Cluster, ClusterSpec, JobPolicy};
 //! let spec = ClusterSpec::from_env()?;
 //! let cluster = Cluster::up(&spec)?;          // idempotent
 //! println!("{}", cluster.env_lines().join("\n"));
 //! print!("{}", cluster.status());
-//! cluster.down()?;                            // idempotent
+//! cluster.down(JobPolicy::Keep)?; // idempotent; jobs kept (JobPolicy::Cancel cancels them)
 //! # Ok::<(), cellsched_cluster::ClusterError>(())
 //! ```
 mod cluster;
@@ -40,7 +40,7 @@ mod render;
 mod slurm_client;
 mod spec;
 
-pub use cluster::{Cluster, DaemonState, Status, UpOutcome};
+pub use cluster::{Cluster, DaemonState, JobPolicy, Status, UpOutcome};
 pub use error::{ClusterError, Result};
 pub use layout::Layout;
 pub use plugins::{PluginSet, OUR_PLUGINS};

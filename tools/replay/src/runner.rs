@@ -52,7 +52,7 @@ pub fn run_modes(jobs: &[ReplayJob], modes: &[Mode], s: &Settings, opts: &LiveOp
     }
     if !opts.keep_up {
         sink("bringing the cluster down");
-        match Cluster::open(&opts.spec).and_then(|c| c.down()) {
+        match Cluster::open(&opts.spec).and_then(|c| c.down(cellsched_cluster::JobPolicy::Cancel)) {
             Ok(_) => {}
             Err(e) if outcome.is_ok() => outcome = Err(e.into()),
             Err(e) => sink(&format!("warning: bringing the cluster down failed too: {e}")),
