@@ -391,8 +391,107 @@ impl ModelToml {
                 spec.layers = self.layers.unwrap_or(1).max(1);
             }
         }
+        check_size_bounds(&spec).map_err(err)?;
         Ok((spec, self.aliases))
     }
+}
+
+/// Largest accepted value of any architecture size field (layers, hidden,
+/// heads, sequence length, vocabulary, FFN width, experts, ResNet widths,
+/// image side): far above any trained model, low enough that no derived
+/// count overflows.
+pub const MAX_MODEL_DIM: u32 = 1 << 24;
+/// Largest accepted explicit parameter count, FLOPs or activation bytes per sample.
+pub const MAX_MODEL_QUANTITY: f64 = 1e21;
+
+fn check_size_bounds(s: &ModelSpec) -> Result<(), String> {
+    let dims = [
+        ("layers", s.layers),
+        ("hidden", s.hidden),
+        ("heads", s.heads),
+        ("seq_len", s.seq_len),
+        ("vocab", s.vocab),
+        ("ffn_hidden", s.ffn_hidden),
+        ("experts", s.experts),
+        ("width", s.width),
+        ("width_factor", s.width_factor),
+        ("image_size", s.image_size),
+    ];
+    for (k, v) in dims {
+        if v > MAX_MODEL_DIM {
+            return Err(format!("model '{}': field '{k}' = {v} is out of range (at most {MAX_MODEL_DIM})", s.name));
+        }
+    }
+    for (k, v) in [("params", s.params_override), ("fwd_flops_per_sample", s.fwd_flops_override), ("act_bytes_per_sample", s.act_bytes_override)] {
+        if v.is_some_and(|x| x > MAX_MODEL_QUANTITY) {
+            return Err(format!("model '{}': field '{k}' is out of range (at most {MAX_MODEL_QUANTITY:e})", s.name));
+        }
+    }
+    if s.name.len() > 128 || s.name.chars().any(char::is_control) {
+        return Err("model name: at most 128 characters, no control characters".into());
+    }
+    Ok(())
+}
+
+/// Largest model TOML file the SPANK plugin reads at submit.
+pub const MAX_MODEL_FILE_BYTES: u64 = 64 * 1024;
+/// Job-environment key carrying a user model's validated description from
+/// the submit host to slurmctld and the nodes (see [`model_to_wire`]).
+pub const MODEL_SPEC_ENV_KEY: &str = "CELLSCHED_DL_MODEL_SPEC";
+
+/// Reads and validates a user model TOML file of at most
+/// [`MAX_MODEL_FILE_BYTES`] (done by the SPANK plugin as the submitting user).
+pub fn load_model_file_limited(path: &Path) -> Result<ModelSpec, CoreError> {
+    use std::io::Read;
+    let origin = path.display().to_string();
+    let ioe = |e: std::io::Error| CoreError::File { path: origin.clone(), line: None, msg: format!("cannot read model file: {e}") };
+    let f = std::fs::File::open(path).map_err(ioe)?;
+    let mut bytes = Vec::new();
+    f.take(MAX_MODEL_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(ioe)?;
+    if bytes.len() as u64 > MAX_MODEL_FILE_BYTES {
+        return Err(CoreError::File { path: origin, line: None, msg: format!("model file is larger than {MAX_MODEL_FILE_BYTES} bytes") });
+    }
+    let text = String::from_utf8(bytes).map_err(|_| CoreError::File { path: origin.clone(), line: None, msg: "model file is not UTF-8".into() })?;
+    parse_model_toml(&text, &origin, path.file_stem().and_then(|s| s.to_str()).unwrap_or("user_model"))
+}
+
+/// One-line canonical form of a model (JSON with the TOML file's keys),
+/// passed in the job environment as [`MODEL_SPEC_ENV_KEY`].
+pub fn model_to_wire(s: &ModelSpec) -> String {
+    let nz = |v: u32| (v > 0).then_some(v);
+    serde_json::json!({
+        "name": s.name,
+        "family": s.family,
+        "layers": nz(s.layers),
+        "hidden": nz(s.hidden),
+        "heads": nz(s.heads),
+        "seq_len": nz(s.seq_len),
+        "vocab": nz(s.vocab),
+        "ffn_hidden": nz(s.ffn_hidden),
+        "gated_ffn": s.gated_ffn,
+        "experts": nz(s.experts),
+        "top_k": nz(s.top_k),
+        "depth": nz(s.depth),
+        "width": nz(s.width),
+        "width_factor": nz(s.width_factor),
+        "image_size": nz(s.image_size),
+        "precision": s.precision,
+        "params": s.params_override,
+        "fwd_flops_per_sample": s.fwd_flops_override,
+        "act_bytes_per_sample": s.act_bytes_override,
+    })
+    .to_string()
+}
+
+/// Parses and validates [`model_to_wire`]'s form with the same rules as a
+/// model TOML file (the receiver never trusts the sender's checks).
+pub fn model_from_wire(text: &str) -> Result<ModelSpec, CoreError> {
+    let err = |msg: String| CoreError::File { path: MODEL_SPEC_ENV_KEY.into(), line: None, msg };
+    if text.len() as u64 > MAX_MODEL_FILE_BYTES {
+        return Err(err("too long".into()));
+    }
+    let m: ModelToml = serde_json::from_str(text).map_err(|e| err(format!("invalid model description: {e}")))?;
+    Ok(m.into_spec("user_model", MODEL_SPEC_ENV_KEY, 1)?.0)
 }
 
 #[derive(Debug, Deserialize)]
@@ -627,5 +726,55 @@ mod tests {
         assert!(e.contains("m.toml:1") && e.contains("family"), "{e}");
         let e = ModelCatalog::builtin().resolve("/nonexistent/x.toml").unwrap_err().to_string();
         assert!(e.contains("/nonexistent/x.toml"), "{e}");
+    }
+
+    #[test]
+    fn models_cross_the_wire_unchanged_and_are_revalidated() {
+        let c = ModelCatalog::builtin();
+        for name in c.names() {
+            let m = c.get(name).unwrap().clone();
+            let back = model_from_wire(&model_to_wire(&m)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(back, m, "{name}");
+            assert!(!model_to_wire(&m).contains('\n'));
+        }
+        for bad in [
+            r#"{"family":"gpt","layers":0,"hidden":8,"heads":2,"seq_len":4}"#,
+            r#"{"family":"gpt","layers":4294967295,"hidden":8,"heads":2,"seq_len":4}"#,
+            r#"{"family":"gpt","layers":2,"hidden":8,"heads":3,"seq_len":4}"#,
+            r#"{"family":"generic","params":1e300,"fwd_flops_per_sample":1}"#,
+            r#"{"family":"gpt","evil":1}"#,
+            "not json",
+        ] {
+            assert!(model_from_wire(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn model_files_are_size_limited() {
+        let d = std::env::temp_dir().join(format!("cs-model-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let ok = d.join("mine.toml");
+        std::fs::write(&ok, "family = \"gpt\"\nlayers = 4\nhidden = 256\nheads = 4\nseq_len = 128\nvocab = 1000\n").unwrap();
+        assert_eq!(load_model_file_limited(&ok).unwrap().name, "mine");
+        let big = d.join("big.toml");
+        std::fs::write(&big, format!("family = \"gpt\"\n#{}\n", "x".repeat(70_000))).unwrap();
+        assert!(load_model_file_limited(&big).unwrap_err().to_string().contains("larger than"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+        /// Model TOML and its wire form: parsed or refused, never a panic, and
+        /// whatever parses has a finite cost.
+        #[test]
+        fn model_parsers_never_panic(text in "[a-z_ =\"0-9.\n]{0,160}", raw in proptest::prelude::any::<String>()) {
+            for t in [text.as_str(), raw.as_str()] {
+                if let Ok(m) = parse_model_toml(t, "fuzz.toml", "fuzz") {
+                    let c = m.cost();
+                    proptest::prop_assert!(m.params().is_finite() && c.pipeline_layers >= 1);
+                }
+                let _ = model_from_wire(t);
+            }
+        }
     }
 }
