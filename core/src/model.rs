@@ -433,6 +433,11 @@ fn check_size_bounds(s: &ModelSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// True when `--dl-model` names a user model file (ends in `.toml`) rather than a catalog model.
+pub fn is_model_file(name_or_path: &str) -> bool {
+    name_or_path.trim().to_ascii_lowercase().ends_with(".toml")
+}
+
 /// Largest model TOML file the SPANK plugin reads at submit.
 pub const MAX_MODEL_FILE_BYTES: u64 = 64 * 1024;
 /// Job-environment key carrying a user model's validated description from
@@ -573,7 +578,7 @@ impl ModelCatalog {
 
     /// A catalog model, or a user model when `name_or_path` ends in `.toml`.
     pub fn resolve(&self, name_or_path: &str) -> Result<ModelSpec, CoreError> {
-        if name_or_path.trim().to_ascii_lowercase().ends_with(".toml") {
+        if is_model_file(name_or_path) {
             return load_model_file(Path::new(name_or_path.trim()));
         }
         self.get(name_or_path).cloned()

@@ -5,7 +5,8 @@
 use crate::error::SpankError;
 use crate::ffi::{self, spank_t};
 use crate::options::{given, given_keys};
-use cellsched_core::model::ModelCatalog;
+use cellsched_core::model::{is_model_file, load_model_file_limited, model_to_wire, ModelCatalog, MODEL_SPEC_ENV_KEY};
+use std::path::Path;
 use cellsched_core::options::{DlKey, DlOptions};
 use cellsched_core::Decision;
 
@@ -27,11 +28,24 @@ pub fn collect(cmdline: &DlOptions, given: &[DlKey], env: &dyn Fn(&str) -> Optio
 }
 
 /// Submit-time validation: consistency and the model against the catalog.
-pub fn validate(o: &DlOptions) -> Result<(), SpankError> {
+/// A model TOML file is read here, as the submitting user (at most
+/// [`MAX_MODEL_FILE_BYTES`]), and its validated description is returned in
+/// the one-line form slurmctld and the nodes read ([`model_to_wire`]):
+/// slurmctld never opens a user's path.
+pub fn validate(o: &DlOptions) -> Result<Option<String>, SpankError> {
     o.check_consistency()?;
     let catalog = ModelCatalog::builtin();
-    o.check_model(|m| catalog.resolve(m))?;
-    Ok(())
+    let spec = o.check_model(|m| {
+        if is_model_file(m) {
+            load_model_file_limited(Path::new(m.trim()))
+        } else {
+            catalog.resolve(m)
+        }
+    })?;
+    Ok(match (&o.model, spec) {
+        (Some(m), Some(spec)) if is_model_file(m) => Some(model_to_wire(&spec)),
+        _ => None,
+    })
 }
 
 /// `slurm_spank_init_post_opt` in the local/allocator context. An error
@@ -43,8 +57,9 @@ pub fn post_opt(sp: spank_t) -> Result<(), SpankError> {
     if o.is_empty() {
         return Ok(());
     }
-    validate(&o)?;
-    for (k, v) in o.to_env_pairs() {
+    let model_spec = validate(&o)?;
+    let pairs = o.to_env_pairs().into_iter().chain(model_spec.map(|s| (MODEL_SPEC_ENV_KEY, s)));
+    for (k, v) in pairs {
         ffi::job_control_setenv(sp, k, &v).map_err(|msg| SpankError::Spank { call: "spank_job_control_setenv", msg })?;
     }
     ffi::log(ffi::Level::Verbose, &format!("DL options {o}"));
@@ -141,7 +156,24 @@ mod tests {
         let err = validate(&o).unwrap_err().to_string();
         assert!(err.contains("--dl-model value") && err.contains("did you mean") && err.contains(&name), "{err}");
         o.parse_option("dl-model", &name).unwrap();
-        validate(&o).unwrap();
+        assert_eq!(validate(&o).unwrap(), None, "catalog models need no description");
         assert!(validate(&DlOptions::default()).is_ok());
+    }
+
+    #[test]
+    fn model_files_are_read_at_submit_and_forwarded_as_a_description() {
+        let d = std::env::temp_dir().join(format!("cs-spank-model-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("tiny.toml");
+        std::fs::write(&f, "family = \"gpt\"\nlayers = 4\nhidden = 256\nheads = 4\nseq_len = 128\nvocab = 1000\n").unwrap();
+        let mut o = DlOptions::default();
+        o.parse_option("dl-model", f.to_str().unwrap()).unwrap();
+        o.parse_option("dl-batch", "8").unwrap();
+        let wire = validate(&o).unwrap().expect("a description for a model file");
+        assert_eq!(cellsched_core::model::model_from_wire(&wire).unwrap().layers, 4);
+        std::fs::write(&f, "family = \"gpt\"\nlayers = 4\n").unwrap();
+        let e = validate(&o).unwrap_err().to_string();
+        assert!(e.contains("tiny.toml") && e.contains("hidden"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -170,6 +170,20 @@ pub fn job_epilog(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
     Ok(())
 }
 
+/// The job's model: a catalog name, or a user model file's description as
+/// the SPANK plugin forwarded it at submit (read from the file, as the
+/// job's user, only when that is missing).
+fn job_model(name: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<cellsched_core::model::ModelSpec, SpankError> {
+    use cellsched_core::model::{is_model_file, load_model_file_limited, model_from_wire, MODEL_SPEC_ENV_KEY};
+    if is_model_file(name) {
+        return Ok(match lookup_prefixed(env, MODEL_SPEC_ENV_KEY) {
+            Some(wire) => model_from_wire(&wire)?,
+            None => load_model_file_limited(std::path::Path::new(name.trim()))?,
+        });
+    }
+    Ok(ModelCatalog::builtin().resolve(name)?)
+}
+
 /// The step's shape from SPANK items and the job environment.
 fn step_info(sp: spank_t, env: &dyn Fn(&str) -> Option<String>) -> Result<StepInfo, SpankError> {
     let get = |it, what: &'static str| {
@@ -271,7 +285,7 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
     }
     let result = (|| {
         opts.check_consistency()?;
-        let model = ModelCatalog::builtin().resolve(opts.model.as_deref().unwrap_or_default())?;
+        let model = job_model(opts.model.as_deref().unwrap_or_default(), &env)?;
         let step = step_info(sp, &env)?;
         let prepared = PREPARED.get();
         let d = prepared.and_then(|p| p.decision.clone());

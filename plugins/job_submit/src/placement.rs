@@ -17,6 +17,7 @@ use crate::job_env;
 use crate::request::{self, GpuRequest};
 use cellsched_core::config::PlacementConfig;
 use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
+use cellsched_core::model::{is_model_file, model_from_wire, MODEL_SPEC_ENV_KEY};
 use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
 use cellsched_core::{Cell, CoreError, Decision};
 use std::collections::BTreeMap;
@@ -190,16 +191,25 @@ pub fn dl_options(env: &[String]) -> Result<Option<DlOptions>, CoreError> {
 }
 
 /// The estimator's view of the job, or the outcome that ends placement.
-pub fn job_spec(opts: &DlOptions, est: &Estimator) -> Result<JobSpec, Outcome> {
+/// A user model file (`--dl-model=PATH.toml`) is never opened here: its
+/// description comes from the job environment ([`MODEL_SPEC_ENV_KEY`],
+/// written by the SPANK plugin at submit) and is validated again.
+pub fn job_spec(opts: &DlOptions, est: &Estimator, env: &[String]) -> Result<JobSpec, Outcome> {
     let Some(model) = opts.model.as_deref() else {
         return Err(Outcome::Reject("cellsched: --dl-model is required with other --dl-* options".into()));
     };
-    if model.to_ascii_lowercase().ends_with(".toml") {
-        return Err(Outcome::Stock(format!(
-            "model file '{model}' is not read inside slurmctld; use a catalog model name for Cell placement"
-        )));
-    }
-    let spec = opts.check_model(|m| est.model_catalog().resolve(m)).map_err(|e| Outcome::Reject(format!("cellsched: {e}")))?;
+    let spec = if is_model_file(model) {
+        match job_env::lookup(env, MODEL_SPEC_ENV_KEY) {
+            Some(wire) => Some(model_from_wire(wire).map_err(|e| Outcome::Reject(format!("cellsched: --dl-model={model}: {e}")))?),
+            None => {
+                return Err(Outcome::Stock(format!(
+                    "model file '{model}' came without its description (the SPANK plugin reads it at submit; is spank_cellsched.so in plugstack.conf on the submit host?)"
+                )))
+            }
+        }
+    } else {
+        opts.check_model(|m| est.model_catalog().resolve(m)).map_err(|e| Outcome::Reject(format!("cellsched: {e}")))?
+    };
     let Some(global_batch) = opts.batch else {
         return Err(Outcome::Reject(format!("cellsched: --dl-batch=N (global batch size) is required with --dl-model={model}")));
     };
@@ -298,7 +308,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
     if req.het_component {
         return het_refusal();
     }
-    let job = match job_spec(&opts, est) {
+    let job = match job_spec(&opts, est, &req.env) {
         Ok(j) => j,
         Err(Outcome::Stock(why)) => return fallback(req, nodes, &why),
         Err(out) => return out,
@@ -543,7 +553,7 @@ mod tests {
         let r = SubmitRequest { env: env.to_vec(), features: Some("ib".into()), ..Default::default() };
         let c = cluster(&[]);
         let Outcome::Place(p) = place(&r, &c, &cfg, &e) else { panic!("not placed") };
-        let job = job_spec(&dl_options(&r.env).unwrap().unwrap(), &e).unwrap();
+        let job = job_spec(&dl_options(&r.env).unwrap().unwrap(), &e, &r.env).unwrap();
         let expect = e.rank_cells(&job, &offers(&c, &cfg, false), cfg.max_gpus)[0].clone();
         assert_eq!(p.estimate, expect);
         assert!(!p.pinned);
@@ -743,5 +753,33 @@ mod tests {
         }
         let plain = SubmitRequest { env: vec!["FOO=1".into()], het_component: true, ..Default::default() };
         assert!(matches!(place(&plain, &cluster(&[]), &PlacementConfig::default(), &est()), Outcome::Stock(_)));
+    }
+
+    #[test]
+    fn user_model_files_are_placed_from_their_forwarded_description() {
+        let spec = cellsched_core::model::parse_model_toml(
+            "family = \"gpt\"\nlayers = 12\nhidden = 768\nheads = 12\nseq_len = 512\nvocab = 50000\n",
+            "small.toml",
+            "small",
+        )
+        .unwrap();
+        let env = vec![
+            "CELLSCHED_DL_MODEL=/home/u/small.toml".to_string(),
+            "CELLSCHED_DL_BATCH=16".into(),
+            format!("{MODEL_SPEC_ENV_KEY}={}", cellsched_core::model::model_to_wire(&spec)),
+        ];
+        let r = SubmitRequest { env: env.clone(), ..Default::default() };
+        let Outcome::Place(p) = place(&r, &cluster(&[]), &PlacementConfig::default(), &est()) else { panic!("not placed") };
+        assert!(p.tags.contains("model=small"), "{}", p.tags);
+        // Without the description (no SPANK plugin at submit) the file is never opened here.
+        let r2 = SubmitRequest { env: env[..2].to_vec(), ..Default::default() };
+        match place(&r2, &cluster(&[]), &PlacementConfig::default(), &est()) {
+            Outcome::Reject(m) => assert!(m.contains("without its description") && m.contains("--gres"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // A forged, invalid description is refused.
+        let mut bad = env.clone();
+        bad[2] = format!("{MODEL_SPEC_ENV_KEY}={{\"family\":\"gpt\",\"layers\":0}}");
+        assert!(matches!(place(&SubmitRequest { env: bad, ..Default::default() }, &cluster(&[]), &PlacementConfig::default(), &est()), Outcome::Reject(_)));
     }
 }

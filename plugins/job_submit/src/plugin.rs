@@ -261,7 +261,7 @@ fn pending_auto_jobs(l: &Loaded) -> Vec<(PendingDl, String)> {
             .then(|| placement::dl_options(&env).ok().flatten())
             .flatten()
             .filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)
-            .and_then(|o| placement::job_spec(&o, &l.est).ok().map(|spec| {
+            .and_then(|o| placement::job_spec(&o, &l.est, &env).ok().map(|spec| {
                 let tags = placement::dl_tags(&spec, &o);
                 (spec, tags)
             }))
