@@ -167,8 +167,8 @@ impl Config {
         if !(p.replan_max_slowdown.is_finite() && p.replan_max_slowdown >= 1.0) {
             return bad(format!("placement.replan_max_slowdown = {} must be a number >= 1", p.replan_max_slowdown));
         }
-        if p.max_gpus == 0 {
-            return bad("placement.max_gpus = 0 must be at least 1".into());
+        if p.max_gpus == 0 || p.max_gpus > crate::cell::MAX_CELL_GPUS {
+            return bad(format!("placement.max_gpus = {} must be in 1..={}", p.max_gpus, crate::cell::MAX_CELL_GPUS));
         }
         if let Some(t) = p.allowed_gpu_types.iter().find(|t| crate::Cell::new(t, 1, 1).is_err()) {
             return bad(format!("placement.allowed_gpu_types entry '{t}' is not a GPU type name (e.g. a100)"));
@@ -297,5 +297,22 @@ profile_db = "/var/lib/cellsched/p.csv"
         assert_eq!(r(None, None, Some("/tmp/cs/etc/slurm.conf")), PathBuf::from("/tmp/cs/etc/cellsched.toml"));
         assert_eq!(r(None, Some(""), Some("slurm.conf")), PathBuf::from(DEFAULT_CONFIG_PATH));
         assert_eq!(r(None, None, None), PathBuf::from(DEFAULT_CONFIG_PATH));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+        /// Any cellsched.toml text is loaded or refused with an error naming
+        /// the file: never a panic.
+        #[test]
+        fn config_parser_never_panics(
+            near in "(\\[(ordering|placement|estimator)\\]\n|[a-z_]{1,20} = (-?[0-9.e]{1,8}|true|\"[a-z0-9/.]{0,10}\"|\\[\"[a-z0-9]{0,5}\"\\])\n){0,8}",
+            raw in proptest::prelude::any::<String>(),
+        ) {
+            for t in [near.as_str(), raw.as_str()] {
+                if let Err(e) = Config::from_toml_str(t, "fuzz.toml") {
+                    proptest::prop_assert!(e.to_string().contains("fuzz.toml"));
+                }
+            }
+        }
     }
 }

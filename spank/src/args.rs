@@ -94,4 +94,16 @@ mod tests {
             assert!(PluginArgs::parse(&[bad]).is_err(), "{bad} should be rejected");
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+        /// plugstack.conf arguments: accepted or refused, never a panic.
+        #[test]
+        fn args_parser_never_panics(a in proptest::prelude::any::<String>(), near in "(plan_dir|config|default_gpu_type|master_port_base)=[a-z0-9/._ -]{0,20}") {
+            let _ = PluginArgs::parse(&[a.as_str()]);
+            if let Ok(p) = PluginArgs::parse(&[near.as_str()]) {
+                proptest::prop_assert!(p.plan_dir.is_absolute());
+            }
+        }
+    }
 }

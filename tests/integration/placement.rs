@@ -547,6 +547,31 @@ fn bad_dl_input_is_rejected_with_a_message() {
         .expect_err("a 7B model on one a10 must be refused");
     assert!(e.contains("cellsched") && e.contains("a10x1") && e.contains("cannot run"), "{e}");
     assert!(common::slurm_ok("squeue", &["-h", "-n", &name]).trim().is_empty());
+
+    // A GPU type the cluster lacks, plans no job may run, heterogeneous jobs: refused, naming why.
+    let script = common::cluster().jobs_dir.join("het.sh");
+    std::fs::write(&script, "#!/bin/sh
+true
+").unwrap();
+    let script_s = script.display().to_string();
+    let cases: [(&[&str], &[&str]); 6] = [
+        (&["--dl-model", SMALL_MODEL, "--dl-batch", "8", "--dl-cell=h100x4", "--wrap", "true"], &["'h100'", "a10, a100, v100"]),
+        (&["--dl-model", SMALL_MODEL, "--dl-batch", "8", "--dl-plan=dp=1000000,tp=1000000,pp=1000000", "--wrap", "true"], &["--dl-plan", "1..=4096"]),
+        (&["--dl-model", SMALL_MODEL, "--dl-batch", "8", "--dl-plan=dp=4096,tp=4096,pp=4096", "--wrap", "true"], &["--dl-plan", "more than any job may use"]),
+        (&["--dl-model", SMALL_MODEL, "--dl-batch", "8", "--dl-plan=dp=2147483650,tp=2,pp=1", "--wrap", "true"], &["--dl-plan"]),
+        (&["--dl-model", SMALL_MODEL, "--dl-batch", "64", "--dl-plan=dp=32,tp=1,pp=1", "--wrap", "true"], &["32 GPUs", "most a job may use is 16"]),
+        (&["--dl-model", SMALL_MODEL, "--dl-batch", "8", "--gres=gpu:1", ":", "--gres=gpu:1", &script_s], &["heterogeneous"]),
+    ];
+    for (args, needles) in cases {
+        let name = common::unique_name("refused");
+        let mut full = vec!["-J", name.as_str()];
+        full.extend_from_slice(args);
+        let e = common::submit(&full).expect_err(&format!("{args:?} must be refused"));
+        for n in needles {
+            assert!(e.contains(n), "{args:?}: message lacks {n:?}: {e}");
+        }
+        assert!(common::slurm_ok("squeue", &["-h", "-n", &name]).trim().is_empty(), "{args:?} created a job");
+    }
     assert!(common::slurm_ok("scontrol", &["ping"]).contains("UP"));
 }
 
@@ -594,7 +619,94 @@ fn broken_config_falls_back_to_stock() {
     p.wait_state(id, &["COMPLETED"]);
     let f = p.sacct(id, &["AllocTRES", "AdminComment"], |m| m["AllocTRES"].contains("gres/gpu"));
     assert!(f["AdminComment"].is_empty(), "{f:?}");
+    // cellsched cannot decide: a pinned Cell is still requested as given ...
+    let pinned = p
+        .submit(&["-J", &common::unique_name("pinned"), "--dl-model", SMALL_MODEL, "--dl-batch", "8", "--dl-cell=a100x4", "--wrap", "sleep 1"])
+        .expect("a pinned DL job is accepted with a broken config");
+    p.wait_state(pinned, &["COMPLETED"]);
+    let f = p.sacct(pinned, &["AllocTRES", "NodeList"], |m| m["AllocTRES"].contains("gres/gpu"));
+    assert!(f["AllocTRES"].contains("gres/gpu=4") && f["NodeList"].starts_with("a100-"), "the pinned 4 x a100 were dropped: {f:?}");
+    // ... and a DL job asking for no GPUs is refused, saying what to add.
+    let e = p
+        .submit(&["-J", &common::unique_name("nogpu"), "--dl-model", MODEL, "--dl-batch", "32", "--wrap", "true"])
+        .expect_err("a DL job without GPUs must be refused while cellsched cannot place it");
+    assert!(e.contains("--gres") && e.contains("cellsched.toml"), "{e}");
     assert!(p.ok("scontrol", &["ping"]).contains("UP"));
+}
+
+/// (6) A config error on reconfigure leaves the last good configuration in
+/// force for both plugins (logged): new DL jobs are still placed and
+/// ranked; the good file is restored afterwards.
+#[test]
+fn config_error_on_reconfigure_keeps_the_last_good_configuration() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let toml_path = p.cluster.layout.cellsched_toml();
+    let good = common::read(&toml_path);
+    /// Puts the good file back and reconfigures, even if the test fails.
+    struct Restore<'a>(&'a Private, std::path::PathBuf, String);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.1, &self.2);
+            let _ = self.0.cmd("scontrol", &["reconfigure"]);
+        }
+    }
+    let _r = Restore(p, toml_path.clone(), good);
+    std::fs::write(&toml_path, BROKEN_TOML).unwrap();
+    p.ok("scontrol", &["reconfigure"]);
+    // site_factor reloads on reconfigure, job_submit's re-planning thread when the file changes.
+    let logged = |plugin: &str| p.ctld_log().lines().any(|l| l.contains(plugin) && l.contains("config error") && l.contains("last good"));
+    let t = Instant::now();
+    while !(logged("site_factor/cellsched") && logged("job_submit/cellsched")) && t.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    for plugin in ["site_factor/cellsched", "job_submit/cellsched"] {
+        assert!(logged(plugin), "{plugin}: no 'last good' line");
+    }
+    let id = p
+        .submit(&["-J", &common::unique_name("lastgood"), "--hold", "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "100", "--wrap", "true"])
+        .expect("a DL job is placed with the last good configuration");
+    let c = p.admin_comment(id);
+    assert!(Decision::parse_admin_comment(&c).is_some(), "no decision: {c:?}");
+    p.ok("scontrol", &["release", &id.to_string()]);
+    p.cancel(&[id]);
+}
+
+/// (6) When the plan file cannot be written, the job is told why in
+/// `CELLSCHED_ERROR` (here: an unsafe, world-writable plan_dir).
+#[test]
+fn a_missing_plan_file_is_explained_in_cellsched_error() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let pd = p.cluster.layout.run().join("plans");
+    std::fs::create_dir_all(&pd).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    /// Makes plan_dir safe again, even if the test fails.
+    struct Restore(std::path::PathBuf);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+    std::fs::set_permissions(&pd, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let _r = Restore(pd.clone());
+    let out = p.jobs_dir.join(format!("{}.out", common::unique_name("noplan")));
+    let out_s = out.display().to_string();
+    let id = p
+        .submit(&["-o", &out_s, "--dl-model", SMALL_MODEL, "--dl-batch", "8", "--gres=gpu:a100:1", "--wrap", "echo FILE=[$CELLSCHED_PLAN_FILE] ERR=[$CELLSCHED_ERROR] DP=$CELLSCHED_DP"])
+        .expect("submit");
+    p.wait_state(id, &["COMPLETED"]);
+    let text = common::read(&out);
+    assert!(text.contains("FILE=[]") && text.contains("plan file not written") && text.contains("writable only by root"), "{text}");
+    assert!(text.contains("DP=1"), "the plan itself still reaches the job: {text}");
 }
 
 /// (4a) Without `--dl-iters`, the order uses the iterations predicted from

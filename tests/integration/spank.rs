@@ -264,3 +264,199 @@ fn jobs_without_dl_options_see_no_cellsched_variables() {
     let counts: Vec<&str> = text.lines().map(str::trim).collect();
     assert_eq!(counts, ["0", "0"], "CELLSCHED_ variables leaked into a plain job: {text}");
 }
+
+/// The shared cluster's plan directory (`plan_dir=` in its plugstack.conf).
+fn plan_dir() -> std::path::PathBuf {
+    common::cluster().cluster.layout.run().join("plans")
+}
+
+/// Names of the plan directories of job `id` still under `plan_dir`.
+fn plan_dirs_of(id: u32) -> Vec<String> {
+    std::fs::read_dir(plan_dir())
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with(&format!("{id}."))).collect())
+        .unwrap_or_default()
+}
+
+/// Waits (bounded) until job `id` has no plan directory left.
+fn plan_dirs_gone(id: u32) -> Result<(), Vec<String>> {
+    let t = std::time::Instant::now();
+    loop {
+        let left = plan_dirs_of(id);
+        if left.is_empty() {
+            return Ok(());
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            return Err(left);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// A `CELLSCHED_DECISION` the user sets inside their own job before `srun`
+/// is not trusted: the step's tasks get the decision in the job's
+/// AdminComment (labelled `decision`), never the forged one.
+#[test]
+fn a_forged_decision_in_the_job_environment_is_ignored() {
+    require_e2e!();
+    require_spank!();
+    if !common::cluster().cluster.plugins.job_submit {
+        eprintln!("skipped: job_submit/cellsched not loaded");
+        return;
+    }
+    let c = common::cluster();
+    let name = common::unique_name("spank-forged");
+    let out = c.jobs_dir.join(format!("{name}.out"));
+    let out_s = out.to_string_lossy().into_owned();
+    let forged = "cellsched: cell=a100x4x4 nodes=1 dp=1 tp=1 pp=4 mb=7 zero=0 ckpt=0 iter_s=0.000123 src=measured";
+    let script = format!(
+        "#!/bin/sh\nexport CELLSCHED_DECISION='{forged}' SLURM_SPANK_CELLSCHED_DECISION='{forged}' SPANK_CELLSCHED_DECISION='{forged}'\nsrun /bin/sh -c '{}'\n",
+        REPORT.replace('\'', "'\\''")
+    );
+    let jobid = common::submit(&[
+        "-J", &name, "-o", &out_s, "-N1", "--ntasks-per-node=1", "--gpus-per-node=a100:4", "--dl-model", MODEL, "--dl-batch=64",
+        "--wrap", &script,
+    ])
+    .expect("submit");
+    let text = output_of(jobid, &out);
+    let reports = parse_reports(&text);
+    assert_eq!(reports.len(), 1, "{text}");
+    let got = check_task(&reports[0]);
+    let d = sacct_decision(jobid).expect("a decision");
+    assert_eq!(got, from_decision(&d), "the task must run the AdminComment's decision");
+    assert!(!(got.pp == 4 && got.mb == 7), "the forged plan reached the task: {got:?}");
+    assert_ne!(reports[0].file["iter_time_s"].as_f64(), Some(0.000123), "{}", reports[0].file);
+}
+
+/// Plan directories are created by slurmstepd in the root-owned plan_dir
+/// and removed when the job ends, completed or cancelled.
+#[test]
+fn plan_directories_are_removed_when_jobs_end_or_are_cancelled() {
+    require_e2e!();
+    require_spank!();
+    let c = common::cluster();
+    let m = std::fs::symlink_metadata(plan_dir()).expect("plan_dir exists after DL jobs ran");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((m.uid(), m.mode() & 0o777), (0, 0o755), "plan_dir is root's, 0755");
+    let name = common::unique_name("spank-clean");
+    let out = c.jobs_dir.join(format!("{name}.out"));
+    let out_s = out.to_string_lossy().into_owned();
+    let done = common::submit(&[
+        "-J", &name, "-o", &out_s, "-N1", "--gpus-per-node=a100:1", "--dl-model", MODEL, "--dl-batch=8",
+        "--wrap", "test -s \"$CELLSCHED_PLAN_FILE\" && echo PLAN_OK; srun true",
+    ])
+    .expect("submit");
+    let text = output_of(done, &out);
+    assert!(text.contains("PLAN_OK"), "{text}");
+    plan_dirs_gone(done).unwrap_or_else(|left| panic!("job {done} left {left:?}"));
+    let name = common::unique_name("spank-cancel");
+    let cancelled = common::submit(&["-J", &name, "-o", "/dev/null", "-N1", "--gpus-per-node=a100:1", "--dl-model", MODEL, "--dl-batch=8", "--wrap", "sleep 300"])
+        .expect("submit");
+    common::wait_for_state(cancelled, &["RUNNING"], Duration::from_secs(120)).unwrap();
+    let t = std::time::Instant::now();
+    while plan_dirs_of(cancelled).is_empty() && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!plan_dirs_of(cancelled).is_empty(), "a running DL job has its plan directory");
+    common::slurm_ok("scancel", &[&cancelled.to_string()]);
+    plan_dirs_gone(cancelled).unwrap_or_else(|left| panic!("cancelled job {cancelled} left {left:?}"));
+}
+
+/// Creates (once) a local user for the multi-user tests; returns its uid.
+fn test_user(name: &str) -> u32 {
+    let id = |n: &str| std::process::Command::new("id").args(["-u", n]).output().ok().filter(|o| o.status.success());
+    if id(name).is_none() {
+        let st = std::process::Command::new("useradd").args(["--no-create-home", "--shell", "/bin/sh", name]).status().expect("useradd");
+        assert!(st.success() || id(name).is_some(), "useradd {name} failed");
+    }
+    String::from_utf8_lossy(&id(name).expect("user exists").stdout).trim().parse().expect("uid")
+}
+
+/// Runs `prog args` as `user` against the shared cluster.
+fn as_user(user: &str, prog: &str, args: &[&str]) -> std::process::Output {
+    let c = common::cluster();
+    let bin = c.spec().slurm_bin.join(prog);
+    let path = if bin.is_file() { bin.display().to_string() } else { prog.to_string() };
+    let mut cmd = std::process::Command::new("runuser");
+    cmd.args(["-u", user, "--", "env", &format!("SLURM_CONF={}", c.slurm_conf.display()), &path]).args(args).current_dir("/");
+    cmd.output().expect("runuser")
+}
+
+/// As a second, ordinary user nothing under /tmp or plan_dir can stop
+/// another user's job from getting its plan file, nor make root write
+/// outside plan_dir: the job's user cannot either (links it plants in its
+/// own plan directory are removed, not followed).
+#[test]
+fn another_user_cannot_block_or_redirect_plan_files() {
+    require_e2e!();
+    require_spank!();
+    let c = common::cluster();
+    let (alice, bob) = ("cs-e2e-alice", "cs-e2e-bob");
+    let _ = test_user(alice);
+    let bob_uid = test_user(bob);
+    // Alice cannot create anything in plan_dir ...
+    let pd = plan_dir();
+    // The next job ids: one past a held probe job's.
+    let probe = common::submit(&["--hold", "-o", "/dev/null", "--wrap", "true"]).expect("probe job");
+    common::slurm_ok("scancel", &[&probe.to_string()]);
+    let next = probe + 1;
+    for id in next..next + 5 {
+        let target = pd.join(format!("{id}.batch.0"));
+        let o = as_user(alice, "mkdir", &["-m", "777", &target.display().to_string()]);
+        assert!(!o.status.success(), "alice created {} in plan_dir", target.display());
+        let o = as_user(alice, "ln", &["-s", "/etc", &target.display().to_string()]);
+        assert!(!o.status.success(), "alice linked {} in plan_dir", target.display());
+        // ... and what she plants in /tmp (the old predictable paths) is not used.
+        let _ = as_user(alice, "mkdir", &["-m", "777", &format!("/tmp/cellsched-{bob_uid}-{id}")]);
+    }
+    // Bob's job gets its plan file; inside it, he plants a link to a root file in his plan directory.
+    let victim = std::env::temp_dir().join(format!("cs-e2e-victim-{}", std::process::id()));
+    std::fs::write(&victim, "keep").unwrap();
+    let outdir = std::env::temp_dir().join(format!("cs-e2e-bob-{}", std::process::id()));
+    std::fs::create_dir_all(&outdir).unwrap();
+    std::os::unix::fs::chown(&outdir, Some(bob_uid), None).unwrap();
+    let out = outdir.join("job.out");
+    let script = format!(
+        "echo FILE=$CELLSCHED_PLAN_FILE ERR=[$CELLSCHED_ERROR]; test -s \"$CELLSCHED_PLAN_FILE\" && echo PLAN_OK; \
+         ln -s {} \"$(dirname \"$CELLSCHED_PLAN_FILE\")/evil\"; mkdir \"$(dirname \"$CELLSCHED_PLAN_FILE\")/sub\"",
+        victim.display()
+    );
+    let o = as_user(bob, "sbatch", &["--parsable", "-o", &out.display().to_string(), "-N1", "--gpus-per-node=a100:1", "--dl-model", MODEL, "--dl-batch=8", "--wrap", &script]);
+    assert!(o.status.success(), "bob's sbatch: {}", String::from_utf8_lossy(&o.stderr));
+    let id: u32 = String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap();
+    let text = output_of(id, &out);
+    assert!(text.contains("PLAN_OK") && text.contains(&format!("FILE={}/{id}.batch.0/plan.json", pd.display())), "{text}");
+    assert!(text.contains("ERR=[]"), "CELLSCHED_ERROR set: {text}");
+    plan_dirs_gone(id).unwrap_or_else(|left| panic!("job {id} left {left:?}"));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep", "root followed the user's link");
+    let _ = std::fs::remove_file(&victim);
+    let _ = std::fs::remove_dir_all(&outdir);
+    for id in next..next + 5 {
+        let _ = std::fs::remove_dir_all(format!("/tmp/cellsched-{bob_uid}-{id}"));
+    }
+    let _ = c;
+}
+
+/// A model described in the user's own TOML file gets a Cell and a plan
+/// like a catalog model: the SPANK plugin forwards its description.
+#[test]
+fn a_model_toml_job_gets_a_cell_and_a_plan() {
+    require_e2e!();
+    require_spank!();
+    if !common::cluster().cluster.plugins.job_submit {
+        eprintln!("skipped: job_submit/cellsched not loaded");
+        return;
+    }
+    let c = common::cluster();
+    let name = common::unique_name("spank-toml");
+    let model = c.jobs_dir.join(format!("{name}.toml"));
+    std::fs::write(&model, "family = \"gpt\"\nlayers = 12\nhidden = 768\nheads = 12\nseq_len = 512\nvocab = 50000\n").unwrap();
+    let out = c.jobs_dir.join(format!("{name}.out"));
+    let (model_s, out_s) = (model.display().to_string(), out.display().to_string());
+    let jobid = common::submit(&["-J", &name, "-o", &out_s, "--dl-model", &model_s, "--dl-batch=16", "--wrap", "echo SRC=$CELLSCHED_PLAN_SOURCE CELL=$CELLSCHED_CELL ERR=[$CELLSCHED_ERROR]"])
+        .expect("submit");
+    let text = output_of(jobid, &out);
+    let d = sacct_decision(jobid).expect("a decision for the model file's job");
+    let comment = common::admin_comment(jobid).unwrap_or_default();
+    assert!(comment.contains(&format!("model={name}")), "{comment}");
+    assert!(text.contains("SRC=decision") && text.contains(&format!("CELL={}", d.cell)) && text.contains("ERR=[]"), "{text}");
+}

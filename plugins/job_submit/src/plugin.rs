@@ -6,6 +6,10 @@
 //! (slurmctld only) sleeps on a condvar, snapshots under the read locks,
 //! computes without locks, and applies moves through `update_job()` under the
 //! write locks, then asks the scheduler to run.
+//!
+//! A config file that fails to load leaves the last good configuration in
+//! force (logged); with none yet, DL jobs keep their own GPU request or are
+//! refused without one ([`placement::fallback`]).
 use crate::placement::{self, NodeGpus, Outcome, SubmitRequest};
 use crate::replan::{self, PendingDl};
 use crate::{job_env, request};
@@ -99,8 +103,16 @@ fn reload_if_changed() {
             Some(Arc::new(Loaded { est: estimator(&cfg), cfg }))
         }
         Err(e) => {
-            error(&format!("config error: {e}; DL jobs are scheduled the stock way until it is fixed"));
-            None
+            let last = current();
+            error(&format!(
+                "config error: {e}; {} until it is fixed",
+                if last.is_some() {
+                    "the last good configuration stays in force"
+                } else {
+                    "DL jobs keep their own GPU request (or are refused without one)"
+                }
+            ));
+            last
         }
     };
     *LOADED.write().unwrap_or_else(|e| e.into_inner()) = new;

@@ -149,4 +149,20 @@ mod tests {
         // A feature we did not add is left alone.
         assert_eq!(without_type_feature(Some("ib"), "a100").as_deref(), Some("ib"));
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+        /// GRES/TRES strings from users (`--gres`, `--gpus`) and node records:
+        /// parsed or ignored, never a panic; rewriting keeps non-GPU entries.
+        #[test]
+        fn gres_parsers_never_panic(raw in proptest::prelude::any::<String>(), near in "((gres[:/])?(gpu|mps)(:[a-z0-9]{1,6})?([:=][0-9kKmM]{1,12})?(\\([A-Z]:[0-9,-]{0,6}\\))?,?){0,4}") {
+            for t in [raw.as_str(), near.as_str()] {
+                let _ = gpu_request(Some(t));
+                let _ = crate::placement::node_gpus("n", Some(t), Some(t), true);
+                let w = with_untyped_gpus(Some(t), 4);
+                proptest::prop_assert_eq!(gpu_request(Some(&w)).map(|g| g.count), Some(4));
+                let _ = without_type_feature(Some(t), "a100");
+            }
+        }
+    }
 }
