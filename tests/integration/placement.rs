@@ -739,3 +739,250 @@ fn predicted_iterations_order_jobs_without_dl_iters() {
     assert!(sp > lp, "predicted-short job {short} has priority {sp}, predicted-long job {long} {lp}");
     p.cancel(&[long, short]);
 }
+
+/// PID of a daemon of the private cluster.
+fn daemon_pid(p: &Private, label: &str) -> i32 {
+    let d = p.cluster.daemons().unwrap().into_iter().find(|d| d.label == label).unwrap_or_else(|| panic!("no daemon {label}"));
+    d.running_pid().unwrap_or_else(|| panic!("{label} is not running"))
+}
+
+/// Sends `sig` to a daemon of the private cluster and waits until it is gone.
+fn kill_daemon(p: &Private, label: &str, sig: i32) {
+    let d = p.cluster.daemons().unwrap().into_iter().find(|d| d.label == label).unwrap();
+    let pid = daemon_pid(p, label);
+    // SAFETY: kill(2) on a pid of our own cluster.
+    unsafe { libc::kill(pid, sig) };
+    let t = Instant::now();
+    while d.running_pid().is_some() && t.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(d.running_pid().is_none(), "{label} did not stop");
+}
+
+/// Brings the private cluster back with `cluster up` (repairing what is down).
+fn repair(p: &mut Private) {
+    p.cluster = Cluster::up(&p.spec).unwrap_or_else(|e| panic!("repairing the placement cluster: {e}"));
+}
+
+/// (14.6) `kill -9` of slurmctld with pending DL jobs, then `cluster up`:
+/// their decisions and their order are kept.
+#[test]
+fn slurmctld_kill_9_keeps_decisions_and_order() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let mut guard = private();
+    let p = guard.as_mut().unwrap();
+    // Every GPU busy, so both DL jobs pend (and sprio lists them).
+    let mut blockers = Vec::new();
+    for (n, t, g) in p.nodes() {
+        blockers.push(p.block(&n, &t, g));
+    }
+    let (ln, sn) = (common::unique_name("k9-long"), common::unique_name("k9-short"));
+    let long = p.submit(&dl_args(&ln, "1000000", "true")).expect("submit long");
+    let short = p.submit(&dl_args(&sn, "10", "true")).expect("submit short");
+    let before: Vec<String> = [long, short].iter().map(|id| p.admin_comment(*id)).collect();
+    assert!(before.iter().all(|c| Decision::parse_admin_comment(c).is_some()), "{before:?}");
+    let sprio = |p: &Private| -> ((u64, u64), (u64, u64)) {
+        let t = Instant::now();
+        loop {
+            if let (Some(l), Some(s)) = (p.sprio(long), p.sprio(short)) {
+                return (l, s);
+            }
+            assert!(t.elapsed() < WAIT, "sprio does not list jobs {long} {short}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    let (l0, s0) = sprio(p);
+    assert!(s0.1 > l0.1, "short before long: {s0:?} {l0:?}");
+    // slurmctld saves its job state a few seconds after a change (as any
+    // Slurm does): kill it only once the saved state holds these jobs.
+    let saved = p.cluster.layout.state().join("job_state");
+    let since = std::time::SystemTime::now();
+    let t = Instant::now();
+    while std::fs::metadata(&saved).and_then(|m| m.modified()).map_or(true, |m| m <= since) && t.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    kill_daemon(p, "slurmctld", libc::SIGKILL);
+    repair(p);
+    let after: Vec<String> = [long, short].iter().map(|id| p.admin_comment(*id)).collect();
+    assert_eq!(after, before, "decisions changed across kill -9");
+    let (l1, s1) = sprio(p);
+    assert!(s1.1 > l1.1 && l1.1 > 0, "order lost across kill -9: short {s1:?} long {l1:?}");
+    for id in &blockers {
+        assert_eq!(p.state(*id), "RUNNING", "running job {id} across kill -9");
+    }
+    p.cancel(&[long, short]);
+    p.cancel(&blockers);
+}
+
+/// (14.6) slurmdbd down while a DL job completes, then back: accounting
+/// gets the job with its decision; nothing is lost.
+#[test]
+fn slurmdbd_down_while_jobs_complete_loses_nothing() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let mut guard = private();
+    let p = guard.as_mut().unwrap();
+    kill_daemon(p, "slurmdbd", libc::SIGTERM);
+    let name = common::unique_name("dbd-down");
+    let id = p.submit(&["-J", &name, "--dl-model", SMALL_MODEL, "--dl-batch", "8", "--gres=gpu:a100:1", "--wrap", "sleep 1"]).expect("submit");
+    p.wait_state(id, &["COMPLETED"]);
+    repair(p);
+    let t = Instant::now();
+    let f = loop {
+        let text = p.ok("sacct", &["-X", "-n", "-P", "-j", &id.to_string(), "-o", "State,AdminComment"]);
+        if let Some((state, comment)) = text.lines().next().and_then(|l| l.split_once('|')) {
+            if state == "COMPLETED" && comment.contains("cellsched:") {
+                break comment.to_string();
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(120), "job {id} not in accounting after slurmdbd came back: {text:?}");
+        std::thread::sleep(Duration::from_millis(1000));
+    };
+    assert_eq!(Decision::parse_admin_comment(&f), Decision::parse_admin_comment(&p.admin_comment(id)));
+}
+
+/// (14.6) A slurmd killed while a DL job runs on it: Slurm requeues or
+/// fails the job as it would any job; once slurmd is back its orphaned step
+/// ends and the plan directory is removed.
+#[test]
+fn slurmd_killed_under_a_dl_job_leaves_no_plan_directory() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let mut guard = private();
+    let p = guard.as_mut().unwrap();
+    let plans = p.cluster.layout.run().join("plans");
+    let dirs_of = |id: u32| -> Vec<String> {
+        std::fs::read_dir(&plans)
+            .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with(&format!("{id}."))).collect())
+            .unwrap_or_default()
+    };
+    let id = p
+        .submit(&["-J", &common::unique_name("slurmd-kill"), "-w", "a10-1", "--dl-model", SMALL_MODEL, "--dl-batch", "8", "--gres=gpu:a10:1", "--wrap", "sleep 600"])
+        .expect("submit");
+    p.wait_state(id, &["RUNNING"]);
+    let t = Instant::now();
+    while dirs_of(id).is_empty() && t.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!dirs_of(id).is_empty(), "no plan directory for running job {id}");
+    kill_daemon(p, "slurmd-a10-1", libc::SIGKILL);
+    p.ok("scontrol", &["update", "nodename=a10-1", "state=down", "reason=cellsched-e2e"]);
+    let state = {
+        let t = Instant::now();
+        loop {
+            let s = p.state(id);
+            if s != "RUNNING" && s != "COMPLETING" {
+                break s;
+            }
+            assert!(t.elapsed() < WAIT, "job {id} still {s} after its node went down");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    assert!(["PENDING", "REQUEUED", "NODE_FAIL", "FAILED", "CANCELLED"].contains(&state.as_str()), "job {id}: {state}");
+    let _ = p.cmd("scancel", &[&id.to_string()]); // a requeued job must not start again on the same path
+    repair(p);
+    // ReturnToService=2 may have returned the node already; resume it otherwise.
+    let _ = p.cmd("scontrol", &["update", "nodename=a10-1", "state=resume"]);
+    let t = Instant::now();
+    while !dirs_of(id).is_empty() && t.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(dirs_of(id).is_empty(), "job {id} left {:?}", dirs_of(id));
+}
+
+/// (14.6) The profile DB corrupted, then deleted, while slurmctld runs: one
+/// clear log line naming the file each time, and DL jobs are still placed
+/// from datasheet estimates.
+#[test]
+fn a_corrupt_or_deleted_profile_db_falls_back_to_datasheets() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let toml_path = p.cluster.layout.cellsched_toml();
+    let good = common::read(&toml_path);
+    struct Restore<'a>(&'a Private, std::path::PathBuf, String);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.1, &self.2);
+            let _ = self.0.cmd("scontrol", &["reconfigure"]);
+        }
+    }
+    let _r = Restore(p, toml_path.clone(), good.clone());
+    let db = p.spec.dir.join("profiles-e2e.csv");
+    let with_db = |tag: &str| format!("# {tag}\n{}", good.replace("/nonexistent/cellsched-e2e/profiles.csv", &db.display().to_string()));
+    for (tag, corrupt) in [("corrupt", true), ("deleted", false)] {
+        if corrupt {
+            std::fs::write(&db, "model,batch\ngpt2,abc\n").unwrap();
+        } else {
+            let _ = std::fs::remove_file(&db);
+        }
+        let before = p.ctld_log().len();
+        std::fs::write(&toml_path, with_db(tag)).unwrap();
+        p.ok("scontrol", &["reconfigure"]);
+        let db_s = db.display().to_string();
+        let t = Instant::now();
+        let line = loop {
+            let log = p.ctld_log();
+            if let Some(l) = log[before.min(log.len())..].lines().find(|l| l.contains("job_submit/cellsched") && l.contains("profile_db") && l.contains(&db_s)) {
+                break l.to_string();
+            }
+            assert!(t.elapsed() < WAIT, "no log line about the {tag} profile DB {db_s}");
+            std::thread::sleep(Duration::from_millis(300));
+        };
+        assert!(line.contains("analytical estimates"), "{line}");
+        let id = p.submit(&["--begin=now+3600", "--dl-model", MODEL, "--dl-batch", "32", "--wrap", "true"]).expect("submit");
+        let d = decision_of(&p.admin_comment(id));
+        assert_eq!(d.source.to_string(), "datasheet", "{tag}: {d:?}");
+        p.cancel(&[id]);
+    }
+}
+
+/// (14.6) 50 `scontrol reconfigure` in a row under a 1,000-job queue (half
+/// DL): slurmctld keeps answering, keeps every job, and its RSS is printed
+/// before and after (a gross leak fails the test).
+#[test]
+fn fifty_reconfigures_under_a_thousand_jobs() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let name = common::unique_name("reconf");
+    for i in 0..1000 {
+        let r = if i % 2 == 0 {
+            p.submit(&["-J", &name, "--hold", "-o", "/dev/null", "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "100", "--wrap", "true"])
+        } else {
+            p.submit(&["-J", &name, "--hold", "-o", "/dev/null", "--wrap", "true"])
+        };
+        r.unwrap_or_else(|e| panic!("submit {i}: {e}"));
+    }
+    let rss = || -> u64 {
+        let pid = daemon_pid(p, "slurmctld");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap_or(0)
+    };
+    let before = rss();
+    let t = Instant::now();
+    for _ in 0..50 {
+        p.ok("scontrol", &["reconfigure"]);
+    }
+    let took = t.elapsed();
+    std::thread::sleep(Duration::from_secs(3));
+    let after = rss();
+    eprintln!("slurmctld RSS with 1000 queued jobs: {before} kB before, {after} kB after 50 reconfigures ({:.1} s)", took.as_secs_f64());
+    assert!(p.ok("scontrol", &["ping"]).contains("UP"));
+    let n = p.ok("squeue", &["-h", "-n", &name, "-o", "%i"]).lines().count();
+    assert_eq!(n, 1000, "jobs lost across reconfigures");
+    assert!(after < before + before / 2 + 20_000, "slurmctld RSS grew from {before} kB to {after} kB over 50 reconfigures");
+}
