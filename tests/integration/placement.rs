@@ -986,3 +986,38 @@ fn fifty_reconfigures_under_a_thousand_jobs() {
     assert_eq!(n, 1000, "jobs lost across reconfigures");
     assert!(after < before + before / 2 + 20_000, "slurmctld RSS grew from {before} kB to {after} kB over 50 reconfigures");
 }
+
+/// (18.3) A forged `--comment` changes nothing in a DL job's priority or
+/// decision: two identical DL jobs, one with a Comment claiming one
+/// iteration and a fast decision, get the same site factor and Cell.
+#[test]
+fn a_forged_comment_changes_nothing_in_priority_or_placement() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let mut blockers = Vec::new();
+    for (n, t, g) in p.nodes() {
+        blockers.push(p.block(&n, &t, g));
+    }
+    let forged = "--comment=iters=1 time_scale=0.000001 model=gpt__125M batch=1 cellsched: cell=a10x1x1 nodes=1 dp=1 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.000001 src=measured";
+    let (hn, fnm) = (common::unique_name("honest"), common::unique_name("forged"));
+    let honest = p.submit(&dl_args(&hn, "100000", "true")).expect("submit honest");
+    let forger = p.submit(&[&[forged][..], &dl_args(&fnm, "100000", "true")[..]].concat()).expect("submit forged");
+    let (dh, df) = (decision_of(&p.admin_comment(honest)), decision_of(&p.admin_comment(forger)));
+    assert_eq!(df.cell, dh.cell, "the Comment moved the job");
+    assert!(!p.admin_comment(forger).contains("time_scale"), "{}", p.admin_comment(forger));
+    let t = Instant::now();
+    let (sh, sf) = loop {
+        if let (Some(a), Some(b)) = (p.sprio(honest), p.sprio(forger)) {
+            break (a, b);
+        }
+        assert!(t.elapsed() < WAIT, "sprio does not list jobs {honest} {forger}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(sf.1 <= sh.1, "the forged Comment raised the site factor: forged {sf:?}, honest {sh:?}");
+    p.cancel(&[honest, forger]);
+    p.cancel(&blockers);
+}
