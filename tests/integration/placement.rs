@@ -149,7 +149,26 @@ fn plugins_built() -> bool {
     missing.is_empty()
 }
 
+/// Puts the private cluster's cellsched.toml back and reconfigures when dropped.
+struct RestoreToml<'a>(&'a Private, PathBuf, String);
+
+impl Drop for RestoreToml<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.1, &self.2);
+        let _ = self.0.cmd("scontrol", &["reconfigure"]);
+    }
+}
+
 impl Private {
+    /// Writes `text` as cellsched.toml and reconfigures; the good file comes back when the guard drops.
+    fn replace_toml(&self, text: &str) -> RestoreToml<'_> {
+        let path = self.cluster.layout.cellsched_toml();
+        let guard = RestoreToml(self, path.clone(), common::read(&path));
+        std::fs::write(&path, text).unwrap();
+        self.ok("scontrol", &["reconfigure"]);
+        guard
+    }
+
     fn cmd(&self, name: &str, args: &[&str]) -> Output {
         self.slurm().cmd(name, args)
     }
@@ -645,19 +664,7 @@ fn config_error_on_reconfigure_keeps_the_last_good_configuration() {
     }
     let guard = private();
     let p = guard.as_ref().unwrap();
-    let toml_path = p.cluster.layout.cellsched_toml();
-    let good = common::read(&toml_path);
-    /// Puts the good file back and reconfigures, even if the test fails.
-    struct Restore<'a>(&'a Private, std::path::PathBuf, String);
-    impl Drop for Restore<'_> {
-        fn drop(&mut self) {
-            let _ = std::fs::write(&self.1, &self.2);
-            let _ = self.0.cmd("scontrol", &["reconfigure"]);
-        }
-    }
-    let _r = Restore(p, toml_path.clone(), good);
-    std::fs::write(&toml_path, BROKEN_TOML).unwrap();
-    p.ok("scontrol", &["reconfigure"]);
+    let _restore = p.replace_toml(BROKEN_TOML);
     // site_factor reloads on reconfigure, job_submit's re-planning thread when the file changes.
     let logged = |plugin: &str| p.ctld_log().lines().any(|l| l.contains(plugin) && l.contains("config error") && l.contains("last good"));
     let t = Instant::now();
@@ -908,16 +915,7 @@ fn a_corrupt_or_deleted_profile_db_falls_back_to_datasheets() {
     }
     let guard = private();
     let p = guard.as_ref().unwrap();
-    let toml_path = p.cluster.layout.cellsched_toml();
-    let good = common::read(&toml_path);
-    struct Restore<'a>(&'a Private, std::path::PathBuf, String);
-    impl Drop for Restore<'_> {
-        fn drop(&mut self) {
-            let _ = std::fs::write(&self.1, &self.2);
-            let _ = self.0.cmd("scontrol", &["reconfigure"]);
-        }
-    }
-    let _r = Restore(p, toml_path.clone(), good.clone());
+    let good = common::read(&p.cluster.layout.cellsched_toml());
     let db = p.spec.dir.join("profiles-e2e.csv");
     let with_db = |tag: &str| format!("# {tag}\n{}", good.replace("/nonexistent/cellsched-e2e/profiles.csv", &db.display().to_string()));
     for (tag, corrupt) in [("corrupt", true), ("deleted", false)] {
@@ -927,8 +925,7 @@ fn a_corrupt_or_deleted_profile_db_falls_back_to_datasheets() {
             let _ = std::fs::remove_file(&db);
         }
         let before = p.ctld_log().len();
-        std::fs::write(&toml_path, with_db(tag)).unwrap();
-        p.ok("scontrol", &["reconfigure"]);
+        let _restore = p.replace_toml(&with_db(tag));
         let db_s = db.display().to_string();
         let t = Instant::now();
         let line = loop {

@@ -25,6 +25,16 @@ macro_rules! require_spank {
     };
 }
 
+/// Skips (with a note) when slurmctld runs without job_submit/cellsched.
+macro_rules! require_job_submit {
+    () => {
+        if !common::cluster().cluster.plugins.job_submit {
+            eprintln!("skipped: job_submit/cellsched not loaded");
+            return;
+        }
+    };
+}
+
 /// Shell run by every task: one `ENV` line of the relevant variables and one
 /// line: `ENV k=v ... FILE <plan file JSON>` (absolute paths: works with --export=NONE).
 const REPORT: &str = r#"echo "ENV job=${SLURM_JOB_ID} task=${SLURM_PROCID} gpus_on_node=${SLURM_GPUS_ON_NODE} nnodes=${SLURM_STEP_NUM_NODES:-$SLURM_JOB_NUM_NODES} dp=${CELLSCHED_DP} tp=${CELLSCHED_TP} pp=${CELLSCHED_PP} mb=${CELLSCHED_MICRO_BATCHES} zero=${CELLSCHED_ZERO_STAGE} ckpt=${CELLSCHED_CHECKPOINTING} src=${CELLSCHED_PLAN_SOURCE} cell=${CELLSCHED_CELL} gpus=${CELLSCHED_GPUS} world=${WORLD_SIZE} rank=${RANK:-none} file=${CELLSCHED_PLAN_FILE} error=${CELLSCHED_ERROR:+yes} FILE $(/bin/cat "$CELLSCHED_PLAN_FILE" | /usr/bin/tr -d '\n')""#;
@@ -299,10 +309,7 @@ fn plan_dirs_gone(id: u32) -> Result<(), Vec<String>> {
 fn a_forged_decision_in_the_job_environment_is_ignored() {
     require_e2e!();
     require_spank!();
-    if !common::cluster().cluster.plugins.job_submit {
-        eprintln!("skipped: job_submit/cellsched not loaded");
-        return;
-    }
+    require_job_submit!();
     let c = common::cluster();
     let name = common::unique_name("spank-forged");
     let out = c.jobs_dir.join(format!("{name}.out"));
@@ -442,10 +449,7 @@ fn another_user_cannot_block_or_redirect_plan_files() {
 fn a_model_toml_job_gets_a_cell_and_a_plan() {
     require_e2e!();
     require_spank!();
-    if !common::cluster().cluster.plugins.job_submit {
-        eprintln!("skipped: job_submit/cellsched not loaded");
-        return;
-    }
+    require_job_submit!();
     let c = common::cluster();
     let name = common::unique_name("spank-toml");
     let model = c.jobs_dir.join(format!("{name}.toml"));

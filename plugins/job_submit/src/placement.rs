@@ -263,14 +263,10 @@ fn pinned_rewrite(req: &SubmitRequest, cell: &Cell, node_size: u32) -> Result<Re
 /// becomes a plain request for that Cell; with no GPU request at all the job
 /// is refused with a message saying what to add.
 pub fn fallback(req: &SubmitRequest, nodes: &[NodeGpus], why: &str) -> Outcome {
-    let opts = match dl_options(&req.env) {
-        Ok(None) => return Outcome::Stock("no DL options".into()),
-        Ok(Some(o)) => o,
-        Err(e) => return Outcome::Reject(format!("cellsched: {e}")),
+    let opts = match submitted_options(req) {
+        Ok(o) => o,
+        Err(out) => return out,
     };
-    if req.het_component {
-        return het_refusal();
-    }
     if let CellChoice::Pinned(c) = &opts.cell {
         let Some(node_size) = gpus_per_node_of(nodes, &c.gpu_type) else {
             return missing_type(&format!("--dl-cell={c}"), &c.gpu_type, nodes);
@@ -290,24 +286,31 @@ pub fn fallback(req: &SubmitRequest, nodes: &[NodeGpus], why: &str) -> Outcome {
     ))
 }
 
-fn het_refusal() -> Outcome {
-    Outcome::Reject(
-        "cellsched: --dl-* options are not supported on heterogeneous jobs (one Cell and plan per job); \
-         submit the DL part as its own job, or drop the --dl-* options"
-            .into(),
-    )
+/// The submitted job's validated DL options, or the outcome that ends
+/// placement: stock for a job without them, a refusal for bad ones or for
+/// DL options on a heterogeneous job.
+fn submitted_options(req: &SubmitRequest) -> Result<DlOptions, Outcome> {
+    let opts = match dl_options(&req.env) {
+        Ok(None) => return Err(Outcome::Stock("no DL options".into())),
+        Ok(Some(o)) => o,
+        Err(e) => return Err(Outcome::Reject(format!("cellsched: {e}"))),
+    };
+    if req.het_component {
+        return Err(Outcome::Reject(
+            "cellsched: --dl-* options are not supported on heterogeneous jobs (one Cell and plan per job); \
+             submit the DL part as its own job, or drop the --dl-* options"
+                .into(),
+        ));
+    }
+    Ok(opts)
 }
 
 /// Chooses the Cell of a submitted job (see the module doc).
 pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est: &Estimator) -> Outcome {
-    let opts = match dl_options(&req.env) {
-        Ok(None) => return Outcome::Stock("no DL options".into()),
-        Ok(Some(o)) => o,
-        Err(e) => return Outcome::Reject(format!("cellsched: {e}")),
+    let opts = match submitted_options(req) {
+        Ok(o) => o,
+        Err(out) => return out,
     };
-    if req.het_component {
-        return het_refusal();
-    }
     let job = match job_spec(&opts, est, &req.env) {
         Ok(j) => j,
         Err(Outcome::Stock(why)) => return fallback(req, nodes, &why),
