@@ -151,8 +151,10 @@ pub fn with_tags(text: &str, tags: &str) -> String {
 
 /// The tags `cellsched report` reads after the decision in AdminComment:
 /// `model=<catalog name> batch=<global batch>`, plus `iters=<N>` only when
-/// the user declared `--dl-iters`. `Decision::parse_admin_comment` ignores them.
-pub fn dl_tags(job: &JobSpec, opts: &DlOptions) -> String {
+/// the user declared `--dl-iters`, and `gpus=<N>` when the user's own
+/// untyped GPU request fixed the count ([`FIXED_GPUS_TAG`]; re-planning keeps
+/// it). `Decision::parse_admin_comment` ignores them.
+pub fn dl_tags(job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>) -> String {
     let mut t = Vec::new();
     // Catalog names never hold spaces or '='; a name that did would break the word format.
     if !job.model.name.is_empty() && !job.model.name.contains(|c: char| c.is_whitespace() || c == '=' || c == ';') {
@@ -162,7 +164,18 @@ pub fn dl_tags(job: &JobSpec, opts: &DlOptions) -> String {
     if let Some(n) = opts.iters {
         t.push(format!("iters={n}"));
     }
+    if let Some(n) = fixed_gpus {
+        t.push(format!("{FIXED_GPUS_TAG}{n}"));
+    }
     t.join(" ")
+}
+
+/// AdminComment word recording a GPU count the user fixed (`gpus=N`).
+pub const FIXED_GPUS_TAG: &str = "gpus=";
+
+/// The GPU count the user fixed, from the job's AdminComment (written by this plugin only).
+pub fn fixed_gpus(admin_comment: &str) -> Option<u32> {
+    admin_comment.split_whitespace().find_map(|w| w.strip_prefix(FIXED_GPUS_TAG)).and_then(|v| v.parse().ok())
 }
 
 /// What to do with a submitted job.
@@ -396,7 +409,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
             }
         };
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
-        let tags = dl_tags(&job, &opts);
+        let tags = dl_tags(&job, &opts, None);
         return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags }));
     }
 
@@ -431,7 +444,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
             rewrite: Some(rewrite_for(req, &estimate)),
             estimate,
             pinned: pinned_plan.is_some(),
-            tags: dl_tags(&job, &opts),
+            tags: dl_tags(&job, &opts, want_gpus),
         })),
         None if want_gpus.is_some() => Outcome::Stock(format!(
             "no Cell of exactly {} GPUs can run {} (batch {}); the job's own GPU request is kept",
@@ -709,7 +722,10 @@ mod tests {
         for (per_node, per_job, want) in [(Some("gres:gpu:2"), None, 2), (None, Some("gres:gpu:4"), 4), (Some("gres:gpu:1"), None, 1)] {
             let r = SubmitRequest { env: dl_env(&[]), tres_per_node: per_node.map(Into::into), tres_per_job: per_job.map(Into::into), ..Default::default() };
             match place(&r, &c, &cfg, &e) {
-                Outcome::Place(p) => assert_eq!(p.decision.cell.gpus, want, "{r:?}"),
+                Outcome::Place(p) => {
+                    assert_eq!(p.decision.cell.gpus, want, "{r:?}");
+                    assert_eq!(fixed_gpus(&p.admin_comment()), Some(want), "{}", p.admin_comment());
+                }
                 Outcome::Stock(why) => assert!(why.contains("kept"), "{why}"),
                 other => panic!("{r:?}: {other:?}"),
             }

@@ -274,12 +274,13 @@ fn pending_auto_jobs(l: &Loaded) -> Vec<(PendingDl, String)> {
             .flatten()
             .filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)
             .and_then(|o| placement::job_spec(&o, &l.est, &env).ok().map(|spec| {
-                let tags = placement::dl_tags(&spec, &o);
-                (spec, tags)
+                let fixed = placement::fixed_gpus(comment);
+                let tags = placement::dl_tags(&spec, &o, fixed);
+                (spec, tags, fixed)
             }))
             .zip(Decision::parse_admin_comment(comment));
-        if let Some(((spec, tags), decision)) = parsed {
-            let p = PendingDl { id: job.id(), decision, job: spec, features: job.features().map(str::to_string), tags };
+        if let Some(((spec, tags, fixed_gpus), decision)) = parsed {
+            let p = PendingDl { id: job.id(), decision, job: spec, features: job.features().map(str::to_string), tags, fixed_gpus };
             out.push((job.priority(), p, comment.to_string()));
         }
         std::ops::ControlFlow::Continue(())

@@ -25,8 +25,10 @@ pub struct PendingDl {
     pub job: JobSpec,
     /// Its current feature expression.
     pub features: Option<String>,
-    /// Report tags kept in its AdminComment (`model=.. batch=.. [iters=..]`).
+    /// Report tags kept in its AdminComment (`model=.. batch=.. [iters=..] [gpus=..]`).
     pub tags: String,
+    /// GPU count the user fixed (an untyped `--gres=gpu:N`): moves keep it.
+    pub fixed_gpus: Option<u32>,
 }
 
 /// One re-placement.
@@ -87,7 +89,9 @@ pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig,
         if reserve(&mut pool, &d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
             continue; // its Cell can start now
         }
-        let Some(best) = est.rank_cells(&j.job, &offers(&pool, cfg, false), cfg.max_gpus).into_iter().next() else {
+        let max_gpus = cfg.max_gpus.max(j.fixed_gpus.unwrap_or(0));
+        let ranked = est.rank_cells(&j.job, &offers(&pool, cfg, false), max_gpus);
+        let Some(best) = ranked.into_iter().find(|e| j.fixed_gpus.map_or(true, |n| e.cell.gpus == n)) else {
             continue;
         };
         if best.cell == d.cell || best.iter_time_s > d.iter_s * cfg.replan_max_slowdown {
@@ -152,6 +156,7 @@ mod tests {
             job: spec(),
             features: Some(format!("ib&{}", d.cell.gpu_type)),
             tags: "model=m batch=32 iters=9".into(),
+            fixed_gpus: None,
         };
         // a100s busy, v100s free: the job moves to v100 (if not too slow).
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
@@ -176,6 +181,13 @@ mod tests {
         for mv in plan_moves(std::slice::from_ref(&job), &busy, &strict, &e) {
             assert!(mv.to.iter_time_s <= d.iter_s);
         }
+        // A GPU count the user fixed is kept by every move.
+        let fixed = PendingDl { fixed_gpus: Some(d.cell.gpus), ..job.clone() };
+        for mv in plan_moves(std::slice::from_ref(&fixed), &busy, &cfg, &e) {
+            assert_eq!(mv.to.cell.gpus, d.cell.gpus, "{mv:?}");
+        }
+        let odd = PendingDl { fixed_gpus: Some(3), ..job };
+        assert!(plan_moves(std::slice::from_ref(&odd), &busy, &cfg, &e).iter().all(|mv| mv.to.cell.gpus == 3));
     }
 
     #[test]
@@ -183,7 +195,7 @@ mod tests {
         let e = est();
         let d = on_a100(&e);
         let jobs: Vec<PendingDl> =
-            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new() }).collect();
+            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None }).collect();
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
         let moves = plan_moves(&jobs, &busy, &cfg, &e);
