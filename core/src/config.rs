@@ -64,11 +64,14 @@ pub struct OrderingConfig {
     /// Remaining time assumed for a DL job whose iterations are unknown and
     /// cannot be predicted, when it has no time limit either.
     pub default_remaining_s: f64,
+    /// Seconds between two rankings of the pending DL jobs by the plugin's
+    /// background thread (slurmctld's priority update then only copies them).
+    pub rank_interval_s: u64,
 }
 
 impl Default for OrderingConfig {
     fn default() -> Self {
-        OrderingConfig { enabled: true, aging_bound_s: 86_400.0, site_factor_max: 100_000, default_remaining_s: 3_600.0 }
+        OrderingConfig { enabled: true, aging_bound_s: 86_400.0, site_factor_max: 100_000, default_remaining_s: 3_600.0, rank_interval_s: 5 }
     }
 }
 
@@ -159,6 +162,9 @@ impl Config {
                 "ordering.default_remaining_s = {} must be a positive number of seconds",
                 o.default_remaining_s
             ));
+        }
+        if o.rank_interval_s == 0 || o.rank_interval_s > 3600 {
+            return bad(format!("ordering.rank_interval_s = {} must be in 1..=3600 seconds", o.rank_interval_s));
         }
         let p = &self.placement;
         if p.replan_interval_s == 0 {

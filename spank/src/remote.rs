@@ -11,6 +11,7 @@
 //!   also shown to the job as `CELLSCHED_ERROR`.
 //! - [`exit`] (`slurm_spank_exit`, as root): removes the step's plan directory;
 //!   [`job_epilog`] removes what a killed step left.
+//!
 //! Jobs without DL options are left untouched.
 //!
 //! Trust: a `CELLSCHED_DECISION` in the job environment is only a hint the

@@ -391,15 +391,6 @@ fn start_thread() {
     }
 }
 
-/// Keeps this `.so` mapped after `dlclose`, so a re-planning thread still
-/// waiting for slurmctld's locks when `fini` gives up on it cannot run unmapped code.
-fn pin_library() {
-    let mut info = unsafe { std::mem::zeroed::<libc::Dl_info>() };
-    if unsafe { libc::dladdr(pin_library as *const std::ffi::c_void, &mut info) } != 0 && !info.dli_fname.is_null() {
-        unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NODELETE | libc::RTLD_NOLOAD) };
-    }
-}
-
 #[no_mangle]
 pub extern "C" fn init() -> c_int {
     guard("job_submit/cellsched init", slurm_sys::SLURM_ERROR, || {
@@ -410,7 +401,7 @@ pub extern "C" fn init() -> c_int {
         *SOURCE.lock().unwrap_or_else(|e| e.into_inner()) = None;
         reload_if_changed();
         if ctld::in_slurmctld() {
-            pin_library();
+            cellsched_plugin_common::plugin::pin_library();
             start_thread();
         }
         slurm_sys::SLURM_SUCCESS

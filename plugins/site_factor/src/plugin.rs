@@ -1,6 +1,8 @@
-//! Exported plugin symbols. `site_factor_p_set`/`_update` run under
-//! slurmctld's job write lock: they only parse strings already in memory,
-//! query the fitted predictor and sort. The config file is read at `init`
+//! Exported plugin symbols. `site_factor_p_set` (one job, at submit) and
+//! `site_factor_p_update` run under slurmctld's job write lock: the first
+//! parses that one job's strings; the second only copies the site factors a
+//! background thread ranked from a snapshot taken under the read locks
+//! ([`crate::ranker`]). The config file is read at `init`
 //! and, on reconfigure, by a short background thread; the job history is
 //! loaded and the iteration predictor fitted by a background thread started
 //! at `init` and on reconfigure (no file I/O under the lock).
@@ -11,10 +13,11 @@
 //! and pending DL jobs ranked earlier get the stock factor back at the next update.
 use crate::ordering::{self, JobFields, OrderingData};
 use crate::prediction::Predictions;
+use crate::ranker::{Ranker, Snap, Stamp};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
 use cellsched_core::model::ModelCatalog;
-use cellsched_plugin_common::ctld::{self, Job};
+use cellsched_plugin_common::ctld::{self, Job, LockKind};
 use cellsched_plugin_common::{guard, log, version};
 use slurm_sys::shim::cellsched_job_t;
 use std::ffi::c_int;
@@ -34,6 +37,16 @@ static RESET_TO_STOCK: std::sync::atomic::AtomicBool = std::sync::atomic::Atomic
 static PREDICTIONS: RwLock<Option<Arc<Predictions>>> = RwLock::new(None);
 /// The built-in model catalog (names and layer counts), parsed at `init`.
 static MODELS: OnceLock<ModelCatalog> = OnceLock::new();
+/// Parses of the pending DL jobs, kept between ranking passes (ranking thread only).
+static RANKER: Mutex<Option<Ranker>> = Mutex::new(None);
+/// The last ranking's site factors by job id: all `site_factor_p_update` reads.
+static FACTORS: RwLock<Option<Arc<std::collections::HashMap<u32, u32>>>> = RwLock::new(None);
+/// Set by reloads: the next ranking pass parses every job again.
+static INVALIDATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// A background thread's stop flag (set, then notified) and its handle.
+type StoppableThread = (Arc<(Mutex<bool>, std::sync::Condvar)>, JoinHandle<()>);
+/// The ranking thread.
+static RANK_THREAD: Mutex<Option<StoppableThread>> = Mutex::new(None);
 /// The background (re)load thread: config on reconfigure, history fit.
 static RELOAD: Mutex<Reload> = Mutex::new(Reload { handle: None, running: false, again: false });
 
@@ -93,6 +106,7 @@ fn load_config() -> Option<Option<PathBuf>> {
     }
     *w = new;
     drop(w);
+    invalidate_ranking();
     Some(history)
 }
 
@@ -127,6 +141,105 @@ fn load_predictions(history: Option<Option<PathBuf>>) {
         }
     });
     *PREDICTIONS.write().unwrap_or_else(|e| e.into_inner()) = new;
+    invalidate_ranking();
+}
+
+/// Every job is parsed again at the next ranking pass (config or predictor
+/// changed). Only sets a flag: the ranking thread may hold its state while
+/// it waits for slurmctld's locks.
+fn invalidate_ranking() {
+    INVALIDATE.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Time limit in minutes, `None` when unset or infinite.
+fn time_limit_of(job: &Job<'_>) -> Option<u32> {
+    let limit = job.time_limit_min();
+    (limit != slurm_sys::NO_VAL && limit != slurm_sys::INFINITE && limit > 0).then_some(limit)
+}
+
+/// One ranking pass (ranking thread): snapshot under the read locks, copying
+/// only new or changed jobs; rank without locks; publish the factors.
+fn rank_pass() {
+    let Some(cfg) = current() else { return };
+    let mut guard = RANKER.lock().unwrap_or_else(|e| e.into_inner());
+    let ranker = guard.get_or_insert_with(Ranker::default);
+    if INVALIDATE.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        ranker.invalidate();
+    }
+    let t0 = Instant::now();
+    let snap = ctld::with_lock(LockKind::Read, || {
+        let (mut seen, mut fresh) = (Vec::new(), Vec::new());
+        ctld::for_each_job(true, |job| {
+            let Some(comment) = job.admin_comment().filter(|c| c.contains("cellsched:")) else {
+                return ControlFlow::Continue(());
+            };
+            let limit = time_limit_of(job);
+            let stamp = Stamp::of(comment, limit);
+            if ranker.wants(job.id(), &stamp) {
+                fresh.push(Snap {
+                    id: job.id(),
+                    user_id: job.user_id(),
+                    submit_time_s: job.submit_time(),
+                    admin_comment: comment.to_string(),
+                    env: job.env().filter(|e| e.contains("CELLSCHED_DL_")).map(str::to_string).collect(),
+                    time_limit_min: limit,
+                });
+            }
+            seen.push((job.id(), stamp));
+            ControlFlow::Continue(())
+        });
+        (seen, fresh)
+    });
+    let Ok((seen, fresh)) = snap else { return };
+    let snapshot_us = t0.elapsed().as_micros();
+    let copied = fresh.len();
+    let t1 = Instant::now();
+    let preds = predictions();
+    let data = OrderingData { models: models(), predictions: preds.as_deref() };
+    ranker.update(&seen, fresh, now_s(), &cfg, &data, slurm_sys::NICE_OFFSET);
+    *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = Some(ranker.factors());
+    log::debug(&format!(
+        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {snapshot_us} us (read locks), ranking {} us",
+        seen.len(),
+        t1.elapsed().as_micros()
+    ));
+}
+
+/// Starts the ranking thread (slurmctld only).
+fn start_ranker() {
+    let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let s2 = stop.clone();
+    let spawned = std::thread::Builder::new().name("cellsched-rank".into()).spawn(move || loop {
+        let secs = current().map(|c| c.rank_interval_s).unwrap_or(5).max(1);
+        let (lock, cv) = &*s2;
+        let g = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (stopped, _) = cv.wait_timeout_while(g, std::time::Duration::from_secs(secs), |s| !*s).unwrap_or_else(|e| e.into_inner());
+        if *stopped {
+            return;
+        }
+        drop(stopped);
+        guard("site_factor/cellsched ranking", (), rank_pass);
+    });
+    match spawned {
+        Ok(h) => *RANK_THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some((stop, h)),
+        Err(e) => error(&format!("cannot start the ranking thread: {e}; DL jobs keep the site factor given at submit")),
+    }
+}
+
+/// Stops the ranking thread, waiting a bounded time (fini may run under slurmctld's locks).
+fn stop_ranker() {
+    let Some((stop, handle)) = RANK_THREAD.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+    *stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    stop.1.notify_all();
+    let t = Instant::now();
+    while !handle.is_finished() && t.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if handle.is_finished() {
+        let _ = handle.join();
+    } else {
+        error("ranking thread still busy at fini; it stops after its current pass");
+    }
 }
 
 /// Runs `first` on the reload thread, then a full reload (config and
@@ -182,14 +295,13 @@ fn pending_of(job: &Job<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>) -> O
     if !comment.is_some_and(|c| c.contains("cellsched:")) {
         return None;
     }
-    let limit = job.time_limit_min();
     let f = JobFields {
         id: job.id(),
         user_id: job.user_id(),
         submit_time_s: job.submit_time(),
         admin_comment: comment,
-        env: job.env().map(str::to_string).collect(),
-        time_limit_min: (limit != slurm_sys::NO_VAL && limit != slurm_sys::INFINITE && limit > 0).then_some(limit),
+        env: job.env().filter(|e| e.contains("CELLSCHED_DL_")).map(str::to_string).collect(),
+        time_limit_min: time_limit_of(job),
     };
     ordering::pending_job(&f, cfg, data)
 }
@@ -204,6 +316,10 @@ pub extern "C" fn init() -> c_int {
         models();
         let history = load_config();
         spawn_reload(move || load_predictions(history));
+        if ctld::in_slurmctld() {
+            cellsched_plugin_common::plugin::pin_library();
+            start_ranker();
+        }
         slurm_sys::SLURM_SUCCESS
     })
 }
@@ -219,6 +335,8 @@ pub extern "C" fn fini() -> c_int {
         if let Some(h) = handle {
             let _ = h.join();
         }
+        stop_ranker();
+        *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = None;
         *ORDERING.write().unwrap_or_else(|e| e.into_inner()) = None;
         *PREDICTIONS.write().unwrap_or_else(|e| e.into_inner()) = None;
         slurm_sys::SLURM_SUCCESS
@@ -264,42 +382,35 @@ pub extern "C" fn site_factor_p_set(job_ptr: *mut cellsched_job_t) {
     })
 }
 
-/// Every PriorityCalcPeriod (job write lock held): re-rank all pending DL jobs.
+/// Every PriorityCalcPeriod (job write lock held): copies the site factors
+/// the ranking thread computed last (a hash lookup per pending job).
 #[no_mangle]
 pub extern "C" fn site_factor_p_update() {
     guard("site_factor_p_update", (), || {
-        let Some(cfg) = current() else {
+        if current().is_none() {
             if RESET_TO_STOCK.swap(false, std::sync::atomic::Ordering::SeqCst) {
                 reset_to_stock();
             }
             return;
-        };
-        let started = Instant::now();
-        let preds = predictions();
-        let data = OrderingData { models: models(), predictions: preds.as_deref() };
-        let mut jobs = Vec::new();
-        ctld::for_each_job(true, |job| {
-            if let Some(p) = pending_of(job, &cfg, &data) {
-                jobs.push(p);
-            }
-            ControlFlow::Continue(())
-        });
-        if jobs.is_empty() {
+        }
+        let Some(factors) = FACTORS.read().unwrap_or_else(|e| e.into_inner()).clone() else { return };
+        if factors.is_empty() {
             return;
         }
-        let factors: std::collections::HashMap<u32, u32> =
-            ordering::site_factors(&jobs, now_s(), &cfg, slurm_sys::NICE_OFFSET).into_iter().collect();
+        let started = Instant::now();
+        let mut changed = 0usize;
         ctld::for_each_job(true, |job| {
             if let Some(&f) = factors.get(&job.id()) {
                 if job.site_factor() != f {
                     job.set_site_factor(f);
+                    changed += 1;
                 }
             }
             ControlFlow::Continue(())
         });
         // The cost of this call under the job write lock (shown with `scontrol setdebug debug`).
         log::debug(&format!(
-            "site_factor/cellsched: update ranked {} pending DL jobs in {} us",
+            "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {} us",
             factors.len(),
             started.elapsed().as_micros()
         ));
