@@ -208,7 +208,7 @@ fn two_node_srun_job_gets_one_consistent_plan() {
     assert_eq!(ranks, (0..8).collect::<Vec<_>>(), "one process per GPU: RANK = task id");
     let jobid = num(&reports[0].env, "job");
     assert!(plans[0].cell.starts_with("a100x8x"), "the typed a100 request, 2 x 4 GPUs: {plans:?}");
-    // srun fetched the decision from AdminComment after the allocation.
+    // slurmstepd read the decision from AdminComment.
     if let Some(d) = sacct_decision(jobid) {
         assert_eq!(plans[0], from_decision(&d), "injected plan differs from sacct's AdminComment decision {d:?}");
     }
