@@ -48,6 +48,8 @@ pub struct Config {
     pub placement: PlacementConfig,
     /// Data the estimator and predictor load at startup.
     pub estimator: EstimatorConfig,
+    /// What happens when jobs overrun their declared work.
+    pub declared: crate::declared::DeclaredConfig,
 }
 
 /// `[ordering]`: how predicted remaining time becomes a Slurm site factor.
@@ -162,6 +164,9 @@ impl Config {
                 "ordering.default_remaining_s = {} must be a positive number of seconds",
                 o.default_remaining_s
             ));
+        }
+        if let Err(m) = self.declared.check() {
+            return bad(m);
         }
         if o.rank_interval_s == 0 || o.rank_interval_s > 3600 {
             return bad(format!("ordering.rank_interval_s = {} must be in 1..=3600 seconds", o.rank_interval_s));

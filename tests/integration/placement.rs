@@ -208,7 +208,12 @@ impl Private {
 
     /// Cancels every job and waits until the queue is empty and nodes are idle.
     fn reset(&self) {
-        self.ok("scancel", &["--user=root"]);
+        // Every user's jobs (some tests submit as other users).
+        let ids = self.ok("squeue", &["-h", "-o", "%A"]);
+        let ids: Vec<&str> = ids.split_whitespace().collect();
+        if !ids.is_empty() {
+            let _ = self.cmd("scancel", &ids);
+        }
         let t = Instant::now();
         loop {
             let q = self.ok("squeue", &["-h", "-o", "%i"]);
@@ -1016,5 +1021,64 @@ fn a_forged_comment_changes_nothing_in_priority_or_placement() {
     };
     assert!(sf.1 <= sh.1, "the forged Comment raised the site factor: forged {sf:?}, honest {sh:?}");
     p.cancel(&[honest, forger]);
+    p.cancel(&blockers);
+}
+
+/// (13) Lying does not pay: a job declaring 1 iteration gets a time limit
+/// from that declaration; once it runs past it (times the slack) its user
+/// is distrusted, and that user's next one-iteration declaration no longer
+/// outranks the same declaration from another user.
+#[test]
+fn a_job_overrunning_its_declared_work_is_bounded_and_its_user_distrusted() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let (liar, honest) = ("cs-e2e-bob", "cs-e2e-alice");
+    let liar_uid = common::test_user(liar);
+    common::test_user(honest);
+    let conf = p.cluster.layout.slurm_conf();
+    let submit_as = |user: &str, args: &[&str]| -> u32 {
+        let mut full = vec!["--parsable", "-o", "/dev/null"];
+        full.extend_from_slice(args);
+        let o = common::run_as(user, &p.spec.slurm_bin, &conf, "sbatch", &full);
+        assert!(o.status.success(), "sbatch as {user}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap()
+    };
+    let one_iter = ["--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "1"];
+    let lie = submit_as(liar, &[&one_iter[..], &["--wrap", "sleep 600"]].concat());
+    p.wait_state(lie, &["RUNNING"]);
+    let comment = p.admin_comment(lie);
+    let d = decision_of(&comment);
+    let bound = cellsched_core::declared::time_bound_min(1, d.iter_s, &cellsched_core::declared::DeclaredConfig::default()).unwrap();
+    assert!(comment.contains(&format!("limit_min={bound}")), "{comment}");
+    let limit = p.job(lie)["TimeLimit"].clone();
+    assert_eq!(limit, format!("{:02}:{:02}:00", bound / 60, bound % 60), "the declaration bounds the time limit");
+    // The ranking thread sees it run past 1 iteration x slack and distrusts the user.
+    let line = format!("of uid {liar_uid} ran");
+    let t = Instant::now();
+    while !p.ctld_log().contains(&line) && t.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(p.ctld_log().contains(&line), "no overrun logged for uid {liar_uid}");
+    p.cancel(&[lie]);
+    let mut blockers = Vec::new();
+    for (n, t, g) in p.nodes() {
+        blockers.push(p.block(&n, &t, g));
+    }
+    let again = submit_as(liar, &[&one_iter[..], &["--wrap", "true"]].concat());
+    let fair = submit_as(honest, &[&one_iter[..], &["--wrap", "true"]].concat());
+    let t = Instant::now();
+    let (l, h) = loop {
+        if let (Some(l), Some(h)) = (p.sprio(again), p.sprio(fair)) {
+            break (l, h);
+        }
+        assert!(t.elapsed() < WAIT, "sprio does not list jobs {again} {fair}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(h.1 > l.1, "the distrusted user's 1-iteration claim must rank below the other's: distrusted {l:?}, trusted {h:?}");
+    p.cancel(&[again, fair]);
     p.cancel(&blockers);
 }

@@ -368,24 +368,10 @@ fn plan_directories_are_removed_when_jobs_end_or_are_cancelled() {
     plan_dirs_gone(cancelled).unwrap_or_else(|left| panic!("cancelled job {cancelled} left {left:?}"));
 }
 
-/// Creates (once) a local user for the multi-user tests; returns its uid.
-fn test_user(name: &str) -> u32 {
-    let id = |n: &str| std::process::Command::new("id").args(["-u", n]).output().ok().filter(|o| o.status.success());
-    if id(name).is_none() {
-        let st = std::process::Command::new("useradd").args(["--no-create-home", "--shell", "/bin/sh", name]).status().expect("useradd");
-        assert!(st.success() || id(name).is_some(), "useradd {name} failed");
-    }
-    String::from_utf8_lossy(&id(name).expect("user exists").stdout).trim().parse().expect("uid")
-}
-
 /// Runs `prog args` as `user` against the shared cluster.
 fn as_user(user: &str, prog: &str, args: &[&str]) -> std::process::Output {
     let c = common::cluster();
-    let bin = c.spec().slurm_bin.join(prog);
-    let path = if bin.is_file() { bin.display().to_string() } else { prog.to_string() };
-    let mut cmd = std::process::Command::new("runuser");
-    cmd.args(["-u", user, "--", "env", &format!("SLURM_CONF={}", c.slurm_conf.display()), &path]).args(args).current_dir("/");
-    cmd.output().expect("runuser")
+    common::run_as(user, &c.spec().slurm_bin, &c.slurm_conf, prog, args)
 }
 
 /// As a second, ordinary user nothing under /tmp or plan_dir can stop
@@ -398,8 +384,8 @@ fn another_user_cannot_block_or_redirect_plan_files() {
     require_spank!();
     let c = common::cluster();
     let (alice, bob) = ("cs-e2e-alice", "cs-e2e-bob");
-    let _ = test_user(alice);
-    let bob_uid = test_user(bob);
+    let _ = common::test_user(alice);
+    let bob_uid = common::test_user(bob);
     // Alice cannot create anything in plan_dir ...
     let pd = plan_dir();
     // The next job ids: one past a held probe job's.

@@ -16,6 +16,7 @@
 use crate::job_env;
 use crate::request::{self, GpuRequest};
 use cellsched_core::config::PlacementConfig;
+use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use cellsched_core::model::{is_model_file, model_from_wire, MODEL_SPEC_ENV_KEY};
 use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
@@ -131,6 +132,8 @@ pub struct Placement {
     pub pinned: bool,
     /// Report tags appended to AdminComment ([`dl_tags`]).
     pub tags: String,
+    /// Iterations the user declared (`--dl-iters`): bound the time limit.
+    pub iters: Option<u64>,
 }
 
 impl Placement {
@@ -168,6 +171,23 @@ pub fn dl_tags(job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>) -> Stri
         t.push(format!("{FIXED_GPUS_TAG}{n}"));
     }
     t.join(" ")
+}
+
+/// AdminComment word recording the time limit (minutes) cellsched set from
+/// the declared iterations (`limit_min=N`, see `cellsched_core::declared`).
+pub const LIMIT_TAG: &str = "limit_min=";
+
+/// The time limit cellsched set from the declared iterations, from the job's AdminComment.
+pub fn declared_limit(admin_comment: &str) -> Option<u32> {
+    admin_comment.split_whitespace().find_map(|w| w.strip_prefix(LIMIT_TAG)).and_then(|v| v.parse().ok())
+}
+
+/// The time limit to give a job with `current` limit (minutes; `NO_VAL`
+/// unset, `INFINITE` unlimited) that declared `iters` iterations of
+/// `iter_s` seconds: `Some(bound)` when the declaration bounds it tighter.
+pub fn bounded_limit(current: u32, iters: Option<u64>, iter_s: f64, cfg: &DeclaredConfig) -> Option<u32> {
+    let bound = cellsched_core::declared::time_bound_min(iters?, iter_s, cfg)?;
+    (current == 0 || current > bound).then_some(bound)
 }
 
 /// AdminComment word recording a GPU count the user fixed (`gpus=N`).
@@ -410,7 +430,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         };
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
         let tags = dl_tags(&job, &opts, None);
-        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags }));
+        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags, iters: opts.iters }));
     }
 
     if !cfg.enabled {
@@ -445,6 +465,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
             estimate,
             pinned: pinned_plan.is_some(),
             tags: dl_tags(&job, &opts, want_gpus),
+            iters: opts.iters,
         })),
         None if want_gpus.is_some() => Outcome::Stock(format!(
             "no Cell of exactly {} GPUs can run {} (batch {}); the job's own GPU request is kept",
@@ -800,5 +821,24 @@ mod tests {
         let mut bad = env.clone();
         bad[2] = format!("{MODEL_SPEC_ENV_KEY}={{\"family\":\"gpt\",\"layers\":0}}");
         assert!(matches!(place(&SubmitRequest { env: bad, ..Default::default() }, &cluster(&[]), &PlacementConfig::default(), &est()), Outcome::Reject(_)));
+    }
+
+    #[test]
+    fn declared_iterations_bound_the_time_limit() {
+        let cfg = DeclaredConfig::default();
+        let b = cellsched_core::declared::time_bound_min(100, 0.5, &cfg).unwrap();
+        // Unset (0 here, NO_VAL in the plugin), unlimited or longer limits are lowered; shorter ones kept.
+        assert_eq!(bounded_limit(0, Some(100), 0.5, &cfg), Some(b));
+        assert_eq!(bounded_limit(slurm_sys::INFINITE, Some(100), 0.5, &cfg), Some(b));
+        assert_eq!(bounded_limit(b + 1, Some(100), 0.5, &cfg), Some(b));
+        assert_eq!(bounded_limit(b, Some(100), 0.5, &cfg), None);
+        assert_eq!(bounded_limit(0, None, 0.5, &cfg), None, "nothing declared, nothing bounded");
+        let off = DeclaredConfig { policy: cellsched_core::declared::OverrunPolicy::Off, ..cfg };
+        assert_eq!(bounded_limit(0, Some(100), 0.5, &off), None);
+        assert_eq!(declared_limit(&format!("cellsched: x batch=8 {LIMIT_TAG}{b}")), Some(b));
+        // Placements carry the declared iterations.
+        let env = [format!("CELLSCHED_DL_MODEL={}", model()), "CELLSCHED_DL_BATCH=32".into(), "CELLSCHED_DL_ITERS=7".into()];
+        let Outcome::Place(p) = place(&SubmitRequest { env: env.to_vec(), ..Default::default() }, &cluster(&[]), &PlacementConfig::default(), &est()) else { panic!() };
+        assert_eq!(p.iters, Some(7));
     }
 }

@@ -13,7 +13,8 @@
 //! and pending DL jobs ranked earlier get the stock factor back at the next update.
 use crate::ordering::{self, JobFields, OrderingData};
 use crate::prediction::Predictions;
-use crate::ranker::{Ranker, Snap, Stamp};
+use crate::ranker::{Distrust, Ranker, Snap, Stamp};
+use cellsched_core::declared::{DeclaredConfig, OverrunPolicy};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
 use cellsched_core::model::ModelCatalog;
@@ -41,6 +42,10 @@ static MODELS: OnceLock<ModelCatalog> = OnceLock::new();
 static RANKER: Mutex<Option<Ranker>> = Mutex::new(None);
 /// The last ranking's site factors by job id: all `site_factor_p_update` reads.
 static FACTORS: RwLock<Option<Arc<std::collections::HashMap<u32, u32>>>> = RwLock::new(None);
+/// What happens to jobs that overrun their declared work (`[declared]`).
+static DECLARED: RwLock<Option<Arc<DeclaredConfig>>> = RwLock::new(None);
+/// uid → time (Unix seconds) of that user's last overrun of declared work.
+static OVERRUNS: Mutex<Option<std::collections::HashMap<u32, f64>>> = Mutex::new(None);
 /// Set by reloads: the next ranking pass parses every job again.
 static INVALIDATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// A background thread's stop flag (set, then notified) and its handle.
@@ -84,6 +89,7 @@ fn load_config() -> Option<Option<PathBuf>> {
                 c.ordering.aging_bound_s,
                 c.ordering.site_factor_max
             ));
+            *DECLARED.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(c.declared.clone()));
             (Some(Arc::new(c.ordering)), c.estimator.history)
         }
         Ok(_) => {
@@ -151,6 +157,43 @@ fn invalidate_ranking() {
     INVALIDATE.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
+fn declared_cfg() -> Arc<DeclaredConfig> {
+    DECLARED.read().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default()
+}
+
+/// Users who overran declared work within `distrust_s`, and the policy for them.
+fn distrust_now(cfg: &DeclaredConfig, now: f64) -> Distrust {
+    let users = OVERRUNS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|m| m.iter().filter(|(_, t)| now - **t < cfg.distrust_s).map(|(u, _)| *u).collect())
+        .unwrap_or_default();
+    Distrust { users, demote: cfg.policy == OverrunPolicy::Demote }
+}
+
+/// Records overruns seen by a ranking pass; true when the set of distrusted users changed.
+fn record_overruns(seen: &[(u32, u32, i64)], cfg: &DeclaredConfig, now: f64) -> bool {
+    let mut g = OVERRUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let m = g.get_or_insert_with(Default::default);
+    let before: std::collections::HashSet<u32> = m.iter().filter(|(_, t)| now - **t < cfg.distrust_s).map(|(u, _)| *u).collect();
+    for (job, uid, start) in seen {
+        if !before.contains(uid) {
+            info(&format!(
+                "JobId={job} of uid {uid} ran {:.0} s, past its declared iterations x {} ({} policy): uid {uid}'s declared iterations are not trusted for {:.0} s",
+                now - *start as f64,
+                cfg.slack,
+                match cfg.policy { OverrunPolicy::Demote => "demote", OverrunPolicy::Limit => "limit", OverrunPolicy::Off => "off" },
+                cfg.distrust_s
+            ));
+        }
+        m.insert(*uid, now);
+    }
+    m.retain(|_, t| now - *t < cfg.distrust_s);
+    let after: std::collections::HashSet<u32> = m.keys().copied().collect();
+    before != after
+}
+
 /// Time limit in minutes, `None` when unset or infinite.
 fn time_limit_of(job: &Job<'_>) -> Option<u32> {
     let limit = job.time_limit_min();
@@ -167,12 +210,22 @@ fn rank_pass() {
         ranker.invalidate();
     }
     let t0 = Instant::now();
+    let declared = declared_cfg();
+    let now = now_s();
     let snap = ctld::with_lock(LockKind::Read, || {
-        let (mut seen, mut fresh) = (Vec::new(), Vec::new());
-        ctld::for_each_job(true, |job| {
+        let (mut seen, mut fresh, mut overran) = (Vec::new(), Vec::new(), Vec::new());
+        ctld::for_each_job(false, |job| {
             let Some(comment) = job.admin_comment().filter(|c| c.contains("cellsched:")) else {
                 return ControlFlow::Continue(());
             };
+            if !job.is_pending() {
+                let running = job.state() & slurm_sys::JOB_STATE_BASE == slurm_sys::JOB_RUNNING;
+                let start = job.start_time();
+                if running && start > 0 && ordering::running_overran(comment, now - start as f64, &declared) {
+                    overran.push((job.id(), job.user_id(), start));
+                }
+                return ControlFlow::Continue(());
+            }
             let limit = time_limit_of(job);
             let stamp = Stamp::of(comment, limit);
             if ranker.wants(job.id(), &stamp) {
@@ -188,15 +241,19 @@ fn rank_pass() {
             seen.push((job.id(), stamp));
             ControlFlow::Continue(())
         });
-        (seen, fresh)
+        (seen, fresh, overran)
     });
-    let Ok((seen, fresh)) = snap else { return };
+    let Ok((seen, fresh, overran)) = snap else { return };
+    if record_overruns(&overran, &declared, now) {
+        // Parses made with the old trust are stale; those jobs are parsed again next pass.
+        ranker.invalidate();
+    }
     let snapshot_us = t0.elapsed().as_micros();
     let copied = fresh.len();
     let t1 = Instant::now();
     let preds = predictions();
     let data = OrderingData { models: models(), predictions: preds.as_deref() };
-    ranker.update(&seen, fresh, now_s(), &cfg, &data, slurm_sys::NICE_OFFSET);
+    ranker.update(&seen, fresh, now, &cfg, &data, slurm_sys::NICE_OFFSET, &distrust_now(&declared, now));
     *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = Some(ranker.factors());
     log::debug(&format!(
         "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {snapshot_us} us (read locks), ranking {} us",
@@ -289,7 +346,7 @@ fn predictions() -> Option<Arc<Predictions>> {
 }
 
 /// The A-SRPT view of a job record, `None` if cellsched did not place it.
-fn pending_of(job: &Job<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>) -> Option<PendingJob> {
+fn pending_of(job: &Job<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>, distrusted: bool) -> Option<PendingJob> {
     let comment = job.admin_comment();
     // Cheap pre-check before copying the environment.
     if !comment.is_some_and(|c| c.contains("cellsched:")) {
@@ -302,6 +359,7 @@ fn pending_of(job: &Job<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>) -> O
         admin_comment: comment,
         env: job.env().filter(|e| e.contains("CELLSCHED_DL_")).map(str::to_string).collect(),
         time_limit_min: time_limit_of(job),
+        distrusted,
     };
     ordering::pending_job(&f, cfg, data)
 }
@@ -374,9 +432,15 @@ pub extern "C" fn site_factor_p_set(job_ptr: *mut cellsched_job_t) {
         let id = unsafe { slurm_sys::shim::cellsched_job_id(job_ptr) };
         let preds = predictions();
         let data = OrderingData { models: models(), predictions: preds.as_deref() };
+        let now = now_s();
+        let distrust = distrust_now(&declared_cfg(), now);
         ctld::with_job(id, |job| {
-            if let Some(p) = pending_of(job, &cfg, &data) {
-                job.set_site_factor(ordering::site_factor_one(&p, now_s(), &cfg, slurm_sys::NICE_OFFSET));
+            let distrusted = distrust.users.contains(&job.user_id());
+            if distrusted && distrust.demote {
+                return; // stock site factor
+            }
+            if let Some(p) = pending_of(job, &cfg, &data, distrusted) {
+                job.set_site_factor(ordering::site_factor_one(&p, now, &cfg, slurm_sys::NICE_OFFSET));
             }
         });
     })

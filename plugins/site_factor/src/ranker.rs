@@ -57,7 +57,19 @@ pub struct Snap {
 #[derive(Debug, Default)]
 pub struct Ranker {
     cache: HashMap<u32, (Stamp, Option<PendingJob>)>,
+    /// Pending jobs of demoted users (stock factor).
+    demoted: std::collections::HashSet<u32>,
     factors: Arc<HashMap<u32, u32>>,
+}
+
+/// Users who overran declared work recently, and what that costs them.
+#[derive(Debug, Clone, Default)]
+pub struct Distrust {
+    /// Their uids.
+    pub users: std::collections::HashSet<u32>,
+    /// Stock site factor for their pending DL jobs (`OverrunPolicy::Demote`)
+    /// instead of ranking them without their declarations.
+    pub demote: bool,
 }
 
 impl Ranker {
@@ -70,13 +82,24 @@ impl Ranker {
     /// Forgets every parse (the predictor or the config changed).
     pub fn invalidate(&mut self) {
         self.cache.clear();
+        self.demoted.clear();
     }
 
     /// One pass: `seen` lists every pending DL job with its stamp, `fresh`
     /// the copies [`Ranker::wants`] asked for. Parses the fresh ones, drops
     /// jobs no longer pending, ranks the rest and publishes their factors.
-    pub fn update(&mut self, seen: &[(u32, Stamp)], fresh: Vec<Snap>, now_s: f64, cfg: &OrderingConfig, data: &OrderingData<'_>, base: u32) {
+    /// Jobs of `distrust.users` are parsed without their declared
+    /// iterations, or, with `distrust.demote`, left out of the ranking at
+    /// the stock factor `base` (call [`Ranker::invalidate`] when that set changes).
+    pub fn update(&mut self, seen: &[(u32, Stamp)], fresh: Vec<Snap>, now_s: f64, cfg: &OrderingConfig, data: &OrderingData<'_>, base: u32, distrust: &Distrust) {
         for s in fresh {
+            let distrusted = distrust.users.contains(&s.user_id);
+            if distrusted && distrust.demote {
+                self.cache.insert(s.id, (Stamp::of(&s.admin_comment, s.time_limit_min), None));
+                self.demoted.insert(s.id);
+                continue;
+            }
+            self.demoted.remove(&s.id);
             let stamp = Stamp::of(&s.admin_comment, s.time_limit_min);
             let fields = JobFields {
                 id: s.id,
@@ -85,13 +108,17 @@ impl Ranker {
                 admin_comment: Some(&s.admin_comment),
                 env: s.env,
                 time_limit_min: s.time_limit_min,
+                distrusted,
             };
             self.cache.insert(s.id, (stamp, ordering::pending_job(&fields, cfg, data)));
         }
         let live: std::collections::HashSet<u32> = seen.iter().map(|(id, _)| *id).collect();
         self.cache.retain(|id, _| live.contains(id));
+        self.demoted.retain(|id| live.contains(id));
         let jobs: Vec<PendingJob> = self.cache.values().filter_map(|(_, p)| *p).collect();
-        self.factors = Arc::new(ordering::site_factors(&jobs, now_s, cfg, base).into_iter().collect());
+        let mut factors: HashMap<u32, u32> = ordering::site_factors(&jobs, now_s, cfg, base).into_iter().collect();
+        factors.extend(self.demoted.iter().map(|id| (*id, base)));
+        self.factors = Arc::new(factors);
     }
 
     /// The site factors of the last pass, by job id.
@@ -141,12 +168,12 @@ mod tests {
         let mut r = Ranker::default();
         let seen: Vec<_> = jobs.iter().map(stamp).collect();
         assert!(seen.iter().all(|(id, st)| r.wants(*id, st)));
-        r.update(&seen, jobs.to_vec(), 1000.0, &cfg, &data, 10);
+        r.update(&seen, jobs.to_vec(), 1000.0, &cfg, &data, 10, &Distrust::default());
         // Same factors as ranking the whole set directly.
         let direct: Vec<PendingJob> = jobs
             .iter()
             .filter_map(|s| {
-                let f = JobFields { id: s.id, user_id: s.user_id, submit_time_s: s.submit_time_s, admin_comment: Some(&s.admin_comment), env: s.env.clone(), time_limit_min: s.time_limit_min };
+                let f = JobFields { id: s.id, user_id: s.user_id, submit_time_s: s.submit_time_s, admin_comment: Some(&s.admin_comment), env: s.env.clone(), time_limit_min: s.time_limit_min, distrusted: false };
                 ordering::pending_job(&f, &cfg, &data)
             })
             .collect();
@@ -160,11 +187,18 @@ mod tests {
         assert!(r.wants(1, &Stamp::of(&moved.admin_comment, moved.time_limit_min)));
         // A job that left the queue is evicted; the moved one is re-parsed.
         let seen2 = vec![stamp(&moved), seen[1]];
-        r.update(&seen2, vec![moved], 1000.0, &cfg, &data, 10);
+        r.update(&seen2, vec![moved], 1000.0, &cfg, &data, 10, &Distrust::default());
         assert_eq!(r.len(), 2);
         assert!(!r.factors().contains_key(&3));
         assert!(r.factors()[&1] > r.factors()[&2], "the re-planned job is now the shortest");
         r.invalidate();
         assert!(r.is_empty() && r.wants(2, &seen[1].1));
+        // A distrusted user's one-iteration claim no longer wins; demoted, they get the stock factor.
+        let liar = Distrust { users: [1000].into_iter().collect(), demote: false };
+        r.update(&seen, jobs.to_vec(), 1000.0, &cfg, &data, 10, &liar);
+        assert!(r.factors()[&2] <= r.factors()[&3], "job 2's 10 iterations are ignored: {:?}", r.factors());
+        r.invalidate();
+        r.update(&seen, jobs.to_vec(), 1000.0, &cfg, &data, 10, &Distrust { demote: true, ..liar });
+        assert!(r.factors().values().all(|f| *f == 10), "{:?}", r.factors());
     }
 }
