@@ -44,7 +44,7 @@ pub fn gres_conf_gpu_type(text: &str, node: &str) -> Option<String> {
             continue;
         }
         let Some(ty) = get("type") else { continue };
-        if get("nodename").map_or(true, |h| hostlist_contains(h, node)) {
+        if get("nodename").into_iter().all(|h| hostlist_contains(h, node)) {
             let t = ty.to_ascii_lowercase();
             if Cell::new(&t, 1, 1).is_ok() {
                 return Some(t);

@@ -150,7 +150,7 @@ impl ConfFile {
             .iter()
             .filter(|l| l.get("nodename").is_some_and(|v| v.eq_ignore_ascii_case("default")))
             .filter_map(|l| l.get(key))
-            .last()
+            .next_back()
     }
 }
 
