@@ -31,7 +31,8 @@ pub struct Options {
 /// Runs every check.
 pub fn run(opts: &Options, ctl: &dyn Controller) -> Report {
     let mut r = Report::default();
-    let release = check_controller(ctl, &mut r);
+    let running = ctl.show_config().ok();
+    let release = check_controller(ctl, running.as_deref(), &mut r);
     let slurm_conf = match read_with_includes(&opts.slurm_conf, opts.slurm_conf.parent().unwrap_or(Path::new("/"))) {
         Ok(f) => {
             r.checks.push(Finding::ok("slurm.conf", format!("{} read ({} settings lines)", opts.slurm_conf.display(), f.lines.len())));
@@ -45,7 +46,7 @@ pub fn run(opts: &Options, ctl: &dyn Controller) -> Report {
             return r;
         }
     };
-    check_settings(&slurm_conf, &opts.slurm_conf, &mut r);
+    check_settings(&slurm_conf, &opts.slurm_conf, running.as_deref(), &mut r);
     let plugin_dirs = plugin_dirs(&slurm_conf);
     for (name, file) in [("site_factor/cellsched", "site_factor_cellsched.so"), ("job_submit/cellsched", "job_submit_cellsched.so")] {
         let found = plugin_dirs.iter().map(|d| d.join(file)).find(|p| p.exists());
@@ -69,7 +70,7 @@ fn join_paths(p: &[PathBuf]) -> String {
 }
 
 /// The release slurmctld runs (`None` when unknown), after the ping check.
-fn check_controller(ctl: &dyn Controller, r: &mut Report) -> Option<u32> {
+fn check_controller(ctl: &dyn Controller, running: Option<&str>, r: &mut Report) -> Option<u32> {
     match ctl.ping() {
         Ok(out) => r.checks.push(Finding::ok("slurmctld", out.lines().next().unwrap_or("answers").trim().to_string())),
         Err(e) => r.checks.push(Finding::fail(
@@ -78,7 +79,7 @@ fn check_controller(ctl: &dyn Controller, r: &mut Report) -> Option<u32> {
             "start slurmctld (systemctl start slurmctld) and check SlurmctldHost/SlurmctldPort and its log",
         )),
     }
-    let ctld = ctl.show_config().ok().and_then(|t| show_config_value(&t, "SLURM_VERSION"));
+    let ctld = running.and_then(|t| show_config_value(t, "SLURM_VERSION"));
     if let Some(v) = ctld.as_deref().and_then(release_number) {
         r.checks.push(Finding::ok("Slurm release", format!("slurmctld runs {}", release_text(v))));
         return Some(v);
@@ -104,8 +105,9 @@ fn check_controller(ctl: &dyn Controller, r: &mut Report) -> Option<u32> {
     }
 }
 
-/// The required slurm.conf settings.
-fn check_settings(f: &ConfFile, path: &Path, r: &mut Report) {
+/// The required slurm.conf settings, and whether the running slurmctld
+/// (`running`: its `scontrol show config`) has them too.
+fn check_settings(f: &ConfFile, path: &Path, running: Option<&str>, r: &mut Report) {
     let file = path.display();
     type Want = fn(&str) -> bool;
     let rules: [(&str, &str, Want); 4] = [
@@ -116,7 +118,15 @@ fn check_settings(f: &ConfFile, path: &Path, r: &mut Report) {
     ];
     for (key, want, ok) in rules {
         let check = format!("slurm.conf {key}");
+        // slurmctld 22.05.8 reports PrioritySiteFactorPlugin as "(null)" even
+        // with the plugin loaded (seen on the test cluster): "(null)" is no evidence.
+        let live = running.and_then(|t| show_config_value(t, key)).filter(|v| v != "(null)");
         r.checks.push(match f.setting(key) {
+            Some((line, v)) if ok(&v) && live.as_deref().is_some_and(|l| !ok(l)) => Finding::warn(
+                check,
+                format!("{key}={v} at {}, but the running slurmctld has {key}={}", line.at(), live.unwrap_or_default()),
+                "restart slurmctld (systemctl restart slurmctld) so it loads the file",
+            ),
             Some((line, v)) if ok(&v) => Finding::ok(check, format!("{key}={v} ({})", line.at())),
             Some((line, v)) => Finding::fail(
                 check,
@@ -594,6 +604,29 @@ mod tests {
         assert_eq!(only(&r, "slurm.conf GresTypes").status, Status::Fail);
         assert!(only(&r, "slurm.conf PrioritySiteFactorPlugin").message.contains("not set"));
         assert!(!r.ok());
+    }
+
+    #[test]
+    fn running_slurmctld_without_the_settings_is_a_warning() {
+        struct Stale;
+        impl Controller for Stale {
+            fn ping(&self) -> Result<String, String> {
+                UP.ping()
+            }
+            fn show_config(&self) -> Result<String, String> {
+                Ok("SLURM_VERSION = 22.05.8\nJobSubmitPlugins        = lua\nPrioritySiteFactorPlugin = (null)\nPriorityType = priority/multifactor\n".into())
+            }
+            fn client_version(&self) -> Result<String, String> {
+                UP.client_version()
+            }
+        }
+        let fx = Fixture::new("stale");
+        let r = fx.run_with(&Stale, None);
+        let f = only(&r, "slurm.conf JobSubmitPlugins");
+        assert!(f.status == Status::Warn && f.message.contains("running slurmctld has JobSubmitPlugins=lua"), "{}", r.text());
+        assert!(f.fix.unwrap().contains("restart slurmctld"));
+        assert_eq!(only(&r, "slurm.conf PriorityType").status, Status::Ok);
+        assert_eq!(only(&r, "slurm.conf PrioritySiteFactorPlugin").status, Status::Ok, "(null) (as 22.05.8 reports it even when loaded) is not compared");
     }
 
     #[test]
