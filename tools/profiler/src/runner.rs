@@ -7,6 +7,11 @@
 //! command exits, `max_iters` measured iterations, the `duration` limit, or
 //! the interrupt flag (SIGINT/SIGTERM); then the whole group gets SIGTERM and,
 //! after a grace period, SIGKILL.
+//!
+//! Iteration lines are time-stamped when read, so the GPU readings can be
+//! summarised over the measured iterations only. The command gets
+//! `PYTHONUNBUFFERED=1` so a Python training script's lines are not held back
+//! in its stdout buffer; other programs should flush after each line.
 use crate::error::ProfilerError;
 use crate::iterline::IterParser;
 use crate::sampler::{GpuSample, Sampler, SamplerThread};
@@ -112,6 +117,7 @@ pub fn run(
     let shown = spec.command.join(" ");
     let mut child = Command::new(prog)
         .args(args)
+        .env("PYTHONUNBUFFERED", "1")
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -254,6 +260,13 @@ mod tests {
         assert!(out.status.unwrap().success());
         assert!(!out.samples.is_empty(), "sampler ran");
         assert!(calls >= 4);
+    }
+
+    #[test]
+    fn python_output_is_unbuffered() {
+        let s = spec("echo \"cellsched-iter $PYTHONUNBUFFERED\"");
+        let out = run(&s, None, &AtomicBool::new(false), |_| {}).unwrap();
+        assert_eq!(out.times, vec![1.0]);
     }
 
     #[test]
