@@ -400,7 +400,34 @@ fn check_gpu_types(f: &ConfFile, slurm_conf: &Path, catalog: &GpuCatalog, r: &mu
     } else if !r.checks.iter().any(|c| c.check == "GPU types") {
         r.checks.push(Finding::ok("GPU types", format!("{} known to the GPU catalog", known.join(", "))));
     }
+    let mut types: Vec<String> = typed.iter().map(|(t, _)| t.to_ascii_lowercase()).collect();
+    types.sort();
+    types.dedup();
+    check_tres(f, &types, r);
     check_features(f, gres.as_ref(), r);
+}
+
+/// `AccountingStorageTRES` lists `gres/gpu` and `gres/gpu:TYPE` of every
+/// GPU type, so sacct's AllocTRES (and `cellsched report`) shows GPU types.
+fn check_tres(f: &ConfFile, types: &[String], r: &mut Report) {
+    let (at, listed): (String, Vec<String>) = match f.setting("AccountingStorageTRES") {
+        Some((l, v)) => (l.at(), v.split(',').map(|t| t.trim().to_ascii_lowercase()).collect()),
+        None => ("not set".into(), Vec::new()),
+    };
+    let missing: Vec<String> = std::iter::once("gres/gpu".to_string())
+        .chain(types.iter().map(|t| format!("gres/gpu:{t}")))
+        .filter(|t| !listed.contains(t))
+        .collect();
+    let check = "slurm.conf AccountingStorageTRES";
+    r.checks.push(if missing.is_empty() {
+        Finding::ok(check, format!("lists gres/gpu and every GPU type ({at})"))
+    } else {
+        Finding::warn(
+            check,
+            format!("{} missing ({at}): sacct's AllocTRES, and so `cellsched report`, cannot tell GPU types apart", missing.join(", ")),
+            format!("add {} to AccountingStorageTRES", missing.join(",")),
+        )
+    });
 }
 
 /// Each node line with GPUs lists its GPU type among its Features.
@@ -513,7 +540,7 @@ mod tests {
                 &format!(
                     "ClusterName=t\nPluginDir={d}/plugins\nPlugStackConfig={d}/plugstack.conf\nSlurmctldPidFile={d}/none.pid\n\
                      PriorityType=priority/multifactor\nPrioritySiteFactorPlugin=site_factor/cellsched\nJobSubmitPlugins=lua,cellsched\n\
-                     GresTypes=gpu\nNodeName=DEFAULT CPUs=16\nNodeName=a100-[1-2] Gres=gpu:a100:4 Feature=a100,ib\n\
+                     GresTypes=gpu\nAccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:v100\nNodeName=DEFAULT CPUs=16\nNodeName=a100-[1-2] Gres=gpu:a100:4 Feature=a100,ib\n\
                      NodeName=v100-1 Gres=gpu:8 Features=v100\nNodeName=cpu-1 CPUs=4\nPartitionName=gpu Nodes=ALL\n"
                 ),
             );
@@ -627,6 +654,19 @@ mod tests {
         assert!(f.fix.unwrap().contains("restart slurmctld"));
         assert_eq!(only(&r, "slurm.conf PriorityType").status, Status::Ok);
         assert_eq!(only(&r, "slurm.conf PrioritySiteFactorPlugin").status, Status::Ok, "(null) (as 22.05.8 reports it even when loaded) is not compared");
+    }
+
+    #[test]
+    fn accounting_tres_without_gpu_types_is_a_warning() {
+        let fx = Fixture::new("tres");
+        fx.edit("slurm.conf", "AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:v100", "AccountingStorageTRES=gres/gpu:a100");
+        let r = fx.run();
+        let f = only(&r, "slurm.conf AccountingStorageTRES");
+        assert_eq!(f.status, Status::Warn);
+        assert!(f.message.starts_with("gres/gpu, gres/gpu:v100 missing"), "{}", f.message);
+        assert!(r.ok(), "a warning is not a failure");
+        fx.edit("slurm.conf", "AccountingStorageTRES=gres/gpu:a100\n", "");
+        assert!(only(&fx.run(), "slurm.conf AccountingStorageTRES").message.contains("not set"));
     }
 
     #[test]
@@ -753,7 +793,7 @@ mod tests {
         let features = r.of("node Features");
         assert_eq!(features.len(), 2, "{}", r.text());
         let f = features.iter().find(|f| f.message.contains("a100-[1-2]")).expect("a100 nodes named");
-        assert!(f.status == Status::Fail && f.message.contains("slurm.conf:10"), "{}", r.text());
+        assert!(f.status == Status::Fail && f.message.contains("slurm.conf:11"), "{}", r.text());
         assert!(f.fix.as_deref().unwrap().contains("add a100 to Feature="));
         // v100-1's untyped Gres takes its type from gres.conf (now v1000), which is not among its Features.
         assert!(features.iter().any(|f| f.message.contains("v100-1") && f.message.contains("v1000")), "{}", r.text());
@@ -762,6 +802,7 @@ mod tests {
         fx.write("gpus.toml", "[gpu.x9]\nfp16_tflops = 1\nfp32_tflops = 1\nmem_gib = 1\nmem_bw_gbs = 1\nintra_link = \"pcie\"\nintra_node_gbs = 1\ninter_node_gbs = 1\n");
         fx.edit("gres.conf", "Type=v100", "Type=x9");
         fx.edit("slurm.conf", "Features=v100", "Features=x9");
+        fx.edit("slurm.conf", "gres/gpu:v100", "gres/gpu:x9");
         let r = fx.run();
         assert!(r.checks.iter().all(|c| c.status == Status::Ok), "{}", r.text());
     }
