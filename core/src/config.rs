@@ -137,7 +137,14 @@ impl Config {
             let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             CoreError::File { path: path.to_string(), line, msg: e.message().trim().to_string() }
         })?;
-        cfg.validate(path)?;
+        cfg.validate(path).map_err(|e| match e {
+            // Range errors name `section.key`: point at the line that sets it.
+            CoreError::File { path, line: None, msg } => {
+                let line = msg.split_once(' ').and_then(|(k, _)| k.split_once('.')).and_then(|(sec, key)| key_line(text, sec, key));
+                CoreError::File { path, line, msg }
+            }
+            e => e,
+        })?;
         Ok(cfg)
     }
 
@@ -186,6 +193,24 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// 1-based line of `key = ...` inside table `[section]` of TOML `text`.
+fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if let Some(h) = t.strip_prefix('[').and_then(|h| h.split(']').next()) {
+            current = h.trim().to_string();
+        } else if current == section {
+            if let Some(rest) = t.strip_prefix(key) {
+                if rest.trim_start().starts_with('=') {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Where to read the config from: `plugin_arg` (a path, or `config=PATH`
@@ -263,6 +288,10 @@ profile_db = "/var/lib/cellsched/p.csv"
         let e = Config::from_toml_str("[placement\n", "c.toml").unwrap_err();
         assert!(matches!(e, CoreError::File { line: Some(1), .. }), "{e:?}");
 
+        let e = Config::from_toml_str("[placement]\nreplan = true\nreplan_interval_s = 0\n", "c.toml").unwrap_err();
+        assert!(matches!(e, CoreError::File { line: Some(3), .. }), "{e:?}");
+        let e = Config::from_toml_str("[ordering]\n[placement]\n# x\nmax_gpus   = 0\n", "c.toml").unwrap_err();
+        assert!(e.to_string().starts_with("c.toml:4: placement.max_gpus = 0"), "range errors name the line: {e}");
         for (text, key) in [
             ("[placement]\nmax_gpus = 0", "max_gpus"),
             ("[placement]\nreplan_interval_s = 0", "replan_interval_s"),

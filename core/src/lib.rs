@@ -20,6 +20,7 @@ pub mod options;
 pub mod plan_env;
 pub mod predictor;
 pub mod profile_db;
+pub mod slurm_conf;
 
 pub use cell::{Cell, Decision, Plan};
 pub use error::CoreError;

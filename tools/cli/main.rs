@@ -10,6 +10,7 @@ mod cmd_report;
 mod cmd_sim;
 mod cmd_bench;
 mod cmd_bench_replay;
+mod cmd_doctor;
 
 use clap::{Parser, Subcommand};
 
@@ -37,6 +38,8 @@ enum Command {
     Sim(cmd_sim::Args),
     /// Benchmarks: policy comparison, ablations, live replay.
     Bench(cmd_bench::Args),
+    /// Check an installation (plugins, slurm.conf, plugstack.conf, cellsched.toml) and say what to fix.
+    Doctor(cmd_doctor::Args),
 }
 
 fn main() {
@@ -50,6 +53,7 @@ fn main() {
         Command::Report(a) => cmd_report::run(a),
         Command::Sim(a) => cmd_sim::run(a),
         Command::Bench(a) => cmd_bench::run(a),
+        Command::Doctor(a) => cmd_doctor::run(a),
     };
     if let Err(e) = res {
         eprintln!("cellsched: error: {e:#}");
