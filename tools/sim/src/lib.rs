@@ -24,6 +24,7 @@ pub mod rng;
 pub mod synth;
 pub mod times;
 pub mod trace;
+pub mod truth;
 
 pub use cluster::{ClusterSpec, ClusterState};
 pub use engine::{Sim, SimConfig};
