@@ -88,8 +88,12 @@ pub enum Status {
 /// Counts of what happened between knowledge and truth in one run.
 #[derive(Debug, Clone, Default)]
 pub struct TruthCounts {
-    /// (predicted, measured) seconds per iteration at each start on a measured point.
-    pub pairs: Vec<(f64, f64)>,
+    /// (predicted, measured, held out) seconds per iteration at each start on
+    /// a measured truth point; held out: the prediction was not itself a
+    /// measured point of the knowledge.
+    pub pairs: Vec<(f64, f64, bool)>,
+    /// Run seconds of all runs (GPUs held, any timing).
+    pub run_job_s: f64,
     /// Starts on Cells truth lacks that ran on the fallback estimate.
     pub missing_starts: u64,
     /// Run seconds on fallback estimates.
@@ -238,6 +242,7 @@ impl<'t> Sim<'t> {
     /// A simulation of `jobs` (sorted by submission time) on `cluster`.
     pub fn new(cfg: SimConfig, cluster: ClusterState, jobs: &[TraceJob], times: &'t mut TimeCache) -> Self {
         let ntypes = cluster.types.len();
+        times.clear_marks();
         let mut stock_models: HashMap<&str, bool> = HashMap::new();
         let jobs: Vec<Job> = jobs
             .iter()
@@ -442,7 +447,10 @@ impl<'t> Sim<'t> {
             None => (iter_s, RunTiming::Measured),
             Some(TruthAnswer::Measured(t)) => {
                 if !self.jobs[i].stock {
-                    self.counts.pairs.push((iter_s, t));
+                    let j = &self.jobs[i];
+                    let ty = &self.cluster.groups[shape.group].spec.gpu_type;
+                    let held_out = !self.times.source().is_measured(&j.spec.model_name, j.spec.batch_size, ty, shape.nodes, shape.gpus_per_node);
+                    self.counts.pairs.push((iter_s, t, held_out));
                 }
                 (t, RunTiming::Measured)
             }
@@ -546,6 +554,7 @@ impl<'t> Sim<'t> {
         if j.timing == RunTiming::Fallback {
             self.counts.missing_job_s += now - j.alloc_time;
         }
+        self.counts.run_job_s += now - j.alloc_time;
         self.cluster.release(&a);
         self.running.remove(&i);
     }

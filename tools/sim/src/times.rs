@@ -44,6 +44,12 @@ pub trait IterTimeSource {
     fn rank_cells(&self, model: &str, batch: u32, offers: &[Offer], max_gpus: u32) -> Vec<CellChoice>;
     /// Errors (naming close names) if the model is unknown.
     fn check_model(&self, model: &str) -> Result<(), SimError>;
+    /// Whether the answer for this Cell is a measured point of the knowledge
+    /// (a profile DB row) rather than an estimate; prediction error is
+    /// reported separately for such points (they are not held out).
+    fn is_measured(&self, _model: &str, _batch: u32, _gpu_type: &str, _nodes: u32, _gpus_per_node: u32) -> bool {
+        false
+    }
     /// Number of layers of `model` (for freezing schedules); 0 if unknown.
     fn num_layers(&self, _model: &str) -> u32 {
         0
@@ -170,6 +176,17 @@ impl TimeCache {
         self.marked_models.insert(m);
         self.times.insert(key, None);
         self.ranks.retain(|k, _| k.0 != m);
+    }
+    /// Forgets every [`Self::mark_unusable`] (each simulation starts from the same knowledge).
+    pub fn clear_marks(&mut self) {
+        if self.marked.is_empty() {
+            return;
+        }
+        for k in self.marked.drain() {
+            self.times.remove(&k);
+        }
+        let models = std::mem::take(&mut self.marked_models);
+        self.ranks.retain(|k, _| !models.contains(&k.0));
     }
     /// Whether [`Self::mark_unusable`] was called for this Cell.
     pub fn is_marked(&mut self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> bool {

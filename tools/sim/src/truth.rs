@@ -81,6 +81,11 @@ pub struct TruthTable {
 const COLUMNS: [&str; 6] = ["model", "batch", "gpu_type", "nodes", "gpus_per_node", "iter_time_s"];
 
 impl TruthTable {
+    /// An empty table labelled `origin`.
+    pub fn new(origin: &str) -> Self {
+        TruthTable { origin: origin.to_string(), ..Default::default() }
+    }
+
     /// Parses table text; `origin` names the source in errors (file:line, field).
     pub fn parse(text: &str, origin: &str) -> Result<Self, SimError> {
         let mut rd = csv::ReaderBuilder::new()
