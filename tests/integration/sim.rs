@@ -62,11 +62,15 @@ fn bad_inputs_are_named() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.csv:2") && err.contains("num_iteration"), "{err}");
+    // A model the catalog lacks never aborts a run: the job runs stock and is counted.
     let unknown = dir.join("unknown.csv");
-    std::fs::write(&unknown, "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,10,resnet51,0,64,1,a100\n").unwrap();
-    let out = cellsched(&["sim", "--trace", unknown.to_str().unwrap(), "--cluster", "etc/sim/cluster.toml", "--policy", "slurm"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("resnet51"), "{err}");
+    std::fs::write(&unknown, "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,10,moe__27B,600,64,1,a100\n2,0,10,resnet50,0,64,1,a100\n").unwrap();
+    for policy in ["slurm", "cellsched", "gavel", "srtf"] {
+        let out = cellsched(&["sim", "--trace", unknown.to_str().unwrap(), "--cluster", "etc/sim/cluster.toml", "--policy", policy, "--json"]);
+        assert!(out.status.success(), "{policy}: {}", String::from_utf8_lossy(&out.stderr));
+        let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!((m["finished"].as_u64(), m["truth_stats"]["stock_jobs"].as_u64()), (Some(2), Some(1)), "{policy}: {m}");
+    }
     let out = cellsched(&["sim", "--trace", "etc/sim/trace.csv", "--cluster", "etc/sim/cluster.toml", "--policy", "lottery"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("lottery") && err.contains("slurm"), "{err}");
@@ -107,4 +111,71 @@ fn convert_gavel_on_shared_trace() {
     assert_eq!(text.lines().count(), lines + 1, "one row per trace line plus the header");
     assert!(text.starts_with("job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type"));
     std::fs::remove_file(&out_csv).ok();
+}
+
+/// Writes `text` to a file in a per-test temp dir and returns its path.
+fn temp_file(tag: &str, name: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("cellsched-honest-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+const TIMES: &str = "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s\n";
+
+/// Issue 12: a knowledge source that claims v100 is 10x faster than truth
+/// changes where cellsched puts the job, but the job runs at v100's true speed.
+#[test]
+fn wrong_knowledge_changes_decisions_not_the_clock() {
+    let cluster = temp_file("wk", "c.toml", "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 1\n[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 1\n");
+    let trace = temp_file("wk", "t.csv", "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,1000,resnet50,0,64,1,a100\n");
+    let truth = temp_file("wk", "truth.csv", &format!("# measured\n{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.2\n"));
+    let right = temp_file("wk", "right.csv", &format!("{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.2\n"));
+    let wrong = temp_file("wk", "wrong.csv", &format!("{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.02\n"));
+    let run = |db: &str, with_truth: bool| -> serde_json::Value {
+        let mut args = vec!["sim", "--trace", &trace, "--cluster", &cluster, "--policy", "cellsched", "--db", db, "--json"];
+        if with_truth {
+            args.extend(["--truth", truth.as_str()]);
+        }
+        let out = cellsched(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let good = run(&right, true);
+    assert!((good["avg_jct_s"].as_f64().unwrap() - 100.0).abs() < 1e-6, "{good}");
+    assert_eq!(good["gpu_util"]["v100"].as_f64(), Some(0.0), "{good}");
+    let bad = run(&wrong, true);
+    // Decision changed (the job went to v100) but the clock is truth's: 1000 x 0.2 s.
+    assert!((bad["avg_jct_s"].as_f64().unwrap() - 200.0).abs() < 1e-6, "{bad}");
+    assert_eq!(bad["gpu_util"]["a100"].as_f64(), Some(0.0), "{bad}");
+    assert!(bad["truth"].as_str().unwrap().contains("truth.csv") && bad["knowledge"].as_str().unwrap().contains("wrong.csv"), "{bad}");
+    assert!((bad["truth_stats"]["bias_pct"].as_f64().unwrap() + 90.0).abs() < 1e-6, "{bad}");
+    // The oracle mode (no --truth) believes the knowledge: labelled as such.
+    let oracle = run(&wrong, false);
+    assert!((oracle["avg_jct_s"].as_f64().unwrap() - 20.0).abs() < 1e-6, "{oracle}");
+    assert!(oracle["truth"].as_str().unwrap().starts_with("oracle"), "{oracle}");
+}
+
+/// Bad truth and knowledge files name file, line and field.
+#[test]
+fn bad_truth_and_knowledge_files_are_named() {
+    let trace = "etc/sim/trace.csv";
+    let cluster = "etc/sim/cluster.toml";
+    let cases = [
+        ("missing.csv", "model,batch,gpu,nodes,gpus_per_node,iter_time_s\n".to_string(), ":1", "gpu_type"),
+        ("negative.csv", format!("{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,-64,a100,1,1,0.1\n"), ":3", "batch"),
+        ("nan.csv", format!("# note\n{TIMES}resnet50,64,a100,1,1,NaN\n"), ":3", "iter_time_s"),
+    ];
+    for (name, text, line, field) in cases {
+        let f = temp_file("bad", name, &text);
+        for flag in ["--truth", "--db"] {
+            let out = cellsched(&["sim", "--trace", trace, "--cluster", cluster, "--policy", "slurm", flag, &f]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{flag} {name} accepted");
+            assert!(err.contains(&format!("{name}{line}")) && err.contains(field), "{flag} {name}: {err}");
+        }
+    }
+    let out = cellsched(&["sim", "--trace", trace, "--cluster", cluster, "--policy", "slurm", "--truth", &temp_file("bad", "ok.csv", TIMES), "--truth-missing", "guess"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("guess"));
 }
