@@ -11,8 +11,12 @@
 //! - stock: the user's own typed GRES, `--gres=gpu:TYPE:PER_NODE` on
 //!   `ceil(n / gpus_per_node)` nodes;
 //! - cellsched: `--dl-model/--dl-batch/--dl-iters/--dl-cell=auto` (and
-//!   `--dl-freeze` when the trace opts in); the plugins choose the Cell from
-//!   their knowledge (estimator and profile DB).
+//!   `--dl-freeze` when the trace opts in) with an untyped `--gres=gpu:N` on
+//!   one node: the plugins keep the job's GPU count and choose the GPU type,
+//!   the plan and the order from their knowledge (estimator and profile DB).
+//!   The count is kept because the truth table (Gavel's measurements) holds
+//!   only the per-GPU batches users asked for; a Cell it lacks would make
+//!   the trainer fail rather than invent a speed.
 //!
 //! Both modes get the same time limit: the larger of the trace's declared
 //! limit and `limit_factor` × the run time on the requested Cell (truth when
@@ -241,6 +245,8 @@ pub fn sbatch_args(j: &ReplayJob, mode: Mode, s: &Settings) -> Vec<String> {
         a.push(format!("--nodes={}", j.nodes));
         a.push(format!("--gres=gpu:{}:{}", t.gpu_type, j.gpus_per_node));
     } else {
+        a.push(format!("--nodes={}", j.nodes));
+        a.push(format!("--gres=gpu:{}", j.gpus_per_node));
         a.push(format!("--dl-model={}", t.model_name));
         a.push(format!("--dl-batch={}", t.batch_size));
         a.push(format!("--dl-iters={}", t.num_iteration));
@@ -378,7 +384,8 @@ mod tests {
         for want in ["--dl-model=moe__690M", "--dl-batch=64", "--dl-iters=300", "--dl-cell=auto", "--dl-freeze=conservative"] {
             assert!(a.contains(&want.to_string()), "missing {want}: {a:?}");
         }
-        assert!(a.iter().all(|x| !x.starts_with("--gres") && !x.starts_with("--nodes") && x != "--iter-time"), "{a:?}");
+        assert!(a.contains(&"--gres=gpu:2".to_string()) && a.contains(&"--nodes=1".to_string()), "untyped count, cellsched picks the type: {a:?}");
+        assert!(a.iter().all(|x| !x.starts_with("--gres=gpu:a10")), "{a:?}");
         // Unsafe characters of the trace id never reach names or paths.
         assert!(a.contains(&"--job-name=replay-cellsched-x_1".to_string()), "{a:?}");
         assert!(a.contains(&"--output=/tmp/out/replay-cellsched-x_1-%j.out".to_string()), "{a:?}");

@@ -26,8 +26,9 @@
 //! - predicted vs measured seconds per iteration ([`JobRecord::measure`]):
 //!   the Decision's `iter_s` against what the job itself shows — the median of
 //!   its `cellsched-iter <seconds>` output lines when the report is given the
-//!   job output files, else run time / iterations for a COMPLETED job — both
-//!   divided by the time scale; never the prediction injected into the job.
+//!   job output files (on the job's own clock), else run time / iterations
+//!   for a COMPLETED job divided by the time scale; never the prediction
+//!   injected into the job.
 use crate::error::ReportError;
 use cellsched_core::Decision;
 use serde::{Deserialize, Serialize};
@@ -175,11 +176,8 @@ impl JobRecord {
     /// Sets the time scale of an emulated, time-compressed run: the
     /// prediction becomes iters × `iter_s` × `scale` (real seconds).
     pub fn apply_time_scale(&mut self, scale: f64) {
-        let old = self.time_scale;
         self.time_scale = scale;
-        if self.measured_from.as_deref() == Some("iter-log") {
-            self.measured_iter_s = self.measured_iter_s.map(|m| m * old / scale);
-        } else {
+        if self.measured_from.as_deref() != Some("iter-log") {
             self.measure(None);
         }
         self.predicted_run_s = match (&self.decision, self.tags.iters) {
@@ -194,13 +192,14 @@ impl JobRecord {
     }
 
     /// Measures seconds per iteration from the job itself: the median of the
-    /// `cellsched-iter <seconds>` lines of `log` (its output file's text), else
-    /// run time / AdminComment `iters=` of a COMPLETED job; both divided by
-    /// the time scale. Never reads the prediction.
+    /// `cellsched-iter <seconds>` lines of `log` (its output file's text; the
+    /// lines are on the job's own clock: an emulated trainer prints its
+    /// unscaled speed), else run time / AdminComment `iters=` of a COMPLETED
+    /// job divided by the time scale. Never reads the prediction.
     pub fn measure(&mut self, log: Option<&str>) {
         let scale = if self.time_scale > 0.0 { self.time_scale } else { 1.0 };
         if let Some(m) = log.and_then(median_iter_line) {
-            self.measured_iter_s = Some(m / scale);
+            self.measured_iter_s = Some(m);
             self.measured_from = Some("iter-log".into());
             return;
         }
@@ -540,7 +539,7 @@ pub(crate) mod tests {
         assert!((r.measured_iter_s.unwrap() - 100.0 / 450.0 / 0.5).abs() < 1e-12);
         assert_eq!(r.measured_from.as_deref(), Some("run/iters"));
         r.measure(Some("hello\ncellsched-iter 0.1\ncellsched-iter 0.3\ncellsched-iter 0.2\ncellsched-iter nan\n"));
-        assert!((r.measured_iter_s.unwrap() - 0.4).abs() < 1e-12);
+        assert!((r.measured_iter_s.unwrap() - 0.2).abs() < 1e-12, "log lines are on the job's own clock");
         assert_eq!(r.measured_from.as_deref(), Some("iter-log"));
         // A time_scale written into AdminComment text is not a tag.
         let t = DlTags::parse(&["iters=5 time_scale=0.000001"]);
