@@ -179,3 +179,44 @@ fn bad_truth_and_knowledge_files_are_named() {
     let out = cellsched(&["sim", "--trace", trace, "--cluster", cluster, "--policy", "slurm", "--truth", &temp_file("bad", "ok.csv", TIMES), "--truth-missing", "guess"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("guess"));
 }
+
+/// Knowledge of iterations from history: the random forest's predictions
+/// replace the declared counts in decisions (named in the result), while
+/// the clock keeps the true counts.
+#[test]
+fn iterations_predicted_from_history_are_knowledge_only() {
+    let recs = cellsched_core::history::synthetic(&cellsched_core::history::SyntheticSpec { users: 3, records: 300, noise: 0.05, early_stop_share: 0.0, seed: 5 });
+    let hist = temp_file("rf", "history.csv", &cellsched_core::history::to_csv_string(&recs));
+    // Jobs repeating history's (user, model, batch, GPUs) with other true counts.
+    // Only jobs that fit one a100 by the estimator (the knowledge), so every job can run.
+    use cellsched_core::estimator::{Estimator, JobSpec};
+    let est = Estimator::new(cellsched_core::gpu::GpuCatalog::builtin(), cellsched_core::model::ModelCatalog::builtin());
+    let fits = |r: &&cellsched_core::history::HistoryRecord| {
+        est.model_catalog().resolve(&r.model).ok().is_some_and(|m| {
+            est.estimate(&JobSpec { model: m, global_batch: r.batch }, &cellsched_core::Cell::new("a100", 1, 1).unwrap(), 1).is_ok()
+        })
+    };
+    let usable: Vec<_> = recs.iter().filter(fits).take(20).cloned().collect();
+    assert_eq!(usable.len(), 20, "the synthetic history has enough small jobs");
+    let mut trace = String::from("job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type,user\n");
+    for (i, r) in usable.iter().enumerate() {
+        trace.push_str(&format!("{i},{},{},{},{},{},1,a100,{}\n", i * 10, 50 + i * 7, r.model, r.requested_time_s, r.batch, r.user));
+    }
+    let trace = temp_file("rf", "t.csv", &trace);
+    let cluster = temp_file("rf", "c.toml", "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 1\n");
+    let truth_rows: String = usable.iter().map(|r| format!("{},{},a100,1,1,0.5\n", r.model.to_ascii_lowercase(), r.batch)).collect();
+    let truth = temp_file("rf", "truth.csv", &format!("{TIMES}{truth_rows}"));
+    let out = cellsched(&["sim", "--trace", &trace, "--cluster", &cluster, "--policy", "cellsched", "--truth", &truth, "--iters-from-history", &hist, "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("predicts ") && !err.contains("predicts 0 of"), "the forest must predict: {err}");
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(m["knowledge"].as_str().unwrap().contains("random forest") && m["knowledge"].as_str().unwrap().contains("history.csv"), "{m}");
+    assert_eq!(m["finished"].as_u64(), Some(20), "{m}");
+    // One GPU, 0.5 s per true iteration: the busy time is the true work whatever was predicted.
+    let work: f64 = (0..20).map(|i| (50 + i * 7) as f64 * 0.5).sum();
+    let busy = m["gpu_util"]["a100"].as_f64().unwrap() * m["makespan_s"].as_f64().unwrap();
+    assert!((busy - work).abs() < 1e-3 * work, "{busy} vs {work}");
+    let out = cellsched(&["sim", "--trace", &trace, "--cluster", &cluster, "--policy", "cellsched", "--iters-from-history", "/nonexistent/h.csv"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("/nonexistent/h.csv"));
+}

@@ -94,6 +94,9 @@ fn ratio(x: f64, base: f64) -> String {
 fn compare(c: CompareArgs, runs: Vec<(String, Vec<Ablation>)>, base: &str) -> Result<()> {
     c.tuning.validate()?;
     let mut l: Loaded = cmd_sim::load(&c.inputs)?;
+    if let Some(h) = &c.tuning.iters_from_history {
+        l.known_iters = Some(cmd_sim::predicted_iters(&l.jobs, h, cellsched_sim::SimConfig::default().default_limit_s)?);
+    }
     let base_opts = c.tuning.cellsched()?;
     let mut rows: Vec<Metrics> = Vec::new();
     let mut walls = Vec::new();
@@ -171,7 +174,10 @@ fn speed(s: SpeedArgs) -> Result<()> {
         Some(p) => Some(cmd_sim::load_truth(&spec, p, &s.truth_missing)?),
         None => None,
     };
-    let mut l = Loaded { spec, jobs, times, truth, knowledge: "estimator, datasheet only (no profile DB)".into(), unknown_models: Vec::new() };
+    let mut l = Loaded { spec, jobs, times, truth, knowledge: "estimator, datasheet only (no profile DB)".into(), unknown_models: Vec::new(), known_iters: None };
+    if let Some(h) = &s.tuning.iters_from_history {
+        l.known_iters = Some(cmd_sim::predicted_iters(&l.jobs, h, cellsched_sim::SimConfig::default().default_limit_s)?);
+    }
     s.tuning.validate()?;
     let opts = s.tuning.cellsched()?;
     let mut rows = Vec::new();

@@ -121,6 +121,11 @@ pub struct Tuning {
     /// Seconds a run on a Cell that truth says does not fit holds its GPUs before it fails.
     #[arg(long, default_value_t = 60.0)]
     pub oom_startup: f64,
+    /// Knowledge of iterations: the random forest fitted on this job-history CSV
+    /// (`cellsched report history` form) predicts each job's iterations from
+    /// (user, model, batch, GPUs, time limit); the declared count where it cannot.
+    #[arg(long, value_name = "HISTORY.csv", conflicts_with = "iter_noise")]
+    pub iters_from_history: Option<String>,
 }
 
 impl Tuning {
@@ -162,7 +167,9 @@ impl Tuning {
 
     /// How the scheduler knows iterations (for labels).
     pub fn iterations_label(&self) -> String {
-        if self.iter_noise > 0.0 {
+        if let Some(h) = &self.iters_from_history {
+            format!("iterations predicted by the random forest fitted on {h} (declared where it cannot predict)")
+        } else if self.iter_noise > 0.0 {
             format!("declared iterations with noise (true x exp({} N(0,1)))", self.iter_noise)
         } else {
             "declared iterations (exact)".into()
@@ -244,6 +251,8 @@ pub struct Loaded {
     pub knowledge: String,
     /// Models of the trace the knowledge lacks (their jobs run stock).
     pub unknown_models: Vec<String>,
+    /// Iterations the scheduler knows per job when predicted (trace order).
+    pub known_iters: Option<Vec<Option<f64>>>,
 }
 
 /// Time source for a cluster: the core estimator with the optional measured DB.
@@ -293,7 +302,30 @@ pub fn load(inputs: &Inputs) -> Result<Loaded> {
         None => None,
     };
     let knowledge = knowledge_label(inputs.db.as_deref())?;
-    Ok(Loaded { spec, jobs, times: TimeCache::new(Box::new(src)), truth, knowledge, unknown_models })
+    Ok(Loaded { spec, jobs, times: TimeCache::new(Box::new(src)), truth, knowledge, unknown_models, known_iters: None })
+}
+
+/// Iterations the random forest fitted on `history` predicts for each job
+/// (trace order), `None` where it cannot (fewer than 30 records, unseen model).
+pub fn predicted_iters(jobs: &[TraceJob], history: &str, default_limit_s: f64) -> Result<Vec<Option<f64>>> {
+    use cellsched_core::predictor::{HistoryQuery, IterationPredictor};
+    let recs = cellsched_core::history::load_csv(std::path::Path::new(history)).with_context(|| format!("loading history {history}"))?;
+    let rf = IterationPredictor::fit(&recs);
+    let preds: Vec<Option<f64>> = jobs
+        .iter()
+        .map(|j| {
+            rf.predict(&HistoryQuery {
+                user: j.user.clone().unwrap_or_default(),
+                model: j.model_name.clone(),
+                batch: j.batch_size,
+                gpus: j.num_gpu,
+                requested_time_s: if j.deadline > 0.0 { j.deadline } else { default_limit_s },
+            })
+        })
+        .collect();
+    let n = preds.iter().filter(|p| p.is_some()).count();
+    eprintln!("iteration predictor: fitted on {} records of {history}; predicts {n} of {} jobs (the rest keep their declared count)", recs.len(), jobs.len());
+    Ok(preds)
 }
 
 /// Runs one policy by name on loaded inputs, with a progress bar on a terminal.
@@ -305,6 +337,9 @@ pub fn run_policy(name: &str, opts: &CellschedOptions, mut cfg: SimConfig, l: &m
         if std::io::stderr().is_terminal() && l.jobs.len() >= 5000 { Some(&mut bar) } else { None };
     cfg.knowledge = format!("{}; {iterations}", l.knowledge);
     let mut sim = Sim::new(cfg, cellsched_sim::ClusterState::new(&l.spec), &l.jobs, &mut l.times).with_truth(l.truth.clone());
+    if let Some(k) = &l.known_iters {
+        sim = sim.with_known_iters(k);
+    }
     Ok(sim.run(p.as_mut(), progress))
 }
 
@@ -392,6 +427,9 @@ fn simulate(r: RunArgs) -> Result<()> {
     let opts = r.tuning.cellsched()?;
     r.tuning.validate()?;
     let mut l = load(&r.inputs)?;
+    if let Some(h) = &r.tuning.iters_from_history {
+        l.known_iters = Some(predicted_iters(&l.jobs, h, SimConfig::default().default_limit_s)?);
+    }
     let m = run_policy(name, &opts, r.tuning.config(r.inputs.seed), &mut l, &r.tuning.iterations_label())?;
     if r.json {
         println!("{}", serde_json::to_string_pretty(&m)?);

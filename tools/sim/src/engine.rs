@@ -316,6 +316,18 @@ impl<'t> Sim<'t> {
         self
     }
 
+    /// Replaces the iterations the scheduler knows (e.g. the random forest's
+    /// predictions from history); `None` entries keep the declared count.
+    /// `known` is in trace order (the order of [`Sim::jobs`]); extra entries are ignored.
+    pub fn with_known_iters(mut self, known: &[Option<f64>]) -> Self {
+        for (j, k) in self.jobs.iter_mut().zip(known) {
+            if let Some(k) = k.filter(|k| k.is_finite() && *k >= 1.0) {
+                j.known_iters = k.round();
+            }
+        }
+        self
+    }
+
     /// Whether the clock runs on a truth table (else: oracle mode).
     pub fn has_truth(&self) -> bool {
         self.truth.is_some()

@@ -477,6 +477,23 @@ mod engine_tests {
     }
 
     #[test]
+    fn predicted_iterations_order_jobs_but_the_clock_uses_the_true_count() {
+        // One a100. A holds it until 10; B (100 true iterations) and C (5)
+        // wait. The predictor swaps them (B: 3, C: 50): A-SRPT runs B first,
+        // at its true length: B 10..110, C 110..115.
+        let k = LinearTimes::new(0.0).with("m", "a100", 1.0);
+        let jobs = [job("a", 0.0, 10, 1, "a100", 0.0), job("b", 1.0, 100, 1, "a100", 0.0), job("c", 2.0, 5, 1, "a100", 0.0)];
+        let mut cache = TimeCache::new(Box::new(k));
+        let one = cluster("[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 1\n");
+        let mut t = TruthTable::default();
+        t.insert(point("m", "a100", 1.0));
+        let mut sim = Sim::new(cfg(), one, &jobs, &mut cache).with_truth(Some(Truth::new(t, None, TruthMissing::Skip))).with_known_iters(&[None, Some(3.0), Some(50.0)]);
+        sim.run(cellsched().as_mut(), None);
+        let jct: Vec<f64> = sim.jobs().iter().map(|j| j.finish.unwrap() - j.spec.submission_time).collect();
+        assert_eq!(jct, vec![10.0, 109.0, 113.0]);
+    }
+
+    #[test]
     fn noisy_declared_iterations_change_plans_not_the_clock() {
         let k = LinearTimes::new(0.0).with("m", "a100", 1.0).with("m", "v100", 2.0);
         let jobs: Vec<TraceJob> = (0..20).map(|n| job(&n.to_string(), n as f64, 10 + n, 1, "a100", 0.0)).collect();
