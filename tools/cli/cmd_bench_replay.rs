@@ -45,7 +45,7 @@ pub struct Args {
     /// [default: bench/replay/cellsched.toml when present].
     #[arg(long, value_name = "FILE")]
     cellsched_toml: Option<PathBuf>,
-    /// Simulator cluster TOML mirroring the live cluster [default: bench/replay/cluster.toml].
+    /// Simulator cluster TOML mirroring the live cluster [default: bench/replay/gavel-cluster.toml].
     #[arg(long, value_name = "FILE")]
     sim_cluster: Option<PathBuf>,
     /// Simulator: Cells may use up to this many times the requested GPUs.
