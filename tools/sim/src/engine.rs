@@ -641,12 +641,15 @@ impl<'t> Sim<'t> {
             }
             if !self.requeue.is_empty() {
                 self.process_requeues(policy);
+                changed = true;
             }
             if changed && !self.pending.is_empty() {
                 policy.schedule(self);
                 // Starts refused by truth requeue jobs: re-plan and go again.
+                // Each refusal removes a Cell from the knowledge, so this ends;
+                // the bound only guards against a policy that never settles.
                 let mut rounds = 0;
-                while !self.requeue.is_empty() && rounds < 16 {
+                while !self.requeue.is_empty() && rounds < 100_000 {
                     self.process_requeues(policy);
                     if !self.pending.is_empty() {
                         policy.schedule(self);

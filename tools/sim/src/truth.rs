@@ -458,6 +458,25 @@ mod engine_tests {
     }
 
     #[test]
+    fn skipped_requests_fail_without_blocking_fifo() {
+        // Truth has no v100 point: with `skip`, the v100 requests fail (no
+        // other Cell for a requested-shape policy) and FIFO goes on to the rest.
+        let mut t = TruthTable::default();
+        t.insert(point("m", "a100", 1.0));
+        let truth = Truth::new(t, None, TruthMissing::Skip);
+        let k = LinearTimes::new(0.0).with("m", "a100", 1.0).with("m", "v100", 2.0);
+        let jobs: Vec<TraceJob> = (0..40).map(|n| job(&n.to_string(), n as f64, 10, 1, if n % 2 == 0 { "v100" } else { "a100" }, 0.0)).collect();
+        for name in policy::POLICY_NAMES {
+            let mut p = policy::build(name, &CellschedOptions::default()).unwrap();
+            let (m, _, _) = run(p.as_mut(), &jobs, k.clone(), Some(truth.clone()), cfg());
+            // The first refusal fails its job; later v100 requests are refused at
+            // arrival by the knowledge that learnt the Cell is unusable (never_fit counts both).
+            let want = if name == "cellsched" || name == "gavel" { (40, 0, 0) } else { (20, 1, 20) };
+            assert_eq!((m.finished, m.truth_stats.failed_jobs, m.never_fit), want, "{name}: {:?}", m.truth_stats);
+        }
+    }
+
+    #[test]
     fn unknown_models_run_stock_under_every_policy() {
         // moe__27b is unknown to the knowledge: requested type and count, truth time.
         let mut t = TruthTable::default();

@@ -103,8 +103,17 @@ pub(crate) fn start_on_type(sim: &mut Sim<'_>, i: usize, t: usize, gpus: u32) ->
     let Some(shape) = sim.cluster().place_now(t, gpus) else { return false };
     let iter = match iter_on(sim, i, shape) {
         Some(x) => x,
-        // Infeasible on this fragmented shape: wait for the idle-cluster shape.
-        None => return false,
+        None => {
+            // The knowledge learnt that this Cell cannot be used (a run failed
+            // or truth lacks it): re-plan the job, which may fail it.
+            let ty = sim.cluster().groups[shape.group].spec.gpu_type.clone();
+            let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
+            if sim.times().is_marked(&m, b, &ty, shape.nodes, shape.gpus_per_node) {
+                sim.requeue_later(i);
+            }
+            // Else infeasible on this fragmented shape: wait for the idle-cluster shape.
+            return false;
+        }
     };
     sim.start(i, shape, iter)
 }
