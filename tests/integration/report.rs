@@ -264,9 +264,12 @@ fn forged_comment_changes_nothing_in_report_or_history() {
     for id in &ids {
         wait_for_state(*id, &["COMPLETED"], JOB_TIMEOUT).unwrap();
     }
+    // slurmdbd records End and the time limit asynchronously; wait for both.
     for id in &ids {
-        sacct_fields_when(*id, &["End"], Duration::from_secs(60), |m| m["End"] != "Unknown" && !m["End"].is_empty())
-            .unwrap_or_else(|e| panic!("{e}"));
+        sacct_fields_when(*id, &["End", "TimelimitRaw"], Duration::from_secs(60), |m| {
+            m["End"] != "Unknown" && !m["End"].is_empty() && m["TimelimitRaw"].parse::<u64>().is_ok()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
     }
     let list = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     let out = cellsched_on_cluster(&["report", "--jobs", &list, "--json"]);
@@ -292,12 +295,17 @@ fn forged_comment_changes_nothing_in_report_or_history() {
     let out = cellsched_on_cluster(&["report", "--jobs", &list]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // History: the stock job's forged tags never enter the training data.
-    let out = cellsched_on_cluster(&["report", "history", "--jobs", &list, "--out", "-"]);
+    let out = Command::new(common::cellsched_bin())
+        .args(["report", "history", "--jobs", &list, "--out", "-"])
+        .env("SLURM_CONF", &cluster().slurm_conf)
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("run cellsched");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let recs = cellsched_core::history::parse_csv(&String::from_utf8_lossy(&out.stdout), "history").unwrap();
     assert!(recs.iter().all(|r| r.model != "gpt__1.3B" && r.iterations != 100 && r.iterations != 1), "{recs:?}");
     if dl {
-        assert!(recs.iter().any(|r| r.model == "gpt__350M" && r.iterations == 20), "{recs:?}");
+        assert!(recs.iter().any(|r| r.model == "gpt__350M" && r.iterations == 20), "{recs:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
 
