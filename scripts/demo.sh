@@ -7,10 +7,9 @@
 # Truth and knowledge: the emulated trainers run at the iteration times
 # Gavel measured (etc/examples/truth-gavel.csv) for the GPUs they were
 # granted; the plugins decide with their estimator calibrated on the
-# single-GPU points only (bench/truth/gavel-knowledge-1gpu.csv). The truth
-# table covers v100 but not the local cluster's a100 and a10, so the demo's
-# cellsched.toml allows only v100 for placement (a Cell truth lacks would
-# make the trainer fail rather than invent a speed). The report compares
+# single-GPU points only (bench/truth/gavel-knowledge-1gpu.csv). The demo
+# cluster's GPU types are the ones the truth table covers (v100, p100, k80:
+# CELLSCHED_CLUSTER_GROUPS), so every Cell has a measured speed. The report compares
 # each job's predicted seconds per iteration with its measured ones.
 # Takes a few minutes after the first build. Leaves the cluster up to explore.
 #
@@ -66,9 +65,11 @@ CS=${CELLSCHED_BIN:-$ROOT/target/release/cellsched}
 CONF_DIR=${CELLSCHED_CLUSTER_DIR:-$HOME/.local/state/cellsched/cluster}-demo-etc
 mkdir -p "$CONF_DIR"
 printf '%s\n' "# Written by scripts/demo.sh." "[placement]" "replan_interval_s = 5" "max_gpus = 8" \
-  'allowed_gpu_types = ["v100"]' "[estimator]" "profile_db = \"$ROOT/bench/truth/gavel-knowledge-1gpu.csv\"" \
+  "[estimator]" "profile_db = \"$ROOT/bench/truth/gavel-knowledge-1gpu.csv\"" \
   > "$CONF_DIR/cellsched.toml"
 export CELLSCHED_CLUSTER_TOML=$CONF_DIR/cellsched.toml
+# GPU types the truth table covers.
+export CELLSCHED_CLUSTER_GROUPS=${CELLSCHED_CLUSTER_GROUPS:-v100:2x8,p100:1x8,k80:1x8}
 TRUTH=$ROOT/etc/examples/truth-gavel.csv
 
 step "bringing the local cluster up with the cellsched plugins"
@@ -101,7 +102,7 @@ submit resnet50-frz --dl-model=resnet50 --dl-batch=128 --dl-iters=2000 --dl-free
 # The user pins the Cell: cellsched only orders the job and picks its plan.
 submit xformer-pin --dl-model=transformer_multi30k --dl-batch=128 --dl-iters=4000 --dl-cell=v100x4 "$TRAIN" --model transformer_multi30k --batch 128 --iters 4000
 # A plain job: no DL options, stock Slurm behaviour, no cellsched variables.
-submit plain-gpu  --gres=gpu:a10:1 --wrap='env | grep -c ^CELLSCHED_ || true; sleep 5'
+submit plain-gpu  --gres=gpu:k80:1 --wrap='env | grep -c ^CELLSCHED_ || true; sleep 5'
 
 step "waiting for the ${#IDS[@]} jobs"
 LIST=$(IFS=,; echo "${IDS[*]}")

@@ -84,25 +84,6 @@ pub struct Args {
     dry_run: bool,
 }
 
-/// Parses `v100:2x8,p100:1x8` into node groups.
-fn parse_groups(s: &str) -> Result<Vec<NodeGroup>> {
-    let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let bad = || anyhow::anyhow!("--groups item '{item}': expected TYPE:NODESxGPUS, e.g. v100:2x8");
-        let (ty, shape) = item.split_once(':').ok_or_else(bad)?;
-        let (n, g) = shape.split_once('x').ok_or_else(bad)?;
-        let (n, g): (u32, u32) = (n.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?);
-        if n == 0 || g == 0 || ty.is_empty() {
-            return Err(bad());
-        }
-        out.push(NodeGroup::new(&ty.to_ascii_lowercase(), n, g));
-    }
-    if out.is_empty() {
-        bail!("--groups '{s}' names no node group");
-    }
-    Ok(out)
-}
-
 fn port_base(s: &str) -> Result<u16, String> {
     parse_port_base(s).map_err(|e| e.to_string())
 }
@@ -155,7 +136,7 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(p) = a.port_base {
         spec.port_base = p;
     }
-    spec.groups = parse_groups(&a.groups)?;
+    spec.groups = NodeGroup::parse_list(&a.groups)?;
     let truth_path = match &a.truth {
         Some(p) => absolute(p)?,
         None => absolute(&repo_file("etc/examples/truth-gavel.csv").context("etc/examples/truth-gavel.csv not found; give --truth")?)?,

@@ -20,6 +20,10 @@ pub struct Args {
     /// Run stock Slurm: do not install or configure cellsched's plugins
     #[arg(long, global = true)]
     no_plugins: bool,
+    /// Node groups TYPE:NODESxGPUS,... [default: a100:2x4,v100:2x8,a10:1x4]
+    /// (recorded in the cluster directory: later commands reuse them)
+    #[arg(long, global = true, env = "CELLSCHED_CLUSTER_GROUPS", value_name = "GROUPS")]
+    groups: Option<String>,
 }
 
 #[derive(clap::Subcommand)]
@@ -54,6 +58,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         spec.port_base = p;
     }
     spec.with_plugins = !a.no_plugins;
+    match &a.groups {
+        Some(g) => spec.groups = cellsched_cluster::NodeGroup::parse_list(g)?,
+        // Without --groups, a cluster keeps the groups it was brought up with.
+        None => spec.use_saved_groups()?,
+    }
     match a.action {
         Action::Up => up(&spec),
         Action::Down { cancel_jobs } => {

@@ -296,6 +296,7 @@ impl Cluster {
             (e.join("plugstack.conf"), r.plugstack_conf.clone()),
             (e.join("slurmdbd.conf"), r.slurmdbd_conf.clone()),
             (e.join("cellsched.toml"), r.cellsched_toml.clone()),
+            (self.spec.saved_groups_file(), format!("{}\n", crate::spec::NodeGroup::list_text(&self.spec.groups))),
         ]
     }
 

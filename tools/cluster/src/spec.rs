@@ -40,6 +40,37 @@ impl NodeGroup {
         }
     }
 
+    /// Parses a node-group list `TYPE:NODESxGPUS[,...]`, e.g. `v100:2x8,p100:1x8`
+    /// (`CELLSCHED_CLUSTER_GROUPS`, `cellsched cluster --groups`).
+    pub fn parse_list(s: &str) -> Result<Vec<NodeGroup>> {
+        let mut out: Vec<NodeGroup> = Vec::new();
+        for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let bad = || ClusterError::InvalidSpec(format!("node group '{item}': expected TYPE:NODESxGPUS, e.g. v100:2x8"));
+            let (ty, shape) = item.split_once(':').ok_or_else(bad)?;
+            let (n, g) = shape.split_once('x').ok_or_else(bad)?;
+            let (n, g): (u32, u32) = (n.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?);
+            let ty = ty.trim().to_ascii_lowercase();
+            if n == 0 || n > 64 || g == 0 || g > 64 || ty.is_empty() || !ty.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(ClusterError::InvalidSpec(format!(
+                    "node group '{item}': expected TYPE:NODESxGPUS with a letters-and-digits type, 1..=64 nodes and 1..=64 GPUs"
+                )));
+            }
+            if out.iter().any(|o| o.gpu_type == ty) {
+                return Err(ClusterError::InvalidSpec(format!("node group '{item}': GPU type '{ty}' given twice")));
+            }
+            out.push(NodeGroup::new(&ty, n, g));
+        }
+        if out.is_empty() {
+            return Err(ClusterError::InvalidSpec(format!("node groups '{s}': none given")));
+        }
+        Ok(out)
+    }
+
+    /// The list form [`NodeGroup::parse_list`] reads.
+    pub fn list_text(groups: &[NodeGroup]) -> String {
+        groups.iter().map(|g| format!("{}:{}x{}", g.gpu_type, g.count, g.gpus_per_node)).collect::<Vec<_>>().join(",")
+    }
+
     /// The node names of this group, in order.
     pub fn node_names(&self) -> Vec<String> {
         (1..=self.count).map(|i| format!("{}-{}", self.prefix, i)).collect()
@@ -111,8 +142,9 @@ impl Default for ClusterSpec {
 impl ClusterSpec {
     /// The default spec adjusted by the environment: `CELLSCHED_CLUSTER_DIR`,
     /// `CELLSCHED_PORT_BASE`, `CELLSCHED_PLUGIN_BUILD_DIR`, `CELLSCHED_SLURM_SBIN`
-    /// (its sibling `bin/` then holds the client commands), and
-    /// `CELLSCHED_CLUSTER_TOML` (a file copied to `etc/cellsched.toml`).
+    /// (its sibling `bin/` then holds the client commands),
+    /// `CELLSCHED_CLUSTER_TOML` (a file copied to `etc/cellsched.toml`), and
+    /// `CELLSCHED_CLUSTER_GROUPS` (node groups, see [`NodeGroup::parse_list`]).
     pub fn from_env() -> Result<Self> {
         let mut spec = ClusterSpec::default();
         if let Some(f) = env_nonempty("CELLSCHED_CLUSTER_TOML") {
@@ -122,6 +154,9 @@ impl ClusterSpec {
         }
         if let Some(d) = env_nonempty("CELLSCHED_CLUSTER_DIR") {
             spec.dir = PathBuf::from(d);
+        }
+        if let Some(g) = env_nonempty("CELLSCHED_CLUSTER_GROUPS") {
+            spec.groups = NodeGroup::parse_list(&g)?;
         }
         if let Some(p) = env_nonempty("CELLSCHED_PORT_BASE") {
             spec.port_base = parse_port_base(&p)?;
@@ -144,6 +179,23 @@ impl ClusterSpec {
             spec.slurm_sbin = sbin;
         }
         Ok(spec)
+    }
+
+    /// File in the cluster directory recording the node groups of the last `up`.
+    pub fn saved_groups_file(&self) -> PathBuf {
+        self.dir.join("etc").join("node-groups")
+    }
+
+    /// Takes the node groups the cluster in `dir` was last brought up with
+    /// (so `down`, `status` and `env` find its daemons), when recorded.
+    pub fn use_saved_groups(&mut self) -> Result<()> {
+        match std::fs::read_to_string(self.saved_groups_file()) {
+            Ok(text) => {
+                self.groups = NodeGroup::parse_list(text.trim())?;
+                Ok(())
+            }
+            Err(_) => Ok(()),
+        }
     }
 
     /// Checks the spec for mistakes that would only show up as daemon failures.
@@ -318,5 +370,16 @@ mod tests {
         assert!(s.validate().unwrap_err().to_string().contains("alphanumeric"));
         let s = ClusterSpec { dir: "rel/dir".into(), ..ClusterSpec::default() };
         assert!(s.validate().unwrap_err().to_string().contains("absolute"));
+    }
+
+    #[test]
+    fn node_group_lists_parse_and_print() {
+        let g = NodeGroup::parse_list("v100:2x8, P100:1x8,k80:1x8").unwrap();
+        assert_eq!(g.iter().map(|x| (x.gpu_type.as_str(), x.count, x.gpus_per_node)).collect::<Vec<_>>(), [("v100", 2, 8), ("p100", 1, 8), ("k80", 1, 8)]);
+        assert_eq!(NodeGroup::list_text(&g), "v100:2x8,p100:1x8,k80:1x8");
+        for bad in ["", "v100", "v100:2", "v100:0x8", "v100:2x0", "v100:2x8,v100:1x4", "a b:1x1", "v100:100x8"] {
+            let e = NodeGroup::parse_list(bad).unwrap_err().to_string();
+            assert!(e.contains("node group"), "{bad}: {e}");
+        }
     }
 }
