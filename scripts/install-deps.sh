@@ -41,7 +41,8 @@ if [ ! -f /usr/sbin/policy-rc.d ]; then
 fi
 PKGS=(slurmctld slurmd slurm-client slurmdbd libslurm-dev slurm-wlm-basic-plugins-dev
       munge libmunge-dev mariadb-server mariadb-client libmariadb-dev libmariadb-dev-compat libclang-dev clang pkg-config
-      build-essential dpkg-dev xz-utils procps iproute2 python3)
+      build-essential dpkg-dev xz-utils procps iproute2 python3
+      groff-base man-db binutils)
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ] || [ -n "${NEED_UPDATE:-}" ]; then
