@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the Debian package on this machine (as root), end to end:
-#   1. make deb (dist build, debug info split off, man pages, completions)
+#   1. make deb (dist build, debug info split off, man pages, completions);
+#      make install / make uninstall into a scratch DESTDIR
 #   2. a package claiming another Slurm release is refused before anything
 #      is unpacked, both as a fresh install and as an upgrade
 #   3. dpkg -i of the real package (+ -dbgsym): files, sizes, conffile, man
@@ -65,6 +66,15 @@ check "Depends pins slurm-wlm-basic-plugins (= $HAVE_SLURM)" \
   grep -qF "slurm-wlm-basic-plugins (= $HAVE_SLURM)" <(dpkg-deb -f "$DEB" Depends)
 check "conffile /etc/slurm/plugstack.conf.d/cellsched.conf" \
   grep -qx /etc/slurm/plugstack.conf.d/cellsched.conf <(dpkg-deb -I "$DEB" conffiles)
+
+D=$(mktemp -d /tmp/cellsched-destdir.XXXXXX)
+make -s install-staged DESTDIR="$D" >/dev/null
+n=$(find "$D" -type f | wc -l)
+check "make install DESTDIR= installs $n files (CLI, 3 plugins, 4 debug files, man pages, 3 completions, snippet)" \
+  test "$n" -eq $(( 1 + 3 + 4 + $(ls "$TARGET_DIR/stage/man" | wc -l) + 3 + 1 ))
+make -s uninstall DESTDIR="$D" >/dev/null
+check "make uninstall DESTDIR= removes every file" test -z "$(find "$D" -type f)"
+rm -rf "$D"
 
 log "2. a package built for another Slurm release is refused"
 mapfile -t BAD < <(CELLSCHED_DEB_SLURM_VERSION=99.99.99-1 CELLSCHED_DEB_NAME_SUFFIX=.mismatch \
