@@ -122,8 +122,12 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
     echo "bf_max_us $(sdiag_field "$sd" 'Backfilling stats' 'Max cycle')"
     echo "bf_mean_depth $(sdiag_field "$sd" 'Backfilling stats' 'Depth Mean')"
     # Plugin timings (debug lines; none in stock mode).
-    awk '/site_factor\/cellsched: update ranked/ { for (i = 1; i <= NF; i++) if ($i == "us") { n++; s += $(i-1); if ($(i-1) > m) m = $(i-1) } }
+    # site_factor_p_update (job write lock) only copies factors; the ranking
+    # thread snapshots under the read locks and ranks with none.
+    awk '/site_factor\/cellsched: update copied/ { for (i = 1; i <= NF; i++) if ($i == "us") { n++; s += $(i-1); if ($(i-1) > m) m = $(i-1) } }
          END { printf "site_factor_updates %d\nsite_factor_mean_us %s\nsite_factor_max_us %s\n", n, n ? s / n : "NA", n ? m : "NA" }' "$tail_log"
+    awk '/site_factor\/cellsched: ranking pass over/ { for (i = 1; i <= NF; i++) { if ($i == "snapshot") { n++; v = $(i+1); s += v; if (v > m) m = v } if ($i == "ranking" && $(i+1) ~ /^[0-9]+$/) { r += $(i+1) } } }
+         END { printf "rank_passes %d\nrank_snapshot_mean_us %s\nrank_snapshot_max_us %s\nrank_compute_mean_us %s\n", n, n ? s / n : "NA", n ? m : "NA", n ? r / n : "NA" }' "$tail_log"
     awk '/re-planning pass over/ { for (i = 1; i <= NF; i++) if ($i == "snapshot") { n++; v = $(i+1); s += v; if (v > m) m = v } }
          END { printf "replan_passes %d\nreplan_snapshot_mean_us %s\nreplan_snapshot_max_us %s\n", n, n ? s / n : "NA", n ? m : "NA" }' "$tail_log"
   } >"$DIR-$mode.results"
@@ -148,6 +152,7 @@ echo "slurmctld scheduling cost at $N pending jobs (half DL), window ${WINDOW}s;
 printf '%-26s %14s %14s %8s\n' metric stock plugins ratio
 for k in pending submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
   bf_cycles bf_mean_us bf_max_us bf_mean_depth site_factor_updates site_factor_mean_us site_factor_max_us \
+  rank_passes rank_snapshot_mean_us rank_snapshot_max_us rank_compute_mean_us \
   replan_passes replan_snapshot_mean_us replan_snapshot_max_us; do
   a=$(get stock "$k"); b=$(get plugins "$k")
   case $k in *_us | submit_s) r=$(ratio "$b" "$a") ;; *) r="" ;; esac

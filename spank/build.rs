@@ -10,7 +10,6 @@ fn main() {
         "spank_plugin_version",
         "slurm_spank_init",
         "slurm_spank_init_post_opt",
-        "slurm_spank_local_user_init",
         "slurm_spank_task_init",
         "slurm_spank_exit",
         "slurm_spank_job_epilog",

@@ -48,6 +48,8 @@ pub struct Config {
     pub placement: PlacementConfig,
     /// Data the estimator and predictor load at startup.
     pub estimator: EstimatorConfig,
+    /// What happens when jobs overrun their declared work.
+    pub declared: crate::declared::DeclaredConfig,
 }
 
 /// `[ordering]`: how predicted remaining time becomes a Slurm site factor.
@@ -64,11 +66,14 @@ pub struct OrderingConfig {
     /// Remaining time assumed for a DL job whose iterations are unknown and
     /// cannot be predicted, when it has no time limit either.
     pub default_remaining_s: f64,
+    /// Seconds between two rankings of the pending DL jobs by the plugin's
+    /// background thread (slurmctld's priority update then only copies them).
+    pub rank_interval_s: u64,
 }
 
 impl Default for OrderingConfig {
     fn default() -> Self {
-        OrderingConfig { enabled: true, aging_bound_s: 86_400.0, site_factor_max: 100_000, default_remaining_s: 3_600.0 }
+        OrderingConfig { enabled: true, aging_bound_s: 86_400.0, site_factor_max: 100_000, default_remaining_s: 3_600.0, rank_interval_s: 5 }
     }
 }
 
@@ -132,7 +137,14 @@ impl Config {
             let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             CoreError::File { path: path.to_string(), line, msg: e.message().trim().to_string() }
         })?;
-        cfg.validate(path)?;
+        cfg.validate(path).map_err(|e| match e {
+            // Range errors name `section.key`: point at the line that sets it.
+            CoreError::File { path, line: None, msg } => {
+                let line = msg.split_once(' ').and_then(|(k, _)| k.split_once('.')).and_then(|(sec, key)| key_line(text, sec, key));
+                CoreError::File { path, line, msg }
+            }
+            e => e,
+        })?;
         Ok(cfg)
     }
 
@@ -160,6 +172,12 @@ impl Config {
                 o.default_remaining_s
             ));
         }
+        if let Err(m) = self.declared.check() {
+            return bad(m);
+        }
+        if o.rank_interval_s == 0 || o.rank_interval_s > 3600 {
+            return bad(format!("ordering.rank_interval_s = {} must be in 1..=3600 seconds", o.rank_interval_s));
+        }
         let p = &self.placement;
         if p.replan_interval_s == 0 {
             return bad("placement.replan_interval_s = 0 must be at least 1 second".into());
@@ -175,6 +193,24 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// 1-based line of `key = ...` inside table `[section]` of TOML `text`.
+fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if let Some(h) = t.strip_prefix('[').and_then(|h| h.split(']').next()) {
+            current = h.trim().to_string();
+        } else if current == section {
+            if let Some(rest) = t.strip_prefix(key) {
+                if rest.trim_start().starts_with('=') {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Where to read the config from: `plugin_arg` (a path, or `config=PATH`
@@ -252,6 +288,10 @@ profile_db = "/var/lib/cellsched/p.csv"
         let e = Config::from_toml_str("[placement\n", "c.toml").unwrap_err();
         assert!(matches!(e, CoreError::File { line: Some(1), .. }), "{e:?}");
 
+        let e = Config::from_toml_str("[placement]\nreplan = true\nreplan_interval_s = 0\n", "c.toml").unwrap_err();
+        assert!(matches!(e, CoreError::File { line: Some(3), .. }), "{e:?}");
+        let e = Config::from_toml_str("[ordering]\n[placement]\n# x\nmax_gpus   = 0\n", "c.toml").unwrap_err();
+        assert!(e.to_string().starts_with("c.toml:4: placement.max_gpus = 0"), "range errors name the line: {e}");
         for (text, key) in [
             ("[placement]\nmax_gpus = 0", "max_gpus"),
             ("[placement]\nreplan_interval_s = 0", "replan_interval_s"),

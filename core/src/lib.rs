@@ -9,6 +9,7 @@ pub mod asrpt;
 pub mod calibration;
 pub mod cell;
 pub mod config;
+pub mod declared;
 pub mod error;
 pub mod estimator;
 pub mod freezing;
@@ -19,6 +20,7 @@ pub mod options;
 pub mod plan_env;
 pub mod predictor;
 pub mod profile_db;
+pub mod slurm_conf;
 
 pub use cell::{Cell, Decision, Plan};
 pub use error::CoreError;

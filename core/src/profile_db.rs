@@ -177,7 +177,7 @@ impl ProfileDb {
 
 /// Parses profile CSV text; `origin` names the source in errors.
 pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<ProfileRecord>, CoreError> {
-    let mut rd = csv::ReaderBuilder::new().trim(csv::Trim::All).flexible(true).from_reader(text.as_bytes());
+    let mut rd = csv::ReaderBuilder::new().trim(csv::Trim::All).flexible(true).comment(Some(b'#')).from_reader(text.as_bytes());
     let file_err = |line: Option<usize>, msg: String| CoreError::File { path: origin.to_string(), line, msg };
     let headers = rd.headers().map_err(|e| file_err(Some(1), format!("bad CSV header: {e}")))?.clone();
     let col = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
@@ -304,6 +304,7 @@ mod tests {
             (format!("{h}a,4,v100,1,1,fast\n"), ":2", "iter_time_s"),
             (format!("{h}a,4,,1,1,0.1\n"), ":2", "gpu_type"),
             (format!("{h}a,4,v100,1,x,0.1\n"), ":2", "gpus_per_node"),
+            (format!("# source note\n{h}a,4,v100,1,1,NaN\n"), ":3", "iter_time_s"),
             ("model,batch,gpu,nodes,gpus_per_node,iter_time_s\n".to_string(), ":1", "gpu_type"),
             (format!("{h},plan\n").replace("iter_time_s\n,plan", "iter_time_s,plan") + "a,4,v100,1,2,0.1,\"dp=4,tp=1,pp=1\"\n", ":2", "plan"),
             // Physically implausible values and shapes.

@@ -1,54 +1,87 @@
 #!/bin/bash
 # cellsched example: an emulated DL training job that consumes the plan the
-# cellsched SPANK plugin injects, the way a real training script would.
+# cellsched SPANK plugin injects, the way a real training script would, and
+# runs at a *measured* speed.
 #
-# It sleeps instead of computing: iteration by iteration (batched into sleeps
-# of at least 0.5 s) for the predicted iteration time times a time scale,
-# faster once layers freeze, printing `cellsched-iter <seconds>` lines (the
-# format `cellsched profile run` reads) and its progress.
+# It sleeps instead of computing. Its seconds per iteration come from a truth
+# table of measured iteration times (CSV: model,batch,gpu_type,nodes,
+# gpus_per_node,iter_time_s; `#` comments; iter_time_s <= 0 = does not fit),
+# looked up for the GPUs this job was actually granted (type, nodes, GPUs per
+# node), never from the prediction the plugin injected (CELLSCHED_ITER_TIME_S
+# is printed for comparison only). The shipped table,
+# etc/examples/truth-gavel.csv, holds Gavel's measured throughputs (see its
+# header). A point the table lacks makes the job fail with a message: it
+# never invents a speed. Iterations are the job's real count (--iters).
+#
+# It sleeps iteration by iteration (batched into sleeps of at least 0.5 s)
+# for the measured iteration time times a time scale, faster once layers
+# freeze, printing `cellsched-iter <seconds>` lines (the format
+# `cellsched profile run` and `cellsched report --iter-log` read) and its progress.
 #
 # Usage (as an sbatch script or by hand):
-#   sbatch --dl-model=gpt__350M --dl-batch=64 --dl-iters=500 --dl-cell=auto \
-#          etc/examples/emulated-train.sh
-#   sbatch --gres=gpu:a100:4 etc/examples/emulated-train.sh --iters 500 --iter-time 0.26
+#   sbatch --dl-model=resnet50 --dl-batch=64 --dl-iters=500 --dl-cell=auto \
+#          etc/examples/emulated-train.sh --model resnet50 --batch 64 --iters 500
+#   sbatch --gres=gpu:v100:4 etc/examples/emulated-train.sh --model resnet50 --batch 256 --iters 500
 #
 # Options (each also an environment variable):
-#   --iters N        iterations to run       [CELLSCHED_DL_ITERS, then the plan file's "iters"]
-#   --iter-time S    declared seconds per iteration, used only when no plan was
-#                    injected (stock Slurm)  [CELLSCHED_EMU_ITER_TIME]
-#   --scale X        real seconds slept per predicted second (default 1)
-#                                            [CELLSCHED_EMU_SCALE]
+#   --iters N        iterations the job really runs      [CELLSCHED_EMU_ITERS]
+#   --model M        model (catalog name)                [CELLSCHED_EMU_MODEL, then CELLSCHED_DL_MODEL]
+#   --batch B        global batch                        [CELLSCHED_EMU_BATCH, then CELLSCHED_DL_BATCH]
+#   --truth FILE     truth table                         [CELLSCHED_EMU_TRUTH]
+#   --gpu-type T     granted GPU type (default: CELLSCHED_GPU_TYPE, else the node's Gres)
+#   --nodes K        granted nodes (default: SLURM_JOB_NUM_NODES, else 1)
+#   --gpus-per-node G  granted GPUs per node (default: SLURM_GPUS_ON_NODE, else
+#                    the count of SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES)
+#   --scale X        real seconds slept per measured second (default 1)
+#                                                        [CELLSCHED_EMU_SCALE]
 #   --quiet          no per-chunk lines, only the plan and the summary
 #
 # What it reads from the SPANK plugin (see README, "Consuming the plan"):
-#   CELLSCHED_ITER_TIME_S      predicted seconds per unfrozen iteration
 #   CELLSCHED_CELL, CELLSCHED_GPU_TYPE, CELLSCHED_GPUS, CELLSCHED_NODES
 #   CELLSCHED_DP / _TP / _PP / _MICRO_BATCHES / _ZERO_STAGE / _CHECKPOINTING
 #   CELLSCHED_FREEZE_MODE, CELLSCHED_FREEZE_SCHEDULE ("PROGRESS:FRACTION,...")
-#   CELLSCHED_PLAN_FILE        the same plan as JSON
+#   CELLSCHED_ITER_TIME_S (the prediction; printed, not used), CELLSCHED_PLAN_FILE
 # A real launcher would pass them on, e.g.
 #   torchrun --nnodes "$CELLSCHED_NODES" --nproc-per-node "$LOCAL_WORLD_SIZE" \
 #     train.py --tensor-parallel "$CELLSCHED_TP" --pipeline-parallel "$CELLSCHED_PP" \
 #              --micro-batches "$CELLSCHED_MICRO_BATCHES" --zero-stage "$CELLSCHED_ZERO_STAGE"
 #
-# Exit codes: 0 done, 2 bad argument or missing input.
+# Exit codes: 0 done, 2 bad argument or missing input, 3 the truth table says
+# the configuration does not fit in memory (fails like an OOM), 4 the truth
+# table has no measured point for the granted GPUs.
 #SBATCH --job-name=emulated-train
 #SBATCH --output=emulated-train-%j.out
 set -euo pipefail
 
 die() { echo "emulated-train: error: $*" >&2; exit 2; }
 is_pos_num() { [[ $1 =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]] && awk -v x="$1" 'BEGIN{exit !(x+0>0)}'; }
+is_pos_int() { [[ $1 =~ ^[0-9]+$ && $1 -gt 0 ]]; }
 
-ITERS=${CELLSCHED_DL_ITERS:-}
-DECLARED=${CELLSCHED_EMU_ITER_TIME:-}
+ITERS=${CELLSCHED_EMU_ITERS:-}
+MODEL=${CELLSCHED_EMU_MODEL:-${CELLSCHED_DL_MODEL:-}}
+BATCH=${CELLSCHED_EMU_BATCH:-${CELLSCHED_DL_BATCH:-}}
+TRUTH=${CELLSCHED_EMU_TRUTH:-}
 SCALE=${CELLSCHED_EMU_SCALE:-1}
+GPU_TYPE=${CELLSCHED_GPU_TYPE:-}
+NODES=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-}}
+GPN=${SLURM_GPUS_ON_NODE:-}
 QUIET=0
 while [[ $# -gt 0 ]]; do
     case $1 in
         --iters) ITERS=${2:-}; shift 2 || die "--iters needs a value" ;;
         --iters=*) ITERS=${1#*=}; shift ;;
-        --iter-time) DECLARED=${2:-}; shift 2 || die "--iter-time needs a value" ;;
-        --iter-time=*) DECLARED=${1#*=}; shift ;;
+        --model) MODEL=${2:-}; shift 2 || die "--model needs a value" ;;
+        --model=*) MODEL=${1#*=}; shift ;;
+        --batch) BATCH=${2:-}; shift 2 || die "--batch needs a value" ;;
+        --batch=*) BATCH=${1#*=}; shift ;;
+        --truth) TRUTH=${2:-}; shift 2 || die "--truth needs a value" ;;
+        --truth=*) TRUTH=${1#*=}; shift ;;
+        --gpu-type) GPU_TYPE=${2:-}; shift 2 || die "--gpu-type needs a value" ;;
+        --gpu-type=*) GPU_TYPE=${1#*=}; shift ;;
+        --nodes) NODES=${2:-}; shift 2 || die "--nodes needs a value" ;;
+        --nodes=*) NODES=${1#*=}; shift ;;
+        --gpus-per-node) GPN=${2:-}; shift 2 || die "--gpus-per-node needs a value" ;;
+        --gpus-per-node=*) GPN=${1#*=}; shift ;;
         --scale) SCALE=${2:-}; shift 2 || die "--scale needs a value" ;;
         --scale=*) SCALE=${1#*=}; shift ;;
         --quiet) QUIET=1; shift ;;
@@ -57,25 +90,49 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 
-# Iterations: argument/env, else the plan file written by the SPANK plugin.
-if [[ -z $ITERS && -n ${CELLSCHED_PLAN_FILE:-} && -r ${CELLSCHED_PLAN_FILE} ]]; then
-    ITERS=$(sed -n 's/^[[:space:]]*"iters":[[:space:]]*\([0-9][0-9]*\).*/\1/p' "$CELLSCHED_PLAN_FILE" | head -n1)
-fi
-[[ -n $ITERS ]] || die "no iteration count: give --iters N (or --dl-iters=N at submit)"
-[[ $ITERS =~ ^[0-9]+$ && $ITERS -gt 0 ]] || die "--iters must be a positive integer, got '$ITERS'"
+[[ -n $ITERS ]] || die "no iteration count: give --iters N (the iterations the job really runs)"
+is_pos_int "$ITERS" || die "--iters must be a positive integer, got '$ITERS'"
+[[ -n $MODEL ]] || die "no model: give --model M"
+[[ -n $BATCH ]] || die "no batch: give --batch B"
+is_pos_int "$BATCH" || die "--batch must be a positive integer, got '$BATCH'"
+[[ -n $TRUTH ]] || die "no truth table: give --truth FILE (e.g. etc/examples/truth-gavel.csv)"
+[[ -r $TRUTH ]] || die "truth table '$TRUTH' is not readable"
 is_pos_num "$SCALE" || die "--scale (CELLSCHED_EMU_SCALE) must be a positive number, got '$SCALE'"
 
-# Iteration time: the injected plan wins; stock Slurm jobs use the declared one.
-if [[ -n ${CELLSCHED_ITER_TIME_S:-} ]]; then
-    ITER_S=$CELLSCHED_ITER_TIME_S
-    SOURCE="plan (${CELLSCHED_PLAN_SOURCE:-cellsched})"
-elif [[ -n $DECLARED ]]; then
-    ITER_S=$DECLARED
-    SOURCE="declared (--iter-time)"
-else
-    die "no iteration time: no cellsched plan was injected and no --iter-time was given"
+# The GPUs actually granted.
+if [[ -z $GPU_TYPE && -n ${SLURMD_NODENAME:-} ]] && command -v scontrol >/dev/null; then
+    GPU_TYPE=$(scontrol -o show node "$SLURMD_NODENAME" 2>/dev/null | sed -n 's/.*Gres=gpu:\([A-Za-z0-9_]*\):[0-9].*/\1/p' | head -n1)
 fi
-is_pos_num "$ITER_S" || die "iteration time must be a positive number, got '$ITER_S'"
+[[ -n $GPU_TYPE ]] || die "granted GPU type unknown: give --gpu-type T (no CELLSCHED_GPU_TYPE, no node Gres)"
+if [[ -z $GPN ]]; then
+    LIST=${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}
+    [[ -n $LIST ]] && GPN=$(awk -F, '{print NF}' <<<"$LIST")
+fi
+[[ -n $GPN ]] || die "granted GPUs per node unknown: give --gpus-per-node G"
+NODES=${NODES:-1}
+is_pos_int "$NODES" || die "--nodes must be a positive integer, got '$NODES'"
+is_pos_int "$GPN" || die "--gpus-per-node must be a positive integer, got '$GPN'"
+
+# Measured seconds per iteration for (model, batch, type, nodes, GPUs per node).
+LOOKUP=$(awk -F, -v m="${MODEL,,}" -v b="$BATCH" -v t="${GPU_TYPE,,}" -v n="$NODES" -v g="$GPN" '
+    /^[[:space:]]*#/ || /^[[:space:]]*$/ { next }
+    !hdr { for (i=1; i<=NF; i++) { gsub(/[[:space:]\r]/, "", $i); c[$i]=i }; hdr=1
+           if (!("model" in c) || !("batch" in c) || !("gpu_type" in c) || !("nodes" in c) || !("gpus_per_node" in c) || !("iter_time_s" in c)) { print "badheader"; exit }
+           next }
+    { for (i=1; i<=NF; i++) gsub(/[[:space:]\r]/, "", $i) }
+    tolower($c["model"])==m && $c["batch"]+0==b && tolower($c["gpu_type"])==t && $c["nodes"]+0==n && $c["gpus_per_node"]+0==g { print $c["iter_time_s"]; found=1; exit }
+    END { if (!found && hdr) print "missing" }' "$TRUTH")
+POINT="model=$MODEL batch=$BATCH gpu_type=$GPU_TYPE nodes=$NODES gpus_per_node=$GPN"
+case $LOOKUP in
+    badheader) die "truth table '$TRUTH' lacks a column (needs model,batch,gpu_type,nodes,gpus_per_node,iter_time_s)" ;;
+    missing|"") echo "emulated-train: error: no measured iteration time for $POINT in $TRUTH; refusing to invent a speed" >&2; exit 4 ;;
+esac
+[[ $LOOKUP =~ ^-?[0-9.]+([eE][-+]?[0-9]+)?$ ]] || die "truth table '$TRUTH': iter_time_s '$LOOKUP' for $POINT is not a number"
+if ! is_pos_num "$LOOKUP"; then
+    echo "emulated-train: error: $POINT does not fit in memory (measured, $TRUTH); failing like an out-of-memory run" >&2
+    exit 3
+fi
+ITER_S=$LOOKUP
 
 SCHEDULE=${CELLSCHED_FREEZE_SCHEDULE:-}
 [[ $SCHEDULE == none ]] && SCHEDULE=
@@ -95,7 +152,8 @@ echo "cellsched plan: job=${SLURM_JOB_ID:-local} node=${SLURMD_NODENAME:-$(hostn
 echo "  cell=${CELLSCHED_CELL:--} gpu_type=${CELLSCHED_GPU_TYPE:--} gpus=${CELLSCHED_GPUS:--} nodes=${CELLSCHED_NODES:--}"
 echo "  dp=${CELLSCHED_DP:--} tp=${CELLSCHED_TP:--} pp=${CELLSCHED_PP:--} mb=${CELLSCHED_MICRO_BATCHES:--} zero=${CELLSCHED_ZERO_STAGE:--} ckpt=${CELLSCHED_CHECKPOINTING:--}"
 echo "  freeze=${CELLSCHED_FREEZE_MODE:-off} schedule=${SCHEDULE:-none} plan_file=${CELLSCHED_PLAN_FILE:--}"
-echo "  iter_time_s=$ITER_S ($SOURCE) iterations=$TOTAL (declared $ITERS) scale=$SCALE"
+echo "  iter_time_s=$ITER_S (measured: $POINT, $TRUTH) predicted=${CELLSCHED_ITER_TIME_S:--} (injected, not used)"
+echo "  iterations=$TOTAL (real $ITERS) scale=$SCALE"
 
 now() { date +%s.%N; }
 START=$(now)
@@ -103,7 +161,7 @@ START=$(now)
 CHUNK=$(awk -v t="$ITER_S" -v s="$SCALE" -v n="$TOTAL" 'BEGIN{
     c=int(0.5/(t*s)); if (c*t*s<0.5) c++; m=int((n+199)/200); if (m>c) c=m; if (c<1) c=1; print c}')
 DONE=0
-TARGET=0 # predicted seconds of training done so far
+TARGET=0 # measured (unscaled) seconds of training done so far
 while (( DONE < TOTAL )); do
     N=$(( TOTAL - DONE < CHUNK ? TOTAL - DONE : CHUNK ))
     # Iteration-time factor at this progress: 1 - 2/3 * frozen fraction.
@@ -122,4 +180,4 @@ while (( DONE < TOTAL )); do
     fi
 done
 awk -v e="$(now)" -v st="$START" -v tg="$TARGET" -v n="$TOTAL" \
-    'BEGIN{printf "done: %d iterations, %.1f predicted s, %.1f s elapsed\n", n, tg, e-st}'
+    'BEGIN{printf "done: %d iterations, %.1f measured s, %.1f s elapsed\n", n, tg, e-st}'

@@ -310,6 +310,7 @@ void cellsched_job_update_init(cellsched_job_update_t *u, uint32_t job_id)
 	u->min_nodes = NO_VAL;
 	u->max_nodes = NO_VAL;
 	u->num_tasks = NO_VAL;
+	u->time_limit = NO_VAL;
 }
 
 int cellsched_update_job(const cellsched_job_update_t *u)
@@ -346,6 +347,7 @@ int cellsched_update_job(const cellsched_job_update_t *u)
 	desc->min_nodes = u->min_nodes;
 	desc->max_nodes = u->max_nodes;
 	desc->num_tasks = u->num_tasks;
+	desc->time_limit = u->time_limit;
 
 	((msg_init_fn_t) msg_init)(&msg);
 	msg.msg_type = REQUEST_UPDATE_JOB;

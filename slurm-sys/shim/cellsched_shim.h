@@ -105,6 +105,7 @@ typedef struct {
 	uint32_t min_nodes;
 	uint32_t max_nodes;
 	uint32_t num_tasks;
+	uint32_t time_limit;       /* minutes */
 } cellsched_job_update_t;
 /* Initialises u: job_id, all strings NULL, numbers NO_VAL. */
 void cellsched_job_update_init(cellsched_job_update_t *u, uint32_t job_id);

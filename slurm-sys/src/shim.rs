@@ -28,6 +28,7 @@ pub struct cellsched_job_update_t {
     pub min_nodes: u32,
     pub max_nodes: u32,
     pub num_tasks: u32,
+    pub time_limit: u32,
 }
 
 pub type CellschedJobCb = unsafe extern "C" fn(job: *mut cellsched_job_t, arg: *mut c_void) -> c_int;

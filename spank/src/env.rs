@@ -79,25 +79,7 @@ pub fn job_num_nodes(lookup: &dyn Fn(&str) -> Option<String>) -> Option<u32> {
         .filter(|n| *n > 0)
 }
 
-/// The top-level entries of a Slurm hostlist expression (commas inside
-/// brackets belong to their entry): `a100-[1-2],v100-1` -> `a100-[1-2]`, `v100-1`.
-pub fn hostlist_entries(expr: &str) -> Vec<&str> {
-    let mut entries = Vec::new();
-    let (mut depth, mut start) = (0, 0);
-    for (i, c) in expr.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                entries.push(&expr[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    entries.push(&expr[start..]);
-    entries
-}
+pub use cellsched_core::slurm_conf::hostlist_entries;
 
 /// First host of a Slurm hostlist expression: `a100-[1-2],v100-1` -> `a100-1`,
 /// `gpu[07,09]` -> `gpu07`. `None` for an empty or malformed list.

@@ -99,8 +99,8 @@ slurm_fn!(slurm_sprint_job_info: unsafe extern "C" fn(*mut std::ffi::c_void, c_i
 slurm_fn!(slurm_xfree: unsafe extern "C" fn(*mut *mut std::ffi::c_void));
 
 /// Job `job_id` as slurmctld describes it (`scontrol show job` text, one
-/// field group per line), by one `slurm_load_job` RPC from the client
-/// process (srun). `None` when libslurm is absent or the RPC fails.
+/// field group per line), by one `slurm_load_job` RPC (slurmstepd, as root,
+/// in `init_post_opt`). `None` when libslurm is absent or the RPC fails.
 pub fn job_info_text(job_id: u32) -> Option<String> {
     let (load, free, sprint, xfree) = (slurm_load_job()?, slurm_free_job_info_msg()?, slurm_sprint_job_info()?, slurm_xfree()?);
     let mut msg: *mut JobInfoMsg = std::ptr::null_mut();

@@ -111,18 +111,6 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(sp: spank_t, _ac: c_int, _av:
     rc
 }
 
-/// Local (srun, after the allocation): brings slurmctld's decision to a
-/// direct srun allocation's tasks (never fails the launch).
-#[no_mangle]
-pub unsafe extern "C" fn slurm_spank_local_user_init(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
-    guard("slurm_spank_local_user_init", 0, || match ffi::context() {
-        Context::Local => local::user_init(sp),
-        _ => Ok(()),
-    })
-}
-
-/// Remote (slurmstepd, root, after the step's tasks ended): removes the
-/// step's plan directory (never fails the step).
 #[no_mangle]
 pub unsafe extern "C" fn slurm_spank_exit(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
     guard("slurm_spank_exit", 0, || match ffi::context() {

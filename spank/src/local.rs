@@ -8,7 +8,6 @@ use crate::options::{given, given_keys};
 use cellsched_core::model::{is_model_file, load_model_file_limited, model_to_wire, ModelCatalog, MODEL_SPEC_ENV_KEY};
 use std::path::Path;
 use cellsched_core::options::{DlKey, DlOptions};
-use cellsched_core::Decision;
 
 /// The options of this submission: command-line values, then for options not
 /// given `CELLSCHED_DL_*` from the environment, then `SLURM_SPANK_CELLSCHED_DL_*`
@@ -66,46 +65,6 @@ pub fn post_opt(sp: spank_t) -> Result<(), SpankError> {
     Ok(())
 }
 
-/// The decision in `scontrol show job` text: the `AdminComment=` line only
-/// (users can write `Comment=`, never AdminComment).
-pub fn decision_in_job_info(text: &str) -> Option<Decision> {
-    let line = text.lines().find_map(|l| l.trim_start().strip_prefix("AdminComment="))?;
-    Decision::parse_admin_comment(line)
-}
-
-/// `slurm_spank_local_user_init` in srun (after the allocation, before the
-/// launch): a direct `srun` allocation never gets slurmctld's decision in its
-/// environment (only batch jobs and re-planned jobs do, see `remote`), so a
-/// DL step without `CELLSCHED_DECISION` asks slurmctld for the job's
-/// AdminComment (one RPC per srun) and puts the decision into the tasks'
-/// environment. Any failure leaves the on-node estimate as the fallback.
-pub fn user_init(sp: spank_t) -> Result<(), SpankError> {
-    let env = |k: &str| std::env::var(k).ok();
-    let o = collect(&given().clone(), &given_keys(), &env)?;
-    if o.is_empty() || crate::remote::decision(&env).is_some() {
-        return Ok(());
-    }
-    let Some(job_id) = ffi::get_u32(sp, ffi::item::S_JOB_ID).or_else(|| env("SLURM_JOB_ID").and_then(|v| v.parse().ok())) else {
-        return Ok(());
-    };
-    match ffi::job_info_text(job_id).as_deref().and_then(decision_in_job_info) {
-        Some(d) => {
-            // spank_setenv is remote-only; srun merges its own environment into the
-            // tasks' right after this callback (as it does for its SLURM_* variables).
-            // The SLURM_SPANK_ copy is what `srun --export=NONE` still passes on.
-            let text = d.to_admin_comment();
-            std::env::set_var(DECISION_KEY, &text);
-            std::env::set_var(format!("SLURM_SPANK_{DECISION_KEY}"), &text);
-            ffi::log(ffi::Level::Verbose, &format!("job {job_id}: slurmctld decision {}", d.cell));
-        }
-        None => ffi::log(ffi::Level::Verbose, &format!("job {job_id}: no slurmctld decision; tasks estimate their plan")),
-    }
-    Ok(())
-}
-
-/// Name of the decision in the tasks' environment.
-const DECISION_KEY: &str = "CELLSCHED_DECISION";
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,17 +86,6 @@ mod tests {
         ]);
         let o = collect(&cmd, &[DlKey::Batch], &|k: &str| e.get(k).cloned()).unwrap();
         assert_eq!((o.batch, o.model.as_deref(), o.iters), (Some(16), Some("bert-large"), Some(500)));
-    }
-
-    #[test]
-    fn decision_only_from_the_admin_comment_line() {
-        let d = "cellsched: cell=a100x8x1 nodes=2 dp=8 tp=1 pp=1 mb=1 zero=2 ckpt=0 iter_s=0.5 src=datasheet";
-        let text = format!("JobId=5 JobName=x\n   Comment={}\n   AdminComment={d} model=gpt2 batch=64 \n   JobState=RUNNING\n", d.replace("dp=8", "dp=4"));
-        let got = decision_in_job_info(&text).unwrap();
-        assert_eq!((got.cell.to_string(), got.plan.dp, got.nodes), ("a100x8x1".into(), 8, 2));
-        // A forged decision in the user's Comment is ignored.
-        assert!(decision_in_job_info(&format!("JobId=5\n   Comment={d}\n   AdminComment= \n")).is_none());
-        assert!(decision_in_job_info("JobId=5\n").is_none());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //!   also shown to the job as `CELLSCHED_ERROR`.
 //! - [`exit`] (`slurm_spank_exit`, as root): removes the step's plan directory;
 //!   [`job_epilog`] removes what a killed step left.
+//!
 //! Jobs without DL options are left untouched.
 //!
 //! Trust: a `CELLSCHED_DECISION` in the job environment is only a hint the
@@ -20,21 +21,14 @@
 //! DL step and node; when that RPC fails the tasks estimate their plan
 //! (`CELLSCHED_PLAN_SOURCE=estimated`).
 //!
-//! Where slurmctld's decision comes from (`CELLSCHED_PLAN_SOURCE=decision`):
-//! job_submit/cellsched puts `CELLSCHED_DECISION` and
-//! `SLURM_SPANK_CELLSCHED_DECISION` into a batch job's environment at submit
-//! (and into `env_sup` when it re-plans a pending job, which slurmctld adds
-//! at launch), so the batch step and the `srun` steps inside it (which
-//! inherit the environment; `--export=NONE` keeps the `SLURM_SPANK_` copy)
-//! see it. A direct `srun` allocation gets no environment from slurmctld at
-//! submit (22.05 passes `spank_job_env` only to prolog/epilog), so srun's
-//! local side fetches the decision from the job's AdminComment after the
-//! allocation (`local::user_init`, one RPC per srun) and exports both names.
-//! Fallback, when that fails (slurmctld unreachable, AdminComment hidden by
-//! `PrivateData`, job_submit plugin not loaded) or for steps granted another
-//! GPU count than the decision's: the tasks estimate the plan here for the
-//! GPUs granted (`CELLSCHED_PLAN_SOURCE=estimated`; GPU type from the typed
-//! request or the node's Slurm configuration), which can differ from AdminComment.
+//! The same AdminComment read serves batch steps, their `srun` steps and
+//! direct `srun` allocations alike (job_submit's copies of the decision in
+//! the batch environment and `env_sup` are only compared with it).
+//! Fallback, when the read fails (slurmctld unreachable, job_submit plugin
+//! not loaded) or for steps granted another GPU count than the decision's:
+//! the tasks estimate the plan here for the GPUs granted
+//! (`CELLSCHED_PLAN_SOURCE=estimated`; GPU type from the typed request or the
+//! node's Slurm configuration), which can differ from AdminComment.
 use crate::args::PluginArgs;
 use crate::env::{gpus_on_node, job_num_nodes, task_env, StepInfo, BATCH_STEP_ID, RANK_KEYS};
 use crate::error::SpankError;
@@ -101,6 +95,13 @@ pub fn verified_decision(claimed: Option<Decision>, admin: Option<Option<Decisio
     }
 }
 
+/// The decision in `scontrol show job` text: the `AdminComment=` line only
+/// (users can write `Comment=`, never AdminComment).
+pub fn decision_in_job_info(text: &str) -> Option<Decision> {
+    let line = text.lines().find_map(|l| l.trim_start().strip_prefix("AdminComment="))?;
+    Decision::parse_admin_comment(line)
+}
+
 /// What slurmstepd prepared as root for the tasks of this step (inherited
 /// by each task through fork).
 #[derive(Debug)]
@@ -141,7 +142,7 @@ pub fn post_opt(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
         ffi::log(ffi::Level::Error, &format!("job {job} step {label}: no plan file: {e}"));
         e.to_string()
     });
-    let admin = ffi::job_info_text(job).map(|t| crate::local::decision_in_job_info(&t));
+    let admin = ffi::job_info_text(job).map(|t| decision_in_job_info(&t));
     let (decision, note) = verified_decision(decision(&env), admin);
     if let Some(n) = note {
         ffi::log(ffi::Level::Info, &format!("job {job} step {label}: {n}"));
@@ -394,4 +395,16 @@ mod tests {
         assert_eq!(verified_decision(None, None), (None, None));
         assert_eq!(verified_decision(None, Some(None)), (None, None));
     }
+
+    #[test]
+    fn decision_only_from_the_admin_comment_line() {
+        let d = "cellsched: cell=a100x8x1 nodes=2 dp=8 tp=1 pp=1 mb=1 zero=2 ckpt=0 iter_s=0.5 src=datasheet";
+        let text = format!("JobId=5 JobName=x\n   Comment={}\n   AdminComment={d} model=gpt2 batch=64 \n   JobState=RUNNING\n", d.replace("dp=8", "dp=4"));
+        let got = decision_in_job_info(&text).unwrap();
+        assert_eq!((got.cell.to_string(), got.plan.dp, got.nodes), ("a100x8x1".into(), 8, 2));
+        // A forged decision in the user's Comment is ignored.
+        assert!(decision_in_job_info(&format!("JobId=5\n   Comment={d}\n   AdminComment= \n")).is_none());
+        assert!(decision_in_job_info("JobId=5\n").is_none());
+    }
+
 }

@@ -372,3 +372,26 @@ fn unique_names_differ() {
     assert_ne!(a, b);
     assert!(a.starts_with(&format!("cs-t-{}-", std::process::id())));
 }
+
+/// Creates (once) a local user for the multi-user tests; returns its uid.
+pub fn test_user(name: &str) -> u32 {
+    let id = |n: &str| Command::new("id").args(["-u", n]).output().ok().filter(|o| o.status.success());
+    if id(name).is_none() {
+        let st = Command::new("useradd").args(["--no-create-home", "--shell", "/bin/sh", name]).status().expect("useradd");
+        assert!(st.success() || id(name).is_some(), "useradd {name} failed");
+    }
+    String::from_utf8_lossy(&id(name).expect("user exists").stdout).trim().parse().expect("uid")
+}
+
+/// Runs `prog args` as `user` (Slurm commands from `slurm_bin`, else from
+/// PATH) with `SLURM_CONF=slurm_conf`, in `/`.
+pub fn run_as(user: &str, slurm_bin: &Path, slurm_conf: &Path, prog: &str, args: &[&str]) -> Output {
+    let bin = slurm_bin.join(prog);
+    let path = if bin.is_file() { bin.display().to_string() } else { prog.to_string() };
+    Command::new("runuser")
+        .args(["-u", user, "--", "env", &format!("SLURM_CONF={}", slurm_conf.display()), &path])
+        .args(args)
+        .current_dir("/")
+        .output()
+        .expect("runuser")
+}

@@ -8,3 +8,4 @@ mod spank;
 mod placement;
 mod report;
 mod sim;
+mod doctor;

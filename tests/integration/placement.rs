@@ -149,7 +149,26 @@ fn plugins_built() -> bool {
     missing.is_empty()
 }
 
+/// Puts the private cluster's cellsched.toml back and reconfigures when dropped.
+struct RestoreToml<'a>(&'a Private, PathBuf, String);
+
+impl Drop for RestoreToml<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.1, &self.2);
+        let _ = self.0.cmd("scontrol", &["reconfigure"]);
+    }
+}
+
 impl Private {
+    /// Writes `text` as cellsched.toml and reconfigures; the good file comes back when the guard drops.
+    fn replace_toml(&self, text: &str) -> RestoreToml<'_> {
+        let path = self.cluster.layout.cellsched_toml();
+        let guard = RestoreToml(self, path.clone(), common::read(&path));
+        std::fs::write(&path, text).unwrap();
+        self.ok("scontrol", &["reconfigure"]);
+        guard
+    }
+
     fn cmd(&self, name: &str, args: &[&str]) -> Output {
         self.slurm().cmd(name, args)
     }
@@ -189,7 +208,12 @@ impl Private {
 
     /// Cancels every job and waits until the queue is empty and nodes are idle.
     fn reset(&self) {
-        self.ok("scancel", &["--user=root"]);
+        // Every user's jobs (some tests submit as other users).
+        let ids = self.ok("squeue", &["-h", "-o", "%A"]);
+        let ids: Vec<&str> = ids.split_whitespace().collect();
+        if !ids.is_empty() {
+            let _ = self.cmd("scancel", &ids);
+        }
         let t = Instant::now();
         loop {
             let q = self.ok("squeue", &["-h", "-o", "%i"]);
@@ -645,19 +669,7 @@ fn config_error_on_reconfigure_keeps_the_last_good_configuration() {
     }
     let guard = private();
     let p = guard.as_ref().unwrap();
-    let toml_path = p.cluster.layout.cellsched_toml();
-    let good = common::read(&toml_path);
-    /// Puts the good file back and reconfigures, even if the test fails.
-    struct Restore<'a>(&'a Private, std::path::PathBuf, String);
-    impl Drop for Restore<'_> {
-        fn drop(&mut self) {
-            let _ = std::fs::write(&self.1, &self.2);
-            let _ = self.0.cmd("scontrol", &["reconfigure"]);
-        }
-    }
-    let _r = Restore(p, toml_path.clone(), good);
-    std::fs::write(&toml_path, BROKEN_TOML).unwrap();
-    p.ok("scontrol", &["reconfigure"]);
+    let _restore = p.replace_toml(BROKEN_TOML);
     // site_factor reloads on reconfigure, job_submit's re-planning thread when the file changes.
     let logged = |plugin: &str| p.ctld_log().lines().any(|l| l.contains(plugin) && l.contains("config error") && l.contains("last good"));
     let t = Instant::now();
@@ -908,16 +920,7 @@ fn a_corrupt_or_deleted_profile_db_falls_back_to_datasheets() {
     }
     let guard = private();
     let p = guard.as_ref().unwrap();
-    let toml_path = p.cluster.layout.cellsched_toml();
-    let good = common::read(&toml_path);
-    struct Restore<'a>(&'a Private, std::path::PathBuf, String);
-    impl Drop for Restore<'_> {
-        fn drop(&mut self) {
-            let _ = std::fs::write(&self.1, &self.2);
-            let _ = self.0.cmd("scontrol", &["reconfigure"]);
-        }
-    }
-    let _r = Restore(p, toml_path.clone(), good.clone());
+    let good = common::read(&p.cluster.layout.cellsched_toml());
     let db = p.spec.dir.join("profiles-e2e.csv");
     let with_db = |tag: &str| format!("# {tag}\n{}", good.replace("/nonexistent/cellsched-e2e/profiles.csv", &db.display().to_string()));
     for (tag, corrupt) in [("corrupt", true), ("deleted", false)] {
@@ -927,8 +930,7 @@ fn a_corrupt_or_deleted_profile_db_falls_back_to_datasheets() {
             let _ = std::fs::remove_file(&db);
         }
         let before = p.ctld_log().len();
-        std::fs::write(&toml_path, with_db(tag)).unwrap();
-        p.ok("scontrol", &["reconfigure"]);
+        let _restore = p.replace_toml(&with_db(tag));
         let db_s = db.display().to_string();
         let t = Instant::now();
         let line = loop {
@@ -1019,5 +1021,64 @@ fn a_forged_comment_changes_nothing_in_priority_or_placement() {
     };
     assert!(sf.1 <= sh.1, "the forged Comment raised the site factor: forged {sf:?}, honest {sh:?}");
     p.cancel(&[honest, forger]);
+    p.cancel(&blockers);
+}
+
+/// (13) Lying does not pay: a job declaring 1 iteration gets a time limit
+/// from that declaration; once it runs past it (times the slack) its user
+/// is distrusted, and that user's next one-iteration declaration no longer
+/// outranks the same declaration from another user.
+#[test]
+fn a_job_overrunning_its_declared_work_is_bounded_and_its_user_distrusted() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let (liar, honest) = ("cs-e2e-bob", "cs-e2e-alice");
+    let liar_uid = common::test_user(liar);
+    common::test_user(honest);
+    let conf = p.cluster.layout.slurm_conf();
+    let submit_as = |user: &str, args: &[&str]| -> u32 {
+        let mut full = vec!["--parsable", "-o", "/dev/null"];
+        full.extend_from_slice(args);
+        let o = common::run_as(user, &p.spec.slurm_bin, &conf, "sbatch", &full);
+        assert!(o.status.success(), "sbatch as {user}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap()
+    };
+    let one_iter = ["--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "1"];
+    let lie = submit_as(liar, &[&one_iter[..], &["--wrap", "sleep 600"]].concat());
+    p.wait_state(lie, &["RUNNING"]);
+    let comment = p.admin_comment(lie);
+    let d = decision_of(&comment);
+    let bound = cellsched_core::declared::time_bound_min(1, d.iter_s, &cellsched_core::declared::DeclaredConfig::default()).unwrap();
+    assert!(comment.contains(&format!("limit_min={bound}")), "{comment}");
+    let limit = p.job(lie)["TimeLimit"].clone();
+    assert_eq!(limit, format!("{:02}:{:02}:00", bound / 60, bound % 60), "the declaration bounds the time limit");
+    // The ranking thread sees it run past 1 iteration x slack and distrusts the user.
+    let line = format!("of uid {liar_uid} ran");
+    let t = Instant::now();
+    while !p.ctld_log().contains(&line) && t.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(p.ctld_log().contains(&line), "no overrun logged for uid {liar_uid}");
+    p.cancel(&[lie]);
+    let mut blockers = Vec::new();
+    for (n, t, g) in p.nodes() {
+        blockers.push(p.block(&n, &t, g));
+    }
+    let again = submit_as(liar, &[&one_iter[..], &["--wrap", "true"]].concat());
+    let fair = submit_as(honest, &[&one_iter[..], &["--wrap", "true"]].concat());
+    let t = Instant::now();
+    let (l, h) = loop {
+        if let (Some(l), Some(h)) = (p.sprio(again), p.sprio(fair)) {
+            break (l, h);
+        }
+        assert!(t.elapsed() < WAIT, "sprio does not list jobs {again} {fair}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(h.1 > l.1, "the distrusted user's 1-iteration claim must rank below the other's: distrusted {l:?}, trusted {h:?}");
+    p.cancel(&[again, fair]);
     p.cancel(&blockers);
 }

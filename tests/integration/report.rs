@@ -229,6 +229,86 @@ fn report_shows_jobs_with_sacct_jcts_cells_and_valid_plots() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// Issue 18 (items 2 and 3): what users write into Comment (newlines, the
+/// delimiter, `|`, DL tags, a time scale) neither breaks `cellsched report`
+/// nor changes what it computes, and never enters the predictor's history.
+#[test]
+fn forged_comment_changes_nothing_in_report_or_history() {
+    require_e2e!();
+    let c = cluster();
+    let dl = c.cluster.plugins.spank && c.cluster.plugins.job_submit;
+    let mut ids = Vec::new();
+    // A stock job whose Comment claims DL tags.
+    let name = unique_name("forge");
+    let stock = submit(&["-J", &name, "-t", "5", "--gres=gpu:a100:1", "--comment=model=gpt__1.3B batch=64 iters=100", "--wrap", "true"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    ids.push(stock);
+    // Comments with a newline, '|', and the report's own delimiter (0x1f).
+    let weird = "a\nb|c\u{1f}d model=gpt__1.3B\n99999\u{1f}99999\u{1f}x";
+    let name = unique_name("forge");
+    let odd = submit(&["-J", &name, "-t", "5", "--gres=gpu:a10:1", &format!("--comment={weird}"), "--wrap", "true"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    ids.push(odd);
+    // A DL job whose Comment tries to shrink its prediction.
+    let mut dl_id = None;
+    if dl {
+        let name = unique_name("forge");
+        let id = submit(&[
+            "-J", &name, "-t", "5", "--dl-model=gpt__350M", "--dl-batch=8", "--dl-iters=20",
+            "--comment=iters=1 time_scale=0.000001", "--wrap", "sleep 1",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        ids.push(id);
+        dl_id = Some(id);
+    }
+    for id in &ids {
+        wait_for_state(*id, &["COMPLETED"], JOB_TIMEOUT).unwrap();
+    }
+    // slurmdbd records End and the time limit asynchronously; wait for both.
+    for id in &ids {
+        sacct_fields_when(*id, &["End", "TimelimitRaw"], Duration::from_secs(60), |m| {
+            m["End"] != "Unknown" && !m["End"].is_empty() && m["TimelimitRaw"].parse::<u64>().is_ok()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let list = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let out = cellsched_on_cluster(&["report", "--jobs", &list, "--json"]);
+    assert!(out.status.success(), "report failed: {}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let job = |id: u32| report["jobs"].as_array().unwrap().iter().find(|j| j["job_id"] == id).cloned().unwrap_or_else(|| panic!("job {id} missing: {report}"));
+    assert_eq!(report["jobs"].as_array().unwrap().len(), ids.len(), "the forged record 99999 must not appear: {report}");
+    // The stock job carries no tags and no prediction.
+    let j = job(stock);
+    assert!(j["tags"]["model"].is_null() && j["tags"]["batch"].is_null() && j["tags"]["iters"].is_null(), "{j}");
+    assert!(j["predicted_run_s"].is_null(), "{j}");
+    assert_eq!(j["comment"], "model=gpt__1.3B batch=64 iters=100", "Comment is kept for display");
+    // The odd comment survives as display text.
+    assert_eq!(job(odd)["comment"], weird);
+    if let Some(id) = dl_id {
+        let j = job(id);
+        assert_eq!(j["tags"]["iters"].as_u64(), Some(20), "iters from AdminComment: {j}");
+        let iter_s = j["decision"]["iter_s"].as_f64().expect("decision");
+        let pred = j["predicted_run_s"].as_f64().unwrap();
+        assert!((pred - iter_s * 20.0).abs() < 1e-9, "prediction unscaled by the forged time_scale: {pred} vs {iter_s} x 20");
+    }
+    // The terminal table works too (it exited 5 on a newline before).
+    let out = cellsched_on_cluster(&["report", "--jobs", &list]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // History: the stock job's forged tags never enter the training data.
+    let out = Command::new(common::cellsched_bin())
+        .args(["report", "history", "--jobs", &list, "--out", "-"])
+        .env("SLURM_CONF", &cluster().slurm_conf)
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("run cellsched");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recs = cellsched_core::history::parse_csv(&String::from_utf8_lossy(&out.stdout), "history").unwrap();
+    assert!(recs.iter().all(|r| r.model != "gpt__1.3B" && r.iterations != 100 && r.iterations != 1), "{recs:?}");
+    if dl {
+        assert!(recs.iter().any(|r| r.model == "gpt__350M" && r.iterations == 20), "{recs:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
 #[test]
 fn report_errors_have_clear_messages_and_exit_codes() {
     require_e2e!();

@@ -62,11 +62,15 @@ fn bad_inputs_are_named() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.csv:2") && err.contains("num_iteration"), "{err}");
+    // A model the catalog lacks never aborts a run: the job runs stock and is counted.
     let unknown = dir.join("unknown.csv");
-    std::fs::write(&unknown, "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,10,resnet51,0,64,1,a100\n").unwrap();
-    let out = cellsched(&["sim", "--trace", unknown.to_str().unwrap(), "--cluster", "etc/sim/cluster.toml", "--policy", "slurm"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("resnet51"), "{err}");
+    std::fs::write(&unknown, "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,10,moe__27B,600,64,1,a100\n2,0,10,resnet50,0,64,1,a100\n").unwrap();
+    for policy in ["slurm", "cellsched", "gavel", "srtf"] {
+        let out = cellsched(&["sim", "--trace", unknown.to_str().unwrap(), "--cluster", "etc/sim/cluster.toml", "--policy", policy, "--json"]);
+        assert!(out.status.success(), "{policy}: {}", String::from_utf8_lossy(&out.stderr));
+        let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!((m["finished"].as_u64(), m["truth_stats"]["stock_jobs"].as_u64()), (Some(2), Some(1)), "{policy}: {m}");
+    }
     let out = cellsched(&["sim", "--trace", "etc/sim/trace.csv", "--cluster", "etc/sim/cluster.toml", "--policy", "lottery"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("lottery") && err.contains("slurm"), "{err}");
@@ -107,4 +111,112 @@ fn convert_gavel_on_shared_trace() {
     assert_eq!(text.lines().count(), lines + 1, "one row per trace line plus the header");
     assert!(text.starts_with("job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type"));
     std::fs::remove_file(&out_csv).ok();
+}
+
+/// Writes `text` to a file in a per-test temp dir and returns its path.
+fn temp_file(tag: &str, name: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("cellsched-honest-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+const TIMES: &str = "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s\n";
+
+/// Issue 12: a knowledge source that claims v100 is 10x faster than truth
+/// changes where cellsched puts the job, but the job runs at v100's true speed.
+#[test]
+fn wrong_knowledge_changes_decisions_not_the_clock() {
+    let cluster = temp_file("wk", "c.toml", "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 1\n[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 1\n");
+    let trace = temp_file("wk", "t.csv", "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,1000,resnet50,0,64,1,a100\n");
+    let truth = temp_file("wk", "truth.csv", &format!("# measured\n{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.2\n"));
+    let right = temp_file("wk", "right.csv", &format!("{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.2\n"));
+    let wrong = temp_file("wk", "wrong.csv", &format!("{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.02\n"));
+    let run = |db: &str, with_truth: bool| -> serde_json::Value {
+        let mut args = vec!["sim", "--trace", &trace, "--cluster", &cluster, "--policy", "cellsched", "--db", db, "--json"];
+        if with_truth {
+            args.extend(["--truth", truth.as_str()]);
+        }
+        let out = cellsched(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let good = run(&right, true);
+    assert!((good["avg_jct_s"].as_f64().unwrap() - 100.0).abs() < 1e-6, "{good}");
+    assert_eq!(good["gpu_util"]["v100"].as_f64(), Some(0.0), "{good}");
+    let bad = run(&wrong, true);
+    // Decision changed (the job went to v100) but the clock is truth's: 1000 x 0.2 s.
+    assert!((bad["avg_jct_s"].as_f64().unwrap() - 200.0).abs() < 1e-6, "{bad}");
+    assert_eq!(bad["gpu_util"]["a100"].as_f64(), Some(0.0), "{bad}");
+    assert!(bad["truth"].as_str().unwrap().contains("truth.csv") && bad["knowledge"].as_str().unwrap().contains("wrong.csv"), "{bad}");
+    assert!((bad["truth_stats"]["bias_pct"].as_f64().unwrap() + 90.0).abs() < 1e-6, "{bad}");
+    // The oracle mode (no --truth) believes the knowledge: labelled as such.
+    let oracle = run(&wrong, false);
+    assert!((oracle["avg_jct_s"].as_f64().unwrap() - 20.0).abs() < 1e-6, "{oracle}");
+    assert!(oracle["truth"].as_str().unwrap().starts_with("oracle"), "{oracle}");
+}
+
+/// Bad truth and knowledge files name file, line and field.
+#[test]
+fn bad_truth_and_knowledge_files_are_named() {
+    let trace = "etc/sim/trace.csv";
+    let cluster = "etc/sim/cluster.toml";
+    let cases = [
+        ("missing.csv", "model,batch,gpu,nodes,gpus_per_node,iter_time_s\n".to_string(), ":1", "gpu_type"),
+        ("negative.csv", format!("{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,-64,a100,1,1,0.1\n"), ":3", "batch"),
+        ("nan.csv", format!("# note\n{TIMES}resnet50,64,a100,1,1,NaN\n"), ":3", "iter_time_s"),
+    ];
+    for (name, text, line, field) in cases {
+        let f = temp_file("bad", name, &text);
+        for flag in ["--truth", "--db"] {
+            let out = cellsched(&["sim", "--trace", trace, "--cluster", cluster, "--policy", "slurm", flag, &f]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{flag} {name} accepted");
+            assert!(err.contains(&format!("{name}{line}")) && err.contains(field), "{flag} {name}: {err}");
+        }
+    }
+    let out = cellsched(&["sim", "--trace", trace, "--cluster", cluster, "--policy", "slurm", "--truth", &temp_file("bad", "ok.csv", TIMES), "--truth-missing", "guess"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("guess"));
+}
+
+/// Knowledge of iterations from history: the random forest's predictions
+/// replace the declared counts in decisions (named in the result), while
+/// the clock keeps the true counts.
+#[test]
+fn iterations_predicted_from_history_are_knowledge_only() {
+    let recs = cellsched_core::history::synthetic(&cellsched_core::history::SyntheticSpec { users: 3, records: 300, noise: 0.05, early_stop_share: 0.0, seed: 5 });
+    let hist = temp_file("rf", "history.csv", &cellsched_core::history::to_csv_string(&recs));
+    // Jobs repeating history's (user, model, batch, GPUs) with other true counts.
+    // Only jobs that fit one a100 by the estimator (the knowledge), so every job can run.
+    use cellsched_core::estimator::{Estimator, JobSpec};
+    let est = Estimator::new(cellsched_core::gpu::GpuCatalog::builtin(), cellsched_core::model::ModelCatalog::builtin());
+    let fits = |r: &&cellsched_core::history::HistoryRecord| {
+        est.model_catalog().resolve(&r.model).ok().is_some_and(|m| {
+            est.estimate(&JobSpec { model: m, global_batch: r.batch }, &cellsched_core::Cell::new("a100", 1, 1).unwrap(), 1).is_ok()
+        })
+    };
+    let usable: Vec<_> = recs.iter().filter(fits).take(20).cloned().collect();
+    assert_eq!(usable.len(), 20, "the synthetic history has enough small jobs");
+    let mut trace = String::from("job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type,user\n");
+    for (i, r) in usable.iter().enumerate() {
+        trace.push_str(&format!("{i},{},{},{},{},{},1,a100,{}\n", i * 10, 50 + i * 7, r.model, r.requested_time_s, r.batch, r.user));
+    }
+    let trace = temp_file("rf", "t.csv", &trace);
+    let cluster = temp_file("rf", "c.toml", "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 1\n");
+    let truth_rows: String = usable.iter().map(|r| format!("{},{},a100,1,1,0.5\n", r.model.to_ascii_lowercase(), r.batch)).collect();
+    let truth = temp_file("rf", "truth.csv", &format!("{TIMES}{truth_rows}"));
+    let out = cellsched(&["sim", "--trace", &trace, "--cluster", &cluster, "--policy", "cellsched", "--truth", &truth, "--iters-from-history", &hist, "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("predicts ") && !err.contains("predicts 0 of"), "the forest must predict: {err}");
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(m["knowledge"].as_str().unwrap().contains("random forest") && m["knowledge"].as_str().unwrap().contains("history.csv"), "{m}");
+    assert_eq!(m["finished"].as_u64(), Some(20), "{m}");
+    // One GPU, 0.5 s per true iteration: the busy time is the true work whatever was predicted.
+    let work: f64 = (0..20).map(|i| (50 + i * 7) as f64 * 0.5).sum();
+    let busy = m["gpu_util"]["a100"].as_f64().unwrap() * m["makespan_s"].as_f64().unwrap();
+    assert!((busy - work).abs() < 1e-3 * work, "{busy} vs {work}");
+    let out = cellsched(&["sim", "--trace", &trace, "--cluster", &cluster, "--policy", "cellsched", "--iters-from-history", "/nonexistent/h.csv"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("/nonexistent/h.csv"));
 }

@@ -25,6 +25,16 @@ macro_rules! require_spank {
     };
 }
 
+/// Skips (with a note) when slurmctld runs without job_submit/cellsched.
+macro_rules! require_job_submit {
+    () => {
+        if !common::cluster().cluster.plugins.job_submit {
+            eprintln!("skipped: job_submit/cellsched not loaded");
+            return;
+        }
+    };
+}
+
 /// Shell run by every task: one `ENV` line of the relevant variables and one
 /// line: `ENV k=v ... FILE <plan file JSON>` (absolute paths: works with --export=NONE).
 const REPORT: &str = r#"echo "ENV job=${SLURM_JOB_ID} task=${SLURM_PROCID} gpus_on_node=${SLURM_GPUS_ON_NODE} nnodes=${SLURM_STEP_NUM_NODES:-$SLURM_JOB_NUM_NODES} dp=${CELLSCHED_DP} tp=${CELLSCHED_TP} pp=${CELLSCHED_PP} mb=${CELLSCHED_MICRO_BATCHES} zero=${CELLSCHED_ZERO_STAGE} ckpt=${CELLSCHED_CHECKPOINTING} src=${CELLSCHED_PLAN_SOURCE} cell=${CELLSCHED_CELL} gpus=${CELLSCHED_GPUS} world=${WORLD_SIZE} rank=${RANK:-none} file=${CELLSCHED_PLAN_FILE} error=${CELLSCHED_ERROR:+yes} FILE $(/bin/cat "$CELLSCHED_PLAN_FILE" | /usr/bin/tr -d '\n')""#;
@@ -198,7 +208,7 @@ fn two_node_srun_job_gets_one_consistent_plan() {
     assert_eq!(ranks, (0..8).collect::<Vec<_>>(), "one process per GPU: RANK = task id");
     let jobid = num(&reports[0].env, "job");
     assert!(plans[0].cell.starts_with("a100x8x"), "the typed a100 request, 2 x 4 GPUs: {plans:?}");
-    // srun fetched the decision from AdminComment after the allocation.
+    // slurmstepd read the decision from AdminComment.
     if let Some(d) = sacct_decision(jobid) {
         assert_eq!(plans[0], from_decision(&d), "injected plan differs from sacct's AdminComment decision {d:?}");
     }
@@ -299,10 +309,7 @@ fn plan_dirs_gone(id: u32) -> Result<(), Vec<String>> {
 fn a_forged_decision_in_the_job_environment_is_ignored() {
     require_e2e!();
     require_spank!();
-    if !common::cluster().cluster.plugins.job_submit {
-        eprintln!("skipped: job_submit/cellsched not loaded");
-        return;
-    }
+    require_job_submit!();
     let c = common::cluster();
     let name = common::unique_name("spank-forged");
     let out = c.jobs_dir.join(format!("{name}.out"));
@@ -361,24 +368,10 @@ fn plan_directories_are_removed_when_jobs_end_or_are_cancelled() {
     plan_dirs_gone(cancelled).unwrap_or_else(|left| panic!("cancelled job {cancelled} left {left:?}"));
 }
 
-/// Creates (once) a local user for the multi-user tests; returns its uid.
-fn test_user(name: &str) -> u32 {
-    let id = |n: &str| std::process::Command::new("id").args(["-u", n]).output().ok().filter(|o| o.status.success());
-    if id(name).is_none() {
-        let st = std::process::Command::new("useradd").args(["--no-create-home", "--shell", "/bin/sh", name]).status().expect("useradd");
-        assert!(st.success() || id(name).is_some(), "useradd {name} failed");
-    }
-    String::from_utf8_lossy(&id(name).expect("user exists").stdout).trim().parse().expect("uid")
-}
-
 /// Runs `prog args` as `user` against the shared cluster.
 fn as_user(user: &str, prog: &str, args: &[&str]) -> std::process::Output {
     let c = common::cluster();
-    let bin = c.spec().slurm_bin.join(prog);
-    let path = if bin.is_file() { bin.display().to_string() } else { prog.to_string() };
-    let mut cmd = std::process::Command::new("runuser");
-    cmd.args(["-u", user, "--", "env", &format!("SLURM_CONF={}", c.slurm_conf.display()), &path]).args(args).current_dir("/");
-    cmd.output().expect("runuser")
+    common::run_as(user, &c.spec().slurm_bin, &c.slurm_conf, prog, args)
 }
 
 /// As a second, ordinary user nothing under /tmp or plan_dir can stop
@@ -391,8 +384,8 @@ fn another_user_cannot_block_or_redirect_plan_files() {
     require_spank!();
     let c = common::cluster();
     let (alice, bob) = ("cs-e2e-alice", "cs-e2e-bob");
-    let _ = test_user(alice);
-    let bob_uid = test_user(bob);
+    let _ = common::test_user(alice);
+    let bob_uid = common::test_user(bob);
     // Alice cannot create anything in plan_dir ...
     let pd = plan_dir();
     // The next job ids: one past a held probe job's.
@@ -442,10 +435,7 @@ fn another_user_cannot_block_or_redirect_plan_files() {
 fn a_model_toml_job_gets_a_cell_and_a_plan() {
     require_e2e!();
     require_spank!();
-    if !common::cluster().cluster.plugins.job_submit {
-        eprintln!("skipped: job_submit/cellsched not loaded");
-        return;
-    }
+    require_job_submit!();
     let c = common::cluster();
     let name = common::unique_name("spank-toml");
     let model = c.jobs_dir.join(format!("{name}.toml"));

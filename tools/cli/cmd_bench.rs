@@ -55,6 +55,12 @@ struct SpeedArgs {
     /// Seed of the synthetic trace.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Truth table that runs the clock (else oracle mode: the clock runs on the estimator).
+    #[arg(long)]
+    truth: Option<String>,
+    /// A Cell the truth table lacks: estimate or skip.
+    #[arg(long, default_value = "estimate")]
+    truth_missing: String,
     #[command(flatten)]
     tuning: Tuning,
 }
@@ -86,13 +92,17 @@ fn ratio(x: f64, base: f64) -> String {
 }
 
 fn compare(c: CompareArgs, runs: Vec<(String, Vec<Ablation>)>, base: &str) -> Result<()> {
+    c.tuning.validate()?;
     let mut l: Loaded = cmd_sim::load(&c.inputs)?;
+    if let Some(h) = &c.tuning.iters_from_history {
+        l.known_iters = Some(cmd_sim::predicted_iters(&l.jobs, h, cellsched_sim::SimConfig::default().default_limit_s)?);
+    }
     let base_opts = c.tuning.cellsched()?;
     let mut rows: Vec<Metrics> = Vec::new();
     let mut walls = Vec::new();
     for (name, off) in &runs {
         let t0 = Instant::now();
-        let m = cmd_sim::run_policy(name, &base_opts.clone().without(off), c.tuning.config(c.inputs.seed), &mut l)?;
+        let m = cmd_sim::run_policy(name, &base_opts.clone().without(off), c.tuning.config(c.inputs.seed), &mut l, &c.tuning.iterations_label())?;
         walls.push(t0.elapsed().as_secs_f64());
         rows.push(m);
     }
@@ -124,7 +134,9 @@ fn compare(c: CompareArgs, runs: Vec<(String, Vec<Ablation>)>, base: &str) -> Re
         ("wall s".to_string(), walls.iter().map(|w| format!("{w:.2}")).collect()),
     ];
     let extra_ref: Vec<(&str, Vec<String>)> = extra.iter().map(|(h, v)| (h.as_str(), v.clone())).collect();
+    cmd_sim::print_sources(&rows[0], &l.unknown_models);
     println!("{}", cmd_sim::table(&rows, &extra_ref));
+    cmd_sim::print_truth_stats(&rows);
     for m in &rows {
         if m.policy != base && m.avg_jct_s > 0.0 && bm.avg_jct_s > 0.0 {
             let pct = (1.0 - m.avg_jct_s / bm.avg_jct_s) * 100.0;
@@ -158,13 +170,21 @@ fn speed(s: SpeedArgs) -> Result<()> {
         s.seed,
         s.load
     );
-    let mut l = Loaded { spec, jobs, times };
+    let truth = match &s.truth {
+        Some(p) => Some(cmd_sim::load_truth(&spec, p, &s.truth_missing)?),
+        None => None,
+    };
+    let mut l = Loaded { spec, jobs, times, truth, knowledge: "estimator, datasheet only (no profile DB)".into(), unknown_models: Vec::new(), known_iters: None };
+    if let Some(h) = &s.tuning.iters_from_history {
+        l.known_iters = Some(cmd_sim::predicted_iters(&l.jobs, h, cellsched_sim::SimConfig::default().default_limit_s)?);
+    }
+    s.tuning.validate()?;
     let opts = s.tuning.cellsched()?;
     let mut rows = Vec::new();
     let mut walls = Vec::new();
     for name in &s.policies {
         let t = Instant::now();
-        let m = cmd_sim::run_policy(name, &opts, s.tuning.config(s.seed), &mut l)?;
+        let m = cmd_sim::run_policy(name, &opts, s.tuning.config(s.seed), &mut l, &s.tuning.iterations_label())?;
         walls.push(t.elapsed().as_secs_f64());
         rows.push(m);
     }
@@ -173,7 +193,9 @@ fn speed(s: SpeedArgs) -> Result<()> {
         ("events", rows.iter().map(|m| m.events.to_string()).collect()),
         ("events/s", rows.iter().zip(&walls).map(|(m, w)| format!("{:.0}", m.events as f64 / w.max(1e-9))).collect()),
     ];
+    cmd_sim::print_sources(&rows[0], &[]);
     println!("{}", cmd_sim::table(&rows, &extra));
+    cmd_sim::print_truth_stats(&rows);
     println!("iteration-time cache: {} hits, {} misses", l.times.hits, l.times.misses);
     Ok(())
 }

@@ -2,10 +2,17 @@
 //! stock Slurm then cellsched, and compare them from sacct (plus the
 //! simulator on the same trace).
 //!
-//! `cellsched bench replay --trace bench/replay/small.csv [--speedup 30] [--json]
-//!  [--dir D --port-base N] [--modes stock,cellsched] [--dry-run]`
+//! `cellsched bench replay --trace bench/replay/gavel-small.csv [--speedup 30] [--json]
+//!  [--dir D --port-base N] [--modes stock,cellsched] [--groups v100:2x8,p100:1x8,k80:1x8]
+//!  [--truth etc/examples/truth-gavel.csv] [--knowledge bench/truth/gavel-knowledge-1gpu.csv] [--dry-run]`
+//!
+//! Truth: the emulated trainer sleeps the measured iteration time of the
+//! GPUs each job was granted (`--truth`). Knowledge: the plugins' estimator,
+//! calibrated with `--knowledge` (written into the cellsched pass's
+//! `cellsched.toml` as `[estimator] profile_db`). The live cluster's node
+//! groups (`--groups`) are GPU types the truth table covers.
 use anyhow::{bail, Context, Result};
-use cellsched_cluster::{parse_port_base, ClusterSpec};
+use cellsched_cluster::{parse_port_base, ClusterSpec, NodeGroup};
 use cellsched_core::estimator::Estimator;
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
@@ -38,7 +45,7 @@ pub struct Args {
     /// [default: bench/replay/cellsched.toml when present].
     #[arg(long, value_name = "FILE")]
     cellsched_toml: Option<PathBuf>,
-    /// Simulator cluster TOML mirroring the live cluster [default: bench/replay/cluster.toml].
+    /// Simulator cluster TOML mirroring the live cluster [default: bench/replay/gavel-cluster.toml].
     #[arg(long, value_name = "FILE")]
     sim_cluster: Option<PathBuf>,
     /// Simulator: Cells may use up to this many times the requested GPUs.
@@ -47,6 +54,16 @@ pub struct Args {
     /// Skip the simulator comparison.
     #[arg(long)]
     no_sim: bool,
+    /// Live cluster node groups, TYPE:NODESxGPUS comma list (types the truth table covers).
+    #[arg(long, default_value = "v100:2x8,p100:1x8,k80:1x8")]
+    groups: String,
+    /// Truth table the emulated trainer (and the simulator's clock) reads [default: etc/examples/truth-gavel.csv].
+    #[arg(long, value_name = "FILE")]
+    truth: Option<PathBuf>,
+    /// Knowledge: profile DB for the plugins' estimator and the simulator's
+    /// [default: bench/truth/gavel-knowledge-1gpu.csv]; `none` for the datasheet estimator.
+    #[arg(long, value_name = "FILE")]
+    knowledge: Option<String>,
     /// The emulated training job [default: etc/examples/emulated-train.sh].
     #[arg(long, value_name = "FILE")]
     script: Option<PathBuf>,
@@ -65,6 +82,25 @@ pub struct Args {
     /// Print the sbatch command lines of each mode and the simulator's view; start nothing.
     #[arg(long)]
     dry_run: bool,
+}
+
+/// Parses `v100:2x8,p100:1x8` into node groups.
+fn parse_groups(s: &str) -> Result<Vec<NodeGroup>> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let bad = || anyhow::anyhow!("--groups item '{item}': expected TYPE:NODESxGPUS, e.g. v100:2x8");
+        let (ty, shape) = item.split_once(':').ok_or_else(bad)?;
+        let (n, g) = shape.split_once('x').ok_or_else(bad)?;
+        let (n, g): (u32, u32) = (n.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?);
+        if n == 0 || g == 0 || ty.is_empty() {
+            return Err(bad());
+        }
+        out.push(NodeGroup::new(&ty.to_ascii_lowercase(), n, g));
+    }
+    if out.is_empty() {
+        bail!("--groups '{s}' names no node group");
+    }
+    Ok(out)
 }
 
 fn port_base(s: &str) -> Result<u16, String> {
@@ -119,10 +155,29 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(p) = a.port_base {
         spec.port_base = p;
     }
+    spec.groups = parse_groups(&a.groups)?;
+    let truth_path = match &a.truth {
+        Some(p) => absolute(p)?,
+        None => absolute(&repo_file("etc/examples/truth-gavel.csv").context("etc/examples/truth-gavel.csv not found; give --truth")?)?,
+    };
+    let truth_table = cellsched_sim::truth::TruthTable::load(&truth_path.display().to_string())?;
+    let knowledge = match a.knowledge.as_deref() {
+        Some("none") => None,
+        Some(p) => Some(absolute(Path::new(p))?),
+        None => repo_file("bench/truth/gavel-knowledge-1gpu.csv").map(|p| absolute(&p)).transpose()?,
+    };
     let toml_path = a.cellsched_toml.clone().or_else(|| repo_file("bench/replay/cellsched.toml"));
-    if let Some(p) = &toml_path {
-        spec.cellsched_toml = Some(std::fs::read_to_string(p).with_context(|| format!("reading --cellsched-toml {}", p.display()))?);
+    let mut toml = match &toml_path {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading --cellsched-toml {}", p.display()))?,
+        None => String::new(),
+    };
+    if let Some(k) = &knowledge {
+        if toml.lines().any(|l| l.trim() == "[estimator]") {
+            bail!("--cellsched-toml has an [estimator] table; the replay writes [estimator] profile_db from --knowledge (give --knowledge none to keep yours)");
+        }
+        toml.push_str(&format!("\n[estimator]\nprofile_db = {:?}\n", k.display().to_string()));
     }
+    spec.cellsched_toml = Some(toml);
     let script = match &a.script {
         Some(p) => absolute(p)?,
         None => absolute(&repo_file("etc/examples/emulated-train.sh").context(
@@ -136,10 +191,19 @@ pub fn run(a: Args) -> Result<()> {
         script,
         out_dir: spec.dir.join("replay").join(&run_tag),
         run_tag,
+        truth: truth_path.clone(),
     };
-    let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+    let mut est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+    if let Some(k) = &knowledge {
+        est = est.with_db(cellsched_core::profile_db::ProfileDb::load_csv(k)?);
+    }
     let shapes = cellsched_replay::shapes_of_cluster(&spec);
-    let jobs = cellsched_replay::prepare(&trace, &shapes, &est, &settings)?;
+    let jobs = cellsched_replay::prepare(&trace, &shapes, &est, Some(&truth_table), &settings)?;
+    let unknown = jobs.iter().filter(|j| j.unknown_model).count();
+    eprintln!("truth (emulator clock): {}; knowledge (plugins' estimator): {}", truth_path.display(), knowledge.as_ref().map_or("datasheet only".into(), |k| k.display().to_string()));
+    if unknown > 0 {
+        eprintln!("{unknown} job(s) name a model the catalog lacks: submitted as stock Slurm would run them (typed GRES) in every mode");
+    }
 
     // The simulator on the same trace (cheap: tens of jobs).
     let sim_side = if a.no_sim {
@@ -147,7 +211,7 @@ pub fn run(a: Args) -> Result<()> {
     } else {
         let path = match &a.sim_cluster {
             Some(p) => Some(p.clone()),
-            None => repo_file("bench/replay/cluster.toml"),
+            None => repo_file("bench/replay/gavel-cluster.toml"),
         };
         match path {
             Some(p) => {
@@ -155,10 +219,11 @@ pub fn run(a: Args) -> Result<()> {
                 if sim::shapes_of_sim_cluster(&p)? != shapes {
                     eprintln!("note: simulator cluster {p} differs from the live cluster's node groups");
                 }
-                Some(sim::simulate_both(&trace, &p, a.sim_max_gpu_factor)?)
+                let k = knowledge.as_ref().map(|k| k.display().to_string());
+                Some(sim::simulate_both(&trace, &p, a.sim_max_gpu_factor, Some(&truth_path.display().to_string()), k.as_deref())?)
             }
             None => {
-                eprintln!("note: no bench/replay/cluster.toml found; skipping the simulator (give --sim-cluster)");
+                eprintln!("note: no bench/replay/gavel-cluster.toml found; skipping the simulator (give --sim-cluster)");
                 None
             }
         }
@@ -205,7 +270,21 @@ pub fn run(a: Args) -> Result<()> {
 
 fn print_text(c: &Comparison, s: &Settings) {
     println!("live replay of {} at {}x ({} UTC); job output in {}", c.trace, c.speedup, c.started, s.out_dir.display());
+    println!("truth (emulator clock): {}", s.truth.display());
     println!("{}", live_table(c));
+    for m in &c.modes {
+        match &m.iteration_time_error {
+            Some(e) => println!(
+                "{}: estimator error over {} jobs, predicted (AdminComment iter_s) vs measured (the jobs' cellsched-iter lines) seconds per iteration: MAPE {:.1}%, median APE {:.1}%, bias {:+.1}%",
+                m.mode,
+                e.n,
+                e.mape * 100.0,
+                e.median_ape * 100.0,
+                e.bias.unwrap_or(0.0) * 100.0
+            ),
+            None => println!("{}: no job with both a prediction and a measurement", m.mode),
+        }
+    }
     for m in &c.modes {
         for p in &m.problems {
             println!(

@@ -74,6 +74,9 @@ struct RunArgs {
     /// Fewest measured iterations accepted.
     #[arg(long, default_value_t = 3)]
     min_iters: usize,
+    /// Warn when fewer iteration lines than this were seen (0: never).
+    #[arg(long, default_value_t = session::DEFAULT_WARN_BELOW_ITERS)]
+    warn_iters: usize,
     /// Also read iteration times from lines matching this regex (one capture group).
     #[arg(long)]
     regex: Option<String>,
@@ -273,6 +276,7 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
         nvml: !a.no_nvml,
         sample_interval: Duration::from_millis(a.interval_ms.max(10)),
         db: a.db.clone(),
+        warn_below_iters: a.warn_iters,
     };
     let interrupt = runner::interrupt_flag()?;
     let (bar, tick) = progress::bar(req.duration);
@@ -284,6 +288,9 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     );
     bar.finish_and_clear();
     let o = res?;
+    for w in &o.warnings {
+        eprintln!("warning: {w}");
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&o)?);
         return Ok(());
@@ -326,6 +333,13 @@ fn print_outcome(o: &session::Outcome) {
     ]);
     println!("{t}");
     if !o.gpus.is_empty() {
+        match &o.gpu_window {
+            Some(w) => println!(
+                "GPU use over the {} measured iterations ({:.1} s to {:.1} s of the run; start-up and warm-up excluded):",
+                s.measured, w.start_s, w.end_s
+            ),
+            None => println!("GPU use:"),
+        }
         let mut g = table(&[
             "GPU",
             "Samples",
@@ -333,8 +347,10 @@ fn print_outcome(o: &session::Outcome) {
             "Peak mem GiB",
             "Power W",
             "SM MHz",
+            "Util % whole run",
         ]);
         for x in &o.gpus {
+            let whole = o.gpus_whole_run.iter().find(|w| w.index == x.index);
             g.add_row(vec![
                 x.index.to_string(),
                 x.samples.to_string(),
@@ -344,6 +360,7 @@ fn print_outcome(o: &session::Outcome) {
                     .map(|b| format!("{:.2}", b as f64 / (1u64 << 30) as f64))),
                 opt(x.mean_power_w.map(|v| format!("{v:.0}"))),
                 opt(x.mean_sm_clock_mhz.map(|v| format!("{v:.0}"))),
+                opt(whole.and_then(|w| w.mean_util_pct).map(|v| format!("{v:.0}"))),
             ]);
         }
         println!("{g}");

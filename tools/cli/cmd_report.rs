@@ -1,7 +1,12 @@
 //! `cellsched report`: reports on DL jobs from Slurm accounting (sacct).
 //!
 //! - `cellsched report [--start T] [--end T] [--partition P] [--user U] [--jobs IDS]
-//!   [--capacity a100=8,..] [--json|--csv] [--plot FILE.png|.svg ...]`
+//!   [--capacity a100=8,..] [--time-scale X] [--iter-log 'DIR/%j.out'] [--json|--csv] [--plot FILE.png|.svg ...]`
+//!
+//! DL tags come only from AdminComment (written by job_submit/cellsched);
+//! JobName and Comment are display-only. Predictions are compared with
+//! what the jobs themselves show (their `cellsched-iter` lines, or run time
+//! over iterations), scaled by `--time-scale` for emulated runs.
 //! - `cellsched report compare --a X --b Y` (X/Y: saved `--json` file or `START..END`)
 //! - `cellsched report history --out history.csv`
 //!
@@ -82,6 +87,44 @@ struct JobsArgs {
     /// FILE.svg; may be repeated.
     #[arg(long, value_name = "FILE")]
     plot: Vec<PathBuf>,
+    #[command(flatten)]
+    measure: MeasureArgs,
+}
+
+/// How to compare predictions with what the jobs did.
+#[derive(clap::Args, Clone, Default)]
+struct MeasureArgs {
+    /// Real seconds per predicted second, for emulated time-compressed runs
+    /// (demo, replay): predictions are multiplied by it, measurements divided.
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Job output files to read `cellsched-iter <seconds>` lines from (`%j` = job id),
+    /// e.g. '/tmp/demo/out/%j.out'; without it, or where a file has none,
+    /// run time / iterations of completed jobs is the measurement.
+    #[arg(long, value_name = "PATTERN")]
+    iter_log: Option<String>,
+}
+
+impl MeasureArgs {
+    fn check(&self) -> Result<(), ReportError> {
+        if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
+            return Err(ReportError::invalid("--time-scale", self.time_scale.to_string(), "a positive number"));
+        }
+        Ok(())
+    }
+
+    /// Scales predictions and measures each job from itself.
+    fn apply(&self, jobs: &mut [cellsched_report::JobRecord]) {
+        for j in jobs {
+            j.apply_time_scale(self.time_scale);
+            if let Some(p) = &self.iter_log {
+                let path = p.replace("%j", &j.job_id.to_string());
+                if let Ok(bytes) = std::fs::read(&path) {
+                    j.measure(Some(&String::from_utf8_lossy(&bytes)));
+                }
+            }
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -153,8 +196,10 @@ fn capacity(opt: &Option<String>) -> Result<Option<sacct::Capacity>, ReportError
 
 /// Builds a report for `q` (capacity from `--capacity`, else scontrol), with
 /// the iteration predictor's holdout error.
-fn build_report(q: Query, cap: &Option<String>) -> Result<Report, ReportError> {
-    let jobs = sacct::fetch_jobs(&q)?;
+fn build_report(q: Query, cap: &Option<String>, m: &MeasureArgs) -> Result<Report, ReportError> {
+    m.check()?;
+    let mut jobs = sacct::fetch_jobs(&q)?;
+    m.apply(&mut jobs);
     let cap = capacity(cap)?;
     let mut r = Report::new(q, jobs, cap.as_ref());
     r.summary.iteration_predictor_error =
@@ -166,7 +211,8 @@ fn run_jobs(a: JobsArgs) -> anyhow::Result<()> {
     if let Some(c) = &a.capacity {
         sacct::parse_capacity(c)?; // a bad option fails before sacct runs
     }
-    let r = build_report(a.window.query(), &a.capacity)?;
+    a.measure.check()?;
+    let r = build_report(a.window.query(), &a.capacity, &a.measure)?;
     for p in &a.plot {
         plot::write_plot(&r, p)?;
         let info = plot::check_image(p)?;
@@ -196,7 +242,7 @@ fn side(arg: &str, a: &CompareArgs) -> Result<Report, ReportError> {
         compare::Side::Window(mut q) => {
             q.partition = a.partition.clone();
             q.user = a.user.clone();
-            build_report(q, &a.capacity)
+            build_report(q, &a.capacity, &MeasureArgs { time_scale: 1.0, iter_log: None })
         }
     }
 }
@@ -230,7 +276,7 @@ fn run_history(a: HistoryArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing history to {}", a.out.display()))?;
     }
     eprintln!(
-        "history: {} jobs exported, {} skipped (need batch= tag, GPUs, time limit, iterations; RUST_LOG=info lists them)",
+        "history: {} jobs exported, {} skipped (need model= and batch= in AdminComment, GPUs, time limit, iterations; RUST_LOG=info lists them)",
         h.records.len(),
         h.skipped.len()
     );

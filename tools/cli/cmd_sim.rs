@@ -1,12 +1,20 @@
 //! `cellsched sim`: trace-driven simulation of scheduling policies.
 //!
-//! - `cellsched sim --trace T.csv --cluster C.toml [--db iter_times.csv] --policy NAME [--seed N] [--json]`
-//! - `cellsched sim convert-gavel --input philly-X.trace --output T.csv --cluster C.toml [--seed N]`
+//! - `cellsched sim --trace T.csv --cluster C.toml [--db iter_times.csv] [--truth measured.csv [--truth-missing estimate|skip]] --policy NAME [--seed N] [--json]`
+//! - `cellsched sim convert-gavel --input philly-X.trace --output T.csv --cluster C.toml [--truth measured.csv] [--seed N]`
+//! - `cellsched sim gavel-truth --input simulation_throughputs.json --output truth.csv [--single-gpu-output knowledge.csv]`
+//!
+//! Truth (`--truth`, measured iteration times) runs the clock; knowledge
+//! (the estimator calibrated with `--db`, and the declared iterations,
+//! optionally noisy) makes every decision. Without `--truth` the clock runs
+//! on the knowledge itself: the oracle mode, an upper bound only.
 //! - `cellsched sim generate --cluster C.toml --jobs N --output T.csv [--load 0.9] [--seed N]`
 use anyhow::{bail, Context, Result};
 use cellsched_sim::core_times::CoreTimes;
 use cellsched_sim::policy::{self, Ablation, CellschedOptions};
-use cellsched_sim::{ClusterSpec, Metrics, SimConfig, TimeCache, TraceJob};
+use cellsched_sim::truth::{Truth, TruthMissing, TruthTable, TruthTimes};
+use cellsched_sim::{ClusterSpec, IterTimeSource, Metrics, Sim, SimConfig, TimeCache, TraceJob};
+use std::rc::Rc;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use std::io::IsTerminal;
 
@@ -25,6 +33,21 @@ enum SimCmd {
     ConvertGavel(ConvertArgs),
     /// Write a seeded synthetic heterogeneous trace for a cluster.
     Generate(GenerateArgs),
+    /// Build a truth table from Gavel's measured throughputs (simulation_throughputs.json).
+    GavelTruth(GavelTruthArgs),
+}
+
+#[derive(clap::Args)]
+struct GavelTruthArgs {
+    /// Gavel's simulation_throughputs.json.
+    #[arg(long)]
+    input: String,
+    /// Truth table CSV to write (every measured point).
+    #[arg(long)]
+    output: String,
+    /// Also write only the single-GPU points (a knowledge DB as one profiler run per GPU type gives).
+    #[arg(long)]
+    single_gpu_output: Option<String>,
 }
 
 /// Inputs shared by `sim` and `bench`.
@@ -36,9 +59,15 @@ pub struct Inputs {
     /// Cluster TOML with [[group]] tables (gpu_type, nodes, gpus_per_node[, inter_node_gbps]).
     #[arg(long)]
     pub cluster: Option<String>,
-    /// Measured iteration times CSV (model,batch,gpu_type,nodes,gpus_per_node,iter_time_s); else the estimator.
+    /// Knowledge: measured iteration times CSV (model,batch,gpu_type,nodes,gpus_per_node,iter_time_s) that calibrates the estimator; else the datasheet estimator.
     #[arg(long)]
     pub db: Option<String>,
+    /// Truth: measured iteration times CSV (same columns; iter_time_s <= 0 = does not fit) that runs the clock. Without it the clock runs on the knowledge (oracle mode, an upper bound).
+    #[arg(long)]
+    pub truth: Option<String>,
+    /// A Cell the truth table lacks: `estimate` (the estimator calibrated on the whole truth table; counted) or `skip` (the Cell is not used; counted).
+    #[arg(long, default_value = "estimate")]
+    pub truth_missing: String,
     /// Seed (recorded in results; the engine is deterministic).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -86,6 +115,17 @@ pub struct Tuning {
     /// Stop the simulated clock here (unfinished jobs are counted).
     #[arg(long, value_name = "SECONDS")]
     pub max_time: Option<f64>,
+    /// Knowledge of iterations: the scheduler knows true x exp(NOISE x N(0,1)) (declared-count noise; 0 = exact).
+    #[arg(long, default_value_t = 0.0)]
+    pub iter_noise: f64,
+    /// Seconds a run on a Cell that truth says does not fit holds its GPUs before it fails.
+    #[arg(long, default_value_t = 60.0)]
+    pub oom_startup: f64,
+    /// Knowledge of iterations: the random forest fitted on this job-history CSV
+    /// (`cellsched report history` form) predicts each job's iterations from
+    /// (user, model, batch, GPUs, time limit); the declared count where it cannot.
+    #[arg(long, value_name = "HISTORY.csv", conflicts_with = "iter_noise")]
+    pub iters_from_history: Option<String>,
 }
 
 impl Tuning {
@@ -114,7 +154,37 @@ impl Tuning {
 
     /// The engine settings.
     pub fn config(&self, seed: u64) -> SimConfig {
-        SimConfig { seed, preempt_overhead_s: self.preempt_overhead, replan_interval_s: self.replan_interval, max_time_s: self.max_time }
+        SimConfig {
+            seed,
+            preempt_overhead_s: self.preempt_overhead,
+            replan_interval_s: self.replan_interval,
+            max_time_s: self.max_time,
+            oom_startup_s: self.oom_startup,
+            iter_noise: self.iter_noise,
+            ..SimConfig::default()
+        }
+    }
+
+    /// How the scheduler knows iterations (for labels).
+    pub fn iterations_label(&self) -> String {
+        if let Some(h) = &self.iters_from_history {
+            format!("iterations predicted by the random forest fitted on {h} (declared where it cannot predict)")
+        } else if self.iter_noise > 0.0 {
+            format!("declared iterations with noise (true x exp({} N(0,1)))", self.iter_noise)
+        } else {
+            "declared iterations (exact)".into()
+        }
+    }
+
+    /// Checks the numeric settings.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.iter_noise.is_finite() && self.iter_noise >= 0.0) {
+            bail!("--iter-noise {}: expected a number >= 0", self.iter_noise);
+        }
+        if !(self.oom_startup.is_finite() && self.oom_startup >= 0.0) {
+            bail!("--oom-startup {}: expected seconds >= 0", self.oom_startup);
+        }
+        Ok(())
     }
 }
 
@@ -146,6 +216,9 @@ struct ConvertArgs {
     /// Seed for the GPU-type and time-limit draws.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Truth table: users' declared time limits derive from true run times (else from the estimator).
+    #[arg(long)]
+    truth: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -167,23 +240,52 @@ struct GenerateArgs {
     seed: u64,
 }
 
-/// Loaded inputs: cluster, jobs and a cached time source.
+/// Loaded inputs: cluster, jobs, the knowledge (cached estimator) and the truth.
 pub struct Loaded {
     pub spec: ClusterSpec,
     pub jobs: Vec<TraceJob>,
     pub times: TimeCache,
+    /// The clock's source; `None` = oracle mode.
+    pub truth: Option<Truth>,
+    /// Label of the knowledge (estimator and profile DB).
+    pub knowledge: String,
+    /// Models of the trace the knowledge lacks (their jobs run stock).
+    pub unknown_models: Vec<String>,
+    /// Iterations the scheduler knows per job when predicted (trace order).
+    pub known_iters: Option<Vec<Option<f64>>>,
 }
 
 /// Time source for a cluster: the core estimator with the optional measured DB.
 pub fn time_source(spec: &ClusterSpec, db: Option<&str>) -> Result<CoreTimes> {
     let db = match db {
-        Some(p) => Some(CoreTimes::load_db(p).with_context(|| format!("loading measured DB {p}"))?),
+        Some(p) => Some(CoreTimes::load_db(p).with_context(|| format!("loading knowledge DB {p}"))?),
         None => None,
     };
     Ok(CoreTimes::new(spec, db)?)
 }
 
-/// Loads `--trace`, `--cluster`, `--db` and checks the trace's models.
+/// The truth of `--truth`: the table, with the estimator calibrated on the
+/// whole table as the `estimate` fallback.
+pub fn load_truth(spec: &ClusterSpec, path: &str, missing: &str) -> Result<Truth> {
+    let missing: TruthMissing = missing.parse()?;
+    let table = TruthTable::load(path).with_context(|| format!("loading truth table {path}"))?;
+    let fallback = CoreTimes::new(spec, Some(table.to_profile_db(false)))?;
+    Ok(Truth::new(table, Some(Rc::new(fallback) as Rc<dyn IterTimeSource>), missing))
+}
+
+fn knowledge_label(db: Option<&str>) -> Result<String> {
+    Ok(match db {
+        None => "estimator, datasheet only (no profile DB)".into(),
+        Some(p) => {
+            let d = CoreTimes::load_db(p)?;
+            let single = d.records().filter(|r| r.gpus() == 1).count();
+            format!("estimator calibrated with {p} ({} points, {single} single-GPU)", d.len())
+        }
+    })
+}
+
+/// Loads `--trace`, `--cluster`, `--db` (knowledge) and `--truth`; models
+/// the knowledge lacks are listed (their jobs run stock), not errors.
 pub fn load(inputs: &Inputs) -> Result<Loaded> {
     let (Some(trace), Some(cluster)) = (&inputs.trace, &inputs.cluster) else {
         bail!("--trace and --cluster are required");
@@ -194,21 +296,85 @@ pub fn load(inputs: &Inputs) -> Result<Loaded> {
     let mut models: Vec<&str> = jobs.iter().map(|j| j.model_name.as_str()).collect();
     models.sort_unstable();
     models.dedup();
-    for m in models {
-        use cellsched_sim::IterTimeSource;
-        src.check_model(m).with_context(|| format!("{trace}: model_name '{m}'"))?;
-    }
-    Ok(Loaded { spec, jobs, times: TimeCache::new(Box::new(src)) })
+    let unknown_models: Vec<String> = models.into_iter().filter(|m| src.check_model(m).is_err()).map(str::to_string).collect();
+    let truth = match &inputs.truth {
+        Some(p) => Some(load_truth(&spec, p, &inputs.truth_missing)?),
+        None => None,
+    };
+    let knowledge = knowledge_label(inputs.db.as_deref())?;
+    Ok(Loaded { spec, jobs, times: TimeCache::new(Box::new(src)), truth, knowledge, unknown_models, known_iters: None })
+}
+
+/// Iterations the random forest fitted on `history` predicts for each job
+/// (trace order), `None` where it cannot (fewer than 30 records, unseen model).
+pub fn predicted_iters(jobs: &[TraceJob], history: &str, default_limit_s: f64) -> Result<Vec<Option<f64>>> {
+    use cellsched_core::predictor::{HistoryQuery, IterationPredictor};
+    let recs = cellsched_core::history::load_csv(std::path::Path::new(history)).with_context(|| format!("loading history {history}"))?;
+    let rf = IterationPredictor::fit(&recs);
+    let preds: Vec<Option<f64>> = jobs
+        .iter()
+        .map(|j| {
+            rf.predict(&HistoryQuery {
+                user: j.user.clone().unwrap_or_default(),
+                model: j.model_name.clone(),
+                batch: j.batch_size,
+                gpus: j.num_gpu,
+                requested_time_s: if j.deadline > 0.0 { j.deadline } else { default_limit_s },
+            })
+        })
+        .collect();
+    let n = preds.iter().filter(|p| p.is_some()).count();
+    eprintln!("iteration predictor: fitted on {} records of {history}; predicts {n} of {} jobs (the rest keep their declared count)", recs.len(), jobs.len());
+    Ok(preds)
 }
 
 /// Runs one policy by name on loaded inputs, with a progress bar on a terminal.
-pub fn run_policy(name: &str, opts: &CellschedOptions, cfg: SimConfig, l: &mut Loaded) -> Result<Metrics> {
+pub fn run_policy(name: &str, opts: &CellschedOptions, mut cfg: SimConfig, l: &mut Loaded, iterations: &str) -> Result<Metrics> {
     let mut p = policy::build(name, opts)?;
     let label = p.name().to_string();
     let mut bar = cellsched_sim::progress::bar(&label);
     let progress: Option<&mut dyn FnMut(u64, u64)> =
         if std::io::stderr().is_terminal() && l.jobs.len() >= 5000 { Some(&mut bar) } else { None };
-    Ok(cellsched_sim::simulate(cfg, &l.spec, &l.jobs, &mut l.times, p.as_mut(), progress))
+    cfg.knowledge = format!("{}; {iterations}", l.knowledge);
+    let mut sim = Sim::new(cfg, cellsched_sim::ClusterState::new(&l.spec), &l.jobs, &mut l.times).with_truth(l.truth.clone());
+    if let Some(k) = &l.known_iters {
+        sim = sim.with_known_iters(k);
+    }
+    Ok(sim.run(p.as_mut(), progress))
+}
+
+/// Prints which source ran the clock and which one decided.
+pub fn print_sources(m: &Metrics, unknown_models: &[String]) {
+    println!("truth (clock):       {}", m.truth);
+    println!("knowledge (decides): {}", m.knowledge);
+    if !unknown_models.is_empty() {
+        println!("models the knowledge lacks (their jobs run stock, requested type and count): {}", unknown_models.join(", "));
+    }
+}
+
+/// One line per run on prediction error and truth's special cases.
+pub fn print_truth_stats(rows: &[Metrics]) {
+    for m in rows {
+        let t = &m.truth_stats;
+        println!(
+            "{}: predicted vs true iteration time: held out (not a knowledge point) {} starts: median APE {:.1}%, p90 {:.1}%, bias {:+.1}%; all {} starts: median APE {:.1}%, p90 {:.1}%, bias {:+.1}%; truth missing: {} starts, {:.1}% of run time on the fallback estimate, {} refused; does not fit: {} failed runs, {} failed jobs; stock (unknown model): {} jobs",
+            m.policy,
+            t.held_out_predictions,
+            t.held_out_median_ape_pct,
+            t.held_out_p90_ape_pct,
+            t.held_out_bias_pct,
+            t.predictions,
+            t.median_ape_pct,
+            t.p90_ape_pct,
+            t.bias_pct,
+            t.missing_starts,
+            if t.run_job_s > 0.0 { t.missing_job_s / t.run_job_s * 100.0 } else { 0.0 },
+            t.skipped_starts,
+            t.oom_failures,
+            t.failed_jobs,
+            t.stock_jobs
+        );
+    }
 }
 
 fn hours(s: f64) -> String {
@@ -249,6 +415,7 @@ pub fn run(a: Args) -> Result<()> {
     match a.cmd {
         Some(SimCmd::ConvertGavel(c)) => convert(c),
         Some(SimCmd::Generate(g)) => generate(g),
+        Some(SimCmd::GavelTruth(g)) => gavel_truth(g),
         None => simulate(a.run),
     }
 }
@@ -258,12 +425,18 @@ fn simulate(r: RunArgs) -> Result<()> {
         bail!("--policy is required (one of: {})", policy::POLICY_NAMES.join(", "));
     };
     let opts = r.tuning.cellsched()?;
+    r.tuning.validate()?;
     let mut l = load(&r.inputs)?;
-    let m = run_policy(name, &opts, r.tuning.config(r.inputs.seed), &mut l)?;
+    if let Some(h) = &r.tuning.iters_from_history {
+        l.known_iters = Some(predicted_iters(&l.jobs, h, SimConfig::default().default_limit_s)?);
+    }
+    let m = run_policy(name, &opts, r.tuning.config(r.inputs.seed), &mut l, &r.tuning.iterations_label())?;
     if r.json {
         println!("{}", serde_json::to_string_pretty(&m)?);
     } else {
+        print_sources(&m, &l.unknown_models);
         println!("{}", table(std::slice::from_ref(&m), &[]));
+        print_truth_stats(std::slice::from_ref(&m));
         if m.unfinished > 0 {
             println!("{} job(s) unfinished ({} can never fit this cluster under {}).", m.unfinished, m.never_fit, m.policy);
         }
@@ -285,7 +458,10 @@ fn convert(c: ConvertArgs) -> Result<()> {
     let src = time_source(&spec, None)?;
     let catalog = src.estimator().model_catalog().clone();
     let canon = move |n: &str| catalog.canonical_name(n).map(str::to_string);
-    let mut times = TimeCache::new(Box::new(src));
+    let mut times = match &c.truth {
+        Some(p) => TimeCache::new(Box::new(TruthTimes(load_truth(&spec, p, "estimate")?))),
+        None => TimeCache::new(Box::new(src)),
+    };
     let (jobs, rep) = cellsched_sim::gavel_convert::convert_gavel(&text, &c.input, &spec, &mut times, &canon, c.seed)?;
     write_jobs(&jobs, &c.output)?;
     eprintln!("wrote {} jobs to {} ({} of them fit no GPU type of {} and will show as unfinished)", rep.jobs, c.output, rep.infeasible, c.cluster);
@@ -299,5 +475,37 @@ fn generate(g: GenerateArgs) -> Result<()> {
     let jobs = cellsched_sim::synth::generate(&cfg, &spec, &mut times)?;
     write_jobs(&jobs, &g.output)?;
     eprintln!("wrote {} jobs to {}", jobs.len(), g.output);
+    Ok(())
+}
+
+fn gavel_truth(g: GavelTruthArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&g.input).with_context(|| format!("reading {}", g.input))?;
+    let catalog = cellsched_core::model::ModelCatalog::builtin();
+    let canon = move |n: &str| catalog.canonical_name(n).map(str::to_string);
+    let t = cellsched_sim::gavel_convert::throughputs_to_truth(&text, &g.input, &canon)?;
+    let note = format!(
+        "Measured iteration times from Gavel's simulation_throughputs.json (stanford-futuredata/gavel, commit c4fa400;\n\
+         isolated throughputs of the consolidated k80/p100/v100 workers; iter_time_s = GPUs / steps per second; one node).\n\
+         Written by `cellsched sim gavel-truth --input {}`.",
+        g.input
+    );
+    let write = |path: &str, table: &TruthTable, note: &str| -> Result<()> {
+        let tmp = format!("{path}.tmp");
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).with_context(|| format!("creating {tmp}"))?);
+        table.write_csv(&mut f, note).with_context(|| format!("writing {tmp}"))?;
+        drop(f);
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming {tmp} to {path}"))?;
+        Ok(())
+    };
+    write(&g.output, &t, &note)?;
+    eprintln!("wrote {} truth points to {}", t.len(), g.output);
+    if let Some(p) = &g.single_gpu_output {
+        let mut one = TruthTable::new(p);
+        for pt in t.points().iter().filter(|p| p.nodes * p.gpus_per_node == 1 && p.iter_time_s.is_some()) {
+            one.insert(pt.clone());
+        }
+        write(p, &one, &format!("{note}\nSingle-GPU points only (knowledge: what one profiler run per GPU type measures)."))?;
+        eprintln!("wrote {} single-GPU points to {p}", one.len());
+    }
     Ok(())
 }

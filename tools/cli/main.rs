@@ -11,6 +11,7 @@ mod cmd_sim;
 mod cmd_bench;
 mod cmd_bench_replay;
 mod cmd_generate;
+mod cmd_doctor;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -40,6 +41,8 @@ enum Command {
     Bench(cmd_bench::Args),
     /// Generate man pages and shell completions (for packagers and `make install`).
     Generate(cmd_generate::Args),
+    /// Check an installation (plugins, slurm.conf, plugstack.conf, cellsched.toml) and say what to fix.
+    Doctor(cmd_doctor::Args),
 }
 
 fn main() {
@@ -54,6 +57,7 @@ fn main() {
         Command::Sim(a) => cmd_sim::run(a),
         Command::Bench(a) => cmd_bench::run(a),
         Command::Generate(a) => cmd_generate::run(a, Cli::command()),
+        Command::Doctor(a) => cmd_doctor::run(a),
     };
     if let Err(e) = res {
         eprintln!("cellsched: error: {e:#}");

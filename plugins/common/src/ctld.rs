@@ -315,6 +315,8 @@ pub struct JobUpdate {
     pub max_nodes: Option<u32>,
     /// New task count.
     pub num_tasks: Option<u32>,
+    /// New time limit in minutes.
+    pub time_limit_min: Option<u32>,
 }
 
 /// Applies `u` (caller holds the [`LockKind::Write`] locks, e.g. inside [`with_lock`]).
@@ -334,6 +336,7 @@ pub fn update_job(u: &JobUpdate) -> Result<(), CtldError> {
     raw.min_nodes = u.min_nodes.unwrap_or(slurm_sys::NO_VAL);
     raw.max_nodes = u.max_nodes.unwrap_or(slurm_sys::NO_VAL);
     raw.num_tasks = u.num_tasks.unwrap_or(slurm_sys::NO_VAL);
+    raw.time_limit = u.time_limit_min.unwrap_or(slurm_sys::NO_VAL);
     match unsafe { s::cellsched_update_job(&raw) } {
         0 => Ok(()),
         -1 => Err(CtldError::NotInSlurmctld),

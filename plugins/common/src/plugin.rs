@@ -1,4 +1,5 @@
-//! The three data symbols every Slurm plugin exports.
+//! The three data symbols every Slurm plugin exports, and [`pin_library`]
+//! for plugins that run background threads.
 //!
 //! ```ignore
 //! cellsched_plugin_common::plugin_identity!(
@@ -65,5 +66,18 @@ mod tests {
             assert_eq!(&plugin_name, b"test plugin\0");
             assert_eq!(plugin_version, slurm_sys::SLURM_VERSION_NUMBER);
         }
+    }
+}
+
+/// Keeps the calling plugin's `.so` mapped after `dlclose` (the function is
+/// compiled into each plugin, so its address names that plugin's file), so
+/// a background thread still waiting for slurmctld's locks when `fini` gives
+/// up on it cannot run unmapped code.
+pub fn pin_library() {
+    // SAFETY: dladdr/dlopen with a code address of this library and the
+    // file name dladdr returned; RTLD_NOLOAD only bumps the existing mapping.
+    let mut info = unsafe { std::mem::zeroed::<libc::Dl_info>() };
+    if unsafe { libc::dladdr(pin_library as *const std::ffi::c_void, &mut info) } != 0 && !info.dli_fname.is_null() {
+        unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NODELETE | libc::RTLD_NOLOAD) };
     }
 }

@@ -16,6 +16,7 @@
 use crate::job_env;
 use crate::request::{self, GpuRequest};
 use cellsched_core::config::PlacementConfig;
+use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use cellsched_core::model::{is_model_file, model_from_wire, MODEL_SPEC_ENV_KEY};
 use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
@@ -131,6 +132,8 @@ pub struct Placement {
     pub pinned: bool,
     /// Report tags appended to AdminComment ([`dl_tags`]).
     pub tags: String,
+    /// Iterations the user declared (`--dl-iters`): bound the time limit.
+    pub iters: Option<u64>,
 }
 
 impl Placement {
@@ -151,8 +154,10 @@ pub fn with_tags(text: &str, tags: &str) -> String {
 
 /// The tags `cellsched report` reads after the decision in AdminComment:
 /// `model=<catalog name> batch=<global batch>`, plus `iters=<N>` only when
-/// the user declared `--dl-iters`. `Decision::parse_admin_comment` ignores them.
-pub fn dl_tags(job: &JobSpec, opts: &DlOptions) -> String {
+/// the user declared `--dl-iters`, and `gpus=<N>` when the user's own
+/// untyped GPU request fixed the count ([`FIXED_GPUS_TAG`]; re-planning keeps
+/// it). `Decision::parse_admin_comment` ignores them.
+pub fn dl_tags(job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>) -> String {
     let mut t = Vec::new();
     // Catalog names never hold spaces or '='; a name that did would break the word format.
     if !job.model.name.is_empty() && !job.model.name.contains(|c: char| c.is_whitespace() || c == '=' || c == ';') {
@@ -162,7 +167,35 @@ pub fn dl_tags(job: &JobSpec, opts: &DlOptions) -> String {
     if let Some(n) = opts.iters {
         t.push(format!("iters={n}"));
     }
+    if let Some(n) = fixed_gpus {
+        t.push(format!("{FIXED_GPUS_TAG}{n}"));
+    }
     t.join(" ")
+}
+
+/// AdminComment word recording the time limit (minutes) cellsched set from
+/// the declared iterations (`limit_min=N`, see `cellsched_core::declared`).
+pub const LIMIT_TAG: &str = "limit_min=";
+
+/// The time limit cellsched set from the declared iterations, from the job's AdminComment.
+pub fn declared_limit(admin_comment: &str) -> Option<u32> {
+    admin_comment.split_whitespace().find_map(|w| w.strip_prefix(LIMIT_TAG)).and_then(|v| v.parse().ok())
+}
+
+/// The time limit to give a job with `current` limit (minutes; `NO_VAL`
+/// unset, `INFINITE` unlimited) that declared `iters` iterations of
+/// `iter_s` seconds: `Some(bound)` when the declaration bounds it tighter.
+pub fn bounded_limit(current: u32, iters: Option<u64>, iter_s: f64, cfg: &DeclaredConfig) -> Option<u32> {
+    let bound = cellsched_core::declared::time_bound_min(iters?, iter_s, cfg)?;
+    (current == 0 || current > bound).then_some(bound)
+}
+
+/// AdminComment word recording a GPU count the user fixed (`gpus=N`).
+pub const FIXED_GPUS_TAG: &str = "gpus=";
+
+/// The GPU count the user fixed, from the job's AdminComment (written by this plugin only).
+pub fn fixed_gpus(admin_comment: &str) -> Option<u32> {
+    admin_comment.split_whitespace().find_map(|w| w.strip_prefix(FIXED_GPUS_TAG)).and_then(|v| v.parse().ok())
 }
 
 /// What to do with a submitted job.
@@ -263,14 +296,10 @@ fn pinned_rewrite(req: &SubmitRequest, cell: &Cell, node_size: u32) -> Result<Re
 /// becomes a plain request for that Cell; with no GPU request at all the job
 /// is refused with a message saying what to add.
 pub fn fallback(req: &SubmitRequest, nodes: &[NodeGpus], why: &str) -> Outcome {
-    let opts = match dl_options(&req.env) {
-        Ok(None) => return Outcome::Stock("no DL options".into()),
-        Ok(Some(o)) => o,
-        Err(e) => return Outcome::Reject(format!("cellsched: {e}")),
+    let opts = match submitted_options(req) {
+        Ok(o) => o,
+        Err(out) => return out,
     };
-    if req.het_component {
-        return het_refusal();
-    }
     if let CellChoice::Pinned(c) = &opts.cell {
         let Some(node_size) = gpus_per_node_of(nodes, &c.gpu_type) else {
             return missing_type(&format!("--dl-cell={c}"), &c.gpu_type, nodes);
@@ -290,24 +319,31 @@ pub fn fallback(req: &SubmitRequest, nodes: &[NodeGpus], why: &str) -> Outcome {
     ))
 }
 
-fn het_refusal() -> Outcome {
-    Outcome::Reject(
-        "cellsched: --dl-* options are not supported on heterogeneous jobs (one Cell and plan per job); \
-         submit the DL part as its own job, or drop the --dl-* options"
-            .into(),
-    )
+/// The submitted job's validated DL options, or the outcome that ends
+/// placement: stock for a job without them, a refusal for bad ones or for
+/// DL options on a heterogeneous job.
+fn submitted_options(req: &SubmitRequest) -> Result<DlOptions, Outcome> {
+    let opts = match dl_options(&req.env) {
+        Ok(None) => return Err(Outcome::Stock("no DL options".into())),
+        Ok(Some(o)) => o,
+        Err(e) => return Err(Outcome::Reject(format!("cellsched: {e}"))),
+    };
+    if req.het_component {
+        return Err(Outcome::Reject(
+            "cellsched: --dl-* options are not supported on heterogeneous jobs (one Cell and plan per job); \
+             submit the DL part as its own job, or drop the --dl-* options"
+                .into(),
+        ));
+    }
+    Ok(opts)
 }
 
 /// Chooses the Cell of a submitted job (see the module doc).
 pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est: &Estimator) -> Outcome {
-    let opts = match dl_options(&req.env) {
-        Ok(None) => return Outcome::Stock("no DL options".into()),
-        Ok(Some(o)) => o,
-        Err(e) => return Outcome::Reject(format!("cellsched: {e}")),
+    let opts = match submitted_options(req) {
+        Ok(o) => o,
+        Err(out) => return out,
     };
-    if req.het_component {
-        return het_refusal();
-    }
     let job = match job_spec(&opts, est, &req.env) {
         Ok(j) => j,
         Err(Outcome::Stock(why)) => return fallback(req, nodes, &why),
@@ -393,8 +429,8 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
             }
         };
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
-        let tags = dl_tags(&job, &opts);
-        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags }));
+        let tags = dl_tags(&job, &opts, None);
+        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags, iters: opts.iters }));
     }
 
     if !cfg.enabled {
@@ -428,7 +464,8 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
             rewrite: Some(rewrite_for(req, &estimate)),
             estimate,
             pinned: pinned_plan.is_some(),
-            tags: dl_tags(&job, &opts),
+            tags: dl_tags(&job, &opts, want_gpus),
+            iters: opts.iters,
         })),
         None if want_gpus.is_some() => Outcome::Stock(format!(
             "no Cell of exactly {} GPUs can run {} (batch {}); the job's own GPU request is kept",
@@ -706,7 +743,10 @@ mod tests {
         for (per_node, per_job, want) in [(Some("gres:gpu:2"), None, 2), (None, Some("gres:gpu:4"), 4), (Some("gres:gpu:1"), None, 1)] {
             let r = SubmitRequest { env: dl_env(&[]), tres_per_node: per_node.map(Into::into), tres_per_job: per_job.map(Into::into), ..Default::default() };
             match place(&r, &c, &cfg, &e) {
-                Outcome::Place(p) => assert_eq!(p.decision.cell.gpus, want, "{r:?}"),
+                Outcome::Place(p) => {
+                    assert_eq!(p.decision.cell.gpus, want, "{r:?}");
+                    assert_eq!(fixed_gpus(&p.admin_comment()), Some(want), "{}", p.admin_comment());
+                }
                 Outcome::Stock(why) => assert!(why.contains("kept"), "{why}"),
                 other => panic!("{r:?}: {other:?}"),
             }
@@ -781,5 +821,24 @@ mod tests {
         let mut bad = env.clone();
         bad[2] = format!("{MODEL_SPEC_ENV_KEY}={{\"family\":\"gpt\",\"layers\":0}}");
         assert!(matches!(place(&SubmitRequest { env: bad, ..Default::default() }, &cluster(&[]), &PlacementConfig::default(), &est()), Outcome::Reject(_)));
+    }
+
+    #[test]
+    fn declared_iterations_bound_the_time_limit() {
+        let cfg = DeclaredConfig::default();
+        let b = cellsched_core::declared::time_bound_min(100, 0.5, &cfg).unwrap();
+        // Unset (0 here, NO_VAL in the plugin), unlimited or longer limits are lowered; shorter ones kept.
+        assert_eq!(bounded_limit(0, Some(100), 0.5, &cfg), Some(b));
+        assert_eq!(bounded_limit(slurm_sys::INFINITE, Some(100), 0.5, &cfg), Some(b));
+        assert_eq!(bounded_limit(b + 1, Some(100), 0.5, &cfg), Some(b));
+        assert_eq!(bounded_limit(b, Some(100), 0.5, &cfg), None);
+        assert_eq!(bounded_limit(0, None, 0.5, &cfg), None, "nothing declared, nothing bounded");
+        let off = DeclaredConfig { policy: cellsched_core::declared::OverrunPolicy::Off, ..cfg };
+        assert_eq!(bounded_limit(0, Some(100), 0.5, &off), None);
+        assert_eq!(declared_limit(&format!("cellsched: x batch=8 {LIMIT_TAG}{b}")), Some(b));
+        // Placements carry the declared iterations.
+        let env = [format!("CELLSCHED_DL_MODEL={}", model()), "CELLSCHED_DL_BATCH=32".into(), "CELLSCHED_DL_ITERS=7".into()];
+        let Outcome::Place(p) = place(&SubmitRequest { env: env.to_vec(), ..Default::default() }, &cluster(&[]), &PlacementConfig::default(), &est()) else { panic!() };
+        assert_eq!(p.iters, Some(7));
     }
 }

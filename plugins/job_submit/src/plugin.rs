@@ -14,6 +14,7 @@ use crate::placement::{self, NodeGpus, Outcome, SubmitRequest};
 use crate::replan::{self, PendingDl};
 use crate::{job_env, request};
 use cellsched_core::config::{resolve_config_path, Config, CONFIG_ENV};
+use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::Estimator;
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
@@ -139,11 +140,17 @@ unsafe fn opt_str(p: *const c_char) -> Option<String> {
 /// AdminComment (decision + report tags), and the decision in the job's
 /// `spank_job_env` (prolog/epilog) and, for batch jobs, in the batch
 /// environment (the batch step and its `srun` steps, see [`job_env::DECISION_ENV_KEYS`]).
-unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::Placement) -> Result<(), String> {
+unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::Placement, declared: &DeclaredConfig) -> Result<(), String> {
     let text = p.decision.to_admin_comment();
-    let comment_text = p.admin_comment();
+    let mut comment_text = p.admin_comment();
     if let Some(w) = &p.rewrite {
         rewrite_request(desc, w)?;
+    }
+    // Declared work bounds the job (NO_VAL: no limit asked for; INFINITE is larger than any bound).
+    let current = if desc.time_limit == slurm_sys::NO_VAL { 0 } else { desc.time_limit };
+    if let Some(b) = placement::bounded_limit(current, p.iters, p.decision.iter_s, declared) {
+        desc.time_limit = b;
+        comment_text.push_str(&format!(" {}{b}", placement::LIMIT_TAG));
     }
     let comment = match opt_str(desc.admin_comment) {
         Some(c) => format!("{c}; {comment_text}"),
@@ -215,7 +222,7 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
                 Err(e) => reject(err_msg, &format!("cellsched: cannot write the requested Cell into the job ({e})")),
             },
             Outcome::Reject(msg) => reject(err_msg, &msg),
-            Outcome::Place(p) => match unsafe { apply(desc, &p) } {
+            Outcome::Place(p) => match unsafe { apply(desc, &p, &current().map(|l| l.cfg.declared.clone()).unwrap_or_default()) } {
                 Ok(()) => {
                     info(&format!(
                         "placed {} job on {}{} ({})",
@@ -274,12 +281,15 @@ fn pending_auto_jobs(l: &Loaded) -> Vec<(PendingDl, String)> {
             .flatten()
             .filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)
             .and_then(|o| placement::job_spec(&o, &l.est, &env).ok().map(|spec| {
-                let tags = placement::dl_tags(&spec, &o);
-                (spec, tags)
+                let fixed = placement::fixed_gpus(comment);
+                let tags = placement::dl_tags(&spec, &o, fixed);
+                let limited = placement::declared_limit(comment).and(o.iters);
+                (spec, tags, fixed, limited)
             }))
             .zip(Decision::parse_admin_comment(comment));
-        if let Some(((spec, tags), decision)) = parsed {
-            let p = PendingDl { id: job.id(), decision, job: spec, features: job.features().map(str::to_string), tags };
+        if let Some(((spec, tags, fixed_gpus, limited_iters), decision)) = parsed {
+            let features = job.features().map(str::to_string);
+            let p = PendingDl { id: job.id(), decision, job: spec, features, tags, fixed_gpus, limited_iters };
             out.push((job.priority(), p, comment.to_string()));
         }
         std::ops::ControlFlow::Continue(())
@@ -306,7 +316,7 @@ fn replan_pass() {
     let t1 = Instant::now();
     let comments: std::collections::HashMap<u32, String> = jobs.iter().map(|(p, c)| (p.id, c.clone())).collect();
     let pending: Vec<PendingDl> = jobs.into_iter().map(|(p, _)| p).collect();
-    let moves = replan::plan_moves(&pending, &nodes, &l.cfg.placement, &l.est);
+    let moves = replan::plan_moves(&pending, &nodes, &l.cfg.placement, &l.cfg.declared, &l.est);
     // Costs of the pass (shown with `scontrol setdebug debug`): the snapshot
     // holds slurmctld's read locks, the planning holds none.
     log::debug(&format!(
@@ -335,6 +345,7 @@ fn replan_pass() {
                 min_nodes: Some(m.to.nodes),
                 max_nodes: Some(m.to.nodes),
                 num_tasks: None,
+                time_limit_min: m.time_limit_min,
             };
             match ctld::update_job(&u) {
                 Ok(()) => {
@@ -390,15 +401,6 @@ fn start_thread() {
     }
 }
 
-/// Keeps this `.so` mapped after `dlclose`, so a re-planning thread still
-/// waiting for slurmctld's locks when `fini` gives up on it cannot run unmapped code.
-fn pin_library() {
-    let mut info = unsafe { std::mem::zeroed::<libc::Dl_info>() };
-    if unsafe { libc::dladdr(pin_library as *const std::ffi::c_void, &mut info) } != 0 && !info.dli_fname.is_null() {
-        unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NODELETE | libc::RTLD_NOLOAD) };
-    }
-}
-
 #[no_mangle]
 pub extern "C" fn init() -> c_int {
     guard("job_submit/cellsched init", slurm_sys::SLURM_ERROR, || {
@@ -409,7 +411,7 @@ pub extern "C" fn init() -> c_int {
         *SOURCE.lock().unwrap_or_else(|e| e.into_inner()) = None;
         reload_if_changed();
         if ctld::in_slurmctld() {
-            pin_library();
+            cellsched_plugin_common::plugin::pin_library();
             start_thread();
         }
         slurm_sys::SLURM_SUCCESS

@@ -11,6 +11,7 @@
 use crate::placement::{offers, NodeGpus};
 use crate::request;
 use cellsched_core::config::PlacementConfig;
+use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::{Estimate, Estimator, JobSpec};
 use cellsched_core::Decision;
 
@@ -25,8 +26,14 @@ pub struct PendingDl {
     pub job: JobSpec,
     /// Its current feature expression.
     pub features: Option<String>,
-    /// Report tags kept in its AdminComment (`model=.. batch=.. [iters=..]`).
+    /// Report tags kept in its AdminComment (`model=.. batch=.. [iters=..] [gpus=..]`).
     pub tags: String,
+    /// GPU count the user fixed (an untyped `--gres=gpu:N`): moves keep it.
+    pub fixed_gpus: Option<u32>,
+    /// Declared iterations, when cellsched set the job's time limit from
+    /// them (`limit_min=` in AdminComment): a move resets the limit for the
+    /// new Cell's iteration time.
+    pub limited_iters: Option<u64>,
 }
 
 /// One re-placement.
@@ -44,6 +51,8 @@ pub struct Move {
     pub gres: String,
     /// The job's report tags, kept.
     pub tags: String,
+    /// New time limit (minutes) from the declared iterations on the new Cell.
+    pub time_limit_min: Option<u32>,
 }
 
 impl Move {
@@ -55,7 +64,8 @@ impl Move {
     /// AdminComment after the move: the new decision, the job's report tags,
     /// and where it came from.
     pub fn admin_comment(&self) -> String {
-        format!("{} replanned_from={}", crate::placement::with_tags(&self.decision_text(), &self.tags), self.from.cell)
+        let limit = self.time_limit_min.map(|m| format!(" {}{m}", crate::placement::LIMIT_TAG)).unwrap_or_default();
+        format!("{}{limit} replanned_from={}", crate::placement::with_tags(&self.decision_text(), &self.tags), self.from.cell)
     }
 }
 
@@ -78,7 +88,7 @@ fn reserve(pool: &mut [NodeGpus], gpu_type: &str, nodes: u32, per_node: u32) -> 
 }
 
 /// The moves for `jobs` (highest priority first) on the free GPUs of `nodes`.
-pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig, est: &Estimator) -> Vec<Move> {
+pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig, declared: &DeclaredConfig, est: &Estimator) -> Vec<Move> {
     let mut pool: Vec<NodeGpus> = nodes.to_vec();
     let mut moves = Vec::new();
     for j in jobs {
@@ -87,7 +97,9 @@ pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig,
         if reserve(&mut pool, &d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
             continue; // its Cell can start now
         }
-        let Some(best) = est.rank_cells(&j.job, &offers(&pool, cfg, false), cfg.max_gpus).into_iter().next() else {
+        let max_gpus = cfg.max_gpus.max(j.fixed_gpus.unwrap_or(0));
+        let ranked = est.rank_cells(&j.job, &offers(&pool, cfg, false), max_gpus);
+        let Some(best) = ranked.into_iter().find(|e| j.fixed_gpus.map_or(true, |n| e.cell.gpus == n)) else {
             continue;
         };
         if best.cell == d.cell || best.iter_time_s > d.iter_s * cfg.replan_max_slowdown {
@@ -103,6 +115,7 @@ pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig,
             features: request::with_type_feature(user.as_deref(), &best.cell.gpu_type),
             gres: format!("gpu:{}", best.gpus_per_node),
             tags: j.tags.clone(),
+            time_limit_min: j.limited_iters.and_then(|n| cellsched_core::declared::time_bound_min(n, best.iter_time_s, declared)),
             to: best,
         });
     }
@@ -152,11 +165,13 @@ mod tests {
             job: spec(),
             features: Some(format!("ib&{}", d.cell.gpu_type)),
             tags: "model=m batch=32 iters=9".into(),
+            fixed_gpus: None,
+            limited_iters: None,
         };
         // a100s busy, v100s free: the job moves to v100 (if not too slow).
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
-        let m = plan_moves(std::slice::from_ref(&job), &busy, &cfg, &e);
+        let m = plan_moves(std::slice::from_ref(&job), &busy, &cfg, &DeclaredConfig::default(), &e);
         assert_eq!(m.len(), 1, "{m:?}");
         assert_eq!(m[0].to.cell.gpu_type, "v100");
         assert_eq!(m[0].features, "ib&v100");
@@ -170,12 +185,27 @@ mod tests {
         assert_eq!((back.cell, back.plan, back.nodes), (m[0].to.cell.clone(), m[0].to.plan, m[0].to.nodes));
 
         // Its own Cell free: stays.
-        assert!(plan_moves(std::slice::from_ref(&job), &cluster(&[]), &cfg, &e).is_empty());
+        assert!(plan_moves(std::slice::from_ref(&job), &cluster(&[]), &cfg, &DeclaredConfig::default(), &e).is_empty());
         // A slowdown bound of 1 forbids moving to anything slower.
         let strict = PlacementConfig { replan_max_slowdown: 1.0, ..Default::default() };
-        for mv in plan_moves(std::slice::from_ref(&job), &busy, &strict, &e) {
+        for mv in plan_moves(std::slice::from_ref(&job), &busy, &strict, &DeclaredConfig::default(), &e) {
             assert!(mv.to.iter_time_s <= d.iter_s);
         }
+        // A GPU count the user fixed is kept by every move.
+        let fixed = PendingDl { fixed_gpus: Some(d.cell.gpus), ..job.clone() };
+        for mv in plan_moves(std::slice::from_ref(&fixed), &busy, &cfg, &DeclaredConfig::default(), &e) {
+            assert_eq!(mv.to.cell.gpus, d.cell.gpus, "{mv:?}");
+        }
+        // A time limit cellsched set from declared iterations follows the new Cell's speed.
+        let limited = PendingDl { limited_iters: Some(5000), ..job.clone() };
+        let mv = plan_moves(std::slice::from_ref(&limited), &busy, &cfg, &DeclaredConfig::default(), &e);
+        let want = cellsched_core::declared::time_bound_min(5000, mv[0].to.iter_time_s, &DeclaredConfig::default());
+        assert!(want.is_some());
+        assert_eq!(mv[0].time_limit_min, want);
+        assert!(mv[0].admin_comment().contains(&format!("limit_min={} replanned_from=", want.unwrap())), "{}", mv[0].admin_comment());
+        assert_eq!(m[0].time_limit_min, None, "no declared limit, none set");
+        let odd = PendingDl { fixed_gpus: Some(3), ..job };
+        assert!(plan_moves(std::slice::from_ref(&odd), &busy, &cfg, &DeclaredConfig::default(), &e).iter().all(|mv| mv.to.cell.gpus == 3));
     }
 
     #[test]
@@ -183,10 +213,10 @@ mod tests {
         let e = est();
         let d = on_a100(&e);
         let jobs: Vec<PendingDl> =
-            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new() }).collect();
+            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None }).collect();
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
-        let moves = plan_moves(&jobs, &busy, &cfg, &e);
+        let moves = plan_moves(&jobs, &busy, &cfg, &DeclaredConfig::default(), &e);
         let used: u32 = moves.iter().map(|m| m.to.cell.gpus).sum();
         assert!(used <= 16, "moved {used} GPUs onto 16 free: {moves:?}");
         assert!(!moves.is_empty());

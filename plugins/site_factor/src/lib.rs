@@ -9,9 +9,12 @@
 //!
 //! - [`ordering`]: pure computation (tested without Slurm).
 //! - [`prediction`]: the iteration predictor fitted on the job history.
+//! - [`ranker`]: the ranking computed by a background thread off the job
+//!   write lock, which `site_factor_p_update` only copies.
 //! - [`slurm_conf`]: the running daemon's config paths.
 //! - `plugin`: the exported symbols, each behind a panic guard.
 pub mod ordering;
 mod plugin;
 pub mod prediction;
+pub mod ranker;
 pub mod slurm_conf;

@@ -50,6 +50,9 @@ pub struct JobFields<'a> {
     pub env: Vec<String>,
     /// Time limit in minutes; `None` when unset or infinite.
     pub time_limit_min: Option<u32>,
+    /// The user overran declared work recently: their declared iterations
+    /// are not used (see `cellsched_core::declared`).
+    pub distrusted: bool,
 }
 
 /// What ordering knows beyond the job record, loaded outside slurmctld's locks.
@@ -99,10 +102,27 @@ pub fn freeze_profile(job: &JobFields<'_>, data: &OrderingData<'_>) -> Option<Fr
     Some(FreezeProfile::for_mode(mode, model.layers))
 }
 
+/// Iterations a job declared, from the `iters=` tag job_submit/cellsched
+/// wrote into its AdminComment (users cannot edit it after submit).
+pub fn declared_in_comment(admin_comment: &str) -> Option<u64> {
+    admin_comment.split_whitespace().find_map(|w| w.strip_prefix("iters=")).and_then(|v| v.parse().ok())
+}
+
+/// True when a running DL job has overrun the work it declared: its
+/// AdminComment holds the decision (iteration time) and the declared
+/// iterations, and it has run `elapsed_s` seconds.
+pub fn running_overran(admin_comment: &str, elapsed_s: f64, cfg: &cellsched_core::declared::DeclaredConfig) -> bool {
+    match (Decision::parse_admin_comment(admin_comment), declared_in_comment(admin_comment)) {
+        (Some(d), Some(iters)) => cellsched_core::declared::overran(iters, d.iter_s, elapsed_s, cfg),
+        _ => false,
+    }
+}
+
 /// The A-SRPT view of a job, or `None` if cellsched did not place it.
 pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>) -> Option<PendingJob> {
     let decision = Decision::parse_admin_comment(job.admin_comment?)?;
-    let iters = declared_iters(job).or_else(|| predicted_iters(job, &decision, data));
+    let declared = if job.distrusted { None } else { declared_iters(job) };
+    let iters = declared.or_else(|| predicted_iters(job, &decision, data));
     let remaining_s = match iters {
         Some(i) => asrpt::remaining_time_s(i, 0.0, decision.iter_s, freeze_profile(job, data).as_ref()),
         None => job.time_limit_min.map(|m| f64::from(m) * 60.0).unwrap_or(cfg.default_remaining_s),
@@ -143,7 +163,7 @@ mod tests {
 
     fn job<'a>(id: u32, submit: i64, c: Option<&'a str>, iters: Option<u64>) -> JobFields<'a> {
         let env = iters.map(|i| vec![format!("SPANK_CELLSCHED_DL_ITERS={i}")]).unwrap_or_default();
-        JobFields { id, user_id: 1000, submit_time_s: submit, admin_comment: c, env, time_limit_min: Some(60) }
+        JobFields { id, user_id: 1000, submit_time_s: submit, admin_comment: c, env, time_limit_min: Some(60), distrusted: false }
     }
 
     fn catalog() -> &'static ModelCatalog {
@@ -161,7 +181,7 @@ mod tests {
         if let Some(f) = freeze {
             env.push(format!("SPANK_{FREEZE_KEY}={f}"));
         }
-        JobFields { id, user_id: 1000, submit_time_s: 100, admin_comment: Some(c), env, time_limit_min: Some(600) }
+        JobFields { id, user_id: 1000, submit_time_s: 100, admin_comment: Some(c), env, time_limit_min: Some(600), distrusted: false }
     }
 
     /// History: alice's gpt__350M runs ~5,000 iterations, bob's ~400,000.
@@ -281,5 +301,25 @@ mod tests {
         let new_short = pending_job(&job(2, 900, Some(&c), Some(10)), &cfg, &data()).unwrap();
         let f = site_factors(&[new_short, old_long], 1000.0, &cfg, BASE);
         assert_eq!(f[0].0, 1, "aged job first: {f:?}");
+    }
+
+    #[test]
+    fn distrusted_users_declarations_are_not_used() {
+        let models = ModelCatalog::builtin();
+        let data = OrderingData { models: &models, predictions: None };
+        let cfg = OrderingConfig::default();
+        let c = comment(0.5);
+        let env = vec!["CELLSCHED_DL_ITERS=1".to_string()];
+        let honest = JobFields { id: 1, user_id: 7, submit_time_s: 100, admin_comment: Some(&c), env: env.clone(), time_limit_min: Some(600), distrusted: false };
+        let liar = JobFields { distrusted: true, ..honest.clone() };
+        let (h, l) = (pending_job(&honest, &cfg, &data).unwrap(), pending_job(&liar, &cfg, &data).unwrap());
+        assert!((h.remaining_s - 0.5).abs() < 1e-9, "{h:?}");
+        assert!((l.remaining_s - 36_000.0).abs() < 1e-9, "the time limit stands in: {l:?}");
+        // Overruns are read from the AdminComment tags only.
+        let d = cellsched_core::declared::DeclaredConfig::default();
+        let tagged = format!("{c} model=gpt2 batch=32 iters=10");
+        assert!(!running_overran(&tagged, 14.0, &d));
+        assert!(running_overran(&tagged, 16.0, &d));
+        assert!(!running_overran(&c, 1e6, &d), "no declaration, no overrun");
     }
 }

@@ -1,6 +1,8 @@
-//! Exported plugin symbols. `site_factor_p_set`/`_update` run under
-//! slurmctld's job write lock: they only parse strings already in memory,
-//! query the fitted predictor and sort. The config file is read at `init`
+//! Exported plugin symbols. `site_factor_p_set` (one job, at submit) and
+//! `site_factor_p_update` run under slurmctld's job write lock: the first
+//! parses that one job's strings; the second only copies the site factors a
+//! background thread ranked from a snapshot taken under the read locks
+//! ([`crate::ranker`]). The config file is read at `init`
 //! and, on reconfigure, by a short background thread; the job history is
 //! loaded and the iteration predictor fitted by a background thread started
 //! at `init` and on reconfigure (no file I/O under the lock).
@@ -11,10 +13,12 @@
 //! and pending DL jobs ranked earlier get the stock factor back at the next update.
 use crate::ordering::{self, JobFields, OrderingData};
 use crate::prediction::Predictions;
+use crate::ranker::{Distrust, Ranker, Snap, Stamp};
+use cellsched_core::declared::{DeclaredConfig, OverrunPolicy};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
 use cellsched_core::model::ModelCatalog;
-use cellsched_plugin_common::ctld::{self, Job};
+use cellsched_plugin_common::ctld::{self, Job, LockKind};
 use cellsched_plugin_common::{guard, log, version};
 use slurm_sys::shim::cellsched_job_t;
 use std::ffi::c_int;
@@ -34,6 +38,20 @@ static RESET_TO_STOCK: std::sync::atomic::AtomicBool = std::sync::atomic::Atomic
 static PREDICTIONS: RwLock<Option<Arc<Predictions>>> = RwLock::new(None);
 /// The built-in model catalog (names and layer counts), parsed at `init`.
 static MODELS: OnceLock<ModelCatalog> = OnceLock::new();
+/// Parses of the pending DL jobs, kept between ranking passes (ranking thread only).
+static RANKER: Mutex<Option<Ranker>> = Mutex::new(None);
+/// The last ranking's site factors by job id: all `site_factor_p_update` reads.
+static FACTORS: RwLock<Option<Arc<std::collections::HashMap<u32, u32>>>> = RwLock::new(None);
+/// What happens to jobs that overrun their declared work (`[declared]`).
+static DECLARED: RwLock<Option<Arc<DeclaredConfig>>> = RwLock::new(None);
+/// uid → time (Unix seconds) of that user's last overrun of declared work.
+static OVERRUNS: Mutex<Option<std::collections::HashMap<u32, f64>>> = Mutex::new(None);
+/// Set by reloads: the next ranking pass parses every job again.
+static INVALIDATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// A background thread's stop flag (set, then notified) and its handle.
+type StoppableThread = (Arc<(Mutex<bool>, std::sync::Condvar)>, JoinHandle<()>);
+/// The ranking thread.
+static RANK_THREAD: Mutex<Option<StoppableThread>> = Mutex::new(None);
 /// The background (re)load thread: config on reconfigure, history fit.
 static RELOAD: Mutex<Reload> = Mutex::new(Reload { handle: None, running: false, again: false });
 
@@ -71,6 +89,7 @@ fn load_config() -> Option<Option<PathBuf>> {
                 c.ordering.aging_bound_s,
                 c.ordering.site_factor_max
             ));
+            *DECLARED.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(c.declared.clone()));
             (Some(Arc::new(c.ordering)), c.estimator.history)
         }
         Ok(_) => {
@@ -93,6 +112,7 @@ fn load_config() -> Option<Option<PathBuf>> {
     }
     *w = new;
     drop(w);
+    invalidate_ranking();
     Some(history)
 }
 
@@ -127,6 +147,156 @@ fn load_predictions(history: Option<Option<PathBuf>>) {
         }
     });
     *PREDICTIONS.write().unwrap_or_else(|e| e.into_inner()) = new;
+    invalidate_ranking();
+}
+
+/// Every job is parsed again at the next ranking pass (config or predictor
+/// changed). Only sets a flag: the ranking thread may hold its state while
+/// it waits for slurmctld's locks.
+fn invalidate_ranking() {
+    INVALIDATE.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn declared_cfg() -> Arc<DeclaredConfig> {
+    DECLARED.read().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default()
+}
+
+/// Users who overran declared work within `distrust_s`, and the policy for them.
+fn distrust_now(cfg: &DeclaredConfig, now: f64) -> Distrust {
+    let users = OVERRUNS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|m| m.iter().filter(|(_, t)| now - **t < cfg.distrust_s).map(|(u, _)| *u).collect())
+        .unwrap_or_default();
+    Distrust { users, demote: cfg.policy == OverrunPolicy::Demote }
+}
+
+/// Records overruns seen by a ranking pass; true when the set of distrusted users changed.
+fn record_overruns(seen: &[(u32, u32, i64)], cfg: &DeclaredConfig, now: f64) -> bool {
+    let mut g = OVERRUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let m = g.get_or_insert_with(Default::default);
+    let before: std::collections::HashSet<u32> = m.iter().filter(|(_, t)| now - **t < cfg.distrust_s).map(|(u, _)| *u).collect();
+    for (job, uid, start) in seen {
+        if !before.contains(uid) {
+            info(&format!(
+                "JobId={job} of uid {uid} ran {:.0} s, past its declared iterations x {} ({} policy): uid {uid}'s declared iterations are not trusted for {:.0} s",
+                now - *start as f64,
+                cfg.slack,
+                match cfg.policy { OverrunPolicy::Demote => "demote", OverrunPolicy::Limit => "limit", OverrunPolicy::Off => "off" },
+                cfg.distrust_s
+            ));
+        }
+        m.insert(*uid, now);
+    }
+    m.retain(|_, t| now - *t < cfg.distrust_s);
+    let after: std::collections::HashSet<u32> = m.keys().copied().collect();
+    before != after
+}
+
+/// Time limit in minutes, `None` when unset or infinite.
+fn time_limit_of(job: &Job<'_>) -> Option<u32> {
+    let limit = job.time_limit_min();
+    (limit != slurm_sys::NO_VAL && limit != slurm_sys::INFINITE && limit > 0).then_some(limit)
+}
+
+/// One ranking pass (ranking thread): snapshot under the read locks, copying
+/// only new or changed jobs; rank without locks; publish the factors.
+fn rank_pass() {
+    let Some(cfg) = current() else { return };
+    let mut guard = RANKER.lock().unwrap_or_else(|e| e.into_inner());
+    let ranker = guard.get_or_insert_with(Ranker::default);
+    if INVALIDATE.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        ranker.invalidate();
+    }
+    let t0 = Instant::now();
+    let declared = declared_cfg();
+    let now = now_s();
+    let snap = ctld::with_lock(LockKind::Read, || {
+        let (mut seen, mut fresh, mut overran) = (Vec::new(), Vec::new(), Vec::new());
+        ctld::for_each_job(false, |job| {
+            let Some(comment) = job.admin_comment().filter(|c| c.contains("cellsched:")) else {
+                return ControlFlow::Continue(());
+            };
+            if !job.is_pending() {
+                let running = job.state() & slurm_sys::JOB_STATE_BASE == slurm_sys::JOB_RUNNING;
+                let start = job.start_time();
+                if running && start > 0 && ordering::running_overran(comment, now - start as f64, &declared) {
+                    overran.push((job.id(), job.user_id(), start));
+                }
+                return ControlFlow::Continue(());
+            }
+            let limit = time_limit_of(job);
+            let stamp = Stamp::of(comment, limit);
+            if ranker.wants(job.id(), &stamp) {
+                fresh.push(Snap {
+                    id: job.id(),
+                    user_id: job.user_id(),
+                    submit_time_s: job.submit_time(),
+                    admin_comment: comment.to_string(),
+                    env: job.env().filter(|e| e.contains("CELLSCHED_DL_")).map(str::to_string).collect(),
+                    time_limit_min: limit,
+                });
+            }
+            seen.push((job.id(), stamp));
+            ControlFlow::Continue(())
+        });
+        (seen, fresh, overran)
+    });
+    let Ok((seen, fresh, overran)) = snap else { return };
+    if record_overruns(&overran, &declared, now) {
+        // Parses made with the old trust are stale; those jobs are parsed again next pass.
+        ranker.invalidate();
+    }
+    let snapshot_us = t0.elapsed().as_micros();
+    let copied = fresh.len();
+    let t1 = Instant::now();
+    let preds = predictions();
+    let data = OrderingData { models: models(), predictions: preds.as_deref() };
+    ranker.update(&seen, fresh, now, &cfg, &data, slurm_sys::NICE_OFFSET, &distrust_now(&declared, now));
+    *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = Some(ranker.factors());
+    log::debug(&format!(
+        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {snapshot_us} us (read locks), ranking {} us",
+        seen.len(),
+        t1.elapsed().as_micros()
+    ));
+}
+
+/// Starts the ranking thread (slurmctld only).
+fn start_ranker() {
+    let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let s2 = stop.clone();
+    let spawned = std::thread::Builder::new().name("cellsched-rank".into()).spawn(move || loop {
+        let secs = current().map(|c| c.rank_interval_s).unwrap_or(5).max(1);
+        let (lock, cv) = &*s2;
+        let g = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (stopped, _) = cv.wait_timeout_while(g, std::time::Duration::from_secs(secs), |s| !*s).unwrap_or_else(|e| e.into_inner());
+        if *stopped {
+            return;
+        }
+        drop(stopped);
+        guard("site_factor/cellsched ranking", (), rank_pass);
+    });
+    match spawned {
+        Ok(h) => *RANK_THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some((stop, h)),
+        Err(e) => error(&format!("cannot start the ranking thread: {e}; DL jobs keep the site factor given at submit")),
+    }
+}
+
+/// Stops the ranking thread, waiting a bounded time (fini may run under slurmctld's locks).
+fn stop_ranker() {
+    let Some((stop, handle)) = RANK_THREAD.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+    *stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    stop.1.notify_all();
+    let t = Instant::now();
+    while !handle.is_finished() && t.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if handle.is_finished() {
+        let _ = handle.join();
+    } else {
+        error("ranking thread still busy at fini; it stops after its current pass");
+    }
 }
 
 /// Runs `first` on the reload thread, then a full reload (config and
@@ -176,20 +346,20 @@ fn predictions() -> Option<Arc<Predictions>> {
 }
 
 /// The A-SRPT view of a job record, `None` if cellsched did not place it.
-fn pending_of(job: &Job<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>) -> Option<PendingJob> {
+fn pending_of(job: &Job<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>, distrusted: bool) -> Option<PendingJob> {
     let comment = job.admin_comment();
     // Cheap pre-check before copying the environment.
     if !comment.is_some_and(|c| c.contains("cellsched:")) {
         return None;
     }
-    let limit = job.time_limit_min();
     let f = JobFields {
         id: job.id(),
         user_id: job.user_id(),
         submit_time_s: job.submit_time(),
         admin_comment: comment,
-        env: job.env().map(str::to_string).collect(),
-        time_limit_min: (limit != slurm_sys::NO_VAL && limit != slurm_sys::INFINITE && limit > 0).then_some(limit),
+        env: job.env().filter(|e| e.contains("CELLSCHED_DL_")).map(str::to_string).collect(),
+        time_limit_min: time_limit_of(job),
+        distrusted,
     };
     ordering::pending_job(&f, cfg, data)
 }
@@ -204,6 +374,10 @@ pub extern "C" fn init() -> c_int {
         models();
         let history = load_config();
         spawn_reload(move || load_predictions(history));
+        if ctld::in_slurmctld() {
+            cellsched_plugin_common::plugin::pin_library();
+            start_ranker();
+        }
         slurm_sys::SLURM_SUCCESS
     })
 }
@@ -219,6 +393,8 @@ pub extern "C" fn fini() -> c_int {
         if let Some(h) = handle {
             let _ = h.join();
         }
+        stop_ranker();
+        *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = None;
         *ORDERING.write().unwrap_or_else(|e| e.into_inner()) = None;
         *PREDICTIONS.write().unwrap_or_else(|e| e.into_inner()) = None;
         slurm_sys::SLURM_SUCCESS
@@ -256,50 +432,49 @@ pub extern "C" fn site_factor_p_set(job_ptr: *mut cellsched_job_t) {
         let id = unsafe { slurm_sys::shim::cellsched_job_id(job_ptr) };
         let preds = predictions();
         let data = OrderingData { models: models(), predictions: preds.as_deref() };
+        let now = now_s();
+        let distrust = distrust_now(&declared_cfg(), now);
         ctld::with_job(id, |job| {
-            if let Some(p) = pending_of(job, &cfg, &data) {
-                job.set_site_factor(ordering::site_factor_one(&p, now_s(), &cfg, slurm_sys::NICE_OFFSET));
+            let distrusted = distrust.users.contains(&job.user_id());
+            if distrusted && distrust.demote {
+                return; // stock site factor
+            }
+            if let Some(p) = pending_of(job, &cfg, &data, distrusted) {
+                job.set_site_factor(ordering::site_factor_one(&p, now, &cfg, slurm_sys::NICE_OFFSET));
             }
         });
     })
 }
 
-/// Every PriorityCalcPeriod (job write lock held): re-rank all pending DL jobs.
+/// Every PriorityCalcPeriod (job write lock held): copies the site factors
+/// the ranking thread computed last (a hash lookup per pending job).
 #[no_mangle]
 pub extern "C" fn site_factor_p_update() {
     guard("site_factor_p_update", (), || {
-        let Some(cfg) = current() else {
+        if current().is_none() {
             if RESET_TO_STOCK.swap(false, std::sync::atomic::Ordering::SeqCst) {
                 reset_to_stock();
             }
             return;
-        };
-        let started = Instant::now();
-        let preds = predictions();
-        let data = OrderingData { models: models(), predictions: preds.as_deref() };
-        let mut jobs = Vec::new();
-        ctld::for_each_job(true, |job| {
-            if let Some(p) = pending_of(job, &cfg, &data) {
-                jobs.push(p);
-            }
-            ControlFlow::Continue(())
-        });
-        if jobs.is_empty() {
+        }
+        let Some(factors) = FACTORS.read().unwrap_or_else(|e| e.into_inner()).clone() else { return };
+        if factors.is_empty() {
             return;
         }
-        let factors: std::collections::HashMap<u32, u32> =
-            ordering::site_factors(&jobs, now_s(), &cfg, slurm_sys::NICE_OFFSET).into_iter().collect();
+        let started = Instant::now();
+        let mut changed = 0usize;
         ctld::for_each_job(true, |job| {
             if let Some(&f) = factors.get(&job.id()) {
                 if job.site_factor() != f {
                     job.set_site_factor(f);
+                    changed += 1;
                 }
             }
             ControlFlow::Continue(())
         });
         // The cost of this call under the job write lock (shown with `scontrol setdebug debug`).
         log::debug(&format!(
-            "site_factor/cellsched: update ranked {} pending DL jobs in {} us",
+            "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {} us",
             factors.len(),
             started.elapsed().as_micros()
         ));

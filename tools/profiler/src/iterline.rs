@@ -6,6 +6,7 @@
 //! capture group that matches the seconds, e.g. `iter time: ([0-9.]+) s`;
 //! `--regex-unit ms` reads the captured value as milliseconds.
 use crate::error::ProfilerError;
+use crate::sampler::Window;
 use regex::Regex;
 
 /// The marker of the built-in line format.
@@ -128,6 +129,21 @@ pub fn iter_stats(times: &[f64], warmup: usize, min_measured: usize) -> Option<I
     })
 }
 
+/// The span of the run the measured iterations cover, from the times the
+/// iteration lines were read (`at_s`, seconds since start) and the times they
+/// report (`times`): from the line ending the last warm-up iteration (with no
+/// warm-up, from the first line minus the first iteration's own time) to the
+/// last line. `None` when no iteration is left after the warm-up.
+pub fn measured_window(at_s: &[f64], times: &[f64], warmup: usize) -> Option<Window> {
+    let n = at_s.len().min(times.len());
+    if n <= warmup {
+        return None;
+    }
+    let end_s = at_s[n - 1];
+    let start_s = if warmup > 0 { at_s[warmup - 1] } else { (at_s[0] - times[0]).max(0.0) };
+    (start_s <= end_s).then_some(Window { start_s, end_s })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +206,18 @@ mod tests {
         assert!(iter_stats(&t, 5, 1).is_none());
         assert!(iter_stats(&t, 7, 1).is_none());
         assert!(iter_stats(&t, 2, 4).is_none());
+    }
+
+    #[test]
+    fn window_of_the_measured_iterations() {
+        // Lines read at 12, 13, 14, 15 s, each reporting 1 s; 2 warm-up.
+        let at = [12.0, 13.0, 14.0, 15.0];
+        let t = [1.0; 4];
+        assert_eq!(measured_window(&at, &t, 2), Some(Window { start_s: 13.0, end_s: 15.0 }));
+        assert_eq!(measured_window(&at, &t, 0), Some(Window { start_s: 11.0, end_s: 15.0 }));
+        assert_eq!(measured_window(&at, &[20.0; 4], 0).unwrap().start_s, 0.0, "clamped at the run's start");
+        assert_eq!(measured_window(&at, &t, 3), Some(Window { start_s: 14.0, end_s: 15.0 }));
+        assert_eq!(measured_window(&at, &t, 4), None);
+        assert_eq!(measured_window(&[], &[], 0), None);
     }
 }

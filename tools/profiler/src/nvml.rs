@@ -145,6 +145,7 @@ impl Sampler for NvmlSampler {
                 let util = d.utilization_rates().ok();
                 Some(GpuSample {
                     index: i,
+                    t_s: 0.0,
                     util_pct: util.map(|u| u.gpu as f64),
                     mem_used_bytes: d.memory_info().ok().map(|m| m.used),
                     power_w: d.power_usage().ok().map(|mw| mw as f64 / 1000.0),

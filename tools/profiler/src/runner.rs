@@ -7,6 +7,11 @@
 //! command exits, `max_iters` measured iterations, the `duration` limit, or
 //! the interrupt flag (SIGINT/SIGTERM); then the whole group gets SIGTERM and,
 //! after a grace period, SIGKILL.
+//!
+//! Iteration lines are time-stamped when read, so the GPU readings can be
+//! summarised over the measured iterations only. The command gets
+//! `PYTHONUNBUFFERED=1` so a Python training script's lines are not held back
+//! in its stdout buffer; other programs should flush after each line.
 use crate::error::ProfilerError;
 use crate::iterline::IterParser;
 use crate::sampler::{GpuSample, Sampler, SamplerThread};
@@ -59,6 +64,8 @@ pub enum StopReason {
 pub struct RunOutcome {
     /// Seconds per iteration, in output order (warm-up included).
     pub times: Vec<f64>,
+    /// When each of `times` was read, in seconds since the run started.
+    pub iter_at_s: Vec<f64>,
     /// Why it stopped.
     pub stop: StopReason,
     /// The command's exit status (after our kill, if we killed it).
@@ -110,6 +117,7 @@ pub fn run(
     let shown = spec.command.join(" ");
     let mut child = Command::new(prog)
         .args(args)
+        .env("PYTHONUNBUFFERED", "1")
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -121,9 +129,10 @@ pub fn run(
             msg: e.to_string(),
         })?;
     let start = Instant::now();
-    let sampling = sampler.map(|s| SamplerThread::start(s, spec.sample_interval));
+    let sampling = sampler.map(|s| SamplerThread::start(s, spec.sample_interval, start));
     let stdout = child.stdout.take().expect("stdout is piped");
-    let (tx, rx) = mpsc::channel::<f64>();
+    // (seconds per iteration, seconds since start when the line was read)
+    let (tx, rx) = mpsc::channel::<(f64, f64)>();
     let parser = spec.parser.clone();
     let echo = spec.echo;
     // The reader ends at EOF, i.e. when the whole process group is gone.
@@ -134,18 +143,20 @@ pub fn run(
                 eprintln!("{line}");
             }
             if let Some(t) = parser.parse_line(&line) {
-                if tx.send(t).is_err() {
+                if tx.send((t, start.elapsed().as_secs_f64())).is_err() {
                     break;
                 }
             }
         }
     });
     let mut times = Vec::new();
+    let mut iter_at_s = Vec::new();
     let wanted = spec.max_iters.map(|m| m + spec.warmup);
     let stop = loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(t) => {
+            Ok((t, at)) => {
                 times.push(t);
+                iter_at_s.push(at);
                 progress(Progress {
                     elapsed: start.elapsed(),
                     iters: times.len(),
@@ -172,10 +183,11 @@ pub fn run(
             // Drain lines still in flight (bounded: a daemonised grandchild
             // could keep the pipe open), then stop.
             while start.elapsed() < spec.duration {
-                let Ok(t) = rx.recv_timeout(Duration::from_millis(200)) else {
+                let Ok((t, at)) = rx.recv_timeout(Duration::from_millis(200)) else {
                     break;
                 };
                 times.push(t);
+                iter_at_s.push(at);
                 progress(Progress {
                     elapsed: start.elapsed(),
                     iters: times.len(),
@@ -209,6 +221,7 @@ pub fn run(
     let samples = sampling.map(SamplerThread::stop).unwrap_or_default();
     Ok(RunOutcome {
         times,
+        iter_at_s,
         stop,
         status,
         wall: start.elapsed(),
@@ -241,10 +254,19 @@ mod tests {
         let mut calls = 0;
         let out = run(&s, Some(Box::new(FakeGpu(0))), &flag, |_| calls += 1).unwrap();
         assert_eq!(out.times, vec![0.9, 0.2, 0.3, 4.0]);
+        assert_eq!(out.iter_at_s.len(), 4);
+        assert!(out.iter_at_s.windows(2).all(|w| w[0] <= w[1]) && out.iter_at_s[0] >= 0.0, "{:?}", out.iter_at_s);
         assert_eq!(out.stop, StopReason::Exited);
         assert!(out.status.unwrap().success());
         assert!(!out.samples.is_empty(), "sampler ran");
         assert!(calls >= 4);
+    }
+
+    #[test]
+    fn python_output_is_unbuffered() {
+        let s = spec("echo \"cellsched-iter $PYTHONUNBUFFERED\"");
+        let out = run(&s, None, &AtomicBool::new(false), |_| {}).unwrap();
+        assert_eq!(out.times, vec![1.0]);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Background sampling of GPU utilization, memory, power and SM clock at a
-//! fixed interval, summarized per GPU when stopped.
+//! fixed interval, each reading stamped with its time in the run, and
+//! per-GPU summaries over the whole run or over a [`Window`] of it (the
+//! measured iterations: start-up and warm-up excluded).
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,6 +13,9 @@ use std::time::{Duration, Instant};
 pub struct GpuSample {
     /// Device index.
     pub index: u32,
+    /// Seconds since the run started when read (set by [`SamplerThread`];
+    /// a bare [`Sampler`] leaves it 0).
+    pub t_s: f64,
     /// GPU utilization, percent.
     pub util_pct: Option<f64>,
     /// Memory used, bytes.
@@ -49,6 +54,44 @@ fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| s / n as f64)
 }
 
+/// A span of the run, in seconds since it started (both ends included).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Window {
+    /// Start, seconds.
+    pub start_s: f64,
+    /// End, seconds.
+    pub end_s: f64,
+}
+
+impl Window {
+    /// Whether `t_s` lies in the window.
+    pub fn contains(&self, t_s: f64) -> bool {
+        self.start_s <= t_s && t_s <= self.end_s
+    }
+}
+
+/// Summarizes the readings taken inside `window`, per GPU index (sorted).
+/// A GPU read during the run but never inside the window gets a row with
+/// 0 samples and no values.
+pub fn summarize_window(samples: &[GpuSample], window: &Window) -> Vec<GpuSummary> {
+    let inside: Vec<GpuSample> = samples.iter().filter(|s| window.contains(s.t_s)).copied().collect();
+    let mut out = summarize(&inside);
+    for i in summarize(samples).into_iter().map(|s| s.index) {
+        if !out.iter().any(|s| s.index == i) {
+            out.push(GpuSummary {
+                index: i,
+                samples: 0,
+                mean_util_pct: None,
+                peak_mem_bytes: None,
+                mean_power_w: None,
+                mean_sm_clock_mhz: None,
+            });
+        }
+    }
+    out.sort_by_key(|s| s.index);
+    out
+}
+
 /// Summarizes readings per GPU index (sorted by index).
 pub fn summarize(samples: &[GpuSample]) -> Vec<GpuSummary> {
     let mut idx: Vec<u32> = samples.iter().map(|s| s.index).collect();
@@ -77,8 +120,9 @@ pub struct SamplerThread {
 
 impl SamplerThread {
     /// Starts sampling every `interval` (first reading immediately; at least
-    /// one reading is taken even if stopped at once).
-    pub fn start(mut sampler: Box<dyn Sampler>, interval: Duration) -> SamplerThread {
+    /// one reading is taken even if stopped at once); readings are stamped
+    /// with their time since `origin` (the run's start).
+    pub fn start(mut sampler: Box<dyn Sampler>, interval: Duration, origin: Instant) -> SamplerThread {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
@@ -88,7 +132,8 @@ impl SamplerThread {
                 // At least one reading, however short the run.
                 loop {
                     let t = Instant::now();
-                    out.extend(sampler.sample());
+                    let t_s = t.saturating_duration_since(origin).as_secs_f64();
+                    out.extend(sampler.sample().into_iter().map(|s| GpuSample { t_s, ..s }));
                     // Sleep in short slices so stop() returns promptly.
                     while t.elapsed() < interval && !flag.load(Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(20).min(interval));
@@ -122,6 +167,7 @@ pub(crate) mod tests {
             self.0 += 1;
             vec![GpuSample {
                 index: 0,
+                t_s: 0.0,
                 util_pct: Some(10.0 * self.0 as f64),
                 mem_used_bytes: Some(1000 * self.0 as u64),
                 power_w: Some(100.0),
@@ -134,6 +180,7 @@ pub(crate) mod tests {
     fn summary_per_gpu() {
         let s = |i, u| GpuSample {
             index: i,
+            t_s: 0.0,
             util_pct: Some(u),
             mem_used_bytes: Some(u as u64),
             power_w: None,
@@ -173,11 +220,52 @@ pub(crate) mod tests {
         let t = SamplerThread::start(
             Box::new(Signalling(FakeGpu(0), tx)),
             Duration::from_millis(1),
+            Instant::now(),
         );
         rx.recv().unwrap();
         let v = t.stop();
         assert!(v.len() >= 3, "{} samples", v.len());
         assert_eq!(v[0].util_pct, Some(10.0));
         assert_eq!(v[1].util_pct, Some(20.0));
+        assert!(v.windows(2).all(|w| w[0].t_s <= w[1].t_s), "stamped in order");
+    }
+
+    /// A synthetic stream: GPU `index` read every `dt` seconds from 0 to
+    /// `end`, with utilization `util(t)`, memory `mem(t)` and power `power(t)`.
+    pub(crate) fn stream(
+        index: u32,
+        dt: f64,
+        end: f64,
+        util: impl Fn(f64) -> f64,
+        mem: impl Fn(f64) -> u64,
+        power: impl Fn(f64) -> f64,
+    ) -> Vec<GpuSample> {
+        let n = (end / dt).round() as usize;
+        (0..=n)
+            .map(|k| {
+                let t = k as f64 * dt;
+                GpuSample { index, t_s: t, util_pct: Some(util(t)), mem_used_bytes: Some(mem(t)), power_w: Some(power(t)), sm_clock_mhz: None }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn window_excludes_start_up_and_tail() {
+        // 0-10 s start-up at 0% / 60 W, 10-40 s training at 95% / 300 W, 40-50 s teardown at 5%.
+        let phase = |t: f64, a: f64, b: f64, c: f64| if t < 10.0 { a } else if t <= 40.0 { b } else { c };
+        let mut samples = stream(0, 0.5, 50.0, |t| phase(t, 0.0, 95.0, 5.0), |t| if t <= 40.0 { (t * 1e9) as u64 } else { 1 }, |t| phase(t, 60.0, 300.0, 80.0));
+        // A second GPU only read during start-up.
+        samples.extend(stream(1, 0.5, 5.0, |_| 0.0, |_| 7, |_| 50.0));
+        let whole = summarize(&samples);
+        assert!(whole[0].mean_util_pct.unwrap() < 60.0, "whole-run mean is diluted: {:?}", whole[0]);
+        let w = Window { start_s: 10.0, end_s: 40.0 };
+        let s = summarize_window(&samples, &w);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].samples, 61);
+        assert_eq!(s[0].mean_util_pct, Some(95.0));
+        assert_eq!(s[0].mean_power_w, Some(300.0));
+        assert_eq!(s[0].peak_mem_bytes, Some(40_000_000_000));
+        assert_eq!((s[1].index, s[1].samples, s[1].mean_util_pct), (1, 0, None));
+        assert!(w.contains(10.0) && w.contains(40.0) && !w.contains(40.01));
     }
 }

@@ -5,11 +5,11 @@
 //! interrupted run (SIGINT/SIGTERM) kills the command and leaves it untouched.
 use crate::db;
 use crate::error::ProfilerError;
-use crate::iterline::{iter_stats, IterParser, IterStats};
+use crate::iterline::{iter_stats, measured_window, IterParser, IterStats};
 use crate::nvml;
 use crate::plan_env::{choose_plan, plan_env, ProfilePlan};
 use crate::runner::{self, Progress, RunSpec, StopReason};
-use crate::sampler::{summarize, GpuSummary, Sampler};
+use crate::sampler::{summarize, summarize_window, GpuSample, GpuSummary, Sampler, Window};
 use cellsched_core::profile_db::ProfileRecord;
 use cellsched_core::Plan;
 use serde::Serialize;
@@ -52,7 +52,12 @@ pub struct Request {
     pub sample_interval: Duration,
     /// Profile database to update (none: measure only).
     pub db: Option<PathBuf>,
+    /// Warn when fewer iteration lines than this were seen.
+    pub warn_below_iters: usize,
 }
+
+/// Default of [`Request::warn_below_iters`].
+pub const DEFAULT_WARN_BELOW_ITERS: usize = 10;
 
 /// The outcome of a session.
 #[derive(Debug, Clone, Serialize)]
@@ -71,8 +76,15 @@ pub struct Outcome {
     pub exit_code: Option<i32>,
     /// Wall time, seconds.
     pub wall_s: f64,
-    /// Per-GPU NVML summary (empty with `--no-nvml`).
+    /// Per-GPU NVML summary over the measured iterations only
+    /// ([`Outcome::gpu_window`]); empty with `--no-nvml`.
     pub gpus: Vec<GpuSummary>,
+    /// The span of the run the measured iterations cover, seconds since start.
+    pub gpu_window: Option<Window>,
+    /// Per-GPU NVML summary over the whole run, start-up included.
+    pub gpus_whole_run: Vec<GpuSummary>,
+    /// Things the user should know about the measurement (also printed to stderr).
+    pub warnings: Vec<String>,
     /// The database written and its size afterwards.
     pub db: Option<(PathBuf, usize)>,
 }
@@ -175,6 +187,8 @@ pub fn profile(
         }
         None => None,
     };
+    let (gpu_window, gpus) = gpu_use(&out.samples, &out.iter_at_s, &out.times, req.warmup);
+    let warnings = warnings(stats.seen, req.warn_below_iters, gpu_window.as_ref(), &gpus);
     Ok(Outcome {
         plan,
         gpu_name,
@@ -183,9 +197,47 @@ pub fn profile(
         stop: out.stop,
         exit_code,
         wall_s: out.wall.as_secs_f64(),
-        gpus: summarize(&out.samples),
+        gpus,
+        gpu_window,
+        gpus_whole_run: summarize(&out.samples),
+        warnings,
         db,
     })
+}
+
+/// GPU use over the measured iterations: the window they cover (from the
+/// times their lines were read, `at_s`) and the per-GPU summary of the
+/// readings inside it.
+pub fn gpu_use(samples: &[GpuSample], at_s: &[f64], times: &[f64], warmup: usize) -> (Option<Window>, Vec<GpuSummary>) {
+    match measured_window(at_s, times, warmup) {
+        Some(w) => (Some(w), summarize_window(samples, &w)),
+        None => (None, Vec::new()),
+    }
+}
+
+/// Warnings about a measurement: fewer than `warn_below` iteration lines
+/// seen, and GPUs with no reading inside the measured window.
+pub fn warnings(seen: usize, warn_below: usize, window: Option<&Window>, gpus: &[GpuSummary]) -> Vec<String> {
+    let mut w = Vec::new();
+    if seen < warn_below {
+        w.push(format!(
+            "only {seen} iteration lines were seen (fewer than {warn_below}): the median and the GPU summary rest on few iterations; \
+             run longer (--duration, --iters) or print '{} <seconds>' after every iteration",
+            crate::iterline::ITER_MARKER
+        ));
+    }
+    if let Some(win) = window {
+        let empty: Vec<String> = gpus.iter().filter(|g| g.samples == 0).map(|g| g.index.to_string()).collect();
+        if !empty.is_empty() {
+            w.push(format!(
+                "no NVML reading of GPU {} fell within the measured iterations ({:.2} s to {:.2} s of the run); lower --interval-ms or run longer",
+                empty.join(", "),
+                win.start_s,
+                win.end_s
+            ));
+        }
+    }
+    w
 }
 
 #[cfg(test)]
@@ -211,6 +263,7 @@ mod tests {
             nvml: false,
             sample_interval: Duration::from_millis(100),
             db,
+            warn_below_iters: DEFAULT_WARN_BELOW_ITERS,
         }
     }
 
@@ -303,5 +356,63 @@ mod tests {
         r.gpu_type = None;
         let e = profile(&r, &AtomicBool::new(false), |_| {}, |_| {}).unwrap_err();
         assert!(e.to_string().contains("--gpu-type"), "{e}");
+    }
+
+    #[test]
+    fn gpu_use_covers_the_measured_iterations_only() {
+        use crate::sampler::tests::stream;
+        // Start-up 0-20 s at 0% util and 50 W; training 20-60 s at 90% / 250 W,
+        // one line per second from 21 s to 60 s; 5 warm-up lines.
+        let busy = |t: f64| t >= 20.0;
+        let samples: Vec<GpuSample> = [0, 1]
+            .into_iter()
+            .flat_map(|i| {
+                stream(i, 0.25, 62.0, |t| if busy(t) { 90.0 } else { 0.0 }, |t| if busy(t) { 30 << 30 } else { 1 << 30 }, |t| if busy(t) { 250.0 } else { 50.0 })
+            })
+            .collect();
+        let at: Vec<f64> = (21..=60).map(f64::from).collect();
+        let times = vec![1.0; at.len()];
+        let (w, gpus) = gpu_use(&samples, &at, &times, 5);
+        assert_eq!(w, Some(Window { start_s: 25.0, end_s: 60.0 }));
+        assert_eq!(gpus.len(), 2);
+        for g in &gpus {
+            assert_eq!(g.mean_util_pct, Some(90.0), "{g:?}");
+            assert_eq!(g.mean_power_w, Some(250.0));
+            assert_eq!(g.peak_mem_bytes, Some(30 << 30));
+            assert_eq!(g.samples, 141);
+        }
+        // The whole-run mean is what users saw before: diluted by start-up.
+        let whole = summarize(&samples);
+        assert!(whole[0].mean_util_pct.unwrap() < 62.0, "{:?}", whole[0]);
+        assert!(warnings(at.len(), 10, w.as_ref(), &gpus).is_empty());
+        // No lines after the warm-up: no window, no summary.
+        assert_eq!(gpu_use(&samples, &at[..5], &times[..5], 5), (None, Vec::new()));
+    }
+
+    #[test]
+    fn warnings_for_few_lines_and_unsampled_windows() {
+        let w = warnings(4, 10, None, &[]);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("only 4 iteration lines") && w[0].contains("fewer than 10"), "{w:?}");
+        assert!(warnings(10, 10, None, &[]).is_empty());
+        assert!(warnings(0, 0, None, &[]).is_empty(), "--warn-iters 0 turns it off");
+        let empty = GpuSummary { index: 3, samples: 0, mean_util_pct: None, peak_mem_bytes: None, mean_power_w: None, mean_sm_clock_mhz: None };
+        let w = warnings(50, 10, Some(&Window { start_s: 1.0, end_s: 1.2 }), &[empty]);
+        assert!(w.len() == 1 && w[0].contains("GPU 3") && w[0].contains("--interval-ms"), "{w:?}");
+    }
+
+    #[test]
+    fn few_iteration_lines_give_a_warning_in_the_outcome() {
+        let mut r = req("for t in 1 1 0.1 0.1 0.1; do echo \"cellsched-iter $t\"; done", None);
+        r.warn_below_iters = 6;
+        let o = profile(&r, &AtomicBool::new(false), |_| {}, |_| {}).unwrap();
+        assert_eq!(o.stats.seen, 5);
+        assert_eq!(o.warnings.len(), 1, "{:?}", o.warnings);
+        assert!(o.warnings[0].contains("only 5 iteration lines"));
+        let json = serde_json::to_value(&o).unwrap();
+        assert!(json["warnings"][0].as_str().unwrap().contains("fewer than 6"));
+        assert!(o.gpu_window.is_some() && o.gpus.is_empty(), "a window but no NVML readings");
+        r.warn_below_iters = 5;
+        assert!(profile(&r, &AtomicBool::new(false), |_| {}, |_| {}).unwrap().warnings.is_empty());
     }
 }

@@ -49,46 +49,81 @@ mod emulated_trainer_tests {
     fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         let mut c = Command::new("bash");
         c.arg(script()).args(args);
-        for k in ["CELLSCHED_ITER_TIME_S", "CELLSCHED_FREEZE_SCHEDULE", "CELLSCHED_FREEZE_MODE", "CELLSCHED_DL_ITERS", "CELLSCHED_PLAN_FILE", "CELLSCHED_EMU_SCALE"] {
-            c.env_remove(k);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("CELLSCHED_") || k.starts_with("SLURM") {
+                c.env_remove(k);
+            }
         }
         c.envs(env.iter().copied());
         let o = c.output().expect("bash runs");
         (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
     }
 
+    /// A truth table in a temp file: resnet50 batch 128 takes 1 s on one
+    /// v100 and 0.5 s on 2 v100s on one node; batch 512 does not fit on k80.
+    fn truth() -> (PathBuf, String) {
+        let d = std::env::temp_dir().join(format!("cs-emu-{}-{:?}", std::process::id(), std::thread::current().id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("truth.csv");
+        std::fs::write(&p, "# test truth\nmodel,batch,gpu_type,nodes,gpus_per_node,iter_time_s\nresnet50,128,v100,1,1,1.0\nresnet50,128,v100,1,2,0.5\nresnet50,512,k80,1,4,0\n").unwrap();
+        let s = p.display().to_string();
+        (p, s)
+    }
+
     #[test]
-    fn injected_plan_wins_and_freezing_speeds_up_late_chunks() {
-        // 400 iterations × 1.05 (auto penalty) = 420, 1 s each, scale 0.005:
-        // chunks of 100 start at progress 0, .24, .48, .71, .95; half the
-        // layers freeze at 0.5 → the last two chunks run at 1 - 2/3 × 0.5.
+    fn runs_at_the_measured_speed_of_the_granted_gpus_not_the_injected_prediction() {
+        // 400 iterations × 1.05 (auto penalty) = 420 at the measured 0.5 s on
+        // 2 v100 (the injected prediction, 9 s, is ignored), scale 0.005:
+        // chunks of 200 start at progress 0, .48, .95; half the layers
+        // freeze at 0.5 → the last chunk (20 iterations) runs at 1 - 2/3 × 0.5:
+        // 400 × 0.5 + 20 × 0.5/3 = 206.7 measured s.
+        let (_p, t) = truth();
         let env = [
-            ("CELLSCHED_ITER_TIME_S", "1.0"),
+            ("CELLSCHED_ITER_TIME_S", "9.0"),
+            ("CELLSCHED_GPU_TYPE", "v100"),
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_JOB_NUM_NODES", "1"),
             ("CELLSCHED_FREEZE_MODE", "auto"),
             ("CELLSCHED_FREEZE_SCHEDULE", "0.5:0.5"),
             ("CELLSCHED_EMU_SCALE", "0.005"),
         ];
-        let (rc, out, err) = run(&["--iters", "400", "--iter-time", "9"], &env);
+        let (rc, out, err) = run(&["--iters", "400", "--model", "resnet50", "--batch", "128", "--truth", &t], &env);
         assert_eq!(rc, 0, "{err}");
         let iters: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix("cellsched-iter ")).collect();
-        assert_eq!(iters, ["1.000000", "1.000000", "1.000000", "0.666667", "0.666667"], "{out}");
-        assert!(out.contains("done: 420 iterations, 380.0 predicted s"), "{out}");
-        assert!(out.contains("(plan (cellsched))"), "{out}");
+        assert_eq!(iters, ["0.500000", "0.500000", "0.333333"], "{out}");
+        assert!(out.contains("iter_time_s=0.5 (measured") && out.contains("predicted=9.0 (injected, not used)"), "{out}");
+        assert!(out.contains("done: 420 iterations, 206.7 measured s"), "{out}");
+        // The same job granted one v100 runs at that Cell's measured speed.
+        let (rc, out, err) = run(&["--iters", "10", "--model", "ResNet50", "--batch", "128", "--truth", &t, "--gpu-type", "V100", "--gpus-per-node", "1", "--quiet"], &[]);
+        assert_eq!(rc, 0, "{err}");
+        assert!(out.contains("done: 10 iterations, 10.0 measured s"), "{out}");
+        assert!(!out.contains("cellsched-iter"), "--quiet prints no per-chunk lines: {out}");
+        // GPUs per node from SLURM_JOB_GPUS when SLURM_GPUS_ON_NODE is absent.
+        let (rc, out, _) = run(&["--iters", "2", "--model", "resnet50", "--batch", "128", "--truth", &t, "--gpu-type", "v100", "--scale", "0.001"], &[("SLURM_JOB_GPUS", "0,1")]);
+        assert!(rc == 0 && out.contains("gpus_per_node=2"), "{out}");
     }
 
     #[test]
-    fn stock_mode_uses_the_declared_time_and_bad_input_is_refused() {
-        let (rc, out, err) = run(&["--iters", "10", "--iter-time", "0.05", "--scale", "1", "--quiet"], &[]);
-        assert_eq!(rc, 0, "{err}");
-        assert!(out.contains("declared (--iter-time)") && out.contains("done: 10 iterations, 0.5 predicted s"), "{out}");
-        assert!(!out.contains("cellsched-iter"), "--quiet prints no per-chunk lines: {out}");
-        let (rc, _, err) = run(&["--iters", "10"], &[]);
-        assert_eq!(rc, 2);
-        assert!(err.contains("no iteration time"), "{err}");
-        let (rc, _, err) = run(&["--iters", "-3", "--iter-time", "1"], &[]);
-        assert_eq!(rc, 2);
-        assert!(err.contains("--iters must be a positive integer"), "{err}");
-        let (rc, _, err) = run(&["--iters", "3", "--iter-time", "1"], &[("CELLSCHED_FREEZE_SCHEDULE", "half")]);
+    fn missing_points_and_no_fit_fail_clearly_never_inventing_a_speed() {
+        let (_p, t) = truth();
+        let (rc, _, err) = run(&["--iters", "10", "--model", "resnet50", "--batch", "128", "--truth", &t, "--gpu-type", "a100", "--gpus-per-node", "2"], &[("CELLSCHED_ITER_TIME_S", "0.1")]);
+        assert_eq!(rc, 4, "{err}");
+        assert!(err.contains("no measured iteration time for model=resnet50 batch=128 gpu_type=a100 nodes=1 gpus_per_node=2") && err.contains("refusing to invent a speed"), "{err}");
+        let (rc, _, err) = run(&["--iters", "10", "--model", "resnet50", "--batch", "512", "--truth", &t, "--gpu-type", "k80", "--gpus-per-node", "4"], &[]);
+        assert_eq!(rc, 3, "{err}");
+        assert!(err.contains("does not fit in memory"), "{err}");
+        for (args, needle) in [
+            (vec!["--iters", "10", "--model", "resnet50", "--batch", "128", "--gpu-type", "v100", "--gpus-per-node", "1"], "no truth table"),
+            (vec!["--iters", "-3", "--model", "resnet50", "--batch", "128", "--truth", &t], "--iters must be a positive integer"),
+            (vec!["--iters", "3", "--batch", "128", "--truth", &t], "no model"),
+            (vec!["--iters", "3", "--model", "resnet50", "--batch", "128", "--truth", &t, "--gpus-per-node", "1"], "granted GPU type unknown"),
+            (vec!["--iters", "3", "--model", "resnet50", "--batch", "128", "--truth", "/nonexistent/t.csv"], "not readable"),
+        ] {
+            let (rc, _, err) = run(&args, &[]);
+            assert_eq!(rc, 2, "{args:?}: {err}");
+            assert!(err.contains(needle), "{args:?}: {err}");
+        }
+        let (rc, _, err) = run(&["--iters", "3", "--model", "resnet50", "--batch", "128", "--truth", &t, "--gpu-type", "v100", "--gpus-per-node", "1"], &[("CELLSCHED_FREEZE_SCHEDULE", "half")]);
         assert_eq!(rc, 2);
         assert!(err.contains("CELLSCHED_FREEZE_SCHEDULE 'half'"), "{err}");
     }

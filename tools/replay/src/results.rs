@@ -56,6 +56,10 @@ pub struct ModeResult {
     pub problems: Vec<Problem>,
     /// Wall time of the mode (submissions to last job end), seconds.
     pub wall_s: f64,
+    /// The estimator's error over the mode's jobs: predicted (AdminComment
+    /// `iter_s`) vs measured seconds per iteration (the jobs' own
+    /// `cellsched-iter` lines, at the replay's time scale).
+    pub iteration_time_error: Option<cellsched_report::summary::ErrorStats>,
 }
 
 impl ModeResult {
@@ -91,6 +95,7 @@ impl ModeResult {
             gpu_hours: s.per_type.iter().map(|(t, u)| (t.clone(), u.gpu_hours)).collect(),
             problems,
             wall_s,
+            iteration_time_error: s.iteration_time_error,
         }
     }
 }
@@ -273,13 +278,13 @@ mod tests {
     use super::*;
     use cellsched_report::record::parse_sacct_line;
 
-    /// A sacct line: id, submit, start, end, state, comment.
+    /// A sacct record: id, submit, start, end, state, AdminComment; the display comment names the trace job.
     fn rec(id: u64, submit: i64, start: i64, end: i64, state: &str, admin: &str, trace: &str) -> JobRecord {
-        let line = format!(
-            "{id}|{id}|root|gpu|{submit}|{start}|{end}|{}|{state}|0:0|1|gres/gpu:a100=4|a100-1|5|{admin}|replay-stock-{trace}|cellsched-replay run=r mode=stock trace_job={trace} model=m batch=1 iters=1",
-            end - start
-        );
-        parse_sacct_line(&line, 1).unwrap()
+        let line = format!("{id}|{id}|root|gpu|{submit}|{start}|{end}|{}|{state}|0:0|1|gres/gpu:a100=4|a100-1|5|{admin}", end - start);
+        let mut r = parse_sacct_line(&line.replace('|', "\u{1f}"), 1).unwrap();
+        r.name = format!("replay-stock-{trace}");
+        r.comment = format!("cellsched-replay run=r mode=stock trace_job={trace}");
+        r
     }
 
     #[test]

@@ -140,7 +140,8 @@ pub fn run_mode(jobs: &[ReplayJob], mode: Mode, s: &Settings, opts: &LiveOptions
         }
     }
     let wall_s = res?;
-    let records = collect(&slurm, &submitted, mode, sink)?;
+    let mut records = collect(&slurm, &submitted, mode, sink)?;
+    measure(&mut records, mode, s);
     let r = ModeResult::of(mode, jobs.len(), &records, problems, wall_s);
     sink(&format!(
         "[{mode}] done in {wall_s:.0} s: {} of {} jobs completed, avg JCT {}",
@@ -256,6 +257,20 @@ fn submit_and_wait(
         let until_poll = last_poll.map_or(0.0, |p| (poll.as_secs_f64() - p.elapsed().as_secs_f64()).max(0.0));
         let wait = until_submit.map_or(until_poll, |u| u.min(until_poll));
         sleep_checked(Duration::from_secs_f64(wait.max(0.05)))?;
+    }
+}
+
+/// Compares each job's prediction (AdminComment) with what the job itself
+/// shows: its `cellsched-iter` lines (its output file), at the replay's
+/// time scale.
+fn measure(records: &mut [cellsched_report::JobRecord], mode: Mode, s: &Settings) {
+    for r in records.iter_mut() {
+        r.apply_time_scale(s.scale());
+        let trace = crate::results::trace_job_of(r).unwrap_or_default();
+        let out = s.out_dir.join(format!("{}-{}.out", crate::workload::job_name(mode, &trace), r.job_id));
+        if let Ok(b) = std::fs::read(&out) {
+            r.measure(Some(&String::from_utf8_lossy(&b)));
+        }
     }
 }
 

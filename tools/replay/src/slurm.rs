@@ -4,7 +4,7 @@
 //! that would change the submitted jobs).
 use crate::error::ReplayError;
 use cellsched_cluster::Cluster;
-use cellsched_report::record::parse_sacct_output;
+use cellsched_report::record::{parse_display_output, parse_sacct_output, set_display};
 use cellsched_report::{JobRecord, Query};
 use std::path::PathBuf;
 use std::process::Command;
@@ -136,7 +136,10 @@ impl Slurm {
             return Ok(Vec::new());
         }
         let q = Query { jobs: Some(ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")), ..Query::default() };
-        Ok(parse_sacct_output(&self.run("sacct", &q.sacct_args())?)?)
+        let mut jobs = parse_sacct_output(&self.run("sacct", &q.sacct_args())?)?;
+        let order: Vec<u64> = jobs.iter().map(|j| j.job_id).collect();
+        set_display(&mut jobs, &parse_display_output(&self.run("sacct", &q.display_args())?, &order));
+        Ok(jobs)
     }
 }
 

@@ -2,17 +2,26 @@
 //!
 //! Time is compressed by `speedup`: a job submitted at trace second `t` is
 //! submitted `t / speedup` real seconds after the mode starts, and the
-//! emulated trainer sleeps `1 / speedup` real seconds per predicted second.
+//! emulated trainer sleeps `1 / speedup` real seconds per measured second.
+//!
+//! In both modes the emulated trainer runs at truth: the measured iteration
+//! time of the GPUs it was granted, from the truth table (`--truth`), for
+//! the trace's iterations (the job's real count).
 //!
 //! - stock: the user's own typed GRES, `--gres=gpu:TYPE:PER_NODE` on
-//!   `ceil(n / gpus_per_node)` nodes, and the iteration time the estimator
-//!   predicts for that Cell passed to the trainer as its declared time;
+//!   `ceil(n / gpus_per_node)` nodes;
 //! - cellsched: `--dl-model/--dl-batch/--dl-iters/--dl-cell=auto` (and
-//!   `--dl-freeze` when the trace opts in); the plugins choose the Cell and
-//!   the SPANK plugin injects the iteration time.
+//!   `--dl-freeze` when the trace opts in) with an untyped `--gres=gpu:N` on
+//!   one node: the plugins keep the job's GPU count and choose the GPU type,
+//!   the plan and the order from their knowledge (estimator and profile DB).
+//!   The count is kept because the truth table (Gavel's measurements) holds
+//!   only the per-GPU batches users asked for; a Cell it lacks would make
+//!   the trainer fail rather than invent a speed.
 //!
 //! Both modes get the same time limit: the larger of the trace's declared
-//! limit and `limit_factor` × the predicted run time on the requested Cell.
+//! limit and `limit_factor` × the run time on the requested Cell (truth when
+//! the table has the Cell, as a user who ran the job before would know,
+//! else the estimator's prediction).
 use crate::error::ReplayError;
 use cellsched_core::estimator::{Estimator, JobSpec};
 use cellsched_core::Cell;
@@ -81,6 +90,8 @@ pub struct Settings {
     pub out_dir: PathBuf,
     /// Tag of this replay run, written into every job's comment.
     pub run_tag: String,
+    /// Truth table the emulated trainer reads (absolute path, readable on the nodes).
+    pub truth: PathBuf,
 }
 
 impl Settings {
@@ -112,12 +123,16 @@ pub struct ReplayJob {
     pub nodes: u32,
     /// GPUs per node of the requested Cell (typed GRES count).
     pub gpus_per_node: u32,
-    /// Predicted seconds per iteration on the requested Cell.
+    /// Seconds per iteration on the requested Cell behind the time limit
+    /// (measured when the truth table has it, else predicted).
     pub iter_time_s: f64,
     /// `num_iteration` × `iter_time_s`, trace seconds.
     pub predicted_run_s: f64,
     /// `--time` in whole minutes (same in both modes).
     pub time_limit_min: u64,
+    /// The model catalog lacks the job's model: it is submitted as stock
+    /// Slurm would run it (typed GRES) in every mode.
+    pub unknown_model: bool,
 }
 
 /// Predicted seconds per iteration of `model`/`batch` on `gpus` GPUs of
@@ -152,6 +167,7 @@ pub fn prepare(
     trace: &[TraceJob],
     node_shapes: &BTreeMap<String, (u32, u32)>,
     est: &Estimator,
+    truth: Option<&cellsched_sim::truth::TruthTable>,
     s: &Settings,
 ) -> Result<Vec<ReplayJob>, ReplayError> {
     s.validate()?;
@@ -170,7 +186,13 @@ pub fn prepare(
             )));
         }
         let per_node = t.num_gpu.div_ceil(nodes);
-        let iter_time_s = requested_iter_time(est, &t.model_name, t.batch_size, &t.gpu_type, t.num_gpu, per_node).map_err(bad)?;
+        let measured = truth.and_then(|tt| tt.lookup(&t.model_name, t.batch_size, &t.gpu_type, nodes, per_node)).flatten();
+        let unknown_model = est.model_catalog().resolve(&t.model_name).is_err();
+        let iter_time_s = match measured {
+            Some(x) => x,
+            None if unknown_model && t.deadline > 0.0 => t.deadline / s.limit_factor / t.num_iteration as f64,
+            None => requested_iter_time(est, &t.model_name, t.batch_size, &t.gpu_type, t.num_gpu, per_node).map_err(bad)?,
+        };
         let predicted_run_s = t.num_iteration as f64 * iter_time_s;
         let limit_s = t.deadline.max(s.limit_factor * predicted_run_s) / s.speedup;
         out.push(ReplayJob {
@@ -181,6 +203,7 @@ pub fn prepare(
             iter_time_s,
             predicted_run_s,
             time_limit_min: ((limit_s / 60.0).ceil() as u64).max(1),
+            unknown_model,
         });
     }
     out.sort_by(|a, b| a.submit_at_s.total_cmp(&b.submit_at_s));
@@ -197,19 +220,11 @@ pub fn job_name(mode: Mode, trace_id: &str) -> String {
     format!("replay-{}-{}", mode.name(), safe(trace_id))
 }
 
-/// The job comment: identifies the run, mode and trace job, and carries the
-/// DL tags (`model= batch= iters= time_scale=`) that `cellsched report` reads.
+/// The job comment: identifies the run, mode and trace job (display only:
+/// reports read DL tags from AdminComment, and the time scale from
+/// `cellsched report --time-scale`).
 pub fn job_comment(mode: Mode, j: &ReplayJob, s: &Settings) -> String {
-    format!(
-        "cellsched-replay run={} mode={} trace_job={} model={} batch={} iters={} time_scale={}",
-        safe(&s.run_tag),
-        mode.name(),
-        safe(&j.trace.job_id),
-        safe(&j.trace.model_name),
-        j.trace.batch_size,
-        j.trace.num_iteration,
-        fmt_num(s.scale())
-    )
+    format!("cellsched-replay run={} mode={} trace_job={}", safe(&s.run_tag), mode.name(), safe(&j.trace.job_id))
 }
 
 /// The `sbatch` arguments (without the program name) for `j` in `mode`.
@@ -225,29 +240,33 @@ pub fn sbatch_args(j: &ReplayJob, mode: Mode, s: &Settings) -> Vec<String> {
         format!("--chdir={}", s.out_dir.display()),
         format!("--export=ALL,CELLSCHED_EMU_SCALE={}", fmt_num(s.scale())),
     ];
-    match mode {
-        Mode::Stock => {
-            a.push(format!("--nodes={}", j.nodes));
-            a.push(format!("--gres=gpu:{}:{}", t.gpu_type, j.gpus_per_node));
-        }
-        Mode::Cellsched => {
-            a.push(format!("--dl-model={}", t.model_name));
-            a.push(format!("--dl-batch={}", t.batch_size));
-            a.push(format!("--dl-iters={}", t.num_iteration));
-            a.push("--dl-cell=auto".to_string());
-            if let Some(f) = t.freeze.as_deref().filter(|f| *f != "off") {
-                a.push(format!("--dl-freeze={f}"));
-            }
+    if mode == Mode::Stock || j.unknown_model {
+        // Stock Slurm: the user's typed GRES (also for models the plugins do not know).
+        a.push(format!("--nodes={}", j.nodes));
+        a.push(format!("--gres=gpu:{}:{}", t.gpu_type, j.gpus_per_node));
+    } else {
+        a.push(format!("--nodes={}", j.nodes));
+        a.push(format!("--gres=gpu:{}", j.gpus_per_node));
+        a.push(format!("--dl-model={}", t.model_name));
+        a.push(format!("--dl-batch={}", t.batch_size));
+        a.push(format!("--dl-iters={}", t.num_iteration));
+        a.push("--dl-cell=auto".to_string());
+        if let Some(f) = t.freeze.as_deref().filter(|f| *f != "off") {
+            a.push(format!("--dl-freeze={f}"));
         }
     }
+    // The trainer: the job's model, batch and real iterations; its speed comes from the truth table.
     a.push(s.script.display().to_string());
-    a.push("--iters".into());
-    a.push(t.num_iteration.to_string());
-    if mode == Mode::Stock {
-        // Stock Slurm injects nothing: the user declares the iteration time.
-        a.push("--iter-time".into());
-        a.push(fmt_num(j.iter_time_s));
-    }
+    a.extend([
+        "--model".to_string(),
+        t.model_name.clone(),
+        "--batch".into(),
+        t.batch_size.to_string(),
+        "--iters".into(),
+        t.num_iteration.to_string(),
+        "--truth".into(),
+        s.truth.display().to_string(),
+    ]);
     a
 }
 
@@ -279,6 +298,7 @@ mod tests {
             script: PathBuf::from("/repo/etc/examples/emulated-train.sh"),
             out_dir: PathBuf::from("/tmp/out"),
             run_tag: "r1".into(),
+            truth: PathBuf::from("/repo/etc/examples/truth-gavel.csv"),
         }
     }
 
@@ -313,7 +333,7 @@ mod tests {
             row("b", 400.0, 1000, "gpt__350M", 0.0, 8, "a100"),
             row("a", 100.0, 2000, "resnet50", 7200.0, 3, "v100"),
         ];
-        let jobs = prepare(&trace, &shapes(), &est(), &settings()).unwrap();
+        let jobs = prepare(&trace, &shapes(), &est(), None, &settings()).unwrap();
         // Sorted by submission; times divided by the speedup.
         assert_eq!(jobs[0].trace.job_id, "a");
         assert_eq!(jobs[0].submit_at_s, 5.0);
@@ -321,7 +341,7 @@ mod tests {
         // 3 v100 fit one 8-GPU node; 8 a100 need both 4-GPU nodes.
         assert_eq!((jobs[0].nodes, jobs[0].gpus_per_node), (1, 3));
         assert_eq!((jobs[1].nodes, jobs[1].gpus_per_node), (2, 4));
-        // The iteration time is the estimator's for the requested Cell.
+        // Without truth, the limit's iteration time is the estimator's for the requested Cell.
         let t = requested_iter_time(&est(), "gpt__350M", 64, "a100", 8, 4).unwrap();
         assert_eq!(jobs[1].iter_time_s, t);
         assert!((jobs[1].predicted_run_s - 1000.0 * t).abs() < 1e-9);
@@ -330,13 +350,18 @@ mod tests {
         assert_eq!(jobs[0].time_limit_min, 6);
         // No declared limit: 3 × predicted run, compressed, rounded up to minutes.
         assert_eq!(jobs[1].time_limit_min, ((3.0 * 1000.0 * t / 20.0 / 60.0).ceil() as u64).max(1));
+        // With a measured point, the limit follows truth.
+        let mut tt = cellsched_sim::truth::TruthTable::new("t.csv");
+        tt.insert(cellsched_sim::truth::TruthPoint { model: "gpt__350m".into(), batch: 64, gpu_type: "a100".into(), nodes: 2, gpus_per_node: 4, iter_time_s: Some(7.5) });
+        let jobs = prepare(&trace, &shapes(), &est(), Some(&tt), &settings()).unwrap();
+        assert_eq!(jobs[1].iter_time_s, 7.5);
     }
 
     #[test]
-    fn stock_args_use_typed_gres_and_declared_time() {
+    fn stock_args_use_typed_gres_and_the_truth_table() {
         let trace = vec![row("7", 60.0, 500, "bert__760M", 0.0, 8, "a100")];
         let s = settings();
-        let j = &prepare(&trace, &shapes(), &est(), &s).unwrap()[0];
+        let j = &prepare(&trace, &shapes(), &est(), None, &s).unwrap()[0];
         let a = sbatch_args(j, Mode::Stock, &s);
         assert!(a.contains(&"--gres=gpu:a100:4".to_string()), "{a:?}");
         assert!(a.contains(&"--nodes=2".to_string()));
@@ -344,9 +369,9 @@ mod tests {
         assert!(a.contains(&"--export=ALL,CELLSCHED_EMU_SCALE=0.05".to_string()));
         assert!(a.iter().all(|x| !x.starts_with("--dl-")), "stock Slurm knows no --dl-* options: {a:?}");
         let script = a.iter().position(|x| x == "/repo/etc/examples/emulated-train.sh").unwrap();
-        assert_eq!(&a[script + 1..], &["--iters", "500", "--iter-time", &fmt_num(j.iter_time_s)]);
+        assert_eq!(&a[script + 1..], &["--model", "bert__760M", "--batch", "64", "--iters", "500", "--truth", "/repo/etc/examples/truth-gavel.csv"]);
         let comment = a.iter().find(|x| x.starts_with("--comment=")).unwrap();
-        assert_eq!(comment, "--comment=cellsched-replay run=r1 mode=stock trace_job=7 model=bert__760M batch=64 iters=500 time_scale=0.05");
+        assert_eq!(comment, "--comment=cellsched-replay run=r1 mode=stock trace_job=7");
     }
 
     #[test]
@@ -354,30 +379,38 @@ mod tests {
         let mut r = row("x/1", 0.0, 300, "moe__690M", 0.0, 2, "a10");
         r.freeze = Some("conservative".into());
         let s = settings();
-        let j = &prepare(&[r], &shapes(), &est(), &s).unwrap()[0];
+        let j = &prepare(&[r], &shapes(), &est(), None, &s).unwrap()[0];
         let a = sbatch_args(j, Mode::Cellsched, &s);
         for want in ["--dl-model=moe__690M", "--dl-batch=64", "--dl-iters=300", "--dl-cell=auto", "--dl-freeze=conservative"] {
             assert!(a.contains(&want.to_string()), "missing {want}: {a:?}");
         }
-        assert!(a.iter().all(|x| !x.starts_with("--gres") && !x.starts_with("--nodes") && x != "--iter-time"), "{a:?}");
+        assert!(a.contains(&"--gres=gpu:2".to_string()) && a.contains(&"--nodes=1".to_string()), "untyped count, cellsched picks the type: {a:?}");
+        assert!(a.iter().all(|x| !x.starts_with("--gres=gpu:a10")), "{a:?}");
         // Unsafe characters of the trace id never reach names or paths.
         assert!(a.contains(&"--job-name=replay-cellsched-x_1".to_string()), "{a:?}");
         assert!(a.contains(&"--output=/tmp/out/replay-cellsched-x_1-%j.out".to_string()), "{a:?}");
-        assert_eq!(a.last().unwrap(), "300");
+        assert_eq!(a[a.len() - 3], "300");
+        // An unknown model runs stock in cellsched mode too (the plugins would refuse its --dl-model).
+        let moe = row("m", 0.0, 100, "moe__27B", 600.0, 2, "a10");
+        let j = &prepare(&[moe], &shapes(), &est(), None, &s).unwrap()[0];
+        assert!(j.unknown_model);
+        let a = sbatch_args(j, Mode::Cellsched, &s);
+        assert!(a.contains(&"--gres=gpu:a10:2".to_string()) && a.iter().all(|x| !x.starts_with("--dl-")), "{a:?}");
     }
 
     #[test]
     fn bad_rows_name_the_job_and_problem() {
         let s = settings();
-        let e = prepare(&[row("9", 0.0, 10, "gpt__350M", 0.0, 2, "h100")], &shapes(), &est(), &s).unwrap_err().to_string();
+        let e = prepare(&[row("9", 0.0, 10, "gpt__350M", 0.0, 2, "h100")], &shapes(), &est(), None, &s).unwrap_err().to_string();
         assert!(e.contains("'9'") && e.contains("h100") && e.contains("a10, a100, v100"), "{e}");
-        let e = prepare(&[row("10", 0.0, 10, "gpt__350M", 0.0, 12, "a100")], &shapes(), &est(), &s).unwrap_err().to_string();
+        let e = prepare(&[row("10", 0.0, 10, "gpt__350M", 0.0, 12, "a100")], &shapes(), &est(), None, &s).unwrap_err().to_string();
         assert!(e.contains("'10'") && e.contains("12 x a100"), "{e}");
-        let e = prepare(&[row("11", 0.0, 10, "no_such_model", 0.0, 1, "a100")], &shapes(), &est(), &s).unwrap_err().to_string();
+        // An unknown model with neither truth nor a declared limit has no time limit to give.
+        let e = prepare(&[row("11", 0.0, 10, "no_such_model", 0.0, 1, "a100")], &shapes(), &est(), None, &s).unwrap_err().to_string();
         assert!(e.contains("'11'") && e.contains("no_such_model"), "{e}");
         let mut bad = settings();
         bad.speedup = 0.0;
-        assert!(prepare(&[], &shapes(), &est(), &bad).unwrap_err().to_string().contains("speedup"));
+        assert!(prepare(&[], &shapes(), &est(), None, &bad).unwrap_err().to_string().contains("speedup"));
     }
 
     #[test]

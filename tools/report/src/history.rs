@@ -3,8 +3,8 @@
 //!
 //! Per finished job that started (one [`HistoryRecord`]):
 //! - `user`: sacct `User`;
-//! - `model`: the `model=` tag (AdminComment or Comment), else the `JobName`;
-//! - `batch`: the `batch=` tag (required);
+//! - `model`: the `model=` tag of AdminComment (required);
+//! - `batch`: the `batch=` tag of AdminComment (required);
 //! - `gpus`: total GPUs in `AllocTRES`; `gpu_type`: its type when only one;
 //! - `requested_time_s`: `TimelimitRaw` × 60 (required);
 //! - `elapsed_s`: End − Start;
@@ -12,6 +12,8 @@
 //!   them all); otherwise elapsed / the Decision's `iter_s` (jobs stopped
 //!   early: TIMEOUT, CANCELLED, FAILED), else the job is skipped.
 //!
+//! Tags come only from AdminComment, which job_submit/cellsched writes; a
+//! user's Comment or job name never enters the predictor's training data.
 //! Jobs that lack a required field are listed as skipped with the reason.
 use crate::record::JobRecord;
 use crate::summary::ErrorStats;
@@ -64,10 +66,7 @@ pub fn history_record(j: &JobRecord) -> Result<HistoryRecord, String> {
         .model
         .clone()
         .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| j.name.clone());
-    if model.is_empty() {
-        return Err("no model= tag and no job name".into());
-    }
+        .ok_or("no model= tag in AdminComment")?;
     Ok(HistoryRecord {
         user: j.user.clone(),
         model,
@@ -126,8 +125,8 @@ mod tests {
             10,
             110,
             "gres/gpu:a100=4",
-            ADMIN,
-            "model=gpt2 batch=32 iters=250",
+            &format!("{ADMIN} model=gpt2 batch=32 iters=250"),
+            "model=forged batch=1 iters=1",
         );
         let r = history_record(&j).unwrap();
         assert_eq!(
@@ -143,18 +142,21 @@ mod tests {
 
     #[test]
     fn stopped_job_derives_iterations_and_unusable_jobs_say_why() {
-        let mut j = job(2, 0, 10, 110, "gres/gpu:a100=4", ADMIN, "batch=8");
+        let mut j = job(2, 0, 10, 110, "gres/gpu:a100=4", &format!("{ADMIN} model=gpt2 batch=8"), "");
         j.state = "TIMEOUT".into();
         let r = history_record(&j).unwrap();
-        assert_eq!((r.iterations, r.model.as_str()), (200, "job2"));
+        assert_eq!((r.iterations, r.model.as_str()), (200, "gpt2"));
         let h = history(&[
             j,
-            job(3, 0, 1, 2, "gres/gpu:a100=1", "", "model=x"),
-            job(4, 0, 1, 2, "", "", "batch=1 iters=3"),
+            job(3, 0, 1, 2, "gres/gpu:a100=1", "model=x", ""),
+            job(4, 0, 1, 2, "", "batch=1 iters=3", ""),
+            // A stock job whose user wrote DL tags into Comment: not history.
+            job(5, 0, 1, 2, "gres/gpu:a100=1", "", "model=gpt__1.3B batch=64 iters=100"),
         ]);
         assert_eq!(h.records.len(), 1);
         assert_eq!(h.skipped[0].reason, "no batch= tag");
         assert_eq!(h.skipped[1].reason, "no GPUs in AllocTRES");
+        assert_eq!(h.skipped[2].reason, "no batch= tag");
         let csv = cellsched_core::history::to_csv_string(&h.records);
         let back = cellsched_core::history::parse_csv(&csv, "exported").unwrap();
         assert_eq!(

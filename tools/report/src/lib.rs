@@ -1,7 +1,10 @@
 //! cellsched-report: reports on DL jobs from Slurm accounting (`sacct`).
 //!
 //! - [`sacct`]: the query (window, partition, user, jobs) and running
-//!   `sacct`/`scontrol`; [`record`]: typed jobs parsed from `--parsable2` lines;
+//!   `sacct`/`scontrol`; [`record`]: typed jobs parsed from `--parsable2`
+//!   records. Trust rule: everything computed comes from fields Slurm or the
+//!   plugins write (DL tags from AdminComment only); JobName and Comment are
+//!   fetched separately and are display-only;
 //! - [`summary`]: JCT/queueing-delay statistics, makespan, GPU-hours and
 //!   utilization per type, prediction errors; [`compare`]: two reports side by side;
 //! - [`output`]: sacct-style tables and CSV; [`plot`]: PNG/SVG plots with an

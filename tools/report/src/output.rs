@@ -43,6 +43,9 @@ pub fn jobs_table(jobs: &[JobRecord]) -> Table {
         "Run",
         "JCT",
         "Predicted",
+        "PredIter",
+        "MeasIter",
+        "IterErr",
         "Cell",
         "Plan",
     ]);
@@ -66,12 +69,31 @@ pub fn jobs_table(jobs: &[JobRecord]) -> Table {
             hms(run),
             hms(j.jct_s),
             hms(j.predicted_run_s),
+            secs(j.predicted_iter_s()),
+            match (&j.measured_iter_s, &j.measured_from) {
+                (Some(m), Some(from)) => format!("{} ({from})", secs(Some(*m))),
+                _ => "-".into(),
+            },
+            match (j.predicted_iter_s(), j.measured_iter_s) {
+                (Some(p), Some(m)) if m > 0.0 => format!("{:+.1}%", (p - m) / m * 100.0),
+                _ => "-".into(),
+            },
             cell,
             plan,
         ]);
     }
-    right_align(&mut t, &[5, 6, 7, 8]);
+    right_align(&mut t, &[5, 6, 7, 8, 9, 10, 11]);
     t
+}
+
+/// Seconds per iteration with 4 significant digits; `-` for none.
+fn secs(s: Option<f64>) -> String {
+    match s {
+        Some(x) if x >= 100.0 => format!("{x:.0}s"),
+        Some(x) if x >= 1.0 => format!("{x:.3}s"),
+        Some(x) => format!("{:.4}s", x),
+        None => "-".into(),
+    }
 }
 
 fn stats_row(name: &str, s: &Option<Stats>) -> Vec<String> {
@@ -134,13 +156,14 @@ pub fn summary_text(s: &Summary) -> String {
     }
     right_align(&mut u, &[1, 2, 3, 4]);
     format!(
-        "Jobs: {} ({} finished, {} with a cellsched decision)   Makespan: {}   Span: {}\n{t}\n{u}\nEstimator error:           {}\nIteration predictor error: {}\n",
+        "Jobs: {} ({} finished, {} with a cellsched decision)   Makespan: {}   Span: {}\n{t}\n{u}\nEstimator error, run time:       {}\nEstimator error, iteration time: {}\nIteration predictor error:       {}\n",
         s.jobs,
         s.finished,
         s.with_decision,
         hms(s.makespan_s),
         hms(s.span_s),
         error_text(&s.estimator_error, "no completed job with a Decision and an iters= tag"),
+        error_text(&s.iteration_time_error, "no job with both a Decision and a measurement (cellsched-iter lines or run time / iters)"),
         error_text(&s.iteration_predictor_error, "too few jobs with history fields for a holdout; see `report history`"),
     )
 }
@@ -176,6 +199,8 @@ pub const CSV_HEADER: &[&str] = &[
     "batch",
     "iters",
     "predicted_run_s",
+    "measured_iter_s",
+    "measured_from",
 ];
 
 /// The jobs as CSV (one row per job, [`CSV_HEADER`] columns; empty = unknown).
@@ -218,6 +243,8 @@ pub fn jobs_csv(jobs: &[JobRecord]) -> Result<String, ReportError> {
             opt(j.tags.batch.map(|x| x.to_string())),
             opt(j.tags.iters.map(|x| x.to_string())),
             opt(j.predicted_run_s.map(|x| x.to_string())),
+            opt(j.measured_iter_s.map(|x| x.to_string())),
+            opt(j.measured_from.clone()),
         ])
         .map_err(io)?;
     }
@@ -244,7 +271,7 @@ mod tests {
     fn tables_and_csv_show_the_jobs() {
         let admin = "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.5 src=datasheet";
         let jobs = vec![
-            job(41, 0, 10, 110, "gres/gpu:a100=4", admin, "iters=250"),
+            job(41, 0, 10, 110, "gres/gpu:a100=4", &format!("{admin} iters=250"), ""),
             job(42, 5, 5, 65, "", "", ""),
         ];
         let text = jobs_table(&jobs).to_string();

@@ -1,11 +1,14 @@
 //! Running `sacct` (and `scontrol` for GPU capacity) for a query window.
 //!
-//! The command is `sacct --parsable2 --noheader --allocations --format=<SACCT_FIELDS>`
-//! plus `--starttime/--endtime`, `--partition`, `--user` (or `--allusers`),
-//! `--jobs`, run with `SLURM_TIME_FORMAT=%s` so times are Unix seconds.
+//! The command is `sacct --parsable2 --noheader --delimiter=<0x1f> --allocations
+//! --format=<SACCT_FIELDS>` plus `--starttime/--endtime`, `--partition`,
+//! `--user` (or `--allusers`), `--jobs`, run with `SLURM_TIME_FORMAT=%s` so
+//! times are Unix seconds. A second query with the same filters fetches the
+//! user-writable display fields ([`DISPLAY_FIELDS`]); see [`crate::record`]
+//! for why they are kept apart. Output is read as lossy UTF-8.
 //! `SLURM_CONF` is inherited (`eval "$(cellsched cluster env)"`).
 use crate::error::ReportError;
-use crate::record::{parse_sacct_output, JobRecord, SACCT_FIELDS};
+use crate::record::{parse_display_output, parse_sacct_output, set_display, JobRecord, DELIM, DISPLAY_FIELDS, SACCT_FIELDS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -51,13 +54,23 @@ impl Query {
         s
     }
 
-    /// The sacct arguments for this query.
+    /// The sacct arguments for this query (the trusted fields).
     pub fn sacct_args(&self) -> Vec<String> {
+        self.args_for(SACCT_FIELDS)
+    }
+
+    /// The sacct arguments for the display-only fields.
+    pub fn display_args(&self) -> Vec<String> {
+        self.args_for(DISPLAY_FIELDS)
+    }
+
+    fn args_for(&self, fields: &[&str]) -> Vec<String> {
         let mut a = vec![
             "--parsable2".to_string(),
             "--noheader".into(),
+            format!("--delimiter={DELIM}"),
             "--allocations".into(),
-            format!("--format={}", SACCT_FIELDS.join(",")),
+            format!("--format={}", fields.join(",")),
         ];
         if let Some(s) = &self.start {
             a.push(format!("--starttime={s}"));
@@ -145,20 +158,21 @@ pub fn run_tool(tool: &str, args: &[String]) -> Result<String, ReportError> {
             });
         }
     }
-    String::from_utf8(out.stdout).map_err(|_| ReportError::SlurmUnavailable {
-        tool: tool.into(),
-        msg: "output is not UTF-8".into(),
-    })
+    // Users' fields may hold any bytes; they are display-only.
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Queries sacct and parses the jobs; an empty result is [`ReportError::NoJobs`].
 pub fn fetch_jobs(q: &Query) -> Result<Vec<JobRecord>, ReportError> {
     q.check_users()?;
     let text = run_tool("sacct", &q.sacct_args())?;
-    let jobs = parse_sacct_output(&text)?;
+    let mut jobs = parse_sacct_output(&text)?;
     if jobs.is_empty() {
         return Err(ReportError::NoJobs(q.describe()));
     }
+    let ids: Vec<u64> = jobs.iter().map(|j| j.job_id).collect();
+    let display = run_tool("sacct", &q.display_args())?;
+    set_display(&mut jobs, &parse_display_output(&display, &ids));
     Ok(jobs)
 }
 
@@ -250,7 +264,10 @@ mod tests {
         assert!(a.contains(&"--jobs=3,4".to_string()));
         assert!(a
             .iter()
-            .any(|x| x.starts_with("--format=JobIDRaw,JobID,") && x.ends_with(",Comment")));
+            .any(|x| x.starts_with("--format=JobIDRaw,JobID,") && x.ends_with(",AdminComment")));
+        assert!(!a.iter().any(|x| x.contains("Comment,") || x.contains("JobName")), "user-writable fields stay out of the trusted query");
+        assert!(a.contains(&"--delimiter=\u{1f}".to_string()));
+        assert!(q.display_args().contains(&"--format=JobIDRaw,JobName,Comment".to_string()));
         assert!(q.describe().contains("now-1hours..now") && q.describe().contains("jobs=3,4"));
         let d = Query::default().sacct_args();
         assert!(d.iter().any(|x| x.starts_with("--starttime=1970")));

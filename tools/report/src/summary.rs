@@ -124,6 +124,10 @@ pub struct Summary {
     pub per_type: BTreeMap<String, TypeUsage>,
     /// Estimator: predicted (iters × iter_s) vs actual run time.
     pub estimator_error: Option<ErrorStats>,
+    /// Estimator: predicted vs measured seconds per iteration (see
+    /// [`JobRecord::measure`]), over jobs with both.
+    #[serde(default)]
+    pub iteration_time_error: Option<ErrorStats>,
     /// Iteration predictor: holdout error on the window's history, when enough
     /// jobs carry iterations (filled by [`crate::history`]).
     pub iteration_predictor_error: Option<ErrorStats>,
@@ -199,6 +203,12 @@ impl Summary {
             span_s,
             per_type,
             estimator_error: ErrorStats::of(&est),
+            iteration_time_error: ErrorStats::of(
+                &jobs
+                    .iter()
+                    .filter_map(|j| Some((j.predicted_iter_s()?, j.measured_iter_s?)))
+                    .collect::<Vec<_>>(),
+            ),
             iteration_predictor_error: None,
         }
     }
@@ -232,8 +242,10 @@ impl Report {
 pub(crate) mod tests {
     use super::*;
     use crate::record::parse_sacct_line;
+    use crate::record::JobRecord;
 
-    /// A job line for tests: id, submit, start, end, GPUs TRES, admin comment, comment.
+    /// A job for tests: id, submit, start, end, GPUs TRES, AdminComment, and
+    /// the display-only Comment (the name is `job<id>`).
     pub(crate) fn job(
         id: u64,
         submit: i64,
@@ -244,10 +256,13 @@ pub(crate) mod tests {
         comment: &str,
     ) -> JobRecord {
         let line = format!(
-            "{id}|{id}|alice|gpu|{submit}|{start}|{end}|{}|COMPLETED|0:0|1|{tres}|n1|10|{admin}|job{id}|{comment}",
+            "{id}|{id}|alice|gpu|{submit}|{start}|{end}|{}|COMPLETED|0:0|1|{tres}|n1|10|{admin}",
             end - start
         );
-        parse_sacct_line(&line, 1).unwrap()
+        let mut j = parse_sacct_line(&crate::record::tests::rec(&line), 1).unwrap();
+        j.name = format!("job{id}");
+        j.comment = comment.to_string();
+        j
     }
 
     #[test]
@@ -267,7 +282,7 @@ pub(crate) mod tests {
     fn summary_of_two_jobs() {
         let admin = "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.5 src=datasheet";
         let jobs = vec![
-            job(1, 0, 10, 110, "gres/gpu:a100=4", admin, "iters=250"),
+            job(1, 0, 10, 110, "gres/gpu:a100=4", &format!("{admin} iters=250"), "iters=1"),
             job(2, 5, 5, 365, "gres/gpu:v100=8", "", ""),
         ];
         let cap: Capacity = [
@@ -293,6 +308,10 @@ pub(crate) mod tests {
         let e = s.estimator_error.unwrap();
         assert_eq!(e.n, 1);
         assert!((e.mape - 0.25).abs() < 1e-12 && (e.bias.unwrap() - 0.25).abs() < 1e-12);
+        // Per iteration: predicted 0.5 s vs measured 100 s / 250 = 0.4 s: +25 %.
+        let e = s.iteration_time_error.unwrap();
+        assert_eq!(e.n, 1);
+        assert!((e.mape - 0.25).abs() < 1e-12);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 /// Iteration times from the core estimator (+ optional measured DB).
 pub struct CoreTimes {
     est: Estimator,
+    db: Option<ProfileDb>,
     jobs: RefCell<HashMap<(String, u32), Option<JobSpec>>>,
 }
 
@@ -50,10 +51,10 @@ impl CoreTimes {
         }
         let gpus = GpuCatalog::with_overrides_toml(&overrides)?;
         let mut est = Estimator::new(gpus, ModelCatalog::builtin());
-        if let Some(db) = db {
-            est = est.with_db(db);
+        if let Some(db) = &db {
+            est = est.with_db(db.clone());
         }
-        Ok(CoreTimes { est, jobs: RefCell::new(HashMap::new()) })
+        Ok(CoreTimes { est, db, jobs: RefCell::new(HashMap::new()) })
     }
 
     /// Loads a measured iteration-time CSV (`model,batch,gpu_type,nodes,gpus_per_node,iter_time_s`).
@@ -114,6 +115,10 @@ impl IterTimeSource for CoreTimes {
 
     fn check_model(&self, model: &str) -> Result<(), SimError> {
         self.est.model_catalog().get(model).map(|_| ()).map_err(SimError::from)
+    }
+
+    fn is_measured(&self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> bool {
+        self.db.as_ref().is_some_and(|d| d.lookup(model, batch, gpu_type, nodes, gpus_per_node).is_some())
     }
 
     fn num_layers(&self, model: &str) -> u32 {

@@ -2,6 +2,22 @@
 //! O(log n) binary-heap event queue; after each batch of same-time events the
 //! policy runs one scheduling pass against the live cluster state.
 //!
+//! **Truth and knowledge.** Policies decide with what the scheduler would
+//! know in production: iteration times from the [`TimeCache`] (the
+//! estimator, calibrated with a profile DB) and each job's *known*
+//! iterations ([`Job::iters`]: the declared count, optionally with noise,
+//! see [`SimConfig::iter_noise`]). With a [`Truth`] set
+//! ([`Sim::with_truth`]) the clock runs on truth instead: the measured
+//! iteration time of the GPUs granted and the job's true iteration count
+//! (the trace's `num_iteration`). A Cell truth says does not fit fails after
+//! [`SimConfig::oom_startup_s`] (GPUs held), the scheduler's knowledge
+//! learns that the Cell does not fit for the job's model and batch, and the
+//! job is requeued ([`Policy::on_requeue`]). Without a truth the clock runs
+//! on the policy's own predictions: the *oracle* mode, an upper bound.
+//!
+//! Jobs whose model the knowledge lacks run the way stock Slurm would run
+//! them: requested type and count, time guessed from the declared limit.
+//!
 //! Determinism: there are no random choices inside the engine; events at
 //! the same time are ordered by insertion sequence, jobs by trace order
 //! (submission time, then file order), nodes by index. Same inputs and seed
@@ -12,6 +28,8 @@ use crate::policy::Policy;
 use crate::progress_model::SpeedProfile;
 use crate::times::TimeCache;
 use crate::trace::TraceJob;
+use crate::truth::{Truth, TruthAnswer};
+use std::collections::HashMap;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeSet, BinaryHeap};
 
@@ -26,11 +44,29 @@ pub struct SimConfig {
     pub replan_interval_s: Option<f64>,
     /// Stop the clock here; jobs not done count as unfinished.
     pub max_time_s: Option<f64>,
+    /// Seconds a run on a Cell that does not fit holds its GPUs before it fails (start-up cost).
+    pub oom_startup_s: f64,
+    /// Time limit assumed for a job that declared none (stock guesses), s.
+    pub default_limit_s: f64,
+    /// Declared-iteration noise: the scheduler knows `true x exp(noise x N(0,1))`
+    /// iterations (rounded, >= 1), drawn from `seed`; 0 = the exact count.
+    pub iter_noise: f64,
+    /// What the scheduler knows (label for results).
+    pub knowledge: String,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { seed: 0, preempt_overhead_s: 30.0, replan_interval_s: None, max_time_s: None }
+        SimConfig {
+            seed: 0,
+            preempt_overhead_s: 30.0,
+            replan_interval_s: None,
+            max_time_s: None,
+            oom_startup_s: 60.0,
+            default_limit_s: 86400.0,
+            iter_noise: 0.0,
+            knowledge: "estimator".into(),
+        }
     }
 }
 
@@ -47,6 +83,40 @@ pub enum Status {
     Finished,
     /// Can never run under the policy on this cluster (reported as unfinished).
     Never,
+}
+
+/// Counts of what happened between knowledge and truth in one run.
+#[derive(Debug, Clone, Default)]
+pub struct TruthCounts {
+    /// (predicted, measured, held out) seconds per iteration at each start on
+    /// a measured truth point; held out: the prediction was not itself a
+    /// measured point of the knowledge.
+    pub pairs: Vec<(f64, f64, bool)>,
+    /// Run seconds of all runs (GPUs held, any timing).
+    pub run_job_s: f64,
+    /// Starts on Cells truth lacks that ran on the fallback estimate.
+    pub missing_starts: u64,
+    /// Run seconds on fallback estimates.
+    pub missing_job_s: f64,
+    /// Starts refused because truth lacks the Cell and there is no fallback (`skip`, or no estimate).
+    pub skipped_starts: u64,
+    /// Runs that failed because truth says the Cell does not fit.
+    pub oom_failures: u64,
+    /// Jobs that became unrunnable after such failures or refusals.
+    pub failed_jobs: u64,
+    /// Jobs whose model the knowledge lacks (run as stock Slurm would).
+    pub stock_jobs: u64,
+}
+
+/// How the current run of a job is timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunTiming {
+    /// The policy's prediction (oracle mode) or a measured truth point.
+    Measured,
+    /// Truth lacks the Cell: the fallback estimate.
+    Fallback,
+    /// Truth says the Cell does not fit: the run fails after its start-up cost.
+    NoFit,
 }
 
 /// A job's simulation state.
@@ -82,12 +152,26 @@ pub struct Job {
     pub expected_end: f64,
     /// Policy scratch: a planned (type, gpus, nodes) made at submission.
     pub planned: Option<(String, u32, u32)>,
+    /// Iterations the scheduler knows (declared, maybe noisy).
+    pub known_iters: f64,
+    /// The policy's predicted seconds per iteration for the current run.
+    pub pred_iter_s: f64,
+    /// When the scheduler expects the current run to end (its prediction).
+    pub pred_end: f64,
+    /// The knowledge lacks the job's model: run as stock Slurm would.
+    pub stock: bool,
+    /// How the current run is timed.
+    pub timing: RunTiming,
     gen: u32,
 }
 
 impl Job {
-    /// Iterations of the trace.
+    /// Iterations as the scheduler knows them (what policies plan with).
     pub fn iters(&self) -> f64 {
+        self.known_iters
+    }
+    /// True iterations (the trace's count; only the clock uses it).
+    pub fn true_iters(&self) -> f64 {
         self.spec.num_iteration as f64
     }
     /// GPUs held now (0 unless running).
@@ -100,6 +184,7 @@ impl Job {
 enum EvKind {
     Arrival(usize),
     Finish(usize, u32),
+    Fail(usize, u32),
     Wake,
 }
 
@@ -143,17 +228,31 @@ pub struct Sim<'t> {
     events_done: u64,
     next_wake: Option<f64>,
     arrivals_left: usize,
-    /// Per GPU type: running jobs by expected end (f64 bits of a non-negative time order like the time).
+    /// Per GPU type: running jobs by predicted end (f64 bits of a non-negative time order like the time).
     ends: Vec<BTreeSet<(u64, usize)>>,
+    truth: Option<Truth>,
+    truth_cache: HashMap<(u32, u32, u32, u32), TruthAnswer>,
+    /// Per job: its (model, batch) class, for the truth cache.
+    class_of: Vec<u32>,
+    counts: TruthCounts,
+    requeue: Vec<usize>,
 }
 
 impl<'t> Sim<'t> {
     /// A simulation of `jobs` (sorted by submission time) on `cluster`.
     pub fn new(cfg: SimConfig, cluster: ClusterState, jobs: &[TraceJob], times: &'t mut TimeCache) -> Self {
         let ntypes = cluster.types.len();
+        times.clear_marks();
+        let mut stock_models: HashMap<&str, bool> = HashMap::new();
         let jobs: Vec<Job> = jobs
             .iter()
-            .map(|s| Job {
+            .enumerate()
+            .map(|(n, s)| Job {
+                known_iters: known_iters(s.num_iteration, cfg.iter_noise, cfg.seed, n as u64),
+                pred_iter_s: 0.0,
+                pred_end: 0.0,
+                stock: *stock_models.entry(s.model_name.as_str()).or_insert_with(|| times.source().check_model(&s.model_name).is_err()),
+                timing: RunTiming::Measured,
                 req_type: cluster.type_index(&s.gpu_type),
                 spec: s.clone(),
                 status: Status::Future,
@@ -188,6 +287,19 @@ impl<'t> Sim<'t> {
             next_wake: None,
             arrivals_left: jobs.len(),
             ends: vec![BTreeSet::new(); ntypes],
+            counts: TruthCounts { stock_jobs: jobs.iter().filter(|j| j.stock).count() as u64, ..Default::default() },
+            truth: None,
+            truth_cache: HashMap::new(),
+            class_of: {
+                let mut ids: HashMap<(&str, u32), u32> = HashMap::new();
+                jobs.iter()
+                    .map(|j| {
+                        let n = ids.len() as u32;
+                        *ids.entry((j.spec.model_name.as_str(), j.spec.batch_size)).or_insert(n)
+                    })
+                    .collect()
+            },
+            requeue: Vec::new(),
             jobs,
         };
         for i in 0..sim.jobs.len() {
@@ -195,6 +307,48 @@ impl<'t> Sim<'t> {
             sim.push(t, EvKind::Arrival(i));
         }
         sim
+    }
+
+    /// Runs the clock on `truth` (measured iteration times) instead of the
+    /// policies' predictions; `None` keeps the oracle mode.
+    pub fn with_truth(mut self, truth: Option<Truth>) -> Self {
+        self.truth = truth;
+        self
+    }
+
+    /// Replaces the iterations the scheduler knows (e.g. the random forest's
+    /// predictions from history); `None` entries keep the declared count.
+    /// `known` is in trace order (the order of [`Sim::jobs`]); extra entries are ignored.
+    pub fn with_known_iters(mut self, known: &[Option<f64>]) -> Self {
+        for (j, k) in self.jobs.iter_mut().zip(known) {
+            if let Some(k) = k.filter(|k| k.is_finite() && *k >= 1.0) {
+                j.known_iters = k.round();
+            }
+        }
+        self
+    }
+
+    /// Whether the clock runs on a truth table (else: oracle mode).
+    pub fn has_truth(&self) -> bool {
+        self.truth.is_some()
+    }
+
+    /// Label of the clock's source.
+    pub fn truth_label(&self) -> String {
+        self.truth.as_ref().map_or_else(|| "oracle (the clock runs on the scheduler's own predictions)".to_string(), Truth::label)
+    }
+
+    /// Counts of truth vs knowledge so far.
+    pub fn truth_counts(&self) -> &TruthCounts {
+        &self.counts
+    }
+
+    /// Seconds per iteration the scheduler guesses for a stock job (its
+    /// model unknown): its declared limit (or the default) over its iterations.
+    pub fn stock_iter_s(&self, i: usize) -> f64 {
+        let j = &self.jobs[i];
+        let limit = if j.spec.deadline > 0.0 { j.spec.deadline } else { self.cfg.default_limit_s };
+        limit / j.known_iters.max(1.0)
     }
 
     fn push(&mut self, t: f64, kind: EvKind) {
@@ -256,7 +410,10 @@ impl<'t> Sim<'t> {
         if j.status != Status::Running || self.now <= j.run_start {
             return j.progress;
         }
-        j.speed.progress_after(j.progress, self.now - j.run_start, j.iters(), j.iter_s)
+        if j.timing == RunTiming::NoFit {
+            return j.progress;
+        }
+        j.speed.progress_after(j.progress, self.now - j.run_start, j.true_iters(), j.iter_s)
     }
 
     /// GPU-seconds job `i` has received up to now (Tiresias' attained service).
@@ -265,36 +422,122 @@ impl<'t> Sim<'t> {
         j.attained_gpu_s + if j.status == Status::Running { j.gpus() as f64 * (self.now - j.alloc_time) } else { 0.0 }
     }
 
-    /// Seconds job `i` still needs at `iter_s` per iteration from its current progress.
+    /// Seconds job `i` still needs, as the scheduler sees it: its known
+    /// iterations at `iter_s` per iteration from its current progress.
     pub fn remaining_s(&self, i: usize, iter_s: f64) -> f64 {
         let j = &self.jobs[i];
-        j.speed.time_to_finish(self.progress_now(i), j.iters(), iter_s)
+        let p = self.progress_now(i);
+        let p = if j.known_iters == j.true_iters() { p } else { (p * j.true_iters() / j.known_iters).min(1.0) };
+        j.speed.time_to_finish(p, j.known_iters, iter_s)
     }
 
-    /// Starts pending job `i` on `shape` at `iter_s` seconds per iteration.
-    /// Returns false (changing nothing) if the shape does not fit now.
+    /// What truth says about job `i` on `shape` (cached per model and batch).
+    fn truth_answer(&mut self, i: usize, shape: Shape) -> Option<TruthAnswer> {
+        let truth = self.truth.as_ref()?;
+        let key = (self.class_of[i], self.cluster.groups[shape.group].type_idx as u32, shape.nodes, shape.gpus_per_node);
+        if let Some(a) = self.truth_cache.get(&key) {
+            return Some(*a);
+        }
+        let j = &self.jobs[i];
+        let ty = &self.cluster.groups[shape.group].spec.gpu_type;
+        let a = truth.answer(&j.spec.model_name, j.spec.batch_size, ty, shape.nodes, shape.gpus_per_node);
+        self.truth_cache.insert(key, a);
+        Some(a)
+    }
+
+    /// Starts pending job `i` on `shape`; `iter_s` is the policy's predicted
+    /// seconds per iteration there. The clock uses truth when set (see the
+    /// module doc). Returns false (changing nothing) if the shape does not
+    /// fit now; also false when truth lacks the Cell and has no fallback:
+    /// then the scheduler's knowledge loses the Cell and the job is requeued.
     pub fn start(&mut self, i: usize, shape: Shape, iter_s: f64) -> bool {
         debug_assert_eq!(self.jobs[i].status, Status::Pending);
+        if !self.cluster.fits(&shape) {
+            return false;
+        }
+        let (true_iter, timing) = match self.truth_answer(i, shape) {
+            None => (iter_s, RunTiming::Measured),
+            Some(TruthAnswer::Measured(t)) => {
+                if !self.jobs[i].stock {
+                    let j = &self.jobs[i];
+                    let ty = &self.cluster.groups[shape.group].spec.gpu_type;
+                    let held_out = !self.times.source().is_measured(&j.spec.model_name, j.spec.batch_size, ty, shape.nodes, shape.gpus_per_node);
+                    self.counts.pairs.push((iter_s, t, held_out));
+                }
+                (t, RunTiming::Measured)
+            }
+            Some(TruthAnswer::NoFit) => (f64::INFINITY, RunTiming::NoFit),
+            Some(TruthAnswer::Missing(Some(t))) => {
+                self.counts.missing_starts += 1;
+                (t, RunTiming::Fallback)
+            }
+            Some(TruthAnswer::Missing(None)) => {
+                self.counts.skipped_starts += 1;
+                self.unusable(i, shape);
+                return false;
+            }
+        };
         let Some(alloc) = self.cluster.allocate(shape) else { return false };
         let now = self.now;
         let overhead = if self.jobs[i].preemptions > 0 { self.cfg.preempt_overhead_s } else { 0.0 };
+        let pred_dur = overhead + self.remaining_s(i, iter_s);
+        let oom_after = self.cfg.oom_startup_s;
         let j = &mut self.jobs[i];
         j.status = Status::Running;
         j.alloc = Some(alloc);
-        j.iter_s = iter_s;
+        j.iter_s = true_iter;
+        j.pred_iter_s = iter_s;
+        j.timing = timing;
         j.alloc_time = now;
         j.run_start = now + overhead;
         j.first_start.get_or_insert(now);
         j.gen += 1;
-        let dur = overhead + j.speed.time_to_finish(j.progress, j.iters(), iter_s);
         let gen = j.gen;
+        let (dur, ev) = if timing == RunTiming::NoFit {
+            (oom_after, EvKind::Fail(i, gen))
+        } else {
+            (overhead + j.speed.time_to_finish(j.progress, j.true_iters(), true_iter), EvKind::Finish(i, gen))
+        };
         j.expected_end = now + dur;
+        j.pred_end = if self.truth.is_some() { now + pred_dur } else { now + dur };
         let t = self.cluster.groups[shape.group].type_idx;
-        self.ends[t].insert(((now + dur).max(0.0).to_bits(), i));
+        self.ends[t].insert((j.pred_end.max(0.0).to_bits(), i));
         self.pending.remove(&i);
         self.running.insert(i);
-        self.push(now + dur, EvKind::Finish(i, gen));
+        self.push(now + dur, ev);
         true
+    }
+
+    /// The scheduler learns that job `i`'s model and batch cannot use
+    /// `shape`'s Cell; the job is requeued (re-planned) after the pass.
+    fn unusable(&mut self, i: usize, shape: Shape) {
+        let ty = self.cluster.groups[shape.group].spec.gpu_type.clone();
+        let (m, b) = (self.jobs[i].spec.model_name.clone(), self.jobs[i].spec.batch_size);
+        self.times.mark_unusable(&m, b, &ty, shape.nodes, shape.gpus_per_node);
+        if !self.requeue.contains(&i) {
+            self.requeue.push(i);
+        }
+    }
+
+    /// Asks for pending job `i` to be re-planned ([`Policy::on_requeue`]) after the pass.
+    pub fn requeue_later(&mut self, i: usize) {
+        if !self.requeue.contains(&i) {
+            self.requeue.push(i);
+        }
+    }
+
+    /// Re-plans requeued jobs; those the policy can no longer run are failed.
+    fn process_requeues(&mut self, policy: &mut dyn Policy) {
+        for i in std::mem::take(&mut self.requeue) {
+            if self.jobs[i].status != Status::Pending {
+                continue;
+            }
+            if !policy.on_requeue(self, i) {
+                self.pending.remove(&i);
+                self.jobs[i].status = Status::Never;
+                self.counts.failed_jobs += 1;
+            }
+        }
     }
 
     /// Preempts running job `i`: it keeps its progress and waits again.
@@ -319,7 +562,11 @@ impl<'t> Sim<'t> {
         j.attained_gpu_s += gpu_s;
         let t = self.cluster.groups[a.shape.group].type_idx;
         self.busy_gpu_s[t] += gpu_s;
-        self.ends[t].remove(&(j.expected_end.max(0.0).to_bits(), i));
+        self.ends[t].remove(&(j.pred_end.max(0.0).to_bits(), i));
+        if j.timing == RunTiming::Fallback {
+            self.counts.missing_job_s += now - j.alloc_time;
+        }
+        self.counts.run_job_s += now - j.alloc_time;
         self.cluster.release(&a);
         self.running.remove(&i);
     }
@@ -370,6 +617,20 @@ impl<'t> Sim<'t> {
                             changed = true;
                         }
                     }
+                    EvKind::Fail(i, gen) => {
+                        if self.jobs[i].gen == gen && self.jobs[i].status == Status::Running {
+                            let shape = self.jobs[i].alloc.as_ref().expect("running").shape;
+                            self.stop(i);
+                            let j = &mut self.jobs[i];
+                            j.status = Status::Pending;
+                            j.gen += 1;
+                            j.timing = RunTiming::Measured;
+                            self.counts.oom_failures += 1;
+                            self.pending.insert(i);
+                            self.unusable(i, shape);
+                            changed = true;
+                        }
+                    }
                     EvKind::Wake => {
                         if self.next_wake == Some(self.now) {
                             self.next_wake = None;
@@ -378,8 +639,23 @@ impl<'t> Sim<'t> {
                     }
                 }
             }
+            if !self.requeue.is_empty() {
+                self.process_requeues(policy);
+                changed = true;
+            }
             if changed && !self.pending.is_empty() {
                 policy.schedule(self);
+                // Starts refused by truth requeue jobs: re-plan and go again.
+                // Each refusal removes a Cell from the knowledge, so this ends;
+                // the bound only guards against a policy that never settles.
+                let mut rounds = 0;
+                while !self.requeue.is_empty() && rounds < 100_000 {
+                    self.process_requeues(policy);
+                    if !self.pending.is_empty() {
+                        policy.schedule(self);
+                    }
+                    rounds += 1;
+                }
             }
             if let Some(dt) = self.cfg.replan_interval_s {
                 let can_change = !self.running.is_empty() || self.arrivals_left > 0;
@@ -394,9 +670,11 @@ impl<'t> Sim<'t> {
         Metrics::collect(self, policy.name())
     }
 
-    /// Running jobs on GPU type `t` as (expected end, GPUs), earliest first.
+    /// Running jobs on GPU type `t` as (predicted end, GPUs), earliest
+    /// first; a run past its predicted end is expected to end now.
     pub fn running_ends(&self, t: usize) -> impl Iterator<Item = (f64, u32)> + '_ {
-        self.ends[t].iter().map(|&(b, i)| (f64::from_bits(b), self.jobs[i].gpus()))
+        let now = self.now;
+        self.ends[t].iter().map(move |&(b, i)| (f64::from_bits(b).max(now), self.jobs[i].gpus()))
     }
 
     /// Busy GPU-seconds per type so far.
@@ -419,4 +697,15 @@ impl<'t> Sim<'t> {
     pub fn config(&self) -> &SimConfig {
         &self.cfg
     }
+}
+
+/// Iterations the scheduler knows for a job with `true_iters`: exact when
+/// `noise` is 0, else `true x exp(noise x z)` with `z` standard normal drawn
+/// from (`seed`, job index), rounded, at least 1.
+pub fn known_iters(true_iters: u64, noise: f64, seed: u64, index: u64) -> f64 {
+    if noise <= 0.0 {
+        return true_iters as f64;
+    }
+    let mut rng = crate::rng::Rng::new(seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(0x5851_F42D_4C95_7F2D));
+    (true_iters as f64 * (noise * rng.normal()).exp()).round().max(1.0)
 }

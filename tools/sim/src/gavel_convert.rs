@@ -109,10 +109,64 @@ pub fn convert_gavel(
     Ok((jobs, report))
 }
 
+/// Builds a truth table from Gavel's measured throughputs
+/// (`simulation_throughputs.json`): for each consolidated worker type (`k80`,
+/// `p100`, `v100`; the `*_unconsolidated` entries are left out) and each
+/// `('<Model> (batch size N)', scale)` key, the isolated throughput (`null`
+/// entry, steps/s of `scale` workers, each with batch N) becomes one point:
+/// model through `canonical`, global batch `N x scale` (A3C: 4, CycleGAN: 1
+/// per worker, as in [`convert_gavel`]), one node of `scale` GPUs,
+/// `scale / throughput` seconds per iteration. Keys whose model `canonical`
+/// does not know are errors naming them.
+pub fn throughputs_to_truth(
+    text: &str,
+    path: &str,
+    canonical: &dyn Fn(&str) -> Option<String>,
+) -> Result<crate::truth::TruthTable, SimError> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| SimError::input(path, Some(e.line()), "json", e.to_string()))?;
+    let mut t = crate::truth::TruthTable::new(path);
+    for gpu in ["k80", "p100", "v100"] {
+        let Some(obj) = v.get(gpu).and_then(|o| o.as_object()) else {
+            return Err(SimError::input(path, None, gpu, "missing worker type"));
+        };
+        for (key, val) in obj {
+            let bad = |msg: &str| SimError::input(path, None, &format!("{gpu}/{key}"), msg.to_string());
+            let inner = key.trim_start_matches("('");
+            let (job, rest) = inner.split_once("',").ok_or_else(|| bad("is not ('<job type>', scale)"))?;
+            let scale: u32 = rest.trim().trim_end_matches(')').trim().parse().ok().filter(|s| *s > 0).ok_or_else(|| bad("scale is not a positive integer"))?;
+            let (name, bs) = split_type(job);
+            let model = canonical(&name).ok_or_else(|| bad(&format!("'{name}' is not a catalog model or alias")))?;
+            let per_worker = bs.unwrap_or(if model.starts_with("a3c") { 4 } else { 1 });
+            let tput = val.get("null").and_then(|x| x.as_f64()).ok_or_else(|| bad("has no isolated ('null') throughput"))?;
+            let iter_time_s = (tput > 0.0 && tput.is_finite()).then(|| scale as f64 / tput);
+            t.insert(crate::truth::TruthPoint { model, batch: per_worker * scale, gpu_type: gpu.into(), nodes: 1, gpus_per_node: scale, iter_time_s });
+        }
+    }
+    Ok(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core_times::CoreTimes;
+
+    #[test]
+    fn gavel_throughputs_become_truth_points() {
+        let spec = ClusterSpec::parse("[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 8\n", "c").unwrap();
+        let ct = CoreTimes::new(&spec, None).unwrap();
+        let canon = |n: &str| ct.estimator().model_catalog().canonical_name(n).map(str::to_string);
+        let json = r#"{"k80": {"('ResNet-50 (batch size 64)', 4)": {"null": 2.0}}, "p100": {"('A3C', 1)": {"null": 10.0, "x": [1, 1]}},
+                      "v100": {}, "v100_unconsolidated": {"('ResNet-50 (batch size 64)', 4)": {"null": 9.0}}}"#;
+        let t = throughputs_to_truth(json, "g.json", &canon).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.lookup("resnet50", 256, "k80", 1, 4), Some(Some(2.0)));
+        assert_eq!(t.lookup("a3c_pong", 4, "p100", 1, 1), Some(Some(0.1)));
+        let e = throughputs_to_truth(r#"{"k80": {"('Foo', 1)": {"null": 1}}, "p100": {}, "v100": {}}"#, "g.json", &canon).unwrap_err();
+        assert!(e.to_string().contains("g.json") && e.to_string().contains("Foo"), "{e}");
+        let e = throughputs_to_truth(r#"{"k80": {}}"#, "g.json", &canon).unwrap_err();
+        assert!(e.to_string().contains("p100"), "{e}");
+    }
 
     #[test]
     fn converts_lines_and_names_bad_ones() {

@@ -5,7 +5,11 @@
 //! - [`cluster`]: cluster spec (TOML `[[group]]` tables) and free-GPU state.
 //! - [`trace`]: the job trace CSV.
 //! - [`times`]: iteration times and Cell ranking behind [`times::IterTimeSource`], cached;
-//!   [`core_times`]: the production source (core `Estimator` + `ProfileDb`).
+//!   [`core_times`]: the production source (core `Estimator` + `ProfileDb`) —
+//!   the scheduler's *knowledge*, which every decision uses;
+//! - [`truth`]: measured iteration times that run the clock (`--truth`),
+//!   never seen by a policy; without one the clock runs on the knowledge
+//!   (the oracle mode, an upper bound).
 //! - [`engine`]: the event loop ([`engine::Sim`]); [`metrics`]: its results.
 //! - [`policy`]: `fifo`, `slurm`, `srtf`, `tiresias`, `gavel`, `cellsched`.
 //! - [`progress_model`]: per-job speed (layer freezing).
@@ -24,6 +28,7 @@ pub mod rng;
 pub mod synth;
 pub mod times;
 pub mod trace;
+pub mod truth;
 
 pub use cluster::{ClusterSpec, ClusterState};
 pub use engine::{Sim, SimConfig};

@@ -37,6 +37,48 @@ pub struct Metrics {
     pub preemptions: u64,
     /// Events processed.
     pub events: u64,
+    /// What ran the clock: a truth table, or `oracle` (the scheduler's own predictions).
+    pub truth: String,
+    /// What the scheduler knew (estimator, profile DB, iterations).
+    pub knowledge: String,
+    /// Prediction vs truth, and the cases where the two disagreed.
+    pub truth_stats: TruthStats,
+}
+
+/// The scheduler's prediction error seen during the run, and the counts of
+/// truth's special cases (see [`crate::truth`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct TruthStats {
+    /// Starts on measured truth points with a prediction (stock jobs excluded).
+    pub predictions: u64,
+    /// Median absolute percentage error of predicted vs measured seconds per iteration, %.
+    pub median_ape_pct: f64,
+    /// 90th-percentile APE, %.
+    pub p90_ape_pct: f64,
+    /// Mean signed error (predicted - measured) / measured, % (negative: optimistic).
+    pub bias_pct: f64,
+    /// Of the predictions, those held out: not a measured point of the knowledge itself.
+    pub held_out_predictions: u64,
+    /// Median APE over the held-out predictions, %.
+    pub held_out_median_ape_pct: f64,
+    /// p90 APE over the held-out predictions, %.
+    pub held_out_p90_ape_pct: f64,
+    /// Bias over the held-out predictions, %.
+    pub held_out_bias_pct: f64,
+    /// Run seconds of all runs (the denominator of `missing_job_s`).
+    pub run_job_s: f64,
+    /// Starts on Cells truth lacks, timed by the fallback estimate.
+    pub missing_starts: u64,
+    /// Run seconds timed by the fallback estimate.
+    pub missing_job_s: f64,
+    /// Starts refused because truth lacks the Cell and has no fallback.
+    pub skipped_starts: u64,
+    /// Runs that failed because truth says the Cell does not fit (after the start-up cost).
+    pub oom_failures: u64,
+    /// Jobs failed because no Cell was left after such failures or refusals.
+    pub failed_jobs: u64,
+    /// Jobs whose model the knowledge lacks, run as stock Slurm would (requested type and count).
+    pub stock_jobs: u64,
 }
 
 /// Nearest-rank percentile of sorted values (`q` in [0, 1]).
@@ -85,6 +127,26 @@ impl Metrics {
             .collect();
         let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
         let finished = jct.len() as u64;
+        let c = sim.truth_counts();
+        let all = ErrorStats::of(c.pairs.iter().map(|&(p, t, _)| (p, t)));
+        let held = ErrorStats::of(c.pairs.iter().filter(|x| x.2).map(|&(p, t, _)| (p, t)));
+        let truth_stats = TruthStats {
+            predictions: all.n,
+            median_ape_pct: all.median_ape,
+            p90_ape_pct: all.p90_ape,
+            bias_pct: all.bias,
+            held_out_predictions: held.n,
+            held_out_median_ape_pct: held.median_ape,
+            held_out_p90_ape_pct: held.p90_ape,
+            held_out_bias_pct: held.bias,
+            run_job_s: round6(c.run_job_s),
+            missing_starts: c.missing_starts,
+            missing_job_s: round6(c.missing_job_s),
+            skipped_starts: c.skipped_starts,
+            oom_failures: c.oom_failures,
+            failed_jobs: c.failed_jobs,
+            stock_jobs: c.stock_jobs,
+        };
         Metrics {
             policy: policy.to_string(),
             seed: sim.config().seed,
@@ -101,7 +163,28 @@ impl Metrics {
             replans: sim.replans(),
             preemptions: sim.preemptions(),
             events: sim.events_done(),
+            truth: sim.truth_label(),
+            knowledge: sim.config().knowledge.clone(),
+            truth_stats,
         }
+    }
+}
+
+/// Error of predictions against measurements.
+struct ErrorStats {
+    n: u64,
+    median_ape: f64,
+    p90_ape: f64,
+    bias: f64,
+}
+
+impl ErrorStats {
+    fn of(pairs: impl Iterator<Item = (f64, f64)>) -> Self {
+        let rel: Vec<f64> = pairs.map(|(p, t)| (p - t) / t * 100.0).collect();
+        let mut ape: Vec<f64> = rel.iter().map(|r| r.abs()).collect();
+        ape.sort_by(f64::total_cmp);
+        let bias = if rel.is_empty() { 0.0 } else { rel.iter().sum::<f64>() / rel.len() as f64 };
+        ErrorStats { n: rel.len() as u64, median_ape: round6(median(&ape)), p90_ape: round6(percentile(&ape, 0.9)), bias: round6(bias) }
     }
 }
 

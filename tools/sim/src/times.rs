@@ -44,6 +44,12 @@ pub trait IterTimeSource {
     fn rank_cells(&self, model: &str, batch: u32, offers: &[Offer], max_gpus: u32) -> Vec<CellChoice>;
     /// Errors (naming close names) if the model is unknown.
     fn check_model(&self, model: &str) -> Result<(), SimError>;
+    /// Whether the answer for this Cell is a measured point of the knowledge
+    /// (a profile DB row) rather than an estimate; prediction error is
+    /// reported separately for such points (they are not held out).
+    fn is_measured(&self, _model: &str, _batch: u32, _gpu_type: &str, _nodes: u32, _gpus_per_node: u32) -> bool {
+        false
+    }
     /// Number of layers of `model` (for freezing schedules); 0 if unknown.
     fn num_layers(&self, _model: &str) -> u32 {
         0
@@ -131,6 +137,10 @@ pub struct TimeCache {
     names: HashMap<String, u32>,
     times: HashMap<(u32, u32, u32, u32, u32), Option<f64>>,
     ranks: HashMap<RankKey, Rc<Vec<CellChoice>>>,
+    /// Cells learnt not to be usable (a run failed there): (model, batch, type, nodes, GPUs per node).
+    marked: std::collections::HashSet<(u32, u32, u32, u32, u32)>,
+    /// Models (interned) with at least one marked Cell.
+    marked_models: std::collections::HashSet<u32>,
     /// Lookups answered from the cache.
     pub hits: u64,
     /// Lookups forwarded to the source.
@@ -142,7 +152,7 @@ const RANK_CACHE_MAX: usize = 200_000;
 impl TimeCache {
     /// Wraps a source.
     pub fn new(src: Box<dyn IterTimeSource>) -> Self {
-        TimeCache { src, names: HashMap::new(), times: HashMap::new(), ranks: HashMap::new(), hits: 0, misses: 0 }
+        TimeCache { src, names: HashMap::new(), times: HashMap::new(), ranks: HashMap::new(), marked: Default::default(), marked_models: Default::default(), hits: 0, misses: 0 }
     }
     fn intern(&mut self, s: &str) -> u32 {
         if let Some(&i) = self.names.get(s) {
@@ -155,6 +165,36 @@ impl TimeCache {
     /// The underlying source.
     pub fn source(&self) -> &dyn IterTimeSource {
         self.src.as_ref()
+    }
+    /// Learns that `model` at `batch` cannot use this Cell (e.g. a run there
+    /// failed with out-of-memory): from now on [`Self::iter_time`] answers
+    /// `None` for it and [`Self::rank_cells`] leaves it out.
+    pub fn mark_unusable(&mut self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) {
+        let m = self.intern(model);
+        let key = (m, batch, self.intern(gpu_type), nodes, gpus_per_node);
+        self.marked.insert(key);
+        self.marked_models.insert(m);
+        self.times.insert(key, None);
+        self.ranks.retain(|k, _| k.0 != m);
+    }
+    /// Forgets every [`Self::mark_unusable`] (each simulation starts from the same knowledge).
+    pub fn clear_marks(&mut self) {
+        if self.marked.is_empty() {
+            return;
+        }
+        for k in self.marked.drain() {
+            self.times.remove(&k);
+        }
+        let models = std::mem::take(&mut self.marked_models);
+        self.ranks.retain(|k, _| !models.contains(&k.0));
+    }
+    /// Whether [`Self::mark_unusable`] was called for this Cell.
+    pub fn is_marked(&mut self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> bool {
+        if self.marked.is_empty() {
+            return false;
+        }
+        let key = (self.intern(model), batch, self.intern(gpu_type), nodes, gpus_per_node);
+        self.marked.contains(&key)
     }
     /// Cached [`IterTimeSource::iter_time`].
     pub fn iter_time(&mut self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> Option<f64> {
@@ -179,7 +219,16 @@ impl TimeCache {
         if self.ranks.len() >= RANK_CACHE_MAX {
             self.ranks.clear();
         }
-        let v = Rc::new(self.src.rank_cells(model, batch, offers, max_gpus));
+        let mut v = self.src.rank_cells(model, batch, offers, max_gpus);
+        if self.marked_models.contains(&key.0) {
+            let names = &self.names;
+            let marked = &self.marked;
+            v.retain(|c| {
+                let t = names.get(&c.gpu_type).copied().unwrap_or(u32::MAX);
+                !marked.contains(&(key.0, batch, t, c.nodes, c.gpus_per_node))
+            });
+        }
+        let v = Rc::new(v);
         self.ranks.insert(key, v.clone());
         v
     }

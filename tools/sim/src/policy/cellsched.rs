@@ -41,8 +41,10 @@
 //! job lost against waiting skips its members with more remaining work.
 //! Decisions are identical to evaluating every job from scratch.
 //!
-//! The simulator knows each job's true iteration count (the trace's
-//! `num_iteration`), i.e. it assumes the declared or predicted iterations are exact.
+//! The policy plans with the scheduler's knowledge only: predicted iteration
+//! times ([`crate::times`]) and known iterations ([`crate::engine::Job::iters`]);
+//! the engine runs the clock on truth when one is set. Jobs whose model the
+//! knowledge lacks keep their requested type and count (stock).
 use super::{iter_on, requested_admissible, Policy};
 use crate::cluster::Shape;
 use crate::engine::Sim;
@@ -430,7 +432,7 @@ impl CellschedPolicy {
 
     /// Best Cell on an idle cluster, per the enabled components.
     fn ideal(&self, sim: &mut Sim<'_>, i: usize) -> Option<CellChoice> {
-        if self.opts.cell_search {
+        if self.opts.cell_search && !sim.job(i).stock {
             let max = self.max_gpus(sim, i);
             let held = vec![false; sim.cluster().types.len()];
             let offers = Self::offers(sim, max, true, &held);
@@ -456,17 +458,25 @@ impl CellschedPolicy {
     fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, no_cell: &mut bool) -> Option<(Shape, f64)> {
         let held = view.held;
         let plan = &self.plan(i).ideal;
-        if !self.opts.cell_search || !self.opts.replan {
-            // The planned Cell (requested one when Cell search is off).
+        let stock = sim.job(i).stock;
+        if !self.opts.cell_search || !self.opts.replan || stock {
+            // The planned Cell (requested one when Cell search is off, and
+            // for stock jobs, whose model the knowledge lacks).
             let t = sim.cluster().type_index(&plan.gpu_type)?;
             if held[t] {
                 return None;
             }
-            let s = if self.opts.cell_search {
+            let s = if self.opts.cell_search && !stock {
                 Self::group_for(sim, plan, false)?
             } else {
                 sim.cluster().place_now(t, plan.gpus)?
             };
+            let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
+            if sim.times().is_marked(&m, b, &plan.gpu_type, plan.nodes, plan.gpus_per_node) {
+                // The plan turned out not to fit (another job's run failed there): re-plan.
+                sim.requeue_later(i);
+                return None;
+            }
             let it = if s.nodes == plan.nodes { plan.iter_s } else { iter_on(sim, i, s)? };
             return Some((s, it));
         }
@@ -603,6 +613,18 @@ impl Policy for CellschedPolicy {
                 true
             }
             None => false,
+        }
+    }
+
+    fn on_requeue(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+        if let Some(q) = &mut self.queue {
+            q.remove(i as u32);
+        }
+        if self.admissible(sim, i) {
+            self.on_arrival(sim, i);
+            true
+        } else {
+            false
         }
     }
 

@@ -44,6 +44,10 @@ impl Policy for GavelPolicy {
     fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
         self.type_iters(sim, i).iter().any(Option::is_some)
     }
+    fn on_requeue(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+        self.iters.remove(&i);
+        self.admissible(sim, i)
+    }
     fn schedule(&mut self, sim: &mut Sim<'_>) {
         let mut cands: Vec<usize> = sim.pending().take(self.window).collect();
         loop {

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `fifo` | requested type/count, first come first served, head-of-line blocking, no backfill |
 //! | `slurm` | requested type/count, multifactor-like age priority + EASY backfill on declared time limits |
-//! | `srtf` | requested type/count, shortest remaining time first with oracle durations, preemptive |
+//! | `srtf` | requested type/count, shortest remaining time first on predicted durations (exact only in oracle mode), preemptive |
 //! | `tiresias` | requested type/count, 2D-LAS: discretized queues on attained GPU-seconds, preemptive |
 //! | `gavel` | requested count, GPU type chosen by throughput ratio (heterogeneity-aware max-throughput), non-preemptive |
 //! | `cellsched` | Cell choice via the core's `rank_cells`, A-SRPT order via `core::asrpt`, min-node packing, layer freezing, re-planning |
@@ -36,6 +36,12 @@ pub trait Policy {
     fn on_arrival(&mut self, _sim: &mut Sim<'_>, _i: usize) {}
     /// One scheduling pass: start (and possibly preempt) jobs.
     fn schedule(&mut self, sim: &mut Sim<'_>);
+    /// Job `i` is pending again after a run failed or a start was refused
+    /// (its Cell turned out not to fit; the knowledge now says so): re-plan
+    /// it. Returns false if it can no longer run (it is then failed).
+    fn on_requeue(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+        self.admissible(sim, i)
+    }
 }
 
 /// Policy names accepted by [`build`].
@@ -54,11 +60,21 @@ pub fn build(name: &str, opts: &CellschedOptions) -> Result<Box<dyn Policy>, Sim
     })
 }
 
-/// Iteration time of job `i` on `shape` (its requested model and batch).
+/// Predicted iteration time of job `i` on `shape` (its model and batch),
+/// from the scheduler's knowledge. A stock job (model unknown to the
+/// knowledge) runs only on its requested type, at the time its declared
+/// limit implies ([`Sim::stock_iter_s`]).
 pub(crate) fn iter_on(sim: &mut Sim<'_>, i: usize, shape: Shape) -> Option<f64> {
-    let ty = sim.cluster().groups[shape.group].spec.gpu_type.clone();
+    let t = sim.cluster().groups[shape.group].type_idx;
+    let ty = sim.cluster().types[t].clone();
     let j = sim.job(i);
-    let (model, batch) = (j.spec.model_name.clone(), j.spec.batch_size);
+    let (model, batch, stock, req) = (j.spec.model_name.clone(), j.spec.batch_size, j.stock, j.req_type);
+    if stock {
+        if req != Some(t) || sim.times().is_marked(&model, batch, &ty, shape.nodes, shape.gpus_per_node) {
+            return None;
+        }
+        return Some(sim.stock_iter_s(i));
+    }
     sim.times().iter_time(&model, batch, &ty, shape.nodes, shape.gpus_per_node)
 }
 
@@ -87,8 +103,17 @@ pub(crate) fn start_on_type(sim: &mut Sim<'_>, i: usize, t: usize, gpus: u32) ->
     let Some(shape) = sim.cluster().place_now(t, gpus) else { return false };
     let iter = match iter_on(sim, i, shape) {
         Some(x) => x,
-        // Infeasible on this fragmented shape: wait for the idle-cluster shape.
-        None => return false,
+        None => {
+            // The knowledge learnt that this Cell cannot be used (a run failed
+            // or truth lacks it): re-plan the job, which may fail it.
+            let ty = sim.cluster().groups[shape.group].spec.gpu_type.clone();
+            let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
+            if sim.times().is_marked(&m, b, &ty, shape.nodes, shape.gpus_per_node) {
+                sim.requeue_later(i);
+            }
+            // Else infeasible on this fragmented shape: wait for the idle-cluster shape.
+            return false;
+        }
     };
     sim.start(i, shape, iter)
 }

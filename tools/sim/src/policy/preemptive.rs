@@ -62,8 +62,9 @@ fn preemptive_pass(sim: &mut Sim<'_>, mut keyed: Vec<((f64, f64), usize)>) {
     }
 }
 
-/// Shortest remaining time first, preemptive, with oracle durations on the
-/// requested type and count (the remaining iterations are known exactly).
+/// Shortest remaining time first, preemptive, on the requested type and
+/// count, with remaining times as the scheduler knows them (predicted
+/// iteration time x known iterations; exact only in oracle mode).
 #[derive(Debug, Default, Clone)]
 pub struct SrtfPolicy;
 
@@ -80,7 +81,7 @@ impl Policy for SrtfPolicy {
         for i in ids {
             let j = sim.job(i);
             let iter = if j.alloc.is_some() {
-                j.iter_s
+                j.pred_iter_s
             } else {
                 let (t, g) = (j.req_type.expect("admitted"), j.spec.num_gpu);
                 idle_iter(sim, i, t, g).unwrap_or(f64::INFINITY)

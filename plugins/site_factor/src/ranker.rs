@@ -1,0 +1,204 @@
+//! The A-SRPT ranking, computed off slurmctld's job write lock.
+//!
+//! A background thread takes a snapshot of the pending DL jobs under the
+//! *read* locks ([`Ranker::wants`] says which jobs must be copied: only new
+//! ones and those whose AdminComment or time limit changed), ranks them with
+//! no lock held ([`Ranker::update`]) and publishes the site factors.
+//! `site_factor_p_update`, under the write lock, then only copies the
+//! published numbers into the job records ([`Ranker::factors`]): a hash
+//! lookup per pending job, no parsing and no sorting.
+//!
+//! Memory is bounded by the pending queue: jobs that left it are evicted
+//! at every pass.
+use crate::ordering::{self, JobFields, OrderingData};
+use cellsched_core::asrpt::PendingJob;
+use cellsched_core::config::OrderingConfig;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// What tells whether a job changed since it was last parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// Hash of the AdminComment (the decision; re-planning changes it).
+    pub comment_hash: u64,
+    /// Time limit in minutes (stands in for unknown iterations).
+    pub time_limit_min: Option<u32>,
+}
+
+impl Stamp {
+    /// The stamp of a job with this AdminComment and time limit.
+    pub fn of(admin_comment: &str, time_limit_min: Option<u32>) -> Stamp {
+        let mut h = DefaultHasher::new();
+        admin_comment.hash(&mut h);
+        Stamp { comment_hash: h.finish(), time_limit_min }
+    }
+}
+
+/// A pending DL job copied out of slurmctld: only what ordering reads.
+#[derive(Debug, Clone, Default)]
+pub struct Snap {
+    /// Slurm job id.
+    pub id: u32,
+    /// Submitting user's uid.
+    pub user_id: u32,
+    /// Submit time (Unix seconds).
+    pub submit_time_s: i64,
+    /// AdminComment (holds the decision).
+    pub admin_comment: String,
+    /// The job's `CELLSCHED_DL_*` environment entries only.
+    pub env: Vec<String>,
+    /// Time limit in minutes; `None` when unset or infinite.
+    pub time_limit_min: Option<u32>,
+}
+
+/// Cached parse results and the published site factors.
+#[derive(Debug, Default)]
+pub struct Ranker {
+    cache: HashMap<u32, (Stamp, Option<PendingJob>)>,
+    /// Pending jobs of demoted users (stock factor).
+    demoted: std::collections::HashSet<u32>,
+    factors: Arc<HashMap<u32, u32>>,
+}
+
+/// Users who overran declared work recently, and what that costs them.
+#[derive(Debug, Clone, Default)]
+pub struct Distrust {
+    /// Their uids.
+    pub users: std::collections::HashSet<u32>,
+    /// Stock site factor for their pending DL jobs (`OverrunPolicy::Demote`)
+    /// instead of ranking them without their declarations.
+    pub demote: bool,
+}
+
+impl Ranker {
+    /// True when job `id` with `stamp` must be copied for the next pass
+    /// (unknown, or changed since it was parsed).
+    pub fn wants(&self, id: u32, stamp: &Stamp) -> bool {
+        self.cache.get(&id).map_or(true, |(s, _)| s != stamp)
+    }
+
+    /// Forgets every parse (the predictor or the config changed).
+    pub fn invalidate(&mut self) {
+        self.cache.clear();
+        self.demoted.clear();
+    }
+
+    /// One pass: `seen` lists every pending DL job with its stamp, `fresh`
+    /// the copies [`Ranker::wants`] asked for. Parses the fresh ones, drops
+    /// jobs no longer pending, ranks the rest and publishes their factors.
+    /// Jobs of `distrust.users` are parsed without their declared
+    /// iterations, or, with `distrust.demote`, left out of the ranking at
+    /// the stock factor `base` (call [`Ranker::invalidate`] when that set changes).
+    pub fn update(&mut self, seen: &[(u32, Stamp)], fresh: Vec<Snap>, now_s: f64, cfg: &OrderingConfig, data: &OrderingData<'_>, base: u32, distrust: &Distrust) {
+        for s in fresh {
+            let distrusted = distrust.users.contains(&s.user_id);
+            if distrusted && distrust.demote {
+                self.cache.insert(s.id, (Stamp::of(&s.admin_comment, s.time_limit_min), None));
+                self.demoted.insert(s.id);
+                continue;
+            }
+            self.demoted.remove(&s.id);
+            let stamp = Stamp::of(&s.admin_comment, s.time_limit_min);
+            let fields = JobFields {
+                id: s.id,
+                user_id: s.user_id,
+                submit_time_s: s.submit_time_s,
+                admin_comment: Some(&s.admin_comment),
+                env: s.env,
+                time_limit_min: s.time_limit_min,
+                distrusted,
+            };
+            self.cache.insert(s.id, (stamp, ordering::pending_job(&fields, cfg, data)));
+        }
+        let live: std::collections::HashSet<u32> = seen.iter().map(|(id, _)| *id).collect();
+        self.cache.retain(|id, _| live.contains(id));
+        self.demoted.retain(|id| live.contains(id));
+        let jobs: Vec<PendingJob> = self.cache.values().filter_map(|(_, p)| *p).collect();
+        let mut factors: HashMap<u32, u32> = ordering::site_factors(&jobs, now_s, cfg, base).into_iter().collect();
+        factors.extend(self.demoted.iter().map(|id| (*id, base)));
+        self.factors = Arc::new(factors);
+    }
+
+    /// The site factors of the last pass, by job id.
+    pub fn factors(&self) -> Arc<HashMap<u32, u32>> {
+        self.factors.clone()
+    }
+
+    /// Jobs currently parsed (for the debug log).
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// True when no job is parsed.
+    pub fn is_empty(&self) -> bool {
+        self.cache.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cellsched_core::model::ModelCatalog;
+
+    fn snap(id: u32, iter_s: f64, iters: u64, submit: i64) -> Snap {
+        Snap {
+            id,
+            user_id: 1000,
+            submit_time_s: submit,
+            admin_comment: format!(
+                "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s={iter_s} src=datasheet"
+            ),
+            env: vec!["CELLSCHED_DL_MODEL=gpt2".into(), "CELLSCHED_DL_BATCH=32".into(), format!("CELLSCHED_DL_ITERS={iters}")],
+            time_limit_min: Some(600),
+        }
+    }
+
+    fn stamp(s: &Snap) -> (u32, Stamp) {
+        (s.id, Stamp::of(&s.admin_comment, s.time_limit_min))
+    }
+
+    #[test]
+    fn ranks_like_the_direct_computation_and_reparses_only_changes() {
+        let models = ModelCatalog::builtin();
+        let data = OrderingData { models: &models, predictions: None };
+        let cfg = OrderingConfig::default();
+        let jobs = [snap(1, 0.5, 100_000, 100), snap(2, 0.5, 10, 100), snap(3, 1.0, 1000, 50)];
+        let mut r = Ranker::default();
+        let seen: Vec<_> = jobs.iter().map(stamp).collect();
+        assert!(seen.iter().all(|(id, st)| r.wants(*id, st)));
+        r.update(&seen, jobs.to_vec(), 1000.0, &cfg, &data, 10, &Distrust::default());
+        // Same factors as ranking the whole set directly.
+        let direct: Vec<PendingJob> = jobs
+            .iter()
+            .filter_map(|s| {
+                let f = JobFields { id: s.id, user_id: s.user_id, submit_time_s: s.submit_time_s, admin_comment: Some(&s.admin_comment), env: s.env.clone(), time_limit_min: s.time_limit_min, distrusted: false };
+                ordering::pending_job(&f, &cfg, &data)
+            })
+            .collect();
+        let want: HashMap<u32, u32> = ordering::site_factors(&direct, 1000.0, &cfg, 10).into_iter().collect();
+        assert_eq!(*r.factors(), want);
+        assert!(r.factors()[&2] > r.factors()[&1], "short before long");
+        // Unchanged jobs are not copied again; a re-planned one (new AdminComment) is.
+        assert!(seen.iter().all(|(id, st)| !r.wants(*id, st)));
+        let mut moved = jobs[0].clone();
+        moved.admin_comment = moved.admin_comment.replace("iter_s=0.5", "iter_s=0.00001");
+        assert!(r.wants(1, &Stamp::of(&moved.admin_comment, moved.time_limit_min)));
+        // A job that left the queue is evicted; the moved one is re-parsed.
+        let seen2 = vec![stamp(&moved), seen[1]];
+        r.update(&seen2, vec![moved], 1000.0, &cfg, &data, 10, &Distrust::default());
+        assert_eq!(r.len(), 2);
+        assert!(!r.factors().contains_key(&3));
+        assert!(r.factors()[&1] > r.factors()[&2], "the re-planned job is now the shortest");
+        r.invalidate();
+        assert!(r.is_empty() && r.wants(2, &seen[1].1));
+        // A distrusted user's one-iteration claim no longer wins; demoted, they get the stock factor.
+        let liar = Distrust { users: [1000].into_iter().collect(), demote: false };
+        r.update(&seen, jobs.to_vec(), 1000.0, &cfg, &data, 10, &liar);
+        assert!(r.factors()[&2] <= r.factors()[&3], "job 2's 10 iterations are ignored: {:?}", r.factors());
+        r.invalidate();
+        r.update(&seen, jobs.to_vec(), 1000.0, &cfg, &data, 10, &Distrust { demote: true, ..liar });
+        assert!(r.factors().values().all(|f| *f == 10), "{:?}", r.factors());
+    }
+}
