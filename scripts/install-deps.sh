@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything cellsched needs on Debian 12 (bookworm), idempotently:
 #   - Slurm 22.05.8 packages (daemons, client, dev headers), munge, MariaDB, libclang,
-#     and a Rust toolchain (Debian's cargo-web) when none is on PATH
+#     and a Rust toolchain (Debian's cargo-web) when none is on PATH;
+#     groff-base and man-db (the man page tests render every page), binutils
+#     (objcopy/readelf: make install and make deb split off debug info)
 #   - the configured source trees of Slurm 22.05.8 (bookworm deb-src) and
 #     24.11.5 (orig tarball from trixie deb-src) under $CELLSCHED_SRC_ROOT
 # Usage: scripts/install-deps.sh            (needs root)
@@ -41,7 +43,8 @@ if [ ! -f /usr/sbin/policy-rc.d ]; then
 fi
 PKGS=(slurmctld slurmd slurm-client slurmdbd libslurm-dev slurm-wlm-basic-plugins-dev
       munge libmunge-dev mariadb-server mariadb-client libmariadb-dev libmariadb-dev-compat libclang-dev clang pkg-config
-      build-essential dpkg-dev xz-utils procps iproute2 python3)
+      build-essential dpkg-dev xz-utils procps iproute2 python3
+      groff-base man-db binutils)
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ] || [ -n "${NEED_UPDATE:-}" ]; then

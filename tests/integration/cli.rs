@@ -79,3 +79,222 @@ fn bad_port_base_is_rejected_with_the_value() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("65534"), "{}", stderr(&o));
 }
+
+// ---- generated man pages and shell completions (`cellsched generate`) ----
+
+/// A fresh, empty directory for one test's generated files.
+fn fresh_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("cellsched-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// True when `tool` is on PATH.
+fn have(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false)
+}
+
+/// The subcommand names listed under `Commands:` in a `--help` text (no `help`).
+fn help_subcommands(help: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in help.lines() {
+        if line.trim_end() == "Commands:" {
+            inside = true;
+        } else if inside {
+            let Some(rest) = line.strip_prefix("  ") else { break };
+            if rest.starts_with(' ') {
+                continue; // wrapped description
+            }
+            match rest.split_whitespace().next() {
+                Some("help") | None => {}
+                Some(name) => out.push(name.to_string()),
+            }
+        }
+    }
+    out
+}
+
+/// Every long option (`--name`) in a `--help` text.
+fn help_long_options(help: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, _) in help.match_indices("--") {
+        let before = help[..i].chars().last();
+        if before.is_some_and(|c| !(c == ' ' || c == '[' || c == ',' || c == '(')) {
+            continue;
+        }
+        let name: String = help[i + 2..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        if name.len() > 1 && !out.iter().any(|o| o[2..] == name) {
+            out.push(format!("--{name}"));
+        }
+    }
+    out
+}
+
+/// Every visible command path below the top (`["cluster"]`, `["cluster", "up"]`, ...),
+/// with its `--help` text; the top itself is `[]`.
+fn command_tree() -> Vec<(Vec<String>, String)> {
+    let mut out = Vec::new();
+    let mut todo: Vec<Vec<String>> = vec![vec![]];
+    while let Some(path) = todo.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let o = cellsched(&args);
+        assert!(o.status.success(), "cellsched {args:?}: {}", stderr(&o));
+        let help = stdout(&o);
+        for sub in help_subcommands(&help) {
+            let mut p = path.clone();
+            p.push(sub);
+            todo.push(p);
+        }
+        out.push((path, help));
+    }
+    out
+}
+
+/// Renders a page with groff (all warnings on) as plain UTF-8 text; panics
+/// on any warning. Lines are made long enough that no option is split across
+/// lines; hyphen and minus glyphs come back as ASCII '-'.
+fn render_page(page: &std::path::Path) -> String {
+    let o = std::process::Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-rLL=2000n", "-P-cbou"])
+        .arg(page)
+        .env("LC_ALL", "C.UTF-8")
+        .output()
+        .expect("run groff");
+    assert!(o.status.success(), "groff failed on {}: {}", page.display(), stderr(&o));
+    assert!(o.stderr.is_empty(), "groff warnings for {}:\n{}", page.display(), stderr(&o));
+    if have("man") {
+        // What users run: man-db's own pipeline at its usual width, with
+        // every groff warning on except line-adjustment ("break") notes.
+        let m = std::process::Command::new("man")
+            .args(["--warnings=char,delim,el,escape,font,ig,input,mac,missing,number,range,reg,right-brace,scale,space,syntax,tab,di", "-l"])
+            .arg(page)
+            .env("MANWIDTH", "100")
+            .env("MANPAGER", "cat")
+            .env("LC_ALL", "C.UTF-8")
+            .output()
+            .expect("run man");
+        assert!(m.status.success(), "man -l failed on {}: {}", page.display(), stderr(&m));
+        assert!(m.stderr.is_empty(), "man -l warnings for {}:\n{}", page.display(), stderr(&m));
+    }
+    stdout(&o).replace(['\u{2010}', '\u{2212}'], "-")
+}
+
+/// Skips (with the reason) when groff, needed to render pages, is absent.
+fn groff_or_skip(test: &str) -> bool {
+    if have("groff") {
+        return true;
+    }
+    eprintln!("SKIP {test}: groff not found on PATH (Debian package groff-base, installed by scripts/install-deps.sh)");
+    false
+}
+
+#[test]
+fn generated_man_pages_render_cleanly_and_document_every_option() {
+    if !groff_or_skip("generated_man_pages_render_cleanly_and_document_every_option") {
+        return;
+    }
+    let dir = fresh_dir("man");
+    let o = cellsched(&["generate", "man", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tree = command_tree();
+    assert!(tree.len() > 8, "expected nested subcommands, got {:?}", tree.iter().map(|t| &t.0).collect::<Vec<_>>());
+    let mut expected: Vec<String> = vec!["spank_cellsched.8".into()];
+    for (path, help) in &tree {
+        let name = std::iter::once("cellsched".to_string()).chain(path.iter().cloned()).collect::<Vec<_>>().join("-");
+        let file = dir.join(format!("{name}.1"));
+        expected.push(format!("{name}.1"));
+        assert!(file.is_file(), "no page {} (generate printed:\n{})", file.display(), stdout(&o));
+        let text = render_page(&file);
+        assert!(text.contains("NAME") && text.contains(&name), "{name}: no NAME section naming the command:\n{text}");
+        for opt in help_long_options(help) {
+            assert!(text.contains(&opt), "page {name} lacks {opt} from `--help`:\n{text}");
+        }
+        for sub in help_subcommands(help) {
+            assert!(text.contains(&sub), "page {name} lacks subcommand {sub}:\n{text}");
+            assert!(text.contains(&format!("{name}-{sub}(1)")), "page {name} does not refer to {name}-{sub}(1):\n{text}");
+        }
+        assert!(text.contains("spank_cellsched(8)"), "page {name} lacks SEE ALSO spank_cellsched(8)");
+    }
+    // Exactly the expected pages, each listed on stdout.
+    let mut got: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+    assert_eq!(stdout(&o).lines().count(), expected.len(), "{}", stdout(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The keys in spank/src/args.rs's `KNOWN_KEYS` (the plugin's own list).
+fn spank_plugstack_keys() -> Vec<String> {
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/spank/src/args.rs")).unwrap();
+    let line = src.lines().find(|l| l.contains("pub const KNOWN_KEYS")).expect("KNOWN_KEYS in spank/src/args.rs");
+    let list = line.split('"').nth(1).expect("KNOWN_KEYS string");
+    list.split(',').map(|k| k.trim().to_string()).collect()
+}
+
+#[test]
+fn spank_page_documents_every_dl_option_and_plugstack_argument() {
+    if !groff_or_skip("spank_page_documents_every_dl_option_and_plugstack_argument") {
+        return;
+    }
+    let dir = fresh_dir("spankman");
+    let o = cellsched(&["generate", "man", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = render_page(&dir.join("spank_cellsched.8"));
+    for key in cellsched_core::options::DlKey::ALL {
+        let opt = format!("--{}={}", key.option_name(), key.arg_info());
+        assert!(text.contains(&opt), "spank page lacks {opt}:\n{text}");
+        assert!(text.contains(key.env_key()), "spank page lacks {}:\n{text}", key.env_key());
+    }
+    let keys = spank_plugstack_keys();
+    assert_eq!(keys.len(), 4, "{keys:?}");
+    for k in keys {
+        assert!(text.contains(&format!("{k}=")), "spank page lacks plugstack argument {k}=:\n{text}");
+    }
+    for w in ["/run/cellsched", "owned by root", "29500", "PLUGSTACK ARGUMENTS", "plugstack.conf.d/cellsched.conf"] {
+        assert!(text.contains(w), "spank page lacks {w:?}:\n{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn completions_cover_every_subcommand_and_load_in_bash() {
+    let dir = fresh_dir("compl");
+    let o = cellsched(&["generate", "completions", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let top = help_subcommands(&stdout(&cellsched(&["--help"])));
+    assert!(top.contains(&"generate".to_string()), "{top:?}");
+    for file in ["cellsched.bash", "_cellsched", "cellsched.fish"] {
+        let text = read_file(&dir.join(file));
+        for sub in &top {
+            assert!(text.contains(sub.as_str()), "{file} lacks subcommand {sub}");
+        }
+        assert!(text.contains("port-base"), "{file} lacks cluster's --port-base");
+    }
+    // bash: the script parses, registers a completion and completes subcommands.
+    let script = format!(
+        "set -e; source {}; complete -p cellsched; COMP_WORDS=(cellsched clu); COMP_CWORD=1; COMP_LINE='cellsched clu'; \
+         COMP_POINT=${{#COMP_LINE}}; _cellsched cellsched clu cellsched; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        dir.join("cellsched.bash").display()
+    );
+    let b = std::process::Command::new("bash").args(["-c", &script]).output().unwrap();
+    assert!(b.status.success(), "bash completion failed: {}", stderr(&b));
+    let out = stdout(&b);
+    assert!(out.lines().any(|l| l == "cluster"), "bash did not complete 'clu' to 'cluster':\n{out}");
+    for (shell, file) in [("zsh", "_cellsched"), ("fish", "cellsched.fish")] {
+        if have(shell) {
+            let c = std::process::Command::new(shell).arg("-n").arg(dir.join(file)).output().unwrap();
+            assert!(c.status.success(), "{shell} -n {file}: {}", stderr(&c));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn read_file(p: &std::path::Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()))
+}

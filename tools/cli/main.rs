@@ -10,9 +10,10 @@ mod cmd_report;
 mod cmd_sim;
 mod cmd_bench;
 mod cmd_bench_replay;
+mod cmd_generate;
 mod cmd_doctor;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "cellsched", version = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("CELLSCHED_GIT_REV"), ", Slurm ", env!("CELLSCHED_SLURM_RELEASE"), ")"))]
@@ -38,6 +39,8 @@ enum Command {
     Sim(cmd_sim::Args),
     /// Benchmarks: policy comparison, ablations, live replay.
     Bench(cmd_bench::Args),
+    /// Generate man pages and shell completions (for packagers and `make install`).
+    Generate(cmd_generate::Args),
     /// Check an installation (plugins, slurm.conf, plugstack.conf, cellsched.toml) and say what to fix.
     Doctor(cmd_doctor::Args),
 }
@@ -53,6 +56,7 @@ fn main() {
         Command::Report(a) => cmd_report::run(a),
         Command::Sim(a) => cmd_sim::run(a),
         Command::Bench(a) => cmd_bench::run(a),
+        Command::Generate(a) => cmd_generate::run(a, Cli::command()),
         Command::Doctor(a) => cmd_doctor::run(a),
     };
     if let Err(e) = res {
