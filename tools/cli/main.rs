@@ -11,6 +11,7 @@ mod cmd_sim;
 mod cmd_bench;
 mod cmd_bench_replay;
 mod cmd_doctor;
+mod cmd_whatif;
 
 use clap::{Parser, Subcommand};
 
@@ -40,6 +41,8 @@ enum Command {
     Bench(cmd_bench::Args),
     /// Check an installation (plugins, slurm.conf, plugstack.conf, cellsched.toml) and say what to fix.
     Doctor(cmd_doctor::Args),
+    /// Where and when would a DL job run if submitted now? Predicted start, finish and cost per Cell.
+    Whatif(cmd_whatif::Args),
 }
 
 fn main() {
@@ -54,6 +57,7 @@ fn main() {
         Command::Sim(a) => cmd_sim::run(a),
         Command::Bench(a) => cmd_bench::run(a),
         Command::Doctor(a) => cmd_doctor::run(a),
+        Command::Whatif(a) => cmd_whatif::run(a),
     };
     if let Err(e) = res {
         eprintln!("cellsched: error: {e:#}");

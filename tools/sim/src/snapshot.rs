@@ -330,6 +330,8 @@ impl Snapshot {
                     let per_node = total / j.num_nodes.max(1);
                     let declared = dl.as_ref().and_then(|d| Some(d.iters? as f64 * d.decision.iter_s - j.used_s)).filter(|r| *r > 0.0);
                     let (remaining_s, remaining_from) = match (declared, limit) {
+                        // Slurm ends a job at its time limit, whatever it declared.
+                        (Some(r), Some(l)) if l - j.used_s < r => ((l - j.used_s).max(0.0), RemainingFrom::TimeLimit),
                         (Some(r), _) => (r, RemainingFrom::Declared),
                         (None, Some(l)) => ((l - j.used_s).max(0.0), RemainingFrom::TimeLimit),
                         (None, None) => (Self::DEFAULT_REMAINING_S, RemainingFrom::Default),
@@ -561,6 +563,9 @@ mod tests {
         assert_eq!(s.pending.len(), 1);
         assert_eq!((s.pending[0].gpu_type.as_str(), s.pending[0].gpus, s.pending[0].model.as_ref()), ("a100", 2, None));
         assert_eq!(s.free_per_node(), vec![4, 0, 0, 8, 8]);
+        let short = "12|R|a100-2|1|gres/gpu:a100=4|N/A|N/A|(null)|1:00|0:10|5|";
+        let s2 = Snapshot::build(s.nodes.clone(), &parse_squeue(short, &mut Vec::new()), &comments(), Vec::new());
+        assert_eq!((s2.running[0].remaining_s, s2.running[0].remaining_from), (50.0, RemainingFrom::TimeLimit), "the limit ends it first");
         let mut sk = Vec::new();
         assert!(parse_squeue("12|R|a100-2|1|gres/gpu:a100=4|1:00:00|0:10|5|", &mut sk).is_empty());
         assert!(sk[0].contains("expected 11 fields"), "{sk:?}");
