@@ -383,6 +383,88 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
+/// A synthetic snapshot for the benchmark: 8 a100 nodes (4 GPUs), 8 v100
+/// nodes (8), 4 a10 nodes (4), every GPU held by a running job, and
+/// `pending` waiting jobs (two thirds DL jobs of catalog models, the rest
+/// plain GPU jobs), seeded.
+pub fn synthetic(pending: usize, seed: u64) -> Snapshot {
+    use cellsched_sim::rng::Rng;
+    use cellsched_sim::snapshot::{RemainingFrom, SnapNode, SnapPending, SnapRunning};
+    let mut rng = Rng::new(seed);
+    let mut nodes = Vec::new();
+    for (t, n, g) in [("a100", 8, 4), ("v100", 8, 8), ("a10", 4, 4)] {
+        for k in 1..=n {
+            nodes.push(SnapNode { name: format!("{t}-{k}"), gpu_type: t.into(), gpus: g });
+        }
+    }
+    let running = nodes
+        .iter()
+        .map(|n| SnapRunning {
+            id: format!("r-{}", n.name),
+            nodes: vec![n.name.clone()],
+            gpu_type: n.gpu_type.clone(),
+            gpus_per_node: n.gpus,
+            remaining_s: rng.range(60.0, 7200.0),
+            remaining_from: RemainingFrom::Declared,
+        })
+        .collect();
+    let models = ["gpt__125M", "gpt__350M", "bert__340M", "gpt__1.3B"];
+    let types = [("a100", 4u32), ("v100", 8), ("a10", 4)];
+    let pending = (0..pending)
+        .map(|i| {
+            let (t, per) = types[(rng.next_u64() % 3) as usize];
+            let gpus = [1, 2, 4, 8][(rng.next_u64() % 4) as usize].min(per * 2);
+            let dl = i % 3 != 2;
+            SnapPending {
+                id: format!("{}", 1000 + i),
+                model: dl.then(|| models[(rng.next_u64() % models.len() as u64) as usize].to_string()),
+                batch: [16, 32, 64][(rng.next_u64() % 3) as usize],
+                iters: if dl { 100 + rng.next_u64() % 20_000 } else { 1 },
+                gpu_type: t.into(),
+                gpus,
+                limit_s: rng.range(600.0, 86400.0),
+            }
+        })
+        .collect();
+    Snapshot { nodes, running, pending, skipped: Vec::new() }
+}
+
+/// `cellsched bench whatif`: times [`answer`] on [`synthetic`] snapshots (built-in estimator, default config).
+pub fn bench(pending: usize, runs: usize) -> Result<()> {
+    let snap = synthetic(pending, 1);
+    let cfg = Config::default();
+    let req = Request { model: "gpt__1.3B".into(), batch: 32, iters: Some(5000), typed: None, want_gpus: None };
+    let mut times_s = Vec::new();
+    let mut last = None;
+    for _ in 0..runs.max(1) {
+        // A fresh estimator and cache each run: nothing is warm from the previous one.
+        let (est, db) = estimator(&cfg)?;
+        let (est2, _) = estimator(&cfg)?;
+        let mut times = TimeCache::new(Box::new(CoreTimes::from_estimator(est2, db)));
+        let t0 = std::time::Instant::now();
+        let a = answer(&snap, &est, &mut times, &cfg, &req, 3)?;
+        times_s.push(t0.elapsed().as_secs_f64());
+        last = Some(a);
+    }
+    let a = last.expect("at least one run");
+    times_s.sort_by(f64::total_cmp);
+    println!(
+        "whatif on a synthetic snapshot: {} nodes, {} running, {} pending jobs; {} Cells simulated (each a full forward run of the queue)",
+        snap.nodes.len(),
+        snap.running.len(),
+        snap.pending.len(),
+        a.rows.len()
+    );
+    println!(
+        "wall time over {} runs (measured): min {:.3} s, median {:.3} s, max {:.3} s",
+        times_s.len(),
+        times_s[0],
+        times_s[times_s.len() / 2],
+        times_s[times_s.len() - 1]
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,6 +563,24 @@ mod tests {
         }
         let a = answer(&s, &est(), &mut times(), &Config::default(), &v100x8(200_000), 3).unwrap();
         assert_eq!(a.rows[0].start_s, Some(0.0), "{a:?}");
+    }
+
+    #[test]
+    fn synthetic_queue_is_answered_and_queues_delay_every_cell() {
+        let s = synthetic(300, 7);
+        assert_eq!(s.pending.len(), 300);
+        let r = Request { model: "gpt__1.3B".into(), batch: 32, iters: Some(5000), typed: None, want_gpus: None };
+        let a = answer(&s, &est(), &mut times(), &Config::default(), &r, 2).unwrap();
+        assert!(a.rows.len() >= 3, "{a:?}");
+        // Every GPU is busy: nothing starts now.
+        assert!(a.rows.iter().all(|r| r.start_s.is_some_and(|t| t > 0.0)), "{a:?}");
+        assert!(a.why.contains("waits"), "{}", a.why);
+        // The queue ahead is simulated: without it every Cell starts no later, and some sooner.
+        let empty = Snapshot { pending: Vec::new(), ..s.clone() };
+        let b = answer(&empty, &est(), &mut times(), &Config::default(), &r, 2).unwrap();
+        let start = |a: &Answer, c: &Estimate| a.rows.iter().find(|r| same_shape(&r.estimate, c)).and_then(|r| r.start_s).unwrap();
+        assert!(b.rows.iter().all(|r| start(&b, &r.estimate) <= start(&a, &r.estimate) + 1e-6));
+        assert!(b.rows.iter().any(|r| start(&b, &r.estimate) + 1.0 < start(&a, &r.estimate)), "{a:?} vs {b:?}");
     }
 
     #[test]
