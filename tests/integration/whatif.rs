@@ -3,7 +3,8 @@
 //! change what it predicts): with both a100 nodes busy, whatif predicts a
 //! later start on a100 than on v100, and the same job submitted right after
 //! is placed on the Cell whatif said cellsched would choose, and starts
-//! when it said (now).
+//! when it said (now); submitted with `--dl-explain`, sbatch prints that
+//! choice and the runner-up once.
 use crate::common::{self, require_e2e};
 use cellsched_cluster::{Cluster, ClusterSpec, JobPolicy};
 use cellsched_core::{Cell, Decision};
@@ -45,12 +46,18 @@ impl Private {
     }
 
     fn submit(&self, args: &[&str]) -> u32 {
+        self.submit_msg(args).0
+    }
+
+    /// `sbatch --parsable ARGS`: the job id and what sbatch wrote to stderr.
+    fn submit_msg(&self, args: &[&str]) -> (u32, String) {
         let mut full = vec!["--parsable"];
         full.extend_from_slice(args);
         let out = self.slurm().cmd("sbatch", &full);
-        assert!(out.status.success(), "sbatch {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "sbatch {args:?}: {stderr}");
         let s = String::from_utf8_lossy(&out.stdout);
-        s.trim().split(';').next().and_then(|x| x.parse().ok()).unwrap_or_else(|| panic!("sbatch said {s:?}"))
+        (s.trim().split(';').next().and_then(|x| x.parse().ok()).unwrap_or_else(|| panic!("sbatch said {s:?}")), stderr)
     }
 
     fn job(&self, id: u32) -> std::collections::HashMap<String, String> {
@@ -128,13 +135,22 @@ fn whatif_predicts_busy_a100_later_and_the_submitted_job_lands_where_it_said() {
     assert_ne!(chosen_cell.gpu_type, "a100", "{v}");
 
     // The same job, submitted right after: placed on that Cell, and starting when predicted (now).
-    let mut args = vec!["-J", "whatif-check"];
+    // With --dl-explain, sbatch prints the plugin's choice and runner-up once.
+    let mut args = vec!["-J", "whatif-check", "--dl-explain"];
     args.extend(dl);
     args.extend(["--wrap", "sleep 5"]);
-    let id = p.submit(&args);
+    let (id, said) = p.submit_msg(&args);
     let comment = p.slurm().admin_comment(id).unwrap_or_default();
     let d = Decision::parse_admin_comment(&comment).unwrap_or_else(|| panic!("no decision in {comment:?}"));
     assert_eq!(d.cell, chosen_cell, "whatif said {chosen_cell}, the plugin chose {} ({comment})", d.cell);
+    let line = said.lines().find(|l| l.starts_with("sbatch: cellsched: chose ")).unwrap_or_else(|| panic!("no explanation from sbatch: {said:?}"));
+    assert!(line.contains(&format!("chose {} on", d.cell)) && line.contains(&format!("{:.4} s/iteration", d.iter_s)), "{line} vs {comment}");
+    assert!(line.contains("runner-up ") && line.contains("for 300 iterations") && line.contains("predictions"), "{line}");
+    assert_eq!(said.matches("cellsched: chose").count(), 1, "shown once: {said:?}");
+    // Without the flag sbatch says nothing of it.
+    let (quiet, said) = p.submit_msg(&["-J", "whatif-quiet", "--dl-model=gpt2", "--dl-batch=32", "--wrap", "true"]);
+    assert!(!said.contains("cellsched: chose"), "{said:?}");
+    p.slurm().ok("scancel", &[&quiet.to_string()]);
     assert_eq!(predicted_start, 0.0, "a free Cell is predicted to start now: {v}");
     let t = Instant::now();
     let state = p.wait_started(id);
