@@ -220,6 +220,31 @@ mod tests {
     }
 
     #[test]
+    fn the_sample_grafana_dashboard_uses_only_metrics_we_emit() {
+        let mut s = Summary::of(&[], None);
+        s.per_type.insert("v100".into(), crate::summary::TypeUsage { jobs: 1, gpu_hours: 1.0, capacity: Some(8), utilization: Some(0.5) });
+        s.iteration_time_error = Some(ErrorStats { n: 1, mape: 0.1, median_ape: 0.1, bias: Some(0.1) });
+        s.estimator_error = s.iteration_time_error;
+        let mut q = BTreeMap::new();
+        q.insert("v100".to_string(), QueueCounts::default());
+        let text = openmetrics(Some(&s), &q, Some(&CtldLog::parse(LOG)));
+        let emitted: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap()).collect();
+        let dash: serde_json::Value = serde_json::from_str(include_str!("../../../etc/grafana/cellsched.json")).expect("dashboard JSON");
+        let mut used = 0;
+        for p in dash["panels"].as_array().expect("panels") {
+            for t in p["targets"].as_array().expect("targets") {
+                let expr = t["expr"].as_str().expect("expr");
+                for (i, _) in expr.match_indices("cellsched_") {
+                    let name: String = expr[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                    assert!(emitted.contains(&name.as_str()), "dashboard uses {name}, not emitted: {emitted:?}");
+                    used += 1;
+                }
+            }
+        }
+        assert!(used >= 10, "{used}");
+    }
+
+    #[test]
     fn summary_metrics_carry_gpu_hours_and_errors() {
         let mut s = Summary::of(&[], None);
         s.per_type.insert("v100".into(), crate::summary::TypeUsage { jobs: 2, gpu_hours: 1.5, capacity: Some(16), utilization: Some(0.25) });
