@@ -4,7 +4,8 @@
 //! later start on a100 than on v100, and the same job submitted right after
 //! is placed on the Cell whatif said cellsched would choose, and starts
 //! when it said (now); submitted with `--dl-explain`, sbatch prints that
-//! choice and the runner-up once.
+//! choice and the runner-up once. The same cluster then checks
+//! `cellsched report --openmetrics` (queue per type, jobs left stock).
 use crate::common::{self, require_e2e};
 use cellsched_cluster::{Cluster, ClusterSpec, JobPolicy};
 use cellsched_core::{Cell, Decision};
@@ -77,19 +78,26 @@ impl Private {
         }
     }
 
-    /// `cellsched whatif ARGS --json` against this cluster, parsed.
-    fn whatif(&self, args: &[&str]) -> serde_json::Value {
+    /// stdout of `cellsched ARGS` against this cluster (Slurm commands on PATH).
+    fn cellsched(&self, args: &[&str]) -> String {
         let path = format!("{}:{}", self.spec.slurm_bin.display(), std::env::var("PATH").unwrap_or_default());
         let out = common::scrubbed_command(&common::cellsched_bin())
-            .arg("whatif")
             .args(args)
-            .arg("--json")
             .env("SLURM_CONF", self.cluster.layout.slurm_conf())
             .env("PATH", path)
             .output()
-            .expect("run cellsched whatif");
-        assert!(out.status.success(), "whatif failed: {}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("whatif JSON: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+            .expect("run cellsched");
+        assert!(out.status.success(), "cellsched {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `cellsched whatif ARGS --json` against this cluster, parsed.
+    fn whatif(&self, args: &[&str]) -> serde_json::Value {
+        let mut full = vec!["whatif"];
+        full.extend_from_slice(args);
+        full.push("--json");
+        let out = self.cellsched(&full);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("whatif JSON: {e}: {out}"))
     }
 }
 
@@ -158,4 +166,14 @@ fn whatif_predicts_busy_a100_later_and_the_submitted_job_lands_where_it_said() {
     assert!(t.elapsed() < Duration::from_secs(30), "predicted to start now, started after {:?}", t.elapsed());
     let nodes = p.job(id).get("NodeList").cloned().unwrap_or_default();
     assert!(nodes.starts_with(&format!("{}-", chosen_cell.gpu_type)), "ran on {nodes}, whatif said {chosen_cell}");
+
+    // Monitoring on the same cluster: a DL job whose untyped GPU count no
+    // Cell can use is left stock (and logged); the blockers run on a100.
+    let (stock, _) = p.submit_msg(&["-J", "whatif-stock", "--dl-model=gpt2", "--dl-batch=32", "--gres=gpu:3", "--wrap", "true"]);
+    let log = p.cluster.layout.log().join("slurmctld.log");
+    let text = p.cellsched(&["report", "--openmetrics", "--ctld-log", &log.display().to_string()]);
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(text.contains("cellsched_running_jobs{gpu_type=\"a100\"} 2\n"), "{text}");
+    assert!(text.contains("cellsched_queue_pending_jobs{gpu_type=\"v100\"}"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("cellsched_jobs_left_stock{reason=\"no Cell of exactly N GPUs")), "job {stock} left stock: {text}");
 }
