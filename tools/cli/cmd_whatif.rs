@@ -150,7 +150,7 @@ pub fn choose(snap: &Snapshot, est: &Estimator, cfg: &PlacementConfig, job: &Job
         return (None, "placement.enabled = false: the job keeps its own GPU request".into());
     }
     let max = cfg.max_gpus.max(req.want_gpus.unwrap_or(0));
-    let best = |o: &[CellOffer]| est.rank_cells(job, o, max).into_iter().find(|e| req.want_gpus.map_or(true, |n| e.cell.gpus == n));
+    let best = |o: &[CellOffer]| est.rank_cells(job, o, max).into_iter().find(|e| !matches!(req.want_gpus, Some(n) if n != e.cell.gpus));
     let count = req.want_gpus.map_or_else(String::new, |n| format!(" of {n} GPUs"));
     if let Some(e) = best(&offers(snap, cfg, false)) {
         return (Some(e), format!("the fastest feasible Cell{count} in the GPUs free now"));

@@ -492,7 +492,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
                 let mut ranked = est
                     .rank_cells(&job, offers, cfg.max_gpus.max(want_gpus.unwrap_or(0)))
                     .into_iter()
-                    .filter(|e| want_gpus.map_or(true, |n| e.cell.gpus == n));
+                    .filter(|e| !matches!(want_gpus, Some(n) if n != e.cell.gpus));
                 let first = ranked.next()?;
                 // Another GPU type or count (a different stage count of the same GPUs is a plan detail).
                 let second = ranked.find(|e| (&e.cell.gpu_type, e.cell.gpus) != (&first.cell.gpu_type, first.cell.gpus));
