@@ -1,5 +1,5 @@
 //! The user-facing DL job options (`--dl-model`, `--dl-batch`, `--dl-iters`,
-//! `--dl-cell`, `--dl-freeze`, `--dl-plan`) and their job-environment form
+//! `--dl-cell`, `--dl-freeze`, `--dl-plan`, and the `--dl-explain` flag) and their job-environment form
 //! (`CELLSCHED_DL_*`).
 //!
 //! Validation lives here so that the SPANK plugin (at submit, in sbatch/srun)
@@ -71,11 +71,19 @@ pub enum DlKey {
     Freeze,
     /// `--dl-plan=auto|dp=..,tp=..,pp=..`
     Plan,
+    /// `--dl-explain` (flag): show the chosen Cell and the runner-up at submit.
+    Explain,
 }
 
 impl DlKey {
     /// Every key, in `--help` order.
-    pub const ALL: [DlKey; 6] = [DlKey::Model, DlKey::Batch, DlKey::Iters, DlKey::Cell, DlKey::Freeze, DlKey::Plan];
+    pub const ALL: [DlKey; 7] = [DlKey::Model, DlKey::Batch, DlKey::Iters, DlKey::Cell, DlKey::Freeze, DlKey::Plan, DlKey::Explain];
+
+    /// Whether the option takes a value (`--dl-explain` is a flag; its
+    /// environment form takes yes/no).
+    pub fn takes_value(self) -> bool {
+        self != DlKey::Explain
+    }
 
     /// The long option name without dashes, e.g. `dl-model`.
     pub fn option_name(self) -> &'static str {
@@ -86,6 +94,7 @@ impl DlKey {
             DlKey::Cell => "dl-cell",
             DlKey::Freeze => "dl-freeze",
             DlKey::Plan => "dl-plan",
+            DlKey::Explain => "dl-explain",
         }
     }
 
@@ -98,6 +107,7 @@ impl DlKey {
             DlKey::Cell => "CELLSCHED_DL_CELL",
             DlKey::Freeze => "CELLSCHED_DL_FREEZE",
             DlKey::Plan => "CELLSCHED_DL_PLAN",
+            DlKey::Explain => "CELLSCHED_DL_EXPLAIN",
         }
     }
 
@@ -109,6 +119,7 @@ impl DlKey {
             DlKey::Cell => "CELL",
             DlKey::Freeze => "MODE",
             DlKey::Plan => "PLAN",
+            DlKey::Explain => "",
         }
     }
 
@@ -121,6 +132,7 @@ impl DlKey {
             DlKey::Cell => "auto, TYPExN or TYPExNxSTAGES (e.g. a100x4, v100x8x2)",
             DlKey::Freeze => "off, conservative or auto",
             DlKey::Plan => "auto or dp=N,tp=N,pp=N[,mb=N][,zero=0..3][,ckpt=on|off]",
+            DlKey::Explain => "no value on the command line; yes/no, on/off, 1/0 or true/false in the environment",
         }
     }
 
@@ -150,6 +162,9 @@ pub struct DlOptions {
     pub freeze: FreezeMode,
     /// Pinned or automatic plan.
     pub plan: PlanChoice,
+    /// `--dl-explain`: tell the user at submit which Cell was chosen and the
+    /// runner-up. Display only: it does not make a job a DL job.
+    pub explain: bool,
 }
 
 impl DlOptions {
@@ -207,6 +222,13 @@ impl DlOptions {
                 }
             }
             DlKey::Freeze => self.freeze = v.parse().map_err(|_| bad(None))?,
+            DlKey::Explain => {
+                self.explain = match v.to_ascii_lowercase().as_str() {
+                    "" | "1" | "yes" | "on" | "true" => true,
+                    "0" | "no" | "off" | "false" => false,
+                    _ => return Err(bad(None)),
+                }
+            }
             DlKey::Plan => {
                 self.plan = if v.eq_ignore_ascii_case("auto") {
                     PlanChoice::Auto
@@ -218,9 +240,10 @@ impl DlOptions {
         Ok(())
     }
 
-    /// True when no DL option is set (the job is not a DL job).
+    /// True when no DL option is set (the job is not a DL job);
+    /// `--dl-explain` alone does not count.
     pub fn is_empty(&self) -> bool {
-        *self == DlOptions::default()
+        DlOptions { explain: false, ..self.clone() } == DlOptions::default()
     }
 
     /// Cross-option checks done at submit: options other than `--dl-model`
@@ -298,6 +321,9 @@ impl DlOptions {
         }
         if let PlanChoice::Pinned(p) = &self.plan {
             out.push((DlKey::Plan.env_key(), p.to_string()));
+        }
+        if self.explain {
+            out.push((DlKey::Explain.env_key(), "1".to_string()));
         }
         out
     }
@@ -384,6 +410,21 @@ mod tests {
             o.to_string(),
             "--dl-model=gpt2-xl --dl-batch=64 --dl-iters=1000 --dl-cell=a100x4x2 --dl-freeze=conservative --dl-plan=dp=1,tp=2,pp=2,mb=4,zero=0,ckpt=off"
         );
+    }
+
+    #[test]
+    fn explain_is_a_display_flag_that_makes_no_job_a_dl_job() {
+        let mut o = DlOptions::default();
+        o.parse_option("dl-explain", "").unwrap();
+        assert!(o.explain && o.is_empty(), "explain alone is not a DL job");
+        assert_eq!(o.to_env_pairs(), vec![("CELLSCHED_DL_EXPLAIN", "1".to_string())]);
+        o.parse_option("CELLSCHED_DL_EXPLAIN", "no").unwrap();
+        assert!(!o.explain);
+        let e = o.parse_option("CELLSCHED_DL_EXPLAIN", "maybe").unwrap_err().to_string();
+        assert!(e.contains("CELLSCHED_DL_EXPLAIN") && e.contains("maybe"), "{e}");
+        let back = DlOptions::from_env(|k| (k == "SPANK_CELLSCHED_DL_EXPLAIN").then(|| "yes".to_string())).unwrap();
+        assert!(back.explain);
+        assert!(DlKey::ALL.iter().filter(|k| !k.takes_value()).eq([DlKey::Explain].iter()));
     }
 
     #[test]
@@ -514,7 +555,7 @@ mod tests {
         });
         let freeze = prop_oneof![Just(FreezeMode::Off), Just(FreezeMode::Conservative), Just(FreezeMode::Auto)];
         (model, proptest::option::of(1..=MAX_BATCH), proptest::option::of(1..=MAX_ITERS), cell, freeze, plan)
-            .prop_map(|(model, batch, iters, cell, freeze, plan)| DlOptions { model, batch, iters, cell, freeze, plan })
+            .prop_map(|(model, batch, iters, cell, freeze, plan)| DlOptions { model, batch, iters, cell, freeze, plan, explain: false })
     }
 
     proptest! {
@@ -522,7 +563,7 @@ mod tests {
 
         /// Arbitrary input never panics; accepted values are clean and short.
         #[test]
-        fn parser_never_panics(key in 0usize..6, value in any::<String>()) {
+        fn parser_never_panics(key in 0usize..7, value in any::<String>()) {
             let mut o = DlOptions::default();
             let name = DlKey::ALL[key].option_name();
             if o.parse_option(name, &value).is_ok() {

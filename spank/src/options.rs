@@ -17,6 +17,7 @@ static GIVEN: Mutex<DlOptions> = Mutex::new(DlOptions {
     cell: cellsched_core::options::CellChoice::Auto,
     freeze: cellsched_core::options::FreezeMode::Off,
     plan: cellsched_core::options::PlanChoice::Auto,
+    explain: false,
 });
 
 /// Which keys were explicitly given (so env-var equivalents do not override).
@@ -41,6 +42,7 @@ pub fn usage(key: DlKey) -> String {
         DlKey::Cell => "DL Cell: auto|TYPExN|TYPExNxSTAGES (e.g. a100x4)",
         DlKey::Freeze => "DL layer freezing: off|conservative|auto",
         DlKey::Plan => "DL plan: auto|dp=N,tp=N,pp=N[,mb=N,zero=N,ckpt=on]",
+        DlKey::Explain => "DL: show the chosen Cell and the runner-up at submit",
     };
     format!("[cellsched] {what} (env {})", key.env_key())
 }
@@ -72,6 +74,9 @@ unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int)
     let rc = cellsched_plugin_common::guard("cellsched: option callback", Err("internal error in option callback".into()), || {
         let key = *usize::try_from(val).ok().and_then(|i| DlKey::ALL.get(i)).ok_or("unknown option value")?;
         if optarg.is_null() {
+            if !key.takes_value() {
+                return accept(key, "yes", remote == 0); // a flag
+            }
             return Err(format!("--{} needs a value: {}", key.option_name(), key.allowed_form()));
         }
         // SAFETY: Slurm passes a NUL-terminated argument string.
@@ -95,13 +100,15 @@ pub fn register_all(sp: spank_t) -> Result<(), String> {
         // Slurm copies the strings; leaking these few bytes once per process
         // keeps them valid for any Slurm version that does not.
         let name = CString::new(key.option_name()).unwrap().into_raw();
-        let arginfo = CString::new(key.arg_info()).unwrap().into_raw();
+        // A flag has no argument info (`--help` then shows no `=`).
+        let arginfo: *const c_char =
+            if key.takes_value() { CString::new(key.arg_info()).unwrap().into_raw() } else { std::ptr::null() };
         let usage = CString::new(usage(*key)).unwrap().into_raw();
         let mut opt = spank_option {
             name,
             arginfo,
             usage,
-            has_arg: 1,
+            has_arg: c_int::from(key.takes_value()),
             val: i as c_int,
             cb: Some(option_cb),
         };

@@ -9,3 +9,4 @@ mod placement;
 mod report;
 mod sim;
 mod doctor;
+mod whatif;

@@ -3,6 +3,7 @@
 //! - `bench policies --trace T.csv --cluster C.toml`: every policy, with ratios against `slurm`.
 //! - `bench ablation --trace T.csv --cluster C.toml`: cellsched with each component off.
 //! - `bench speed [--jobs 100000]`: a synthetic trace on a ~1,700-node cluster; wall time and events/s.
+//! - `bench whatif [--pending 1000]`: `cellsched whatif` on a synthetic queue snapshot; wall time.
 use crate::cmd_sim::{self, Inputs, Loaded, Tuning};
 use anyhow::{bail, Result};
 use cellsched_sim::policy::{Ablation, POLICY_NAMES};
@@ -25,6 +26,18 @@ enum BenchCmd {
     Speed(SpeedArgs),
     /// Replay a small trace on the live local cluster: stock Slurm vs cellsched.
     Replay(crate::cmd_bench_replay::Args),
+    /// Time `cellsched whatif` on a synthetic queue snapshot.
+    Whatif(WhatifArgs),
+}
+
+#[derive(clap::Args)]
+struct WhatifArgs {
+    /// Pending jobs in the synthetic snapshot.
+    #[arg(long, default_value_t = 1000)]
+    pending: usize,
+    /// Timed runs.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
 }
 
 #[derive(clap::Args)]
@@ -84,6 +97,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         BenchCmd::Speed(s) => speed(s),
         BenchCmd::Replay(r) => crate::cmd_bench_replay::run(r),
+        BenchCmd::Whatif(w) => crate::cmd_whatif::bench(w.pending, w.runs),
     }
 }
 

@@ -7,6 +7,9 @@
 //! JobName and Comment are display-only. Predictions are compared with
 //! what the jobs themselves show (their `cellsched-iter` lines, or run time
 //! over iterations), scaled by `--time-scale` for emulated runs.
+//! - `cellsched report --openmetrics [--ctld-log FILE] [window options]`: OpenMetrics text
+//!   (live queue per GPU type from squeue, GPU-hours and estimator error over the
+//!   window, jobs left stock and plugin timings from slurmctld's log).
 //! - `cellsched report compare --a X --b Y` (X/Y: saved `--json` file or `START..END`)
 //! - `cellsched report history --out history.csv`
 //!
@@ -83,6 +86,14 @@ struct JobsArgs {
     /// Print only the summary (no per-job table).
     #[arg(long, conflicts_with_all = ["json", "csv"])]
     summary: bool,
+    /// Print OpenMetrics text for monitoring (node_exporter textfile collector,
+    /// Prometheus): live queue per GPU type, GPU-hours and estimator error over
+    /// the window, and with --ctld-log jobs left stock and plugin timings.
+    #[arg(long, conflicts_with_all = ["json", "csv", "summary"])]
+    openmetrics: bool,
+    /// slurmctld's log, read for --openmetrics (left-stock reasons, plugin timings).
+    #[arg(long, value_name = "FILE", requires = "openmetrics")]
+    ctld_log: Option<PathBuf>,
     /// Write plots (JCT CDF, queueing delay, GPU utilization) to FILE.png or
     /// FILE.svg; may be repeated.
     #[arg(long, value_name = "FILE")]
@@ -212,6 +223,9 @@ fn run_jobs(a: JobsArgs) -> anyhow::Result<()> {
         sacct::parse_capacity(c)?; // a bad option fails before sacct runs
     }
     a.measure.check()?;
+    if a.openmetrics {
+        return run_openmetrics(&a);
+    }
     let r = build_report(a.window.query(), &a.capacity, &a.measure)?;
     for p in &a.plot {
         plot::write_plot(&r, p)?;
@@ -233,6 +247,34 @@ fn run_jobs(a: JobsArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", output::report_text(&r));
     }
+    Ok(())
+}
+
+/// `--openmetrics`: the window's summary (none when it holds no jobs), the
+/// live queue and, with `--ctld-log`, slurmctld's log.
+fn run_openmetrics(a: &JobsArgs) -> anyhow::Result<()> {
+    use cellsched_report::metrics::{openmetrics, CtldLog, QueueCounts};
+    let ctld = match &a.ctld_log {
+        Some(p) => {
+            let bytes = std::fs::read(p).with_context(|| format!("reading slurmctld log {}", p.display()))?;
+            Some(CtldLog::parse(&String::from_utf8_lossy(&bytes)))
+        }
+        None => None,
+    };
+    let report = match build_report(a.window.query(), &a.capacity, &a.measure) {
+        Ok(r) => Some(r),
+        Err(ReportError::NoJobs(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let snap = crate::cmd_whatif::read_cluster(a.window.partition.as_deref())?;
+    let mut queue: std::collections::BTreeMap<String, QueueCounts> = snap.gpu_types().into_iter().map(|t| (t, QueueCounts::default())).collect();
+    for p in &snap.pending {
+        queue.entry(p.gpu_type.clone()).or_default().pending += 1;
+    }
+    for r in &snap.running {
+        queue.entry(r.gpu_type.clone()).or_default().running += 1;
+    }
+    print!("{}", openmetrics(report.as_ref().map(|r| &r.summary), &queue, ctld.as_ref()));
     Ok(())
 }
 

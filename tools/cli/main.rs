@@ -12,6 +12,7 @@ mod cmd_bench;
 mod cmd_bench_replay;
 mod cmd_generate;
 mod cmd_doctor;
+mod cmd_whatif;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -43,6 +44,8 @@ enum Command {
     Generate(cmd_generate::Args),
     /// Check an installation (plugins, slurm.conf, plugstack.conf, cellsched.toml) and say what to fix.
     Doctor(cmd_doctor::Args),
+    /// Where and when would a DL job run if submitted now? Predicted start, finish and cost per Cell.
+    Whatif(cmd_whatif::Args),
 }
 
 fn main() {
@@ -58,6 +61,7 @@ fn main() {
         Command::Bench(a) => cmd_bench::run(a),
         Command::Generate(a) => cmd_generate::run(a, Cli::command()),
         Command::Doctor(a) => cmd_doctor::run(a),
+        Command::Whatif(a) => cmd_whatif::run(a),
     };
     if let Err(e) = res {
         eprintln!("cellsched: error: {e:#}");

@@ -134,6 +134,10 @@ pub struct Placement {
     pub tags: String,
     /// Iterations the user declared (`--dl-iters`): bound the time limit.
     pub iters: Option<u64>,
+    /// With `--dl-explain`: the message shown to the user at submit
+    /// ([`explanation`]: the chosen Cell and the runner-up of the same
+    /// ranking, the best Cell on another GPU type or count).
+    pub explanation: Option<String>,
 }
 
 impl Placement {
@@ -213,14 +217,45 @@ pub enum Outcome {
     Place(Box<Placement>),
 }
 
-/// The job's validated DL options, `Ok(None)` if it has none.
+/// The job's validated DL options, `Ok(None)` if it has none
+/// (`--dl-explain` alone does not make a DL job).
 pub fn dl_options(env: &[String]) -> Result<Option<DlOptions>, CoreError> {
     if !job_env::has_dl_options(env) {
         return Ok(None);
     }
     let o = DlOptions::from_env(|k| job_env::lookup_exact(env, k).map(str::to_string))?;
+    if o.is_empty() {
+        return Ok(None);
+    }
     o.check_consistency()?;
     Ok(Some(o))
+}
+
+/// `1h02m`, `5m03s`, `12s`.
+fn fmt_run(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The `--dl-explain` message: the chosen Cell and why, the runner-up,
+/// each with its predicted seconds per iteration and, with declared
+/// iterations, its predicted run time. Every number is labelled a prediction.
+pub fn explanation(chosen: &Estimate, runner_up: Option<&Estimate>, iters: Option<u64>, why: &str) -> String {
+    let one = |e: &Estimate| {
+        let run = iters.map_or(String::new(), |n| format!(", run time {} for {n} iterations", fmt_run(n as f64 * e.iter_time_s)));
+        format!("{} on {} node(s), predicted {:.4} s/iteration ({}){run}", e.cell, e.nodes, e.iter_time_s, e.source)
+    };
+    let mut msg = format!("cellsched: chose {} [{why}]", one(chosen));
+    match runner_up {
+        Some(r) => msg.push_str(&format!("; runner-up {}", one(r))),
+        None => msg.push_str("; no runner-up"),
+    }
+    msg.push_str(". Times are the estimator's predictions; `cellsched whatif` predicts start and finish on the live queue.");
+    msg
 }
 
 /// The estimator's view of the job, or the outcome that ends placement.
@@ -430,7 +465,8 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         };
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
         let tags = dl_tags(&job, &opts, None);
-        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags, iters: opts.iters }));
+        let explanation = opts.explain.then(|| explanation(&estimate, None, opts.iters, &format!("pinned by {what}")));
+        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags, iters: opts.iters, explanation }));
     }
 
     if !cfg.enabled {
@@ -448,20 +484,32 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         (None, None) => None,
     };
     let mut plan_err = String::new();
-    let mut best = |offers: &[CellOffer]| -> Option<Estimate> {
+    // The best Cell and the runner-up (the next Cell of the same ranking on another GPU type or count).
+    let mut best = |offers: &[CellOffer]| -> Option<(Estimate, Option<Estimate>)> {
         match pinned_plan {
-            Some(p) => best_for_plan(&job, &p, offers, est).map_err(|e| plan_err = e).ok(),
-            None => est
-                .rank_cells(&job, offers, cfg.max_gpus.max(want_gpus.unwrap_or(0)))
-                .into_iter()
-                .find(|e| want_gpus.map_or(true, |n| e.cell.gpus == n)),
+            Some(p) => best_for_plan(&job, &p, offers, est).map_err(|e| plan_err = e).ok().map(|e| (e, None)),
+            None => {
+                let mut ranked = est
+                    .rank_cells(&job, offers, cfg.max_gpus.max(want_gpus.unwrap_or(0)))
+                    .into_iter()
+                    .filter(|e| !matches!(want_gpus, Some(n) if n != e.cell.gpus));
+                let first = ranked.next()?;
+                // Another GPU type or count (a different stage count of the same GPUs is a plan detail).
+                let second = ranked.find(|e| (&e.cell.gpu_type, e.cell.gpus) != (&first.cell.gpu_type, first.cell.gpus));
+                Some((first, second))
+            }
         }
     };
     // Nothing fits in the free GPUs now: the best Cell of the whole cluster (re-planned later).
-    match best(&free).or_else(|| best(&offers(nodes, cfg, true))) {
-        Some(estimate) => Outcome::Place(Box::new(Placement {
+    let found = match best(&free) {
+        Some(b) => Some((b, "fastest in the GPUs free now")),
+        None => best(&offers(nodes, cfg, true)).map(|b| (b, "nothing fits in the free GPUs now: best of the whole cluster, the job waits for it")),
+    };
+    match found {
+        Some(((estimate, runner_up), why)) => Outcome::Place(Box::new(Placement {
             decision: estimate.to_decision(),
             rewrite: Some(rewrite_for(req, &estimate)),
+            explanation: opts.explain.then(|| explanation(&estimate, runner_up.as_ref(), opts.iters, why)),
             estimate,
             pinned: pinned_plan.is_some(),
             tags: dl_tags(&job, &opts, want_gpus),
@@ -611,6 +659,26 @@ mod tests {
             assert_eq!(p3.estimate.cell.gpu_type, "v100");
             assert!(p3.estimate.cell.gpus <= 4);
         }
+    }
+
+    #[test]
+    fn dl_explain_names_the_chosen_cell_and_the_runner_up_of_the_same_ranking() {
+        let (e, cfg, c) = (est(), PlacementConfig::default(), cluster(&[]));
+        let env = [format!("CELLSCHED_DL_MODEL={}", model()), "CELLSCHED_DL_BATCH=32".into(), "CELLSCHED_DL_ITERS=1000".into(), "CELLSCHED_DL_EXPLAIN=1".into()];
+        let r = SubmitRequest { env: env.to_vec(), ..Default::default() };
+        let Outcome::Place(p) = place(&r, &c, &cfg, &e) else { panic!("not placed") };
+        let job = job_spec(&dl_options(&r.env).unwrap().unwrap(), &e, &r.env).unwrap();
+        let ranked = e.rank_cells(&job, &offers(&c, &cfg, false), cfg.max_gpus);
+        let second = ranked.iter().find(|x| (&x.cell.gpu_type, x.cell.gpus) != (&ranked[0].cell.gpu_type, ranked[0].cell.gpus)).expect("two Cells");
+        let msg = p.explanation.clone().expect("an explanation");
+        assert!(msg.starts_with(&format!("cellsched: chose {} ", ranked[0].cell)), "{msg}");
+        assert!(msg.contains(&format!("runner-up {} ", second.cell)) && msg.contains(&format!("{:.4} s/iteration", second.iter_time_s)), "{msg}");
+        assert!(msg.contains("for 1000 iterations") && msg.contains("predictions"), "{msg}");
+        // Without the flag: no message. The flag alone is no DL job.
+        let quiet = SubmitRequest { env: env[..3].to_vec(), ..Default::default() };
+        let Outcome::Place(q) = place(&quiet, &c, &cfg, &e) else { panic!("not placed") };
+        assert_eq!(q.explanation, None);
+        assert!(matches!(place(&req(&["CELLSCHED_DL_EXPLAIN=1"]), &c, &cfg, &e), Outcome::Stock(_)));
     }
 
     #[test]

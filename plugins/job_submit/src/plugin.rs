@@ -231,6 +231,14 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
                         p.rewrite.as_ref().map(|w| format!(" features={} {}", w.features, w.tres_per_node)).unwrap_or_default(),
                         p.admin_comment()
                     ));
+                    if let Some(msg) = &p.explanation {
+                        // With SLURM_SUCCESS, sbatch/srun print this once as `sbatch: ...`.
+                        if !err_msg.is_null() {
+                            if let Ok(m) = cstr::xstrdup(msg) {
+                                unsafe { *err_msg = m };
+                            }
+                        }
+                    }
                     slurm_sys::SLURM_SUCCESS
                 }
                 // The request may be half rewritten: refuse rather than run with the wrong GPUs.

@@ -8,12 +8,15 @@
 //! - [`summary`]: JCT/queueing-delay statistics, makespan, GPU-hours and
 //!   utilization per type, prediction errors; [`compare`]: two reports side by side;
 //! - [`output`]: sacct-style tables and CSV; [`plot`]: PNG/SVG plots with an
-//!   embedded font; [`history`]: the iteration predictor's training data.
+//!   embedded font; [`history`]: the iteration predictor's training data;
+//! - [`metrics`]: OpenMetrics text (queue, GPU-hours, estimator error, jobs
+//!   left stock, plugin timings from slurmctld's log).
 //!
 //! Errors are [`ReportError`], each with a documented exit code.
 pub mod compare;
 pub mod error;
 pub mod history;
+pub mod metrics;
 pub mod output;
 pub mod plot;
 pub mod record;

@@ -312,6 +312,24 @@ impl ClusterState {
         Some(Allocation { shape, nodes: picked })
     }
 
+    /// Allocates `gpus_per_node` GPUs on each of the given nodes (indices
+    /// in `group`), e.g. a job already running in a snapshot. Returns `None`
+    /// (and changes nothing) if a node is missing, repeated or lacks them.
+    pub fn allocate_on(&mut self, group: usize, nodes: &[u32], gpus_per_node: u32) -> Option<Allocation> {
+        let g = self.groups.get_mut(group)?;
+        let mut seen = std::collections::HashSet::new();
+        if nodes.is_empty()
+            || !nodes.iter().all(|&n| seen.insert(n) && g.free.get(n as usize).is_some_and(|&f| f >= gpus_per_node))
+        {
+            return None;
+        }
+        for &n in nodes {
+            let f = g.free[n as usize] - gpus_per_node;
+            g.set_free(n, f);
+        }
+        Some(Allocation { shape: Shape { group, nodes: nodes.len() as u32, gpus_per_node }, nodes: nodes.to_vec() })
+    }
+
     /// Returns an allocation's GPUs.
     pub fn release(&mut self, a: &Allocation) {
         let g = &mut self.groups[a.shape.group];

@@ -57,6 +57,13 @@ impl CoreTimes {
         Ok(CoreTimes { est, db, jobs: RefCell::new(HashMap::new()) })
     }
 
+    /// Wraps an estimator built elsewhere (e.g. from the plugins'
+    /// `cellsched.toml`); `db` is the profile DB it was given, if any (used
+    /// only to tell measured points from estimates).
+    pub fn from_estimator(est: Estimator, db: Option<ProfileDb>) -> Self {
+        CoreTimes { est, db, jobs: RefCell::new(HashMap::new()) }
+    }
+
     /// Loads a measured iteration-time CSV (`model,batch,gpu_type,nodes,gpus_per_node,iter_time_s`).
     pub fn load_db(path: &str) -> Result<ProfileDb, SimError> {
         Ok(ProfileDb::load_csv(path)?)

@@ -23,6 +23,7 @@
 //! (submission time, then file order), nodes by index. Same inputs and seed
 //! give identical results.
 use crate::cluster::{Allocation, ClusterState, Shape};
+use crate::error::SimError;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::progress_model::SpeedProfile;
@@ -162,6 +163,9 @@ pub struct Job {
     pub stock: bool,
     /// How the current run is timed.
     pub timing: RunTiming,
+    /// The job must run on its requested type and count (a Cell the user
+    /// pinned): Cell-searching policies do not choose for it.
+    pub pinned: bool,
     gen: u32,
 }
 
@@ -253,6 +257,7 @@ impl<'t> Sim<'t> {
                 pred_end: 0.0,
                 stock: *stock_models.entry(s.model_name.as_str()).or_insert_with(|| times.source().check_model(&s.model_name).is_err()),
                 timing: RunTiming::Measured,
+                pinned: false,
                 req_type: cluster.type_index(&s.gpu_type),
                 spec: s.clone(),
                 status: Status::Future,
@@ -326,6 +331,53 @@ impl<'t> Sim<'t> {
             }
         }
         self
+    }
+
+    /// Pins job `i` to its requested GPU type and count ([`Job::pinned`]).
+    pub fn pin_request(&mut self, i: usize) {
+        self.jobs[i].pinned = true;
+    }
+
+    /// Seeds job `i` as already running at time 0 (a snapshot of a live
+    /// cluster): it holds `gpus_per_node` GPUs on each of `nodes` (node
+    /// indices of `group`) and finishes after `remaining_s` seconds; its
+    /// arrival event is skipped. Call before [`Sim::run`], for jobs submitted
+    /// at 0 and not yet seeded. Errors if the GPUs are not free.
+    pub fn seed_running(&mut self, i: usize, group: usize, nodes: &[u32], gpus_per_node: u32, remaining_s: f64) -> Result<(), SimError> {
+        let j = &self.jobs[i];
+        if self.now != 0.0 || j.status != Status::Future || j.spec.submission_time != 0.0 {
+            return Err(SimError::invalid("seeded job", &j.spec.job_id, "a job submitted at 0, seeded before the run"));
+        }
+        if !(remaining_s.is_finite() && remaining_s >= 0.0) {
+            return Err(SimError::invalid("remaining seconds", remaining_s.to_string(), "a finite number >= 0"));
+        }
+        let Some(alloc) = self.cluster.allocate_on(group, nodes, gpus_per_node) else {
+            return Err(SimError::invalid(
+                "seeded job",
+                &j.spec.job_id,
+                format!("{gpus_per_node} free GPUs on each of nodes {nodes:?} of group {group}"),
+            ));
+        };
+        let t = self.cluster.groups[group].type_idx;
+        let j = &mut self.jobs[i];
+        // The clock runs the remaining time as one run over the job's whole
+        // (true) iterations, from progress 0.
+        let iter_s = remaining_s / j.true_iters().max(1.0);
+        j.status = Status::Running;
+        j.alloc = Some(alloc);
+        j.iter_s = iter_s;
+        j.pred_iter_s = iter_s;
+        j.timing = RunTiming::Measured;
+        j.first_start = Some(0.0);
+        j.expected_end = remaining_s;
+        j.pred_end = remaining_s;
+        j.gen += 1;
+        let gen = j.gen;
+        self.ends[t].insert((remaining_s.to_bits(), i));
+        self.running.insert(i);
+        self.arrivals_left -= 1;
+        self.push(remaining_s, EvKind::Finish(i, gen));
+        Ok(())
     }
 
     /// Whether the clock runs on a truth table (else: oracle mode).
@@ -591,6 +643,9 @@ impl<'t> Sim<'t> {
             for ev in batch {
                 self.events_done += 1;
                 match ev.kind {
+                    EvKind::Arrival(i) if self.jobs[i].status != Status::Future => {
+                        // Seeded as running (`seed_running`): already arrived.
+                    }
                     EvKind::Arrival(i) => {
                         self.arrivals_left -= 1;
                         self.jobs[i].status = Status::Pending;

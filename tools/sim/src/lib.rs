@@ -15,6 +15,8 @@
 //! - [`progress_model`]: per-job speed (layer freezing).
 //! - [`synth`]: seeded synthetic workloads; [`gavel_convert`]: Gavel/Philly trace converter.
 //! - [`progress`]: progress bar for long runs.
+//! - [`snapshot`]: a live cluster's state (nodes, running and pending jobs)
+//!   run forward with one more job (`cellsched whatif`).
 pub mod cluster;
 pub mod core_times;
 pub mod engine;
@@ -25,6 +27,7 @@ pub mod policy;
 pub mod progress;
 pub mod progress_model;
 pub mod rng;
+pub mod snapshot;
 pub mod synth;
 pub mod times;
 pub mod trace;

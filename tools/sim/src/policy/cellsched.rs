@@ -432,7 +432,7 @@ impl CellschedPolicy {
 
     /// Best Cell on an idle cluster, per the enabled components.
     fn ideal(&self, sim: &mut Sim<'_>, i: usize) -> Option<CellChoice> {
-        if self.opts.cell_search && !sim.job(i).stock {
+        if self.opts.cell_search && !sim.job(i).stock && !sim.job(i).pinned {
             let max = self.max_gpus(sim, i);
             let held = vec![false; sim.cluster().types.len()];
             let offers = Self::offers(sim, max, true, &held);
@@ -458,7 +458,9 @@ impl CellschedPolicy {
     fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, no_cell: &mut bool) -> Option<(Shape, f64)> {
         let held = view.held;
         let plan = &self.plan(i).ideal;
-        let stock = sim.job(i).stock;
+        // A job pinned to its request is handled like a stock one here
+        // (its type and count), but timed by the knowledge.
+        let stock = sim.job(i).stock || sim.job(i).pinned;
         if !self.opts.cell_search || !self.opts.replan || stock {
             // The planned Cell (requested one when Cell search is off, and
             // for stock jobs, whose model the knowledge lacks).

@@ -1,0 +1,599 @@
+//! `cellsched whatif`: where and when would this DL job run if submitted now?
+//!
+//! Reads the live cluster with Slurm's own commands (`sinfo`, `squeue` with
+//! explicit formats, AdminComments from `scontrol show job`), builds a
+//! [`Snapshot`], and for each feasible Cell of the job (the best few per GPU
+//! type, `Estimator::rank_cells`) runs the simulator forward with the job
+//! pinned to that Cell: predicted start, finish, seconds per iteration and
+//! GPU-hours. The Cell cellsched would choose now is found with the same
+//! rule and core calls as job_submit/cellsched's `place()`
+//! (plugins/job_submit/src/placement.rs): the fastest feasible Cell in the
+//! free GPUs of the allowed types (with an untyped GPU count: of exactly
+//! that count), else the best Cell of the whole cluster, where it waits.
+//! Every number is a prediction (estimator + declared iterations).
+use anyhow::{bail, Context, Result};
+use cellsched_core::config::{resolve_config_path, Config, PlacementConfig, CONFIG_ENV};
+use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
+use cellsched_core::gpu::GpuCatalog;
+use cellsched_core::model::ModelCatalog;
+use cellsched_core::profile_db::ProfileDb;
+use cellsched_core::Cell;
+use cellsched_sim::core_times::CoreTimes;
+use cellsched_sim::policy::CellschedOptions;
+use cellsched_sim::snapshot::{self, NewJob, Snapshot};
+use cellsched_sim::TimeCache;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Model: catalog name (e.g. gpt__1.3B), as for `sbatch --dl-model`.
+    #[arg(long = "dl-model")]
+    pub model: String,
+    /// Global batch size, as for `sbatch --dl-batch`.
+    #[arg(long = "dl-batch", value_parser = crate::cmd_estimate::parse_batch, allow_hyphen_values = true)]
+    pub batch: u32,
+    /// Declared iterations, as for `sbatch --dl-iters` (without them no finish or GPU-hours is predicted).
+    #[arg(long = "dl-iters")]
+    pub iters: Option<u64>,
+    /// GPU request per node as for sbatch: `gpu:TYPE:N` pins the Cell, `gpu:N` fixes the count.
+    #[arg(long)]
+    pub gres: Option<String>,
+    /// GPU request per job as for sbatch: `TYPE:N` pins the Cell, `N` fixes the count.
+    #[arg(long)]
+    pub gpus: Option<String>,
+    /// Node count asked for (multiplies a `--gres` count, as in sbatch).
+    #[arg(long, short = 'N')]
+    pub nodes: Option<u32>,
+    /// Only this partition's nodes and jobs.
+    #[arg(long, short = 'p')]
+    pub partition: Option<String>,
+    /// The plugins' cellsched.toml (default: $CELLSCHED_CONFIG, else beside $SLURM_CONF, else /etc/slurm/cellsched.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Cells shown per GPU type (best first).
+    #[arg(long, default_value_t = 3)]
+    pub per_type: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The job asked about.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Model name or alias.
+    pub model: String,
+    /// Global batch.
+    pub batch: u32,
+    /// Declared iterations.
+    pub iters: Option<u64>,
+    /// Typed request: (type, GPUs in all).
+    pub typed: Option<(String, u32)>,
+    /// Untyped GPU count in all.
+    pub want_gpus: Option<u32>,
+}
+
+/// One feasible Cell with its predictions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// The estimate (Cell, nodes, plan, predicted seconds per iteration, source).
+    pub estimate: Estimate,
+    /// Predicted start, seconds from now (`None`: never runs in the simulation).
+    pub start_s: Option<f64>,
+    /// Predicted finish, seconds from now (only with declared iterations).
+    pub finish_s: Option<f64>,
+    /// Predicted GPU-hours (only with declared iterations).
+    pub gpu_hours: Option<f64>,
+    /// cellsched would choose this Cell now.
+    pub chosen: bool,
+}
+
+/// The whole answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    /// Canonical model name.
+    pub model: String,
+    /// Global batch.
+    pub batch: u32,
+    /// Declared iterations.
+    pub iters: Option<u64>,
+    /// Iterations the simulation planned with (declared, else the ordering default).
+    pub planned_iters: u64,
+    /// Cells, fastest first.
+    pub rows: Vec<Row>,
+    /// Why cellsched chooses the chosen Cell (or why none).
+    pub why: String,
+    /// Running and pending jobs in the snapshot.
+    pub running: usize,
+    /// Pending jobs in the snapshot.
+    pub pending: usize,
+    /// What the numbers are.
+    pub knowledge: String,
+    /// Jobs or nodes the snapshot left out.
+    pub skipped: Vec<String>,
+}
+
+/// Free (or, with `capacity`, all) GPUs per allowed type, one entry per
+/// node: the same offers as job_submit/cellsched's `placement::offers`.
+pub fn offers(snap: &Snapshot, cfg: &PlacementConfig, capacity: bool) -> Vec<CellOffer> {
+    let free = snap.free_per_node();
+    let mut by_type: BTreeMap<&str, CellOffer> = BTreeMap::new();
+    for (n, f) in snap.nodes.iter().zip(free).filter(|(n, _)| cfg.allows(&n.gpu_type) && n.gpus > 0) {
+        let o = by_type.entry(&n.gpu_type).or_insert_with(|| CellOffer {
+            gpu_type: n.gpu_type.clone(),
+            gpus_per_node: n.gpus,
+            free_gpus_per_node: Vec::new(),
+        });
+        o.gpus_per_node = o.gpus_per_node.max(n.gpus);
+        o.free_gpus_per_node.push(if capacity { n.gpus } else { f });
+    }
+    by_type.into_values().collect()
+}
+
+/// The Cell job_submit/cellsched would choose now and why (its `place()`
+/// rule for a job without a pinned plan), or why none.
+pub fn choose(snap: &Snapshot, est: &Estimator, cfg: &PlacementConfig, job: &JobSpec, req: &Request) -> (Option<Estimate>, String) {
+    if let Some((t, n)) = &req.typed {
+        let Some(node) = snap.nodes.iter().filter(|x| &x.gpu_type == t).map(|x| x.gpus).max() else {
+            return (None, format!("the request pins GPU type '{t}', which no usable node has: sbatch would refuse it"));
+        };
+        return match Cell::new(t, *n, 1).and_then(|c| est.estimate(job, &c, node)) {
+            Ok(e) => (Some(e), format!("pinned by the GPU request ({t}, {n} GPUs): cellsched keeps it and picks the plan")),
+            Err(e) => (None, format!("the pinned Cell cannot run this job: {e}")),
+        };
+    }
+    if !cfg.enabled {
+        return (None, "placement.enabled = false: the job keeps its own GPU request".into());
+    }
+    let max = cfg.max_gpus.max(req.want_gpus.unwrap_or(0));
+    let best = |o: &[CellOffer]| est.rank_cells(job, o, max).into_iter().find(|e| !matches!(req.want_gpus, Some(n) if n != e.cell.gpus));
+    let count = req.want_gpus.map_or_else(String::new, |n| format!(" of {n} GPUs"));
+    if let Some(e) = best(&offers(snap, cfg, false)) {
+        return (Some(e), format!("the fastest feasible Cell{count} in the GPUs free now"));
+    }
+    match best(&offers(snap, cfg, true)) {
+        Some(e) => (
+            Some(e),
+            format!("no feasible Cell{count} fits in the GPUs free now: the best Cell of the whole cluster; the job waits for it and the re-planning thread may move it when GPUs free up"),
+        ),
+        None => (None, format!("no feasible Cell{count} on this cluster (memory or batch divisibility, at most {max} GPUs)")),
+    }
+}
+
+fn same_shape(a: &Estimate, b: &Estimate) -> bool {
+    a.cell.gpu_type == b.cell.gpu_type && a.cell.gpus == b.cell.gpus && a.nodes == b.nodes
+}
+
+/// Answers the question on a snapshot: `est` ranks and chooses, `times`
+/// (the same knowledge) times the simulation.
+pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Config, req: &Request, per_type: usize) -> Result<Answer> {
+    let model = est.model_catalog().resolve(&req.model)?;
+    let job = JobSpec { model, global_batch: req.batch };
+    let (chosen, why) = choose(snap, est, &cfg.placement, &job, req);
+    // Candidates: the whole cluster's Cells (one per shape, fastest plan), best few per type.
+    let mut cands: Vec<Estimate> = Vec::new();
+    if req.typed.is_none() {
+        let max = cfg.placement.max_gpus.max(req.want_gpus.unwrap_or(0));
+        let mut per: BTreeMap<String, usize> = BTreeMap::new();
+        for e in est.rank_cells(&job, &offers(snap, &cfg.placement, true), max) {
+            if req.want_gpus.is_some_and(|n| e.cell.gpus != n) || cands.iter().any(|c| same_shape(c, &e)) {
+                continue;
+            }
+            let k = per.entry(e.cell.gpu_type.clone()).or_default();
+            if *k < per_type {
+                *k += 1;
+                cands.push(e);
+            }
+        }
+    }
+    if let Some(c) = &chosen {
+        if !cands.iter().any(|e| same_shape(e, c)) {
+            cands.push(c.clone());
+        }
+    }
+    // Iterations the simulation plans with: declared, else what the ordering assumes.
+    let planned_iters = |iter_s: f64| match req.iters {
+        Some(n) => n,
+        None => (cfg.ordering.default_remaining_s / iter_s.max(1e-9)).ceil().max(1.0) as u64,
+    };
+    let mut opts = CellschedOptions { replan: cfg.placement.replan, max_slowdown: cfg.placement.replan_max_slowdown, ..Default::default() };
+    opts.asrpt.aging_bound_s = cfg.ordering.aging_bound_s;
+    let mut rows = Vec::with_capacity(cands.len());
+    for e in cands {
+        let iters = planned_iters(e.iter_time_s);
+        let nj = NewJob { model: job.model.name.clone(), batch: req.batch, iters, gpu_type: e.cell.gpu_type.clone(), gpus: e.cell.gpus };
+        let pred = snap.predict(times, &nj, true, &opts)?;
+        let is_chosen = chosen.as_ref().is_some_and(|c| same_shape(c, &e));
+        rows.push(Row {
+            start_s: pred.map(|p| p.0),
+            finish_s: pred.filter(|_| req.iters.is_some()).map(|p| p.1),
+            gpu_hours: req.iters.map(|n| n as f64 * e.iter_time_s * e.cell.gpus as f64 / 3600.0),
+            chosen: is_chosen,
+            estimate: e,
+        });
+    }
+    rows.sort_by(|a, b| a.estimate.iter_time_s.total_cmp(&b.estimate.iter_time_s));
+    let planned = rows.iter().find(|r| r.chosen).or(rows.first()).map_or(0, |r| planned_iters(r.estimate.iter_time_s));
+    let knowledge = match req.iters {
+        Some(n) => format!("PREDICTIONS: estimator seconds per iteration x {n} declared iterations; running jobs end after their declared work or at their time limit, whichever comes first; pending jobs in priority order, A-SRPT as the plugins run it"),
+        None => format!("PREDICTIONS: estimator seconds per iteration; no --dl-iters, so the queue position assumes {} s of work (ordering.default_remaining_s) and no finish is predicted", cfg.ordering.default_remaining_s),
+    };
+    Ok(Answer {
+        model: job.model.name.clone(),
+        batch: req.batch,
+        iters: req.iters,
+        planned_iters: planned,
+        rows,
+        why,
+        running: snap.running.len(),
+        pending: snap.pending.len(),
+        knowledge,
+        skipped: snap.skipped.clone(),
+    })
+}
+
+/// The request an sbatch-like `--gres`/`--gpus`/`--nodes` describes.
+pub fn request(a: &Args) -> Result<Request> {
+    let nodes = a.nodes.unwrap_or(1).max(1);
+    let parse = |s: &str, per_node: bool| -> Result<(Option<String>, u32)> {
+        let s = if per_node { s.trim().to_string() } else { format!("gpu:{}", s.trim()) };
+        let Some((t, n)) = snapshot::gpu_entries(&s).into_iter().next() else {
+            bail!("cannot read the GPU request '{s}': expected gpu:N or gpu:TYPE:N (--gres), N or TYPE:N (--gpus)")
+        };
+        Ok((t, if per_node { n.saturating_mul(nodes) } else { n }))
+    };
+    let (typed, want) = match (&a.gres, &a.gpus) {
+        (Some(_), Some(_)) => bail!("give --gres or --gpus, not both"),
+        (Some(g), None) => parse(g, true)?,
+        (None, Some(g)) => parse(g, false)?,
+        (None, None) => (None, 0),
+    };
+    Ok(Request {
+        model: a.model.clone(),
+        batch: a.batch,
+        iters: a.iters,
+        typed: typed.map(|t| (t, want)),
+        want_gpus: (want > 0).then_some(want),
+    })
+}
+
+/// The plugins' config and an estimator built from it as job_submit/cellsched builds it.
+pub fn load_config(path: Option<&PathBuf>) -> Result<(Config, String)> {
+    let path = match path {
+        Some(p) => p.clone(),
+        None => resolve_config_path(None, std::env::var(CONFIG_ENV).ok().as_deref(), std::env::var("SLURM_CONF").ok().as_deref()),
+    };
+    if !path.exists() {
+        return Ok((Config::default(), format!("{} not found: built-in defaults", path.display())));
+    }
+    Ok((Config::load(&path)?, path.display().to_string()))
+}
+
+/// An estimator from the config's GPU catalog and profile DB.
+pub fn estimator(cfg: &Config) -> Result<(Estimator, Option<ProfileDb>)> {
+    let mut gpus = GpuCatalog::builtin();
+    if let Some(p) = &cfg.estimator.gpu_catalog {
+        let text = std::fs::read_to_string(p).with_context(|| format!("estimator.gpu_catalog {}", p.display()))?;
+        gpus.apply_overrides_toml(&text, &p.display().to_string())?;
+    }
+    let db = match &cfg.estimator.profile_db {
+        Some(p) => Some(ProfileDb::load_csv(p).with_context(|| format!("estimator.profile_db {}", p.display()))?),
+        None => None,
+    };
+    let mut est = Estimator::new(gpus, ModelCatalog::builtin());
+    if let Some(db) = &db {
+        est = est.with_db(db.clone());
+    }
+    Ok((est, db))
+}
+
+fn slurm(prog: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(prog).args(args).output().with_context(|| format!("running {prog} (is Slurm on PATH and SLURM_CONF set?)"))?;
+    if !out.status.success() {
+        bail!("{prog} {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Reads the live cluster into a snapshot.
+pub fn read_cluster(partition: Option<&str>) -> Result<Snapshot> {
+    let mut sinfo = vec!["-N", "-h", "-O", snapshot::SINFO_FORMAT];
+    let mut squeue = vec!["-h", "-t", "PD,R,CG,S", "-O", snapshot::SQUEUE_FORMAT];
+    if let Some(p) = partition {
+        sinfo.extend(["-p", p]);
+        squeue.extend(["-p", p]);
+    }
+    let mut skipped = Vec::new();
+    let nodes = snapshot::parse_sinfo(&slurm("sinfo", &sinfo)?, &mut skipped);
+    let jobs = snapshot::parse_squeue(&slurm("squeue", &squeue)?, &mut skipped);
+    // AdminComment (written by job_submit/cellsched) is on its own line of
+    // the multi-line form; the user's Comment is never read.
+    let comments = if jobs.is_empty() { Default::default() } else { snapshot::parse_admin_comments(&slurm("scontrol", &["show", "job"])?) };
+    Ok(Snapshot::build(nodes, &jobs, &comments, skipped))
+}
+
+/// `1h02m`, `45s`, `now`.
+pub fn fmt_dur(s: f64) -> String {
+    if s < 0.5 {
+        return "now".into();
+    }
+    let s = s.round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Runs the subcommand.
+pub fn run(a: Args) -> Result<()> {
+    let req = request(&a)?;
+    let (cfg, cfg_from) = load_config(a.config.as_ref())?;
+    let snap = read_cluster(a.partition.as_deref())?;
+    if snap.nodes.is_empty() {
+        bail!("no usable node with typed GPUs (gpu:TYPE:N in Gres) in sinfo's output{}", a.partition.as_ref().map_or(String::new(), |p| format!(" for partition {p}")));
+    }
+    let (est, db) = estimator(&cfg)?;
+    let (est2, _) = estimator(&cfg)?;
+    let mut times = TimeCache::new(Box::new(CoreTimes::from_estimator(est2, db)));
+    let ans = answer(&snap, &est, &mut times, &cfg, &req, a.per_type.max(1))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"config": cfg_from, "answer": ans}))?);
+        return Ok(());
+    }
+    println!(
+        "{} (batch {}{}) on {} nodes, {} running and {} pending GPU jobs; config: {cfg_from}",
+        ans.model,
+        ans.batch,
+        ans.iters.map_or(String::new(), |n| format!(", {n} iterations")),
+        snap.nodes.len(),
+        ans.running,
+        ans.pending
+    );
+    println!("All numbers are {}.", ans.knowledge);
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(["", "cell", "nodes", "plan", "pred. s/iter", "source", "pred. start", "pred. finish", "pred. GPU-h"]);
+    for r in &ans.rows {
+        let e = &r.estimate;
+        t.add_row([
+            if r.chosen { "=>".into() } else { String::new() },
+            e.cell.to_string(),
+            e.nodes.to_string(),
+            e.plan.to_string(),
+            format!("{:.4}", e.iter_time_s),
+            e.source.to_string(),
+            r.start_s.map_or("never".into(), fmt_dur),
+            r.finish_s.map_or("-".into(), fmt_dur),
+            r.gpu_hours.map_or("-".into(), |h| format!("{h:.2}")),
+        ]);
+    }
+    println!("{t}");
+    match ans.rows.iter().find(|r| r.chosen) {
+        Some(r) => println!("cellsched would choose {} now: {}.", r.estimate.cell, ans.why),
+        None => println!("cellsched would choose no Cell: {}.", ans.why),
+    }
+    for s in &ans.skipped {
+        eprintln!("note: left out of the snapshot: {s}");
+    }
+    Ok(())
+}
+
+/// A synthetic snapshot for the benchmark: 8 a100 nodes (4 GPUs), 8 v100
+/// nodes (8), 4 a10 nodes (4), every GPU held by a running job, and
+/// `pending` waiting jobs (two thirds DL jobs of catalog models, the rest
+/// plain GPU jobs), seeded.
+pub fn synthetic(pending: usize, seed: u64) -> Snapshot {
+    use cellsched_sim::rng::Rng;
+    use cellsched_sim::snapshot::{RemainingFrom, SnapNode, SnapPending, SnapRunning};
+    let mut rng = Rng::new(seed);
+    let mut nodes = Vec::new();
+    for (t, n, g) in [("a100", 8, 4), ("v100", 8, 8), ("a10", 4, 4)] {
+        for k in 1..=n {
+            nodes.push(SnapNode { name: format!("{t}-{k}"), gpu_type: t.into(), gpus: g });
+        }
+    }
+    let running = nodes
+        .iter()
+        .map(|n| SnapRunning {
+            id: format!("r-{}", n.name),
+            nodes: vec![n.name.clone()],
+            gpu_type: n.gpu_type.clone(),
+            gpus_per_node: n.gpus,
+            remaining_s: rng.range(60.0, 7200.0),
+            remaining_from: RemainingFrom::Declared,
+        })
+        .collect();
+    let models = ["gpt__125M", "gpt__350M", "bert__340M", "gpt__1.3B"];
+    let types = [("a100", 4u32), ("v100", 8), ("a10", 4)];
+    let pending = (0..pending)
+        .map(|i| {
+            let (t, per) = types[(rng.next_u64() % 3) as usize];
+            let gpus = [1, 2, 4, 8][(rng.next_u64() % 4) as usize].min(per * 2);
+            let dl = i % 3 != 2;
+            SnapPending {
+                id: format!("{}", 1000 + i),
+                model: dl.then(|| models[(rng.next_u64() % models.len() as u64) as usize].to_string()),
+                batch: [16, 32, 64][(rng.next_u64() % 3) as usize],
+                iters: if dl { 100 + rng.next_u64() % 20_000 } else { 1 },
+                gpu_type: t.into(),
+                gpus,
+                limit_s: rng.range(600.0, 86400.0),
+            }
+        })
+        .collect();
+    Snapshot { nodes, running, pending, skipped: Vec::new() }
+}
+
+/// `cellsched bench whatif`: times [`answer`] on [`synthetic`] snapshots (built-in estimator, default config).
+pub fn bench(pending: usize, runs: usize) -> Result<()> {
+    let snap = synthetic(pending, 1);
+    let cfg = Config::default();
+    let req = Request { model: "gpt__1.3B".into(), batch: 32, iters: Some(5000), typed: None, want_gpus: None };
+    let mut times_s = Vec::new();
+    let mut last = None;
+    for _ in 0..runs.max(1) {
+        // A fresh estimator and cache each run: nothing is warm from the previous one.
+        let (est, db) = estimator(&cfg)?;
+        let (est2, _) = estimator(&cfg)?;
+        let mut times = TimeCache::new(Box::new(CoreTimes::from_estimator(est2, db)));
+        let t0 = std::time::Instant::now();
+        let a = answer(&snap, &est, &mut times, &cfg, &req, 3)?;
+        times_s.push(t0.elapsed().as_secs_f64());
+        last = Some(a);
+    }
+    let a = last.expect("at least one run");
+    times_s.sort_by(f64::total_cmp);
+    println!(
+        "whatif on a synthetic snapshot: {} nodes, {} running, {} pending jobs; {} Cells simulated (each a full forward run of the queue)",
+        snap.nodes.len(),
+        snap.running.len(),
+        snap.pending.len(),
+        a.rows.len()
+    );
+    println!(
+        "wall time over {} runs (measured): min {:.3} s, median {:.3} s, max {:.3} s",
+        times_s.len(),
+        times_s[0],
+        times_s[times_s.len() / 2],
+        times_s[times_s.len() - 1]
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cellsched_sim::snapshot::{SnapNode, SnapPending, SnapRunning, RemainingFrom};
+
+    fn node(name: &str, t: &str, g: u32) -> SnapNode {
+        SnapNode { name: name.into(), gpu_type: t.into(), gpus: g }
+    }
+
+    /// The local test cluster with both a100 nodes busy for 10 minutes.
+    pub(crate) fn busy_a100() -> Snapshot {
+        let nodes = vec![node("a100-1", "a100", 4), node("a100-2", "a100", 4), node("v100-1", "v100", 8), node("v100-2", "v100", 8), node("a10-1", "a10", 4)];
+        let running = ["a100-1", "a100-2"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| SnapRunning { id: format!("{}", i + 1), nodes: vec![n.to_string()], gpu_type: "a100".into(), gpus_per_node: 4, remaining_s: 600.0, remaining_from: RemainingFrom::TimeLimit })
+            .collect();
+        Snapshot { nodes, running, pending: Vec::new(), skipped: Vec::new() }
+    }
+
+    fn est() -> Estimator {
+        Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
+    }
+
+    fn times() -> TimeCache {
+        TimeCache::new(Box::new(CoreTimes::from_estimator(est(), None)))
+    }
+
+    fn req(gpus: Option<u32>) -> Request {
+        Request { model: "gpt__125M".into(), batch: 16, iters: Some(2000), typed: None, want_gpus: gpus }
+    }
+
+    #[test]
+    fn busy_a100_start_later_than_free_v100_and_the_choice_is_a_free_cell() {
+        let s = busy_a100();
+        let a = answer(&s, &est(), &mut times(), &Config::default(), &req(Some(4)), 3).unwrap();
+        let on = |t: &str| a.rows.iter().find(|r| r.estimate.cell.gpu_type == t).unwrap_or_else(|| panic!("no {t} row: {a:?}"));
+        let (a100, v100) = (on("a100"), on("v100"));
+        assert!(a100.start_s.unwrap() >= 600.0 - 1e-6, "{a100:?}");
+        assert_eq!(v100.start_s, Some(0.0));
+        let chosen = a.rows.iter().find(|r| r.chosen).expect("a chosen Cell");
+        assert_ne!(chosen.estimate.cell.gpu_type, "a100", "a100 is busy: {a:?}");
+        assert_eq!(chosen.estimate.cell.gpus, 4);
+        assert!(a.why.contains("free now"), "{}", a.why);
+        // Finish = start + iterations x predicted seconds per iteration; GPU-hours likewise.
+        for r in &a.rows {
+            let (s, f) = (r.start_s.unwrap(), r.finish_s.unwrap());
+            assert!((f - s - 2000.0 * r.estimate.iter_time_s).abs() < 1e-6 * f.max(1.0), "{r:?}");
+            assert!((r.gpu_hours.unwrap() - 2000.0 * r.estimate.iter_time_s * 4.0 / 3600.0).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn the_choice_matches_the_plugin_rule_and_waits_when_nothing_is_free() {
+        let mut s = busy_a100();
+        let (e, cfg) = (est(), PlacementConfig::default());
+        let job = JobSpec { model: ModelCatalog::builtin().resolve("gpt__125M").unwrap(), global_batch: 16 };
+        // Same as rank_cells on the free offers, first one.
+        let (c, _) = choose(&s, &e, &cfg, &job, &req(None));
+        assert_eq!(c.unwrap(), e.rank_cells(&job, &offers(&s, &cfg, false), cfg.max_gpus)[0]);
+        // Everything busy: the best Cell of the whole cluster, with the reason.
+        for n in ["v100-1", "v100-2", "a10-1"] {
+            let g = s.nodes.iter().find(|x| x.name == n).unwrap().gpus;
+            let t = s.nodes.iter().find(|x| x.name == n).unwrap().gpu_type.clone();
+            s.running.push(SnapRunning { id: n.into(), nodes: vec![n.into()], gpu_type: t, gpus_per_node: g, remaining_s: 60.0, remaining_from: RemainingFrom::Declared });
+        }
+        let (c, why) = choose(&s, &e, &cfg, &job, &req(None));
+        assert_eq!(c.unwrap(), e.rank_cells(&job, &offers(&s, &cfg, true), cfg.max_gpus)[0]);
+        assert!(why.contains("waits"), "{why}");
+        // A typed request pins the Cell.
+        let pinned = Request { typed: Some(("v100".into(), 8)), ..req(None) };
+        let a = answer(&s, &e, &mut times(), &Config::default(), &pinned, 3).unwrap();
+        assert_eq!(a.rows.len(), 1);
+        assert_eq!(a.rows[0].estimate.cell.to_string(), "v100x8x1");
+        assert!(a.rows[0].chosen && a.rows[0].start_s.unwrap() >= 60.0 - 1e-6, "{a:?}");
+    }
+
+    #[test]
+    fn the_queue_ahead_delays_the_start_in_a_srpt_order() {
+        let v100x8 = |iters| Request { typed: Some(("v100".into(), 8)), iters: Some(iters), ..req(None) };
+        let mut s = busy_a100();
+        let a0 = answer(&s, &est(), &mut times(), &Config::default(), &v100x8(200_000), 3).unwrap();
+        assert_eq!(a0.rows[0].start_s, Some(0.0));
+        let work = a0.rows[0].finish_s.unwrap();
+        assert!(work > 60.0, "the test needs a job longer than the queued ones: {work}");
+        // Two shorter jobs (typed, not DL: timed by their limit) wait for
+        // v100: A-SRPT runs them first, on both nodes, so the job waits 60 s.
+        for id in ["7", "8"] {
+            s.pending.push(SnapPending { id: id.into(), model: None, batch: 1, iters: 1, gpu_type: "v100".into(), gpus: 8, limit_s: 60.0 });
+        }
+        let a = answer(&s, &est(), &mut times(), &Config::default(), &v100x8(200_000), 3).unwrap();
+        assert_eq!(a.rows[0].start_s, Some(60.0), "{a:?}");
+        // Longer queued jobs go after it: it starts now.
+        for p in &mut s.pending {
+            p.limit_s = 100.0 * work;
+        }
+        let a = answer(&s, &est(), &mut times(), &Config::default(), &v100x8(200_000), 3).unwrap();
+        assert_eq!(a.rows[0].start_s, Some(0.0), "{a:?}");
+    }
+
+    #[test]
+    fn synthetic_queue_is_answered_and_queues_delay_every_cell() {
+        let s = synthetic(300, 7);
+        assert_eq!(s.pending.len(), 300);
+        let r = Request { model: "gpt__1.3B".into(), batch: 32, iters: Some(5000), typed: None, want_gpus: None };
+        let a = answer(&s, &est(), &mut times(), &Config::default(), &r, 2).unwrap();
+        assert!(a.rows.len() >= 3, "{a:?}");
+        // Every GPU is busy: nothing starts now.
+        assert!(a.rows.iter().all(|r| r.start_s.is_some_and(|t| t > 0.0)), "{a:?}");
+        assert!(a.why.contains("waits"), "{}", a.why);
+        // The queue ahead is simulated: without it every Cell starts no later, and some sooner.
+        let empty = Snapshot { pending: Vec::new(), ..s.clone() };
+        let b = answer(&empty, &est(), &mut times(), &Config::default(), &r, 2).unwrap();
+        let start = |a: &Answer, c: &Estimate| a.rows.iter().find(|r| same_shape(&r.estimate, c)).and_then(|r| r.start_s).unwrap();
+        assert!(b.rows.iter().all(|r| start(&b, &r.estimate) <= start(&a, &r.estimate) + 1e-6));
+        assert!(b.rows.iter().any(|r| start(&b, &r.estimate) + 1.0 < start(&a, &r.estimate)), "{a:?} vs {b:?}");
+    }
+
+    #[test]
+    fn requests_read_like_sbatch() {
+        let base = Args { model: "m".into(), batch: 8, iters: None, gres: None, gpus: None, nodes: None, partition: None, config: None, per_type: 3, json: false };
+        let r = request(&Args { gres: Some("gpu:a100:2".into()), nodes: Some(2), ..base }).unwrap();
+        assert_eq!((r.typed, r.want_gpus), (Some(("a100".into(), 4)), Some(4)));
+        let base = Args { model: "m".into(), batch: 8, iters: None, gres: None, gpus: Some("4".into()), nodes: None, partition: None, config: None, per_type: 3, json: false };
+        let r = request(&base).unwrap();
+        assert_eq!((r.typed, r.want_gpus), (None, Some(4)));
+        let bad = Args { gpus: Some("lots".into()), ..base };
+        assert!(request(&bad).unwrap_err().to_string().contains("lots"));
+        assert_eq!(fmt_dur(0.0), "now");
+        assert_eq!(fmt_dur(3725.0), "1h02m");
+    }
+}
