@@ -31,17 +31,32 @@ pub fn init_datadir(l: &Layout) -> Result<bool> {
         return Ok(false);
     }
     let install = find_program(&["mariadb-install-db", "mysql_install_db"])?;
-    let _ = std::fs::remove_dir_all(&data);
-    std::fs::create_dir_all(&data).map_err(ClusterError::io("cannot create", &data))?;
     let logp = l.log_file("mariadb-install");
-    let out = Command::new(&install)
-        .arg("--no-defaults")
-        .arg(format!("--datadir={}", data.display()))
-        .args(["--user=root", "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"])
-        .output()
-        .map_err(ClusterError::io("cannot run", &install))?;
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    // One bootstrap at a time on this machine (clusters started in parallel,
+    // e.g. by the test suite, made it fail now and then), and one retry.
+    let _one_at_a_time = InstallLock::acquire();
+    let mut out = None;
+    let mut text = String::new();
+    for attempt in 1..=2 {
+        let _ = std::fs::remove_dir_all(&data);
+        std::fs::create_dir_all(&data).map_err(ClusterError::io("cannot create", &data))?;
+        let o = Command::new(&install)
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .args(["--user=root", "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"])
+            .output()
+            .map_err(ClusterError::io("cannot run", &install))?;
+        text.push_str(&format!("--- attempt {attempt}\n"));
+        text.push_str(&String::from_utf8_lossy(&o.stdout));
+        text.push_str(&String::from_utf8_lossy(&o.stderr));
+        let ok = o.status.success();
+        out = Some(o);
+        if ok {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    let out = out.expect("at least one attempt");
     let _ = std::fs::write(&logp, &text);
     if !out.status.success() {
         // Leave no half-initialised data dir behind: the next `up` retries.
@@ -132,4 +147,31 @@ pub fn create_db_user(l: &Layout) -> Result<()> {
     }
     s.push_str("FLUSH PRIVILEGES;");
     sql(l, &s).map(|_| ())
+}
+
+/// Machine-wide lock around `mariadb-install-db` (an `flock` on a file in
+/// the temp dir), released on drop; best effort: without the file, no lock.
+struct InstallLock(Option<std::fs::File>);
+
+impl InstallLock {
+    fn acquire() -> InstallLock {
+        use std::os::unix::io::AsRawFd;
+        let path = std::env::temp_dir().join("cellsched-mariadb-install.lock");
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).ok();
+        if let Some(f) = &f {
+            // SAFETY: flock on a descriptor we own; blocks until the lock is free.
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        }
+        InstallLock(f)
+    }
+}
+
+impl Drop for InstallLock {
+    fn drop(&mut self) {
+        use std::os::unix::io::AsRawFd;
+        if let Some(f) = &self.0 {
+            // SAFETY: unlocks the lock taken in `acquire` on the same descriptor.
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+        }
+    }
 }
