@@ -113,9 +113,23 @@ fn convert_gavel_on_shared_trace() {
     std::fs::remove_file(&out_csv).ok();
 }
 
+/// The per-test temp dir of [`temp_file`] for `tag`.
+fn temp_dir_of(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("cellsched-honest-{tag}-{}", std::process::id()))
+}
+
+/// Removes a test's temp dir when dropped (also when the test fails).
+struct CleanTemp(&'static str);
+
+impl Drop for CleanTemp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(temp_dir_of(self.0));
+    }
+}
+
 /// Writes `text` to a file in a per-test temp dir and returns its path.
 fn temp_file(tag: &str, name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("cellsched-honest-{tag}-{}", std::process::id()));
+    let dir = temp_dir_of(tag);
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -128,6 +142,7 @@ const TIMES: &str = "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s\n";
 /// changes where cellsched puts the job, but the job runs at v100's true speed.
 #[test]
 fn wrong_knowledge_changes_decisions_not_the_clock() {
+    let _clean = CleanTemp("wk");
     let cluster = temp_file("wk", "c.toml", "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 1\n[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 1\n");
     let trace = temp_file("wk", "t.csv", "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,1000,resnet50,0,64,1,a100\n");
     let truth = temp_file("wk", "truth.csv", &format!("# measured\n{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.2\n"));
@@ -160,6 +175,7 @@ fn wrong_knowledge_changes_decisions_not_the_clock() {
 /// Bad truth and knowledge files name file, line and field.
 #[test]
 fn bad_truth_and_knowledge_files_are_named() {
+    let _clean = CleanTemp("bad");
     let trace = "etc/sim/trace.csv";
     let cluster = "etc/sim/cluster.toml";
     let cases = [
@@ -185,6 +201,7 @@ fn bad_truth_and_knowledge_files_are_named() {
 /// the clock keeps the true counts.
 #[test]
 fn iterations_predicted_from_history_are_knowledge_only() {
+    let _clean = CleanTemp("rf");
     let recs = cellsched_core::history::synthetic(&cellsched_core::history::SyntheticSpec { users: 3, records: 300, noise: 0.05, early_stop_share: 0.0, seed: 5 });
     let hist = temp_file("rf", "history.csv", &cellsched_core::history::to_csv_string(&recs));
     // Jobs repeating history's (user, model, batch, GPUs) with other true counts.

@@ -61,13 +61,24 @@ mod emulated_trainer_tests {
 
     /// A truth table in a temp file: resnet50 batch 128 takes 1 s on one
     /// v100 and 0.5 s on 2 v100s on one node; batch 512 does not fit on k80.
-    fn truth() -> (PathBuf, String) {
+    /// Removes the truth table's temp dir when dropped.
+    struct TempTruth(PathBuf);
+
+    impl Drop for TempTruth {
+        fn drop(&mut self) {
+            if let Some(d) = self.0.parent() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+    }
+
+    fn truth() -> (TempTruth, String) {
         let d = std::env::temp_dir().join(format!("cs-emu-{}-{:?}", std::process::id(), std::thread::current().id()));
         std::fs::create_dir_all(&d).unwrap();
         let p = d.join("truth.csv");
         std::fs::write(&p, "# test truth\nmodel,batch,gpu_type,nodes,gpus_per_node,iter_time_s\nresnet50,128,v100,1,1,1.0\nresnet50,128,v100,1,2,0.5\nresnet50,512,k80,1,4,0\n").unwrap();
         let s = p.display().to_string();
-        (p, s)
+        (TempTruth(p), s)
     }
 
     #[test]
