@@ -4,24 +4,29 @@
 //! `cellsched doctor`.
 use crate::Cell;
 
+/// Splits `s` on the commas outside `open`…`close` pairs: hostlists
+/// (`a100-[1-2],v100-1`) and GRES strings (`gpu:a100:4(IDX:0,2-3),gpu:v100:2`).
+pub fn split_top_level(s: &str, open: char, close: char) -> Vec<&str> {
+    let mut entries = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        if c == open {
+            depth += 1;
+        } else if c == close {
+            depth -= 1;
+        } else if c == ',' && depth == 0 {
+            entries.push(&s[start..i]);
+            start = i + 1;
+        }
+    }
+    entries.push(&s[start..]);
+    entries
+}
+
 /// The top-level entries of a Slurm hostlist expression (commas inside
 /// brackets belong to their entry): `a100-[1-2],v100-1` -> `a100-[1-2]`, `v100-1`.
 pub fn hostlist_entries(expr: &str) -> Vec<&str> {
-    let mut entries = Vec::new();
-    let (mut depth, mut start) = (0, 0);
-    for (i, c) in expr.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                entries.push(&expr[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    entries.push(&expr[start..]);
-    entries
+    split_top_level(expr, '[', ']')
 }
 
 /// The `Key=value` words of one slurm.conf/gres.conf line (comments cut),
@@ -99,6 +104,14 @@ pub fn hostlist_contains(expr: &str, node: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn top_level_split_keeps_bracketed_commas() {
+        assert_eq!(split_top_level("a100-[1,3],v100-1", '[', ']'), ["a100-[1,3]", "v100-1"]);
+        assert_eq!(split_top_level("gpu:a100:4(IDX:0,2-3),gpu:v100:2", '(', ')'), ["gpu:a100:4(IDX:0,2-3)", "gpu:v100:2"]);
+        assert_eq!(split_top_level("", '(', ')'), [""]);
+    }
+
     use super::*;
 
     #[test]

@@ -38,22 +38,8 @@ pub struct NodeGpus {
 
 /// `(type, count)` of each GPU entry in a GRES string like `gpu:a100:4(S:0),gpu:v100:2(IDX:0-1)`.
 fn gres_gpus(gres: &str) -> Vec<(Option<String>, u32)> {
-    // Split on commas outside parentheses (`IDX:0,2-3` lists contain commas).
-    let mut entries = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in gres.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                entries.push(&gres[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    entries.push(&gres[start..]);
-    entries
+    // Commas inside parentheses (`IDX:0,2-3`) belong to their entry.
+    cellsched_core::slurm_conf::split_top_level(gres, '(', ')')
         .into_iter()
         .filter_map(|e| request::gpu_request(Some(e)))
         .map(|GpuRequest { gpu_type, count }| (gpu_type, count.min(u64::from(u32::MAX)) as u32))

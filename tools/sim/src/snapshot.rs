@@ -156,21 +156,7 @@ pub fn parse_duration(s: &str) -> Option<f64> {
 /// `gpu:a100:4(S:0)`, `gres:gpu:a100:2`, `gres/gpu:a100=4`, `gres/gpu=4`.
 pub fn gpu_entries(s: &str) -> Vec<(Option<String>, u32)> {
     let mut out = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    let mut items = Vec::new();
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                items.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    items.push(&s[start..]);
-    for item in items {
+    for item in cellsched_core::slurm_conf::split_top_level(s, '(', ')') {
         let item = item.split('(').next().unwrap_or("").trim();
         let item = item.strip_prefix("gres:").or_else(|| item.strip_prefix("gres/")).unwrap_or(item);
         let Some(rest) = item.strip_prefix("gpu") else { continue };
