@@ -7,7 +7,7 @@
 //! pinned to that Cell: predicted start, finish, seconds per iteration and
 //! GPU-hours. The Cell cellsched would choose now is found with the same
 //! rule and core calls as job_submit/cellsched's `place()`
-//! (plugins/job_submit/src/placement.rs): the fastest feasible Cell in the
+//! (`cellsched_core::placement`): the fastest feasible Cell in the
 //! free GPUs of the allowed types (with an untyped GPU count: of exactly
 //! that count), else the best Cell of the whole cluster, where it waits.
 //! Every number is a prediction (estimator + declared iterations).
@@ -241,7 +241,8 @@ pub fn request(a: &Args) -> Result<Request> {
     let nodes = a.nodes.unwrap_or(1).max(1);
     let parse = |s: &str, per_node: bool| -> Result<(Option<String>, u32)> {
         let s = if per_node { s.trim().to_string() } else { format!("gpu:{}", s.trim()) };
-        let Some((t, n)) = snapshot::gpu_entries(&s).into_iter().next() else {
+        let counted = s.rsplit(':').next().is_some_and(|n| n.trim().parse::<u32>().is_ok());
+        let Some((t, n)) = cellsched_core::placement::request::gpu_entries(&s).into_iter().next().filter(|_| counted) else {
             bail!("cannot read the GPU request '{s}': expected gpu:N or gpu:TYPE:N (--gres), N or TYPE:N (--gpus)")
         };
         Ok((t, if per_node { n.saturating_mul(nodes) } else { n }))

@@ -9,13 +9,11 @@
 //! Jobs without DL options are untouched; a missing or bad config leaves all
 //! jobs stock; bad DL options are rejected at submit with a message.
 //!
-//! - [`request`]: GRES / feature string parsing and rewriting.
-//! - [`job_env`]: `spank_job_env` lookups.
-//! - [`placement`]: the submit-time choice (pure).
-//! - [`replan`]: the re-planning choice (pure).
+//! The decisions themselves are pure and live in `cellsched_core`
+//! ([`cellsched_core::placement`]: submit-time choice, GRES strings in
+//! `placement::request`, re-planning in `placement::replan`;
+//! [`cellsched_core::job_env`]: `spank_job_env` lookups), so the simulator,
+//! `whatif` and tests call the same code; this crate is the slurmctld host.
+//!
 //! - `plugin`: exported symbols and the thread.
-pub mod job_env;
-pub mod placement;
 mod plugin;
-pub mod replan;
-pub mod request;

@@ -10,9 +10,9 @@
 //! A config file that fails to load leaves the last good configuration in
 //! force (logged); with none yet, DL jobs keep their own GPU request or are
 //! refused without one ([`placement::fallback`]).
-use crate::placement::{self, NodeGpus, Outcome, SubmitRequest};
-use crate::replan::{self, PendingDl};
-use crate::{job_env, request};
+use cellsched_core::job_env;
+use cellsched_core::placement::replan::{self, PendingDl};
+use cellsched_core::placement::{self, request, NodeGpus, Outcome, SubmitRequest};
 use cellsched_core::config::{resolve_config_path, Config, CONFIG_ENV};
 use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::Estimator;
@@ -194,6 +194,7 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
         }
         let req = unsafe {
             SubmitRequest {
+                gres_prefix: slurm_sys::compat::TRES_GRES_PREFIX,
                 env,
                 features: opt_str(desc.features),
                 tres_per_node: opt_str(desc.tres_per_node),

@@ -20,6 +20,7 @@ use crate::policy::{CellschedOptions, CellschedPolicy};
 use crate::times::TimeCache;
 use crate::trace::TraceJob;
 use cellsched_core::slurm_conf::hostlist_contains;
+use cellsched_core::placement::request::gpu_entries;
 use cellsched_core::Decision;
 use std::collections::HashMap;
 
@@ -150,29 +151,6 @@ pub fn parse_duration(s: &str) -> Option<f64> {
         _ => return None,
     };
     Some((days * 86400 + h * 3600 + m * 60 + sec) as f64)
-}
-
-/// `(type, count)` of the GPU entries of a GRES or TRES string:
-/// `gpu:a100:4(S:0)`, `gres:gpu:a100:2`, `gres/gpu:a100=4`, `gres/gpu=4`.
-pub fn gpu_entries(s: &str) -> Vec<(Option<String>, u32)> {
-    let mut out = Vec::new();
-    for item in cellsched_core::slurm_conf::split_top_level(s, '(', ')') {
-        let item = item.split('(').next().unwrap_or("").trim();
-        let item = item.strip_prefix("gres:").or_else(|| item.strip_prefix("gres/")).unwrap_or(item);
-        let Some(rest) = item.strip_prefix("gpu") else { continue };
-        // `=N` (TRES) or `:N` (GRES) ends the entry; a type may sit before it.
-        let (ty, count) = if let Some((head, n)) = rest.rsplit_once('=') {
-            (head.strip_prefix(':'), n)
-        } else {
-            match rest.strip_prefix(':').map(|r| r.rsplit_once(':').map_or((None, r), |(t, n)| (Some(t), n))) {
-                Some(x) => x,
-                None => continue,
-            }
-        };
-        let Ok(count) = count.trim().parse::<u32>() else { continue };
-        out.push((ty.filter(|t| !t.is_empty()).map(str::to_ascii_lowercase), count));
-    }
-    out
 }
 
 fn typed_gpus(s: &str) -> Option<(String, u32)> {
@@ -525,15 +503,6 @@ mod tests {
         assert_eq!(parse_duration("1-02"), Some(86400.0 + 7200.0));
         assert_eq!(parse_duration("UNLIMITED"), None);
         assert_eq!(parse_duration("NOT_SET"), None);
-    }
-
-    #[test]
-    fn gpu_entries_read_gres_and_tres() {
-        assert_eq!(gpu_entries("gpu:a100:4(S:0)"), vec![(Some("a100".into()), 4)]);
-        assert_eq!(gpu_entries("gres:gpu:4"), vec![(None, 4)]);
-        assert_eq!(gpu_entries("cpu=1,gres/gpu=4,gres/gpu:v100=4"), vec![(None, 4), (Some("v100".into()), 4)]);
-        assert_eq!(gpu_entries("gpu:a100:2(IDX:0,2),gpu:v100:1"), vec![(Some("a100".into()), 2), (Some("v100".into()), 1)]);
-        assert!(gpu_entries("cpu=1,mem=10").is_empty());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Choosing a Cell for a submitted DL job: the pure part of the plugin.
+//! Choosing a Cell for a submitted DL job (job_submit/cellsched's decision,
+//! also called by `whatif` and the simulator's tests).
 //!
 //! Input: the job's `spank_job_env`, feature and GPU request strings, and a
 //! snapshot of the nodes' GPUs. Output: leave the job stock, reject it with
@@ -13,14 +14,17 @@
 //! estimate) the user's own request is kept, a pinned Cell is written as a
 //! plain request, and a DL job with no GPU request at all is refused with a
 //! message that says what to add.
+pub mod replan;
+pub mod request;
+
+use crate::config::PlacementConfig;
+use crate::declared::DeclaredConfig;
+use crate::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use crate::job_env;
-use crate::request::{self, GpuRequest};
-use cellsched_core::config::PlacementConfig;
-use cellsched_core::declared::DeclaredConfig;
-use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
-use cellsched_core::model::{is_model_file, model_from_wire, MODEL_SPEC_ENV_KEY};
-use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
-use cellsched_core::{Cell, CoreError, Decision};
+use crate::model::{is_model_file, model_from_wire, MODEL_SPEC_ENV_KEY};
+use crate::options::{CellChoice, DlOptions, PlanChoice};
+use crate::{Cell, CoreError, Decision};
+use request::GpuRequest;
 use std::collections::BTreeMap;
 
 /// GPUs of one type on one node, from its configured and used GRES.
@@ -36,23 +40,13 @@ pub struct NodeGpus {
     pub free: u32,
 }
 
-/// `(type, count)` of each GPU entry in a GRES string like `gpu:a100:4(S:0),gpu:v100:2(IDX:0-1)`.
-fn gres_gpus(gres: &str) -> Vec<(Option<String>, u32)> {
-    // Commas inside parentheses (`IDX:0,2-3`) belong to their entry.
-    cellsched_core::slurm_conf::split_top_level(gres, '(', ')')
-        .into_iter()
-        .filter_map(|e| request::gpu_request(Some(e)))
-        .map(|GpuRequest { gpu_type, count }| (gpu_type, count.min(u64::from(u32::MAX)) as u32))
-        .collect()
-}
-
 /// GPUs of an available node, per type; unavailable nodes and untyped GPUs offer nothing.
 pub fn node_gpus(node: &str, gres: Option<&str>, gres_used: Option<&str>, available: bool) -> Vec<NodeGpus> {
     if !available {
         return Vec::new();
     }
-    let used = gres_gpus(gres_used.unwrap_or(""));
-    gres_gpus(gres.unwrap_or(""))
+    let used = request::gpu_entries(gres_used.unwrap_or(""));
+    request::gpu_entries(gres.unwrap_or(""))
         .into_iter()
         .filter_map(|(ty, total)| {
             let ty = ty?;
@@ -78,8 +72,11 @@ pub fn offers(nodes: &[NodeGpus], cfg: &PlacementConfig, capacity: bool) -> Vec<
 }
 
 /// The job fields placement reads.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SubmitRequest {
+    /// The release's TRES GRES prefix for rewritten requests (`gres:` in
+    /// 22.05, `gres/` from 23.02; the host passes its own).
+    pub gres_prefix: &'static str,
     /// `spank_job_env` entries.
     pub env: Vec<String>,
     /// `--constraint` expression.
@@ -92,6 +89,20 @@ pub struct SubmitRequest {
     pub min_nodes: Option<u32>,
     /// The job is a component of a heterogeneous job.
     pub het_component: bool,
+}
+
+impl Default for SubmitRequest {
+    fn default() -> Self {
+        SubmitRequest {
+            gres_prefix: request::GRES_PREFIX_2205,
+            env: Vec::new(),
+            features: None,
+            tres_per_node: None,
+            tres_per_job: None,
+            min_nodes: None,
+            het_component: false,
+        }
+    }
 }
 
 /// How the job's request is rewritten.
@@ -164,7 +175,7 @@ pub fn dl_tags(job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>) -> Stri
 }
 
 /// AdminComment word recording the time limit (minutes) cellsched set from
-/// the declared iterations (`limit_min=N`, see `cellsched_core::declared`).
+/// the declared iterations (`limit_min=N`, see `crate::declared`).
 pub const LIMIT_TAG: &str = "limit_min=";
 
 /// The time limit cellsched set from the declared iterations, from the job's AdminComment.
@@ -176,7 +187,7 @@ pub fn declared_limit(admin_comment: &str) -> Option<u32> {
 /// unset, `INFINITE` unlimited) that declared `iters` iterations of
 /// `iter_s` seconds: `Some(bound)` when the declaration bounds it tighter.
 pub fn bounded_limit(current: u32, iters: Option<u64>, iter_s: f64, cfg: &DeclaredConfig) -> Option<u32> {
-    let bound = cellsched_core::declared::time_bound_min(iters?, iter_s, cfg)?;
+    let bound = crate::declared::time_bound_min(iters?, iter_s, cfg)?;
     (current == 0 || current > bound).then_some(bound)
 }
 
@@ -306,7 +317,7 @@ fn pinned_rewrite(req: &SubmitRequest, cell: &Cell, node_size: u32) -> Result<Re
     }
     Ok(Rewrite {
         features: request::with_type_feature(req.features.as_deref(), &cell.gpu_type),
-        tres_per_node: request::with_untyped_gpus(req.tres_per_node.as_deref(), cell.gpus / nodes),
+        tres_per_node: request::with_untyped_gpus(req.tres_per_node.as_deref(), cell.gpus / nodes, req.gres_prefix),
         nodes,
     })
 }
@@ -523,7 +534,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
 /// The fastest Cell that runs exactly the pinned plan `p` (dp*tp*pp GPUs in
 /// pp stages) on one of `offers`, whose nodes must hold it; otherwise why
 /// not (the estimator's reason for the last type tried).
-fn best_for_plan(job: &JobSpec, p: &cellsched_core::Plan, offers: &[CellOffer], est: &Estimator) -> Result<Estimate, String> {
+fn best_for_plan(job: &JobSpec, p: &crate::Plan, offers: &[CellOffer], est: &Estimator) -> Result<Estimate, String> {
     let mut best: Option<Estimate> = None;
     let mut why = format!("no node group can hold {} GPUs", p.gpus());
     for o in offers {
@@ -550,7 +561,7 @@ fn best_for_plan(job: &JobSpec, p: &cellsched_core::Plan, offers: &[CellOffer], 
 pub fn rewrite_for(req: &SubmitRequest, e: &Estimate) -> Rewrite {
     Rewrite {
         features: request::with_type_feature(req.features.as_deref(), &e.cell.gpu_type),
-        tres_per_node: request::with_untyped_gpus(req.tres_per_node.as_deref(), e.gpus_per_node),
+        tres_per_node: request::with_untyped_gpus(req.tres_per_node.as_deref(), e.gpus_per_node, req.gres_prefix),
         nodes: e.nodes,
     }
 }
@@ -558,8 +569,8 @@ pub fn rewrite_for(req: &SubmitRequest, e: &Estimate) -> Rewrite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cellsched_core::gpu::GpuCatalog;
-    use cellsched_core::model::ModelCatalog;
+    use crate::gpu::GpuCatalog;
+    use crate::model::ModelCatalog;
 
     fn est() -> Estimator {
         Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
@@ -630,7 +641,7 @@ mod tests {
         assert!(!p.pinned);
         let w = p.rewrite.unwrap();
         assert_eq!(w.features, format!("ib&{}", expect.cell.gpu_type));
-        assert_eq!(w.tres_per_node, format!("{}gpu:{}", slurm_sys::compat::TRES_GRES_PREFIX, expect.gpus_per_node));
+        assert_eq!(w.tres_per_node, format!("{}gpu:{}", request::GRES_PREFIX_2205, expect.gpus_per_node));
         assert_eq!(w.nodes, expect.nodes);
 
         // That type fully busy: a different, free type is chosen.
@@ -677,7 +688,7 @@ mod tests {
         };
         assert!(p.pinned);
         assert_eq!(p.decision.cell, "v100x8".parse().unwrap());
-        assert_eq!(p.rewrite.unwrap().tres_per_node, format!("{}gpu:8", slurm_sys::compat::TRES_GRES_PREFIX));
+        assert_eq!(p.rewrite.unwrap().tres_per_node, format!("{}gpu:8", request::GRES_PREFIX_2205));
 
         // Typed --gres: decision recorded, request untouched.
         let env2 = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=32".into()];
@@ -814,7 +825,7 @@ mod tests {
         match fallback(&pinned, &c, "no valid cellsched.toml") {
             Outcome::Honour(why, w) => {
                 assert!(why.contains("no valid cellsched.toml"), "{why}");
-                assert_eq!(w, Rewrite { features: "ib&a100".into(), tres_per_node: format!("{}gpu:4", slurm_sys::compat::TRES_GRES_PREFIX), nodes: 2 });
+                assert_eq!(w, Rewrite { features: "ib&a100".into(), tres_per_node: format!("{}gpu:4", request::GRES_PREFIX_2205), nodes: 2 });
             }
             other => panic!("{other:?}"),
         }
@@ -851,7 +862,7 @@ mod tests {
 
     #[test]
     fn user_model_files_are_placed_from_their_forwarded_description() {
-        let spec = cellsched_core::model::parse_model_toml(
+        let spec = crate::model::parse_model_toml(
             "family = \"gpt\"\nlayers = 12\nhidden = 768\nheads = 12\nseq_len = 512\nvocab = 50000\n",
             "small.toml",
             "small",
@@ -860,7 +871,7 @@ mod tests {
         let env = vec![
             "CELLSCHED_DL_MODEL=/home/u/small.toml".to_string(),
             "CELLSCHED_DL_BATCH=16".into(),
-            format!("{MODEL_SPEC_ENV_KEY}={}", cellsched_core::model::model_to_wire(&spec)),
+            format!("{MODEL_SPEC_ENV_KEY}={}", crate::model::model_to_wire(&spec)),
         ];
         let r = SubmitRequest { env: env.clone(), ..Default::default() };
         let Outcome::Place(p) = place(&r, &cluster(&[]), &PlacementConfig::default(), &est()) else { panic!("not placed") };
@@ -880,14 +891,14 @@ mod tests {
     #[test]
     fn declared_iterations_bound_the_time_limit() {
         let cfg = DeclaredConfig::default();
-        let b = cellsched_core::declared::time_bound_min(100, 0.5, &cfg).unwrap();
+        let b = crate::declared::time_bound_min(100, 0.5, &cfg).unwrap();
         // Unset (0 here, NO_VAL in the plugin), unlimited or longer limits are lowered; shorter ones kept.
         assert_eq!(bounded_limit(0, Some(100), 0.5, &cfg), Some(b));
-        assert_eq!(bounded_limit(slurm_sys::INFINITE, Some(100), 0.5, &cfg), Some(b));
+        assert_eq!(bounded_limit(u32::MAX, Some(100), 0.5, &cfg), Some(b));
         assert_eq!(bounded_limit(b + 1, Some(100), 0.5, &cfg), Some(b));
         assert_eq!(bounded_limit(b, Some(100), 0.5, &cfg), None);
         assert_eq!(bounded_limit(0, None, 0.5, &cfg), None, "nothing declared, nothing bounded");
-        let off = DeclaredConfig { policy: cellsched_core::declared::OverrunPolicy::Off, ..cfg };
+        let off = DeclaredConfig { policy: crate::declared::OverrunPolicy::Off, ..cfg };
         assert_eq!(bounded_limit(0, Some(100), 0.5, &off), None);
         assert_eq!(declared_limit(&format!("cellsched: x batch=8 {LIMIT_TAG}{b}")), Some(b));
         // Placements carry the declared iterations.

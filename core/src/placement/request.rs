@@ -5,7 +5,15 @@
 //! (newer releases also write `gres/gpu:a100=4`). A placement is written as
 //! a node feature (the GPU type) plus an untyped count, because updating a
 //! pending job's *typed* GRES leaves it never runnable in 22.05.
-use slurm_sys::compat::TRES_GRES_PREFIX;
+//! The release's prefix (`gres:` or `gres/`) is passed in by the host.
+
+/// The TRES GRES prefix of Slurm releases before 23.02 (`gres:gpu:4`).
+pub const GRES_PREFIX_2205: &str = "gres:";
+
+/// Strips the TRES GRES prefix of either release: `gres:gpu:a100:4` / `gres/gpu:a100:4` → `gpu:a100:4`.
+pub fn strip_tres_gres_prefix(entry: &str) -> &str {
+    entry.strip_prefix("gres:").or_else(|| entry.strip_prefix("gres/")).unwrap_or(entry)
+}
 
 /// The GPU part of a `tres_per_*` string.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,7 +27,7 @@ pub struct GpuRequest {
 /// Splits one entry into (name, type, count); `None` if it is not a GRES entry.
 fn parse_entry(entry: &str) -> Option<(String, Option<String>, u64)> {
     let e = entry.trim();
-    let rest = slurm_sys::compat::strip_tres_gres_prefix(e);
+    let rest = strip_tres_gres_prefix(e);
     // `gpu:a100=4` / `gpu=4` (tres form) or `gpu:a100:4` / `gpu:4` / `gpu` (gres form).
     let (head, eq_count) = match rest.split_once('=') {
         Some((h, c)) => (h, Some(c)),
@@ -59,6 +67,18 @@ pub fn gpu_request(tres: Option<&str>) -> Option<GpuRequest> {
     tres.split(',').filter_map(parse_entry).find(|(n, _, _)| n == "gpu").map(|(_, gpu_type, count)| GpuRequest { gpu_type, count })
 }
 
+/// `(type, count)` of every GPU entry of a GRES or TRES string, as nodes
+/// and jobs report them: `gpu:a100:4(S:0),gpu:v100:2(IDX:0-1)`,
+/// `gres:gpu:a100:2`, `cpu=1,gres/gpu=4,gres/gpu:v100=4`. Commas inside
+/// parentheses (`IDX:0,2-3`) belong to their entry.
+pub fn gpu_entries(gres: &str) -> Vec<(Option<String>, u32)> {
+    crate::slurm_conf::split_top_level(gres, '(', ')')
+        .into_iter()
+        .filter_map(|e| gpu_request(Some(e)))
+        .map(|GpuRequest { gpu_type, count }| (gpu_type, count.min(u64::from(u32::MAX)) as u32))
+        .collect()
+}
+
 /// Removes GPU entries from a `tres_per_*` string; `None` if nothing is left.
 pub fn without_gpus(tres: Option<&str>) -> Option<String> {
     let kept: Vec<&str> = tres
@@ -71,9 +91,9 @@ pub fn without_gpus(tres: Option<&str>) -> Option<String> {
 }
 
 /// `tres_per_node` asking for `gpus_per_node` untyped GPUs, keeping other GRES;
-/// written with the release's GRES prefix (`gres:` in 22.05, `gres/` from 23.02).
-pub fn with_untyped_gpus(tres: Option<&str>, gpus_per_node: u32) -> String {
-    let gpu = format!("{TRES_GRES_PREFIX}gpu:{gpus_per_node}");
+/// written with the release's GRES `prefix` (`gres:` in 22.05, `gres/` from 23.02).
+pub fn with_untyped_gpus(tres: Option<&str>, gpus_per_node: u32, prefix: &str) -> String {
+    let gpu = format!("{prefix}gpu:{gpus_per_node}");
     match without_gpus(tres) {
         Some(rest) => format!("{rest},{gpu}"),
         None => gpu,
@@ -129,10 +149,19 @@ mod tests {
     }
 
     #[test]
+    fn gpu_entries_read_gres_and_tres() {
+        assert_eq!(gpu_entries("gpu:a100:4(S:0)"), vec![(Some("a100".into()), 4)]);
+        assert_eq!(gpu_entries("gres:gpu:4"), vec![(None, 4)]);
+        assert_eq!(gpu_entries("cpu=1,gres/gpu=4,gres/gpu:v100=4"), vec![(None, 4), (Some("v100".into()), 4)]);
+        assert_eq!(gpu_entries("gpu:a100:2(IDX:0,2),gpu:v100:1"), vec![(Some("a100".into()), 2), (Some("v100".into()), 1)]);
+        assert!(gpu_entries("cpu=1,mem=10").is_empty());
+    }
+
+    #[test]
     fn rewrites_to_untyped_count() {
-        assert_eq!(with_untyped_gpus(None, 4), format!("{TRES_GRES_PREFIX}gpu:4"));
-        assert_eq!(with_untyped_gpus(Some("gres:gpu:a100:2"), 8), format!("{TRES_GRES_PREFIX}gpu:8"));
-        assert_eq!(with_untyped_gpus(Some("gres:mps:10,gres:gpu:2"), 4), "gres:mps:10,gres:gpu:4");
+        assert_eq!(with_untyped_gpus(None, 4, "gres/"), "gres/gpu:4");
+        assert_eq!(with_untyped_gpus(Some("gres:gpu:a100:2"), 8, GRES_PREFIX_2205), "gres:gpu:8");
+        assert_eq!(with_untyped_gpus(Some("gres:mps:10,gres:gpu:2"), 4, GRES_PREFIX_2205), "gres:mps:10,gres:gpu:4");
         assert_eq!(without_gpus(Some("gres:gpu:a100:2")), None);
         assert_eq!(without_gpus(Some("gres:gpu:2,gres:mps:1")).as_deref(), Some("gres:mps:1"));
     }
@@ -159,7 +188,7 @@ mod tests {
             for t in [raw.as_str(), near.as_str()] {
                 let _ = gpu_request(Some(t));
                 let _ = crate::placement::node_gpus("n", Some(t), Some(t), true);
-                let w = with_untyped_gpus(Some(t), 4);
+                let w = with_untyped_gpus(Some(t), 4, GRES_PREFIX_2205);
                 proptest::prop_assert_eq!(gpu_request(Some(&w)).map(|g| g.count), Some(4));
                 let _ = without_type_feature(Some(t), "a100");
             }

@@ -8,12 +8,11 @@
 //! could not moves to the best Cell the free GPUs allow, if that is at most
 //! `replan_max_slowdown` times slower per iteration. GPUs given to a moved
 //! job are set aside too, so two jobs are never moved onto the same GPUs.
-use crate::placement::{offers, NodeGpus};
-use crate::request;
-use cellsched_core::config::PlacementConfig;
-use cellsched_core::declared::DeclaredConfig;
-use cellsched_core::estimator::{Estimate, Estimator, JobSpec};
-use cellsched_core::Decision;
+use super::{offers, request, NodeGpus};
+use crate::config::PlacementConfig;
+use crate::declared::DeclaredConfig;
+use crate::estimator::{Estimate, Estimator, JobSpec};
+use crate::Decision;
 
 /// A pending, automatically placed DL job.
 #[derive(Debug, Clone)]
@@ -64,8 +63,8 @@ impl Move {
     /// AdminComment after the move: the new decision, the job's report tags,
     /// and where it came from.
     pub fn admin_comment(&self) -> String {
-        let limit = self.time_limit_min.map(|m| format!(" {}{m}", crate::placement::LIMIT_TAG)).unwrap_or_default();
-        format!("{}{limit} replanned_from={}", crate::placement::with_tags(&self.decision_text(), &self.tags), self.from.cell)
+        let limit = self.time_limit_min.map(|m| format!(" {}{m}", super::LIMIT_TAG)).unwrap_or_default();
+        format!("{}{limit} replanned_from={}", super::with_tags(&self.decision_text(), &self.tags), self.from.cell)
     }
 }
 
@@ -115,7 +114,7 @@ pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig,
             features: request::with_type_feature(user.as_deref(), &best.cell.gpu_type),
             gres: format!("gpu:{}", best.gpus_per_node),
             tags: j.tags.clone(),
-            time_limit_min: j.limited_iters.and_then(|n| cellsched_core::declared::time_bound_min(n, best.iter_time_s, declared)),
+            time_limit_min: j.limited_iters.and_then(|n| crate::declared::time_bound_min(n, best.iter_time_s, declared)),
             to: best,
         });
     }
@@ -126,8 +125,8 @@ pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig,
 mod tests {
     use super::*;
     use crate::placement::node_gpus;
-    use cellsched_core::gpu::GpuCatalog;
-    use cellsched_core::model::ModelCatalog;
+    use crate::gpu::GpuCatalog;
+    use crate::model::ModelCatalog;
 
     fn est() -> Estimator {
         Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
@@ -199,7 +198,7 @@ mod tests {
         // A time limit cellsched set from declared iterations follows the new Cell's speed.
         let limited = PendingDl { limited_iters: Some(5000), ..job.clone() };
         let mv = plan_moves(std::slice::from_ref(&limited), &busy, &cfg, &DeclaredConfig::default(), &e);
-        let want = cellsched_core::declared::time_bound_min(5000, mv[0].to.iter_time_s, &DeclaredConfig::default());
+        let want = crate::declared::time_bound_min(5000, mv[0].to.iter_time_s, &DeclaredConfig::default());
         assert!(want.is_some());
         assert_eq!(mv[0].time_limit_min, want);
         assert!(mv[0].admin_comment().contains(&format!("limit_min={} replanned_from=", want.unwrap())), "{}", mv[0].admin_comment());
