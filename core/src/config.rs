@@ -20,6 +20,8 @@
 //! replan_interval_s = 30
 //! replan_max_slowdown = 3.0
 //! max_gpus = 16
+//! max_gpu_factor = 4.0
+//! min_marginal_efficiency = 0.5
 //! allowed_gpu_types = ["a100", "v100", "a10"]
 //!
 //! [estimator]
@@ -92,6 +94,13 @@ pub struct PlacementConfig {
     pub replan_max_slowdown: f64,
     /// Most GPUs the plugin may give one job (>= 1).
     pub max_gpus: u32,
+    /// Most GPUs a job without a GPU count of its own may get, as a multiple
+    /// of the fewest GPUs its model fits on (>= 1; see `placement::sizing`).
+    pub max_gpu_factor: f64,
+    /// A job grows to more GPUs only while the marginal efficiency of the
+    /// extra GPUs is at least this (0..=1): with 0.5, doubling its GPUs must
+    /// make it at least 1.5x faster.
+    pub min_marginal_efficiency: f64,
     /// GPU types the plugin may choose; empty means every type in the cluster.
     pub allowed_gpu_types: Vec<String>,
 }
@@ -104,12 +113,23 @@ impl Default for PlacementConfig {
             replan_interval_s: 30,
             replan_max_slowdown: 3.0,
             max_gpus: 16,
+            max_gpu_factor: 4.0,
+            min_marginal_efficiency: 0.5,
             allowed_gpu_types: Vec::new(),
         }
     }
 }
 
 impl PlacementConfig {
+    /// The Cell-sizing rule these settings give.
+    pub fn sizing(&self) -> crate::placement::sizing::SizingRule {
+        crate::placement::sizing::SizingRule {
+            max_gpus: self.max_gpus,
+            max_gpu_factor: self.max_gpu_factor,
+            min_marginal_efficiency: self.min_marginal_efficiency,
+        }
+    }
+
     /// Whether the plugin may choose `gpu_type` (case-insensitive).
     pub fn allows(&self, gpu_type: &str) -> bool {
         self.allowed_gpu_types.is_empty() || self.allowed_gpu_types.iter().any(|t| t.eq_ignore_ascii_case(gpu_type))
@@ -187,6 +207,12 @@ impl Config {
         }
         if p.max_gpus == 0 || p.max_gpus > crate::cell::MAX_CELL_GPUS {
             return bad(format!("placement.max_gpus = {} must be in 1..={}", p.max_gpus, crate::cell::MAX_CELL_GPUS));
+        }
+        if !(p.max_gpu_factor.is_finite() && p.max_gpu_factor >= 1.0) {
+            return bad(format!("placement.max_gpu_factor = {} must be a number >= 1", p.max_gpu_factor));
+        }
+        if !(0.0..=1.0).contains(&p.min_marginal_efficiency) {
+            return bad(format!("placement.min_marginal_efficiency = {} must be in 0..=1", p.min_marginal_efficiency));
         }
         if let Some(t) = p.allowed_gpu_types.iter().find(|t| crate::Cell::new(t, 1, 1).is_err()) {
             return bad(format!("placement.allowed_gpu_types entry '{t}' is not a GPU type name (e.g. a100)"));
@@ -296,6 +322,8 @@ profile_db = "/var/lib/cellsched/p.csv"
             ("[placement]\nmax_gpus = 0", "max_gpus"),
             ("[placement]\nreplan_interval_s = 0", "replan_interval_s"),
             ("[placement]\nreplan_max_slowdown = 0.5", "replan_max_slowdown"),
+            ("[placement]\nmax_gpu_factor = 0.5", "max_gpu_factor"),
+            ("[placement]\nmin_marginal_efficiency = 1.5", "min_marginal_efficiency"),
             ("[placement]\nallowed_gpu_types = [\"a 100\"]", "a 100"),
             ("[ordering]\naging_bound_s = -1", "aging_bound_s"),
             ("[ordering]\nsite_factor_max = 0", "site_factor_max"),

@@ -97,6 +97,9 @@ pub struct Tuning {
     /// cellsched: Cells may use up to this many times the requested GPUs.
     #[arg(long, default_value_t = 1.0)]
     pub max_gpu_factor: f64,
+    /// cellsched: a job grows to more GPUs only while the extra GPUs' marginal efficiency is at least this (0..=1; 0 = fastest Cell within the cap; default: cellsched.toml's placement.min_marginal_efficiency default).
+    #[arg(long, default_value_t = cellsched_core::config::PlacementConfig::default().min_marginal_efficiency)]
+    pub min_marginal_efficiency: f64,
     /// cellsched: A-SRPT aging bound in seconds.
     #[arg(long, default_value_t = 86400.0)]
     pub aging_bound: f64,
@@ -145,7 +148,7 @@ impl Tuning {
         if let Some(list) = &self.ablation {
             off.extend(Ablation::parse_list(list)?);
         }
-        let mut o = CellschedOptions { max_slowdown: self.max_slowdown, max_gpu_factor: self.max_gpu_factor, ..Default::default() };
+        let mut o = CellschedOptions { max_slowdown: self.max_slowdown, max_gpu_factor: self.max_gpu_factor, min_marginal_efficiency: self.min_marginal_efficiency, ..Default::default() };
         o.asrpt.aging_bound_s = self.aging_bound;
         o.asrpt.aging_factor = self.aging_factor;
         o.aged_guard = self.aged_guard.parse()?;

@@ -16,6 +16,7 @@
 //! message that says what to add.
 pub mod replan;
 pub mod request;
+pub mod sizing;
 
 use crate::config::PlacementConfig;
 use crate::declared::DeclaredConfig;
@@ -486,20 +487,18 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         match pinned_plan {
             Some(p) => best_for_plan(&job, &p, offers, est).map_err(|e| plan_err = e).ok().map(|e| (e, None)),
             None => {
-                let mut ranked = est
-                    .rank_cells(&job, offers, cfg.max_gpus.max(want_gpus.unwrap_or(0)))
-                    .into_iter()
-                    .filter(|e| !matches!(want_gpus, Some(n) if n != e.cell.gpus));
-                let first = ranked.next()?;
-                // Another GPU type or count (a different stage count of the same GPUs is a plan detail).
-                let second = ranked.find(|e| (&e.cell.gpu_type, e.cell.gpus) != (&first.cell.gpu_type, first.cell.gpus));
+                let ranked = ranked_for(&job, offers, cfg, want_gpus, est);
+                let first = ranked[choose_ranked(&ranked, cfg, want_gpus)?].clone();
+                // The same rule's choice on another GPU type or count (a different stage count of the same GPUs is a plan detail).
+                let others: Vec<Estimate> = ranked.into_iter().filter(|e| (&e.cell.gpu_type, e.cell.gpus) != (&first.cell.gpu_type, first.cell.gpus)).collect();
+                let second = choose_ranked(&others, cfg, want_gpus).map(|i| others[i].clone());
                 Some((first, second))
             }
         }
     };
     // Nothing fits in the free GPUs now: the best Cell of the whole cluster (re-planned later).
     let found = match best(&free) {
-        Some(b) => Some((b, "fastest in the GPUs free now")),
+        Some(b) => Some((b, "sized by marginal value in the GPUs free now")),
         None => best(&offers(nodes, cfg, true)).map(|b| (b, "nothing fits in the free GPUs now: best of the whole cluster, the job waits for it")),
     };
     match found {
@@ -528,6 +527,27 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
                 job.model.name, job.global_batch, cfg.max_gpus
             )),
         },
+    }
+}
+
+/// The feasible Cells of `job` in `offers`, fastest first: of exactly
+/// `want_gpus` GPUs when the user fixed the count, else of at most the
+/// sizing cap over the fewest GPUs the job fits on.
+pub fn ranked_for(job: &JobSpec, offers: &[CellOffer], cfg: &PlacementConfig, want_gpus: Option<u32>, est: &Estimator) -> Vec<Estimate> {
+    let mut ranked = est.rank_cells(job, offers, cfg.max_gpus.max(want_gpus.unwrap_or(0)));
+    if let Some(n) = want_gpus {
+        ranked.retain(|e| e.cell.gpus == n);
+    }
+    ranked
+}
+
+/// The index of the Cell a job gets among `ranked` ([`ranked_for`]): the
+/// fastest when the user fixed the GPU count, else the marginal-value
+/// choice of [`sizing`].
+pub fn choose_ranked(ranked: &[Estimate], cfg: &PlacementConfig, want_gpus: Option<u32>) -> Option<usize> {
+    match want_gpus {
+        Some(_) => (!ranked.is_empty()).then_some(0),
+        None => cfg.sizing().choose(ranked, None),
     }
 }
 
@@ -636,7 +656,8 @@ mod tests {
         let c = cluster(&[]);
         let Outcome::Place(p) = place(&r, &c, &cfg, &e) else { panic!("not placed") };
         let job = job_spec(&dl_options(&r.env).unwrap().unwrap(), &e, &r.env).unwrap();
-        let expect = e.rank_cells(&job, &offers(&c, &cfg, false), cfg.max_gpus)[0].clone();
+        let ranked = e.rank_cells(&job, &offers(&c, &cfg, false), cfg.max_gpus);
+        let expect = ranked[cfg.sizing().choose(&ranked, None).unwrap()].clone();
         assert_eq!(p.estimate, expect);
         assert!(!p.pinned);
         let w = p.rewrite.unwrap();
@@ -666,9 +687,11 @@ mod tests {
         let Outcome::Place(p) = place(&r, &c, &cfg, &e) else { panic!("not placed") };
         let job = job_spec(&dl_options(&r.env).unwrap().unwrap(), &e, &r.env).unwrap();
         let ranked = e.rank_cells(&job, &offers(&c, &cfg, false), cfg.max_gpus);
-        let second = ranked.iter().find(|x| (&x.cell.gpu_type, x.cell.gpus) != (&ranked[0].cell.gpu_type, ranked[0].cell.gpus)).expect("two Cells");
+        let first = &ranked[cfg.sizing().choose(&ranked, None).unwrap()];
+        let others: Vec<Estimate> = ranked.iter().filter(|x| (&x.cell.gpu_type, x.cell.gpus) != (&first.cell.gpu_type, first.cell.gpus)).cloned().collect();
+        let second = &others[cfg.sizing().choose(&others, None).expect("two Cells")];
         let msg = p.explanation.clone().expect("an explanation");
-        assert!(msg.starts_with(&format!("cellsched: chose {} ", ranked[0].cell)), "{msg}");
+        assert!(msg.starts_with(&format!("cellsched: chose {} ", first.cell)), "{msg}");
         assert!(msg.contains(&format!("runner-up {} ", second.cell)) && msg.contains(&format!("{:.4} s/iteration", second.iter_time_s)), "{msg}");
         assert!(msg.contains("for 1000 iterations") && msg.contains("predictions"), "{msg}");
         // Without the flag: no message. The flag alone is no DL job.
@@ -676,6 +699,30 @@ mod tests {
         let Outcome::Place(q) = place(&quiet, &c, &cfg, &e) else { panic!("not placed") };
         assert_eq!(q.explanation, None);
         assert!(matches!(place(&req(&["CELLSCHED_DL_EXPLAIN=1"]), &c, &cfg, &e), Outcome::Stock(_)));
+    }
+
+    #[test]
+    fn small_jobs_get_the_gpus_that_pay_not_the_fastest_cell() {
+        // A batch-8 350M job with no GPU request: the fastest Cell is large,
+        // the marginal rule stops where doubling no longer pays 1.5x.
+        let (e, c) = (est(), cluster(&[]));
+        let m = ModelCatalog::builtin().names().find(|n| n.contains("350M")).expect("a 350M model").to_string();
+        let r = req(&[&format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=8"]);
+        let cfg = PlacementConfig::default();
+        let Outcome::Place(p) = place(&r, &c, &cfg, &e) else { panic!("not placed") };
+        let job = job_spec(&dl_options(&r.env).unwrap().unwrap(), &e, &r.env).unwrap();
+        let ranked = e.rank_cells(&job, &offers(&c, &cfg, false), cfg.max_gpus);
+        assert!(p.estimate.cell.gpus < ranked[0].cell.gpus, "{} vs fastest {}", p.estimate.cell, ranked[0].cell);
+        assert!(p.estimate.cell.gpus <= 4, "at most max_gpu_factor x the 1 GPU it fits on: {}", p.estimate.cell);
+        // Every bigger Cell of the ranking fails the marginal test against the chosen one.
+        for b in ranked.iter().filter(|b| b.cell.gpus > p.estimate.cell.gpus && b.cell.gpus <= 4) {
+            let m = sizing::SizingRule::marginal_efficiency(p.estimate.cell.gpus, p.estimate.iter_time_s, b.cell.gpus, b.iter_time_s);
+            assert!(m < cfg.min_marginal_efficiency, "{} would pay ({m})", b.cell);
+        }
+        // With the rule off (θ = 0, no cap beyond max_gpus) the old behaviour: the fastest Cell.
+        let greedy = PlacementConfig { min_marginal_efficiency: 0.0, max_gpu_factor: 16.0, ..PlacementConfig::default() };
+        let Outcome::Place(g) = place(&r, &c, &greedy, &e) else { panic!("not placed") };
+        assert_eq!(g.estimate, ranked[0]);
     }
 
     #[test]

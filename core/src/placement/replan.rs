@@ -5,7 +5,8 @@
 //!
 //! Jobs are visited in priority order. A job whose current Cell could start
 //! on the free GPUs keeps it (and those GPUs are set aside for it); one that
-//! could not moves to the best Cell the free GPUs allow, if that is at most
+//! could not moves to the Cell the free GPUs allow (sized by marginal value,
+//! `super::sizing`, like at submit), if that is at most
 //! `replan_max_slowdown` times slower per iteration. GPUs given to a moved
 //! job are set aside too, so two jobs are never moved onto the same GPUs.
 use super::{offers, request, NodeGpus};
@@ -96,9 +97,8 @@ pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig,
         if reserve(&mut pool, &d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
             continue; // its Cell can start now
         }
-        let max_gpus = cfg.max_gpus.max(j.fixed_gpus.unwrap_or(0));
-        let ranked = est.rank_cells(&j.job, &offers(&pool, cfg, false), max_gpus);
-        let Some(best) = ranked.into_iter().find(|e| j.fixed_gpus.map_or(true, |n| e.cell.gpus == n)) else {
+        let ranked = super::ranked_for(&j.job, &offers(&pool, cfg, false), cfg, j.fixed_gpus, est);
+        let Some(best) = super::choose_ranked(&ranked, cfg, j.fixed_gpus).map(|i| ranked[i].clone()) else {
             continue;
         };
         if best.cell == d.cell || best.iter_time_s > d.iter_s * cfg.replan_max_slowdown {

@@ -53,6 +53,7 @@ use crate::progress_model::SpeedProfile;
 use crate::times::{CellChoice, Offer};
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
+use cellsched_core::placement::sizing::{Sizable, SizingRule};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -116,6 +117,10 @@ pub struct CellschedOptions {
     pub max_slowdown: f64,
     /// Cells may use up to this many times the requested GPU count (>= 1).
     pub max_gpu_factor: f64,
+    /// Marginal-value sizing (`core::placement::sizing`): a job grows to more
+    /// GPUs only while the extra GPUs' marginal efficiency is at least this
+    /// (0..=1; 0 takes the fastest Cell within the cap).
+    pub min_marginal_efficiency: f64,
     /// A-SRPT settings.
     pub asrpt: AsrptConfig,
     /// How an aged job that cannot start is protected from being passed over.
@@ -158,6 +163,7 @@ impl Default for CellschedOptions {
             aging: true,
             max_slowdown: 6.0,
             max_gpu_factor: 1.0,
+            min_marginal_efficiency: cellsched_core::config::PlacementConfig::default().min_marginal_efficiency,
             asrpt: AsrptConfig::default(),
             aged_guard: AgedGuard::Shadow,
         }
@@ -353,6 +359,9 @@ impl CellschedPolicy {
         if !(opts.max_slowdown.is_finite() && opts.max_slowdown >= 1.0) {
             return Err(SimError::invalid("max slowdown", opts.max_slowdown.to_string(), "a number >= 1"));
         }
+        if !(0.0..=1.0).contains(&opts.min_marginal_efficiency) {
+            return Err(SimError::invalid("min marginal efficiency", opts.min_marginal_efficiency.to_string(), "a number in 0..=1"));
+        }
         if !(opts.max_gpu_factor.is_finite() && opts.max_gpu_factor >= 1.0) {
             return Err(SimError::invalid("max GPU factor", opts.max_gpu_factor.to_string(), "a number >= 1"));
         }
@@ -384,8 +393,21 @@ impl CellschedPolicy {
         self.plans[i].as_ref().expect("admitted job has a plan")
     }
 
+    /// The sizing rule: the trace's GPU count is the job's hint, capped at
+    /// `max_gpu_factor` times it (the cluster bounds the rest).
+    fn sizing(&self) -> SizingRule {
+        SizingRule { max_gpus: u32::MAX, max_gpu_factor: self.opts.max_gpu_factor, min_marginal_efficiency: self.opts.min_marginal_efficiency }
+    }
+
     fn max_gpus(&self, sim: &Sim<'_>, i: usize) -> u32 {
-        ((sim.job(i).spec.num_gpu as f64) * self.opts.max_gpu_factor).floor().max(1.0) as u32
+        self.sizing().cap(sim.job(i).spec.num_gpu.max(1))
+    }
+
+    /// The Cell the sizing rule picks among `cells` for job `i` (the same
+    /// rule job_submit applies, `core::placement::sizing`).
+    fn sized<'c>(&self, sim: &Sim<'_>, i: usize, cells: &[&'c CellChoice]) -> Option<&'c CellChoice> {
+        let own: Vec<Sized<'_>> = cells.iter().map(|c| Sized(c)).collect();
+        self.sizing().choose(&own, Some(sim.job(i).spec.num_gpu.max(1))).map(|k| cells[k])
     }
 
     /// Offers of the free GPUs (or of an idle cluster), skipping `held` types.
@@ -438,7 +460,8 @@ impl CellschedPolicy {
             let offers = Self::offers(sim, max, true, &held);
             let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
             let ranked = sim.times().rank_cells(&m, b, &offers, max);
-            ranked.iter().find(|c| Self::group_for(sim, c, true).is_some()).cloned()
+            let fit: Vec<&CellChoice> = ranked.iter().filter(|c| Self::group_for(sim, c, true).is_some()).collect();
+            self.sized(sim, i, &fit).cloned()
         } else {
             if !requested_admissible(sim, i) {
                 return None;
@@ -553,14 +576,31 @@ impl CellschedPolicy {
         let plan = &self.plan(i).ideal;
         let limit = plan.iter_s * self.opts.max_slowdown;
         let plan_t = sim.cluster().type_index(&plan.gpu_type)?;
-        for c in ranked.iter().take_while(|c| c.iter_s <= limit * (1.0 + 1e-9)) {
-            let Some(s) = Self::group_for(sim, c, false) else { continue };
-            if c.iter_s > plan.iter_s * (1.0 + 1e-9) {
-                return Some(ClassPick::Slower(s, c.iter_s, ft.earliest(sim, plan_t, plan.gpus)));
-            }
-            return Some(ClassPick::Start(s, c.iter_s));
+        let fit: Vec<(&CellChoice, Shape)> = ranked
+            .iter()
+            .take_while(|c| c.iter_s <= limit * (1.0 + 1e-9))
+            .filter_map(|c| Self::group_for(sim, c, false).map(|s| (c, s)))
+            .collect();
+        let cells: Vec<&CellChoice> = fit.iter().map(|(c, _)| *c).collect();
+        let Some(c) = self.sized(sim, i, &cells) else { return Some(ClassPick::NoCell) };
+        let s = fit.iter().find(|(x, _)| std::ptr::eq(*x, c)).map(|(_, s)| *s)?;
+        let (plan_iter, plan_gpus) = (plan.iter_s, plan.gpus);
+        if c.iter_s > plan_iter * (1.0 + 1e-9) {
+            return Some(ClassPick::Slower(s, c.iter_s, ft.earliest(sim, plan_t, plan_gpus)));
         }
-        Some(ClassPick::NoCell)
+        Some(ClassPick::Start(s, c.iter_s))
+    }
+}
+
+/// A ranked Cell as the core's sizing rule sees it.
+struct Sized<'c>(&'c CellChoice);
+
+impl Sizable for Sized<'_> {
+    fn gpus(&self) -> u32 {
+        self.0.gpus
+    }
+    fn iter_s(&self) -> f64 {
+        self.0.iter_s
     }
 }
 
