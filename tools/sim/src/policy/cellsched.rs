@@ -825,6 +825,102 @@ mod tests {
     use crate::policy::testutil::*;
     use crate::times::LinearTimes;
 
+    /// Records the Cell each job starts on (type, GPUs, nodes), then delegates.
+    struct Recording<'p> {
+        inner: &'p mut CellschedPolicy,
+        starts: Vec<(usize, String, u32, u32)>,
+    }
+
+    impl Policy for Recording<'_> {
+        fn name(&self) -> &str {
+            "recording"
+        }
+        fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+            self.inner.admissible(sim, i)
+        }
+        fn on_arrival(&mut self, sim: &mut Sim<'_>, i: usize) {
+            self.inner.on_arrival(sim, i)
+        }
+        fn on_requeue(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+            self.inner.on_requeue(sim, i)
+        }
+        fn schedule(&mut self, sim: &mut Sim<'_>) {
+            let before: Vec<bool> = sim.jobs().iter().map(|j| j.alloc.is_some()).collect();
+            self.inner.schedule(sim);
+            for (i, j) in sim.jobs().iter().enumerate() {
+                if let (false, Some(a)) = (before[i], &j.alloc) {
+                    let ty = sim.cluster().types[sim.cluster().groups[a.shape.group].type_idx].clone();
+                    self.starts.push((i, ty, a.shape.gpus(), a.shape.nodes));
+                }
+            }
+        }
+    }
+
+    /// One policy, two hosts: the same jobs on the same free GPUs get the
+    /// same Cell from the simulator's policy and from job_submit's `place()`
+    /// (both call `core::placement::sizing` over the core estimator's ranking).
+    #[test]
+    fn simulator_and_job_submit_choose_the_same_cells() {
+        use cellsched_core::config::PlacementConfig;
+        use cellsched_core::estimator::Estimator;
+        use cellsched_core::gpu::GpuCatalog;
+        use cellsched_core::model::ModelCatalog;
+        use cellsched_core::placement::{self, NodeGpus, Outcome, SubmitRequest};
+        // The job_submit test cluster: 2 x a100 (4), 2 x v100 (8), 1 x a10 (4).
+        let toml = "[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 4\n\
+                    [[group]]\ngpu_type = \"v100\"\nnodes = 2\ngpus_per_node = 8\n\
+                    [[group]]\ngpu_type = \"a10\"\nnodes = 1\ngpus_per_node = 4\n";
+        let spec = crate::cluster::ClusterSpec::parse(toml, "test.toml").unwrap();
+        let nodes: Vec<NodeGpus> = [("a100-1", "a100", 4), ("a100-2", "a100", 4), ("v100-1", "v100", 8), ("v100-2", "v100", 8), ("a10-1", "a10", 4)]
+            .iter()
+            .map(|(n, t, g)| NodeGpus { node: n.to_string(), gpu_type: t.to_string(), total: *g, free: *g })
+            .collect();
+        let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let jobs: Vec<(&str, u32)> = vec![("gpt__350M", 8), ("gpt__350M", 64), ("gpt__1.3B", 32), ("bert__350M", 16), ("gpt__125M", 128)];
+        let configs = [
+            PlacementConfig::default(),
+            PlacementConfig { max_gpu_factor: 16.0, ..PlacementConfig::default() },
+            PlacementConfig { max_gpu_factor: 16.0, min_marginal_efficiency: 0.0, ..PlacementConfig::default() },
+            PlacementConfig { max_gpu_factor: 16.0, min_marginal_efficiency: 0.9, ..PlacementConfig::default() },
+        ];
+        let mut distinct = std::collections::BTreeSet::new();
+        for (k, (cfg, (model, batch))) in configs.iter().flat_map(|c| jobs.iter().map(move |j| (c, j))).enumerate() {
+            // Plugin host: no GPU request, so the base is the fewest GPUs the model fits on.
+            let req = SubmitRequest {
+                env: vec![format!("CELLSCHED_DL_MODEL={model}"), format!("CELLSCHED_DL_BATCH={batch}")],
+                ..Default::default()
+            };
+            let Outcome::Place(p) = placement::place(&req, &nodes, cfg, &est) else { panic!("{model}: not placed") };
+            // Simulator host: the trace's GPU count is that same base and the factor the same.
+            let spec_j = cellsched_core::estimator::JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: *batch };
+            let base = est
+                .rank_cells(&spec_j, &placement::offers(&nodes, cfg, false), cfg.max_gpus)
+                .iter()
+                .map(|e| e.cell.gpus)
+                .min()
+                .unwrap();
+            let mut t = job(&format!("j{k}"), 0.0, 10, base, "a100", 0.0);
+            t.model_name = model.to_string();
+            t.batch_size = *batch;
+            let opts = CellschedOptions { max_gpu_factor: cfg.max_gpu_factor, min_marginal_efficiency: cfg.min_marginal_efficiency, ..Default::default() };
+            let mut pol = CellschedPolicy::new(opts).unwrap();
+            let mut rec = Recording { inner: &mut pol, starts: Vec::new() };
+            let times = crate::core_times::CoreTimes::from_estimator(Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()), None);
+            let mut cache = crate::times::TimeCache::new(Box::new(times));
+            let mut sim = Sim::new(crate::engine::SimConfig::default(), crate::cluster::ClusterState::new(&spec), &[t], &mut cache);
+            sim.run(&mut rec, None);
+            distinct.insert((p.estimate.cell.gpus, p.estimate.nodes));
+            let (_, ty, gpus, n) = rec.starts.first().cloned().unwrap_or_else(|| panic!("{model}: never started"));
+            assert_eq!(
+                (ty.as_str(), gpus, n),
+                (p.estimate.cell.gpu_type.as_str(), p.estimate.cell.gpus, p.estimate.nodes),
+                "{model} batch {batch}, {cfg:?}: simulator vs job_submit"
+            );
+        }
+        // The scenarios exercise the rule: it picks several sizes, not one.
+        assert!(distinct.len() >= 3, "sizes chosen: {distinct:?}");
+    }
+
     fn two_types() -> crate::cluster::ClusterState {
         cluster("[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 1\n[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 1\n")
     }
