@@ -22,6 +22,7 @@
 //! max_gpus = 16
 //! max_gpu_factor = 4.0
 //! min_marginal_efficiency = 0.5
+//! deadline_policy = "warn"
 //! allowed_gpu_types = ["a100", "v100", "a10"]
 //!
 //! [estimator]
@@ -103,6 +104,10 @@ pub struct PlacementConfig {
     pub min_marginal_efficiency: f64,
     /// GPU types the plugin may choose; empty means every type in the cluster.
     pub allowed_gpu_types: Vec<String>,
+    /// What happens at submit when no Cell is predicted to meet a job's
+    /// `--dl-deadline`: `"warn"` (place it on its fastest Cell, tell the
+    /// user) or `"strict"` (refuse it).
+    pub deadline_policy: crate::deadline::DeadlinePolicy,
 }
 
 impl Default for PlacementConfig {
@@ -116,6 +121,7 @@ impl Default for PlacementConfig {
             max_gpu_factor: 4.0,
             min_marginal_efficiency: 0.5,
             allowed_gpu_types: Vec::new(),
+            deadline_policy: crate::deadline::DeadlinePolicy::Warn,
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod asrpt;
 pub mod calibration;
 pub mod cell;
 pub mod config;
+pub mod deadline;
 pub mod declared;
 pub mod error;
 pub mod estimator;

@@ -1,5 +1,5 @@
 //! The user-facing DL job options (`--dl-model`, `--dl-batch`, `--dl-iters`,
-//! `--dl-cell`, `--dl-freeze`, `--dl-plan`, and the `--dl-explain` flag) and their job-environment form
+//! `--dl-cell`, `--dl-freeze`, `--dl-plan`, `--dl-deadline`, and the `--dl-explain` flag) and their job-environment form
 //! (`CELLSCHED_DL_*`).
 //!
 //! Validation lives here so that the SPANK plugin (at submit, in sbatch/srun)
@@ -73,11 +73,13 @@ pub enum DlKey {
     Plan,
     /// `--dl-explain` (flag): show the chosen Cell and the runner-up at submit.
     Explain,
+    /// `--dl-deadline=TIME`: when the job must be done (`crate::deadline`).
+    Deadline,
 }
 
 impl DlKey {
     /// Every key, in `--help` order.
-    pub const ALL: [DlKey; 7] = [DlKey::Model, DlKey::Batch, DlKey::Iters, DlKey::Cell, DlKey::Freeze, DlKey::Plan, DlKey::Explain];
+    pub const ALL: [DlKey; 8] = [DlKey::Model, DlKey::Batch, DlKey::Iters, DlKey::Cell, DlKey::Freeze, DlKey::Plan, DlKey::Deadline, DlKey::Explain];
 
     /// Whether the option takes a value (`--dl-explain` is a flag; its
     /// environment form takes yes/no).
@@ -95,6 +97,7 @@ impl DlKey {
             DlKey::Freeze => "dl-freeze",
             DlKey::Plan => "dl-plan",
             DlKey::Explain => "dl-explain",
+            DlKey::Deadline => "dl-deadline",
         }
     }
 
@@ -108,6 +111,7 @@ impl DlKey {
             DlKey::Freeze => "CELLSCHED_DL_FREEZE",
             DlKey::Plan => "CELLSCHED_DL_PLAN",
             DlKey::Explain => "CELLSCHED_DL_EXPLAIN",
+            DlKey::Deadline => "CELLSCHED_DL_DEADLINE",
         }
     }
 
@@ -120,6 +124,7 @@ impl DlKey {
             DlKey::Freeze => "MODE",
             DlKey::Plan => "PLAN",
             DlKey::Explain => "",
+            DlKey::Deadline => "TIME",
         }
     }
 
@@ -133,6 +138,7 @@ impl DlKey {
             DlKey::Freeze => "off, conservative or auto",
             DlKey::Plan => "auto or dp=N,tp=N,pp=N[,mb=N][,zero=0..3][,ckpt=on|off]",
             DlKey::Explain => "no value on the command line; yes/no, on/off, 1/0 or true/false in the environment",
+            DlKey::Deadline => crate::deadline::DEADLINE_FORM,
         }
     }
 
@@ -165,6 +171,8 @@ pub struct DlOptions {
     /// `--dl-explain`: tell the user at submit which Cell was chosen and the
     /// runner-up. Display only: it does not make a job a DL job.
     pub explain: bool,
+    /// `--dl-deadline`: when the job must be done, as given (resolved at submit).
+    pub deadline: Option<crate::deadline::Deadline>,
 }
 
 impl DlOptions {
@@ -229,6 +237,7 @@ impl DlOptions {
                     _ => return Err(bad(None)),
                 }
             }
+            DlKey::Deadline => self.deadline = Some(crate::deadline::Deadline::parse(v).map_err(|why| bad(Some(why.to_string())))?),
             DlKey::Plan => {
                 self.plan = if v.eq_ignore_ascii_case("auto") {
                     PlanChoice::Auto
@@ -321,6 +330,9 @@ impl DlOptions {
         }
         if let PlanChoice::Pinned(p) = &self.plan {
             out.push((DlKey::Plan.env_key(), p.to_string()));
+        }
+        if let Some(d) = &self.deadline {
+            out.push((DlKey::Deadline.env_key(), d.to_string()));
         }
         if self.explain {
             out.push((DlKey::Explain.env_key(), "1".to_string()));
@@ -555,7 +567,7 @@ mod tests {
         });
         let freeze = prop_oneof![Just(FreezeMode::Off), Just(FreezeMode::Conservative), Just(FreezeMode::Auto)];
         (model, proptest::option::of(1..=MAX_BATCH), proptest::option::of(1..=MAX_ITERS), cell, freeze, plan)
-            .prop_map(|(model, batch, iters, cell, freeze, plan)| DlOptions { model, batch, iters, cell, freeze, plan, explain: false })
+            .prop_map(|(model, batch, iters, cell, freeze, plan)| DlOptions { model, batch, iters, cell, freeze, plan, explain: false, deadline: None })
     }
 
     proptest! {

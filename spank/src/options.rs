@@ -18,6 +18,7 @@ static GIVEN: Mutex<DlOptions> = Mutex::new(DlOptions {
     freeze: cellsched_core::options::FreezeMode::Off,
     plan: cellsched_core::options::PlanChoice::Auto,
     explain: false,
+    deadline: None,
 });
 
 /// Which keys were explicitly given (so env-var equivalents do not override).
@@ -43,6 +44,7 @@ pub fn usage(key: DlKey) -> String {
         DlKey::Freeze => "DL layer freezing: off|conservative|auto",
         DlKey::Plan => "DL plan: auto|dp=N,tp=N,pp=N[,mb=N,zero=N,ckpt=on]",
         DlKey::Explain => "DL: show the chosen Cell and the runner-up at submit",
+        DlKey::Deadline => "DL deadline: now+N[s|m|h|d|w], YYYY-MM-DD[THH:MM[:SS]] or HH:MM[:SS]",
     };
     format!("[cellsched] {what} (env {})", key.env_key())
 }

@@ -19,6 +19,7 @@ pub mod request;
 pub mod sizing;
 
 use crate::config::PlacementConfig;
+use crate::deadline::DeadlinePolicy;
 use crate::declared::DeclaredConfig;
 use crate::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use crate::job_env;
@@ -90,6 +91,10 @@ pub struct SubmitRequest {
     pub min_nodes: Option<u32>,
     /// The job is a component of a heterogeneous job.
     pub het_component: bool,
+    /// Submission time (Unix seconds), for `--dl-deadline`.
+    pub now: i64,
+    /// The submit host's local time minus UTC in seconds (`--dl-deadline`'s local times).
+    pub utc_offset_s: i64,
 }
 
 impl Default for SubmitRequest {
@@ -102,6 +107,8 @@ impl Default for SubmitRequest {
             tres_per_job: None,
             min_nodes: None,
             het_component: false,
+            now: 0,
+            utc_offset_s: 0,
         }
     }
 }
@@ -136,9 +143,21 @@ pub struct Placement {
     /// ([`explanation`]: the chosen Cell and the runner-up of the same
     /// ranking, the best Cell on another GPU type or count).
     pub explanation: Option<String>,
+    /// A message the user must see at submit whatever `--dl-explain` says
+    /// (e.g. a deadline no Cell is predicted to meet).
+    pub notice: Option<String>,
 }
 
 impl Placement {
+    /// What to tell the user at submit: the notice, then the explanation.
+    pub fn user_message(&self) -> Option<String> {
+        match (&self.notice, &self.explanation) {
+            (Some(n), Some(e)) => Some(format!("{n}\n{e}")),
+            (Some(m), None) | (None, Some(m)) => Some(m.clone()),
+            (None, None) => None,
+        }
+    }
+
     /// AdminComment text: the decision, then the report tags.
     pub fn admin_comment(&self) -> String {
         with_tags(&self.decision.to_admin_comment(), &self.tags)
@@ -156,10 +175,11 @@ pub fn with_tags(text: &str, tags: &str) -> String {
 
 /// The tags `cellsched report` reads after the decision in AdminComment:
 /// `model=<catalog name> batch=<global batch>`, plus `iters=<N>` only when
-/// the user declared `--dl-iters`, and `gpus=<N>` when the user's own
+/// the user declared `--dl-iters`, `deadline=<unix time>` with
+/// `--dl-deadline` (resolved at submit), and `gpus=<N>` when the user's own
 /// untyped GPU request fixed the count ([`FIXED_GPUS_TAG`]; re-planning keeps
 /// it). `Decision::parse_admin_comment` ignores them.
-pub fn dl_tags(job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>) -> String {
+pub fn dl_tags(job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>, deadline: Option<i64>) -> String {
     let mut t = Vec::new();
     // Catalog names never hold spaces or '='; a name that did would break the word format.
     if !job.model.name.is_empty() && !job.model.name.contains(|c: char| c.is_whitespace() || c == '=' || c == ';') {
@@ -171,6 +191,9 @@ pub fn dl_tags(job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>) -> Stri
     }
     if let Some(n) = fixed_gpus {
         t.push(format!("{FIXED_GPUS_TAG}{n}"));
+    }
+    if let Some(d) = deadline {
+        t.push(format!("{}{d}", crate::deadline::DEADLINE_TAG));
     }
     t.join(" ")
 }
@@ -382,6 +405,16 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         Err(Outcome::Stock(why)) => return fallback(req, nodes, &why),
         Err(out) => return out,
     };
+    let deadline = match opts.deadline.map(|d| d.resolve(req.now, req.utc_offset_s)) {
+        None => None,
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => return Outcome::Reject(format!("cellsched: {e}")),
+    };
+    if deadline.is_some() && opts.iters.is_none() && cfg.deadline_policy == DeadlinePolicy::Strict {
+        return Outcome::Reject(
+            "cellsched: --dl-deadline needs --dl-iters=N here (placement.deadline_policy = strict): without the work declared no finish time can be predicted".into(),
+        );
+    }
     let user_gpus = request::gpu_request(req.tres_per_node.as_deref());
     let nodes_n = req.min_nodes.unwrap_or(1).max(1);
     // `--gpus=N` (per job) counts as a request for N GPUs in all.
@@ -461,10 +494,16 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
                 return if typed.is_some() { Outcome::Stock(why) } else { fallback(req, nodes, &why) };
             }
         };
+        let notice = match deadline_verdict(&estimate, opts.iters, deadline, req.now) {
+            DeadlineVerdict::Misses(msg) if cfg.deadline_policy == DeadlinePolicy::Strict => {
+                return Outcome::Reject(format!("cellsched: {msg} (placement.deadline_policy = strict)"))
+            }
+            v => v.notice(),
+        };
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
-        let tags = dl_tags(&job, &opts, None);
+        let tags = dl_tags(&job, &opts, None, deadline);
         let explanation = opts.explain.then(|| explanation(&estimate, None, opts.iters, &format!("pinned by {what}")));
-        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags, iters: opts.iters, explanation }));
+        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags, iters: opts.iters, explanation, notice }));
     }
 
     if !cfg.enabled {
@@ -483,11 +522,16 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
     };
     let mut plan_err = String::new();
     // The best Cell and the runner-up (the next Cell of the same ranking on another GPU type or count).
-    let mut best = |offers: &[CellOffer]| -> Option<(Estimate, Option<Estimate>)> {
+    // With a deadline and declared work, only Cells predicted to finish in time count (`in_time`).
+    let meets = |e: &Estimate| !matches!(deadline_verdict(e, opts.iters, deadline, req.now), DeadlineVerdict::Misses(_));
+    let mut best = |offers: &[CellOffer], in_time: bool| -> Option<(Estimate, Option<Estimate>)> {
         match pinned_plan {
-            Some(p) => best_for_plan(&job, &p, offers, est).map_err(|e| plan_err = e).ok().map(|e| (e, None)),
+            Some(p) => best_for_plan(&job, &p, offers, est).map_err(|e| plan_err = e).ok().filter(|e| !in_time || meets(e)).map(|e| (e, None)),
             None => {
-                let ranked = ranked_for(&job, offers, cfg, want_gpus, est);
+                let mut ranked = ranked_for(&job, offers, cfg, want_gpus, est);
+                if in_time {
+                    ranked.retain(|e| meets(e));
+                }
                 let first = ranked[choose_ranked(&ranked, cfg, want_gpus)?].clone();
                 // The same rule's choice on another GPU type or count (a different stage count of the same GPUs is a plan detail).
                 let others: Vec<Estimate> = ranked.into_iter().filter(|e| (&e.cell.gpu_type, e.cell.gpus) != (&first.cell.gpu_type, first.cell.gpus)).collect();
@@ -497,18 +541,32 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         }
     };
     // Nothing fits in the free GPUs now: the best Cell of the whole cluster (re-planned later).
-    let found = match best(&free) {
+    // With a deadline: first the Cells predicted to meet it; when none can, the fastest Cell.
+    let capacity = offers(nodes, cfg, true);
+    let mut found = match best(&free, true) {
         Some(b) => Some((b, "sized by marginal value in the GPUs free now")),
-        None => best(&offers(nodes, cfg, true)).map(|b| (b, "nothing fits in the free GPUs now: best of the whole cluster, the job waits for it")),
+        None => best(&capacity, true).map(|b| (b, "nothing fits in the free GPUs now: best of the whole cluster, the job waits for it")),
     };
+    if found.is_none() && deadline.is_some() && opts.iters.is_some() {
+        let fastest = ranked_for(&job, &capacity, cfg, want_gpus, est).into_iter().next().or_else(|| pinned_plan.and_then(|p| best_for_plan(&job, &p, &capacity, est).ok()));
+        if let Some(f) = fastest {
+            if let DeadlineVerdict::Misses(msg) = deadline_verdict(&f, opts.iters, deadline, req.now) {
+                if cfg.deadline_policy == DeadlinePolicy::Strict {
+                    return Outcome::Reject(format!("cellsched: {msg} on any Cell of this cluster (placement.deadline_policy = strict)"));
+                }
+            }
+            found = Some(((f, None), "no Cell is predicted to meet the deadline: the fastest Cell of the whole cluster"));
+        }
+    }
     match found {
         Some(((estimate, runner_up), why)) => Outcome::Place(Box::new(Placement {
             decision: estimate.to_decision(),
             rewrite: Some(rewrite_for(req, &estimate)),
             explanation: opts.explain.then(|| explanation(&estimate, runner_up.as_ref(), opts.iters, why)),
+            notice: deadline_verdict(&estimate, opts.iters, deadline, req.now).notice(),
             estimate,
             pinned: pinned_plan.is_some(),
-            tags: dl_tags(&job, &opts, want_gpus),
+            tags: dl_tags(&job, &opts, want_gpus, deadline),
             iters: opts.iters,
         })),
         None if want_gpus.is_some() => Outcome::Stock(format!(
@@ -527,6 +585,49 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
                 job.model.name, job.global_batch, cfg.max_gpus
             )),
         },
+    }
+}
+
+/// Whether a Cell's predicted run meets a job's deadline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeadlineVerdict {
+    /// No deadline.
+    None,
+    /// A deadline but no declared iterations: nothing to predict.
+    Unchecked,
+    /// Predicted to finish in time if it starts now.
+    Meets,
+    /// Predicted to finish late: the message says by how much.
+    Misses(String),
+}
+
+impl DeadlineVerdict {
+    /// The warning for the user, if any.
+    pub fn notice(self) -> Option<String> {
+        match self {
+            DeadlineVerdict::Misses(m) => Some(format!("cellsched: warning: {m}; the job is placed on its fastest Cell anyway")),
+            DeadlineVerdict::Unchecked => Some("cellsched: warning: --dl-deadline without --dl-iters cannot be checked; it is recorded and orders the job among deadline jobs".into()),
+            DeadlineVerdict::None | DeadlineVerdict::Meets => None,
+        }
+    }
+}
+
+/// Whether `e` started `now` finishes `iters` iterations by `deadline`
+/// (predicted: iterations × the estimate's seconds per iteration).
+pub fn deadline_verdict(e: &Estimate, iters: Option<u64>, deadline: Option<i64>, now: i64) -> DeadlineVerdict {
+    let Some(d) = deadline else { return DeadlineVerdict::None };
+    let Some(n) = iters else { return DeadlineVerdict::Unchecked };
+    let run = n as f64 * e.iter_time_s;
+    let left = (d - now) as f64;
+    if run <= left {
+        DeadlineVerdict::Meets
+    } else {
+        DeadlineVerdict::Misses(format!(
+            "--dl-deadline is {} away but {n} iterations on {} are predicted to take {} (estimator prediction, if it started now)",
+            fmt_run(left),
+            e.cell,
+            fmt_run(run)
+        ))
     }
 }
 
@@ -723,6 +824,57 @@ mod tests {
         let greedy = PlacementConfig { min_marginal_efficiency: 0.0, max_gpu_factor: 16.0, ..PlacementConfig::default() };
         let Outcome::Place(g) = place(&r, &c, &greedy, &e) else { panic!("not placed") };
         assert_eq!(g.estimate, ranked[0]);
+    }
+
+    #[test]
+    fn deadlines_pick_a_cell_in_time_warn_or_refuse() {
+        use crate::deadline::DeadlinePolicy;
+        let (e, c) = (est(), cluster(&[]));
+        let m = ModelCatalog::builtin().names().find(|n| n.contains("350M")).expect("a 350M model").to_string();
+        let now = 1_800_000_000;
+        let r = |extra: &[&str]| {
+            let mut env = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=8".to_string()];
+            env.extend(extra.iter().map(|s| s.to_string()));
+            SubmitRequest { env, now, ..Default::default() }
+        };
+        let cfg = PlacementConfig::default();
+        let strict = PlacementConfig { deadline_policy: DeadlinePolicy::Strict, ..PlacementConfig::default() };
+        // Without a deadline: the sizing choice, its time per iteration.
+        let Outcome::Place(base) = place(&r(&["CELLSCHED_DL_ITERS=1000"]), &c, &cfg, &e) else { panic!("not placed") };
+        let (small, t_small) = (base.estimate.cell.clone(), base.estimate.iter_time_s);
+        // A far deadline changes nothing but the recorded tag.
+        let Outcome::Place(far) = place(&r(&["CELLSCHED_DL_ITERS=1000", "CELLSCHED_DL_DEADLINE=now+30d"]), &c, &cfg, &e) else { panic!() };
+        assert_eq!(far.estimate.cell, small);
+        assert!(far.tags.contains(&format!("deadline={}", now + 30 * 86_400)), "{}", far.tags);
+        assert_eq!(far.notice, None);
+        // A deadline the sizing choice misses but a faster Cell meets: that Cell.
+        let job = job_spec(&dl_options(&r(&[]).env).unwrap().unwrap(), &e, &r(&[]).env).unwrap();
+        let ranked = e.rank_cells(&job, &offers(&c, &cfg, false), cfg.max_gpus);
+        let fastest = ranked[0].iter_time_s;
+        assert!(fastest < t_small, "the test needs a faster Cell than the sizing choice");
+        let iters = 1_000_000u64;
+        let window = (iters as f64 * (fastest + t_small) / 2.0).ceil() as i64;
+        let tight = r(&[&format!("CELLSCHED_DL_ITERS={iters}"), &format!("CELLSCHED_DL_DEADLINE=now+{window}")]);
+        let Outcome::Place(p) = place(&tight, &c, &cfg, &e) else { panic!("not placed") };
+        assert!(p.estimate.iter_time_s * iters as f64 <= window as f64, "{} misses", p.estimate.cell);
+        assert_eq!(p.notice, None);
+        // A deadline no Cell meets: warned and placed on the fastest, or refused when strict.
+        let hopeless = r(&[&format!("CELLSCHED_DL_ITERS={iters}"), "CELLSCHED_DL_DEADLINE=now+60"]);
+        let Outcome::Place(w) = place(&hopeless, &c, &cfg, &e) else { panic!("not placed") };
+        assert_eq!(w.estimate.iter_time_s, fastest);
+        let notice = w.user_message().expect("a warning");
+        assert!(notice.contains("warning") && notice.contains("--dl-deadline") && notice.contains("predicted"), "{notice}");
+        match place(&hopeless, &c, &strict, &e) {
+            Outcome::Reject(msg) => assert!(msg.contains("strict") && msg.contains("--dl-deadline"), "{msg}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // No declared work: recorded, warned (unchecked); strict refuses. Past deadlines are refused.
+        let Outcome::Place(u) = place(&r(&["CELLSCHED_DL_DEADLINE=now+1h"]), &c, &cfg, &e) else { panic!() };
+        assert!(u.notice.as_deref().is_some_and(|n| n.contains("--dl-iters")), "{:?}", u.notice);
+        assert!(matches!(place(&r(&["CELLSCHED_DL_DEADLINE=now+1h"]), &c, &strict, &e), Outcome::Reject(m) if m.contains("--dl-iters")));
+        let past = SubmitRequest { env: r(&["CELLSCHED_DL_DEADLINE=2020-01-01"]).env, now, ..Default::default() };
+        assert!(matches!(place(&past, &c, &cfg, &e), Outcome::Reject(m) if m.contains("future")));
+        assert!(matches!(place(&r(&["CELLSCHED_DL_DEADLINE=soon"]), &c, &cfg, &e), Outcome::Reject(m) if m.contains("--dl-deadline") || m.contains("CELLSCHED_DL_DEADLINE")));
     }
 
     #[test]

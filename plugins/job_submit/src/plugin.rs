@@ -184,6 +184,22 @@ unsafe fn rewrite_request(desc: &mut slurm_sys::job_desc_msg_t, w: &placement::R
     Ok(())
 }
 
+/// Seconds since the Unix epoch.
+fn now_unix() -> i64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// slurmctld's local time minus UTC at `t` (for `--dl-deadline` local times).
+fn local_utc_offset(t: i64) -> i64 {
+    let tt = t as libc::time_t;
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: localtime_r writes only into `tm`.
+    if unsafe { libc::localtime_r(&tt, &mut tm) }.is_null() {
+        return 0;
+    }
+    tm.tm_gmtoff as i64
+}
+
 #[no_mangle]
 pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, err_msg: *mut *mut c_char) -> c_int {
     guard("job_submit/cellsched job_submit", slurm_sys::SLURM_SUCCESS, || {
@@ -201,6 +217,8 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
                 tres_per_job: opt_str(desc.tres_per_job),
                 min_nodes: (desc.min_nodes != slurm_sys::NO_VAL && desc.min_nodes > 0).then_some(desc.min_nodes),
                 het_component: desc.het_job_offset != slurm_sys::NO_VAL,
+                now: now_unix(),
+                utc_offset_s: local_utc_offset(now_unix()),
             }
         };
         let nodes = node_snapshot();
@@ -232,7 +250,7 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
                         p.rewrite.as_ref().map(|w| format!(" features={} {}", w.features, w.tres_per_node)).unwrap_or_default(),
                         p.admin_comment()
                     ));
-                    if let Some(msg) = &p.explanation {
+                    if let Some(msg) = &p.user_message() {
                         // With SLURM_SUCCESS, sbatch/srun print this once as `sbatch: ...`.
                         if !err_msg.is_null() {
                             if let Ok(m) = cstr::xstrdup(msg) {
@@ -291,7 +309,7 @@ fn pending_auto_jobs(l: &Loaded) -> Vec<(PendingDl, String)> {
             .filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)
             .and_then(|o| placement::job_spec(&o, &l.est, &env).ok().map(|spec| {
                 let fixed = placement::fixed_gpus(comment);
-                let tags = placement::dl_tags(&spec, &o, fixed);
+                let tags = placement::dl_tags(&spec, &o, fixed, cellsched_core::deadline::recorded_deadline(comment));
                 let limited = placement::declared_limit(comment).and(o.iters);
                 (spec, tags, fixed, limited)
             }))

@@ -156,7 +156,7 @@ pub fn summary_text(s: &Summary) -> String {
     }
     right_align(&mut u, &[1, 2, 3, 4]);
     format!(
-        "Jobs: {} ({} finished, {} with a cellsched decision)   Makespan: {}   Span: {}\n{t}\n{u}\nEstimator error, run time:       {}\nEstimator error, iteration time: {}\nIteration predictor error:       {}\n",
+        "Jobs: {} ({} finished, {} with a cellsched decision)   Makespan: {}   Span: {}\n{t}\n{u}\nEstimator error, run time:       {}\nEstimator error, iteration time: {}\nIteration predictor error:       {}\nDeadlines met:                   {}\n",
         s.jobs,
         s.finished,
         s.with_decision,
@@ -165,6 +165,10 @@ pub fn summary_text(s: &Summary) -> String {
         error_text(&s.estimator_error, "no completed job with a Decision and an iters= tag"),
         error_text(&s.iteration_time_error, "no job with both a Decision and a measurement (cellsched-iter lines or run time / iters)"),
         error_text(&s.iteration_predictor_error, "too few jobs with history fields for a holdout; see `report history`"),
+        match &s.deadlines {
+            Some(d) => format!("{}/{} ({}) of the ended jobs with --dl-deadline (End <= deadline, COMPLETED)", d.met, d.jobs, pct(d.met_ratio)),
+            None => "n/a (no ended job with --dl-deadline)".into(),
+        },
     )
 }
 

@@ -19,7 +19,7 @@
 //! - typed GPUs from AllocTRES `gres/gpu:TYPE=N` (an untyped `gres/gpu=N`
 //!   takes the type of the recorded Cell, else `gpu`);
 //! - the Cell/plan from the plugins' AdminComment ([`Decision`]);
-//! - DL tags `model=`, `batch=`, `iters=` from AdminComment;
+//! - DL tags `model=`, `batch=`, `iters=`, `deadline=` from AdminComment;
 //! - predicted run time = iters × the Decision's `iter_s` × the report's time
 //!   scale ([`JobRecord::apply_time_scale`]: `cellsched report --time-scale X`
 //!   for emulated, time-compressed runs; 1 otherwise);
@@ -70,6 +70,9 @@ pub struct DlTags {
     pub batch: Option<u32>,
     /// `iters=N` (declared iterations; also `iterations=`).
     pub iters: Option<u64>,
+    /// `deadline=T` (Unix time job_submit resolved `--dl-deadline` to).
+    #[serde(default)]
+    pub deadline: Option<i64>,
 }
 
 impl DlTags {
@@ -89,6 +92,7 @@ impl DlTags {
                     "iters" | "iterations" | "dl_iters" if t.iters.is_none() => {
                         t.iters = v.parse().ok()
                     }
+                    "deadline" if t.deadline.is_none() => t.deadline = v.parse().ok(),
                     _ => {}
                 }
             }
@@ -525,7 +529,7 @@ pub(crate) mod tests {
         assert_eq!(r.time_limit_s, Some(300));
         let d = r.decision.as_ref().unwrap();
         assert_eq!(d.cell.to_string(), "a100x4x1");
-        assert_eq!(r.tags, DlTags { model: Some("gpt2".into()), batch: Some(32), iters: Some(450) });
+        assert_eq!(r.tags, DlTags { model: Some("gpt2".into()), batch: Some(32), iters: Some(450), deadline: None });
         assert!((r.predicted_run_s.unwrap() - 90.0).abs() < 1e-9);
     }
 

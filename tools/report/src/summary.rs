@@ -131,6 +131,32 @@ pub struct Summary {
     /// Iteration predictor: holdout error on the window's history, when enough
     /// jobs carry iterations (filled by [`crate::history`]).
     pub iteration_predictor_error: Option<ErrorStats>,
+    /// Jobs with a `--dl-deadline` (AdminComment `deadline=`) that ended, and how many ended by it.
+    #[serde(default)]
+    pub deadlines: Option<DeadlineStats>,
+}
+
+/// Deadline-met ratio over the ended jobs that carried a deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DeadlineStats {
+    /// Ended jobs with a deadline.
+    pub jobs: usize,
+    /// Of those, completed (state COMPLETED) by their deadline.
+    pub met: usize,
+    /// `met / jobs`.
+    pub met_ratio: f64,
+}
+
+impl DeadlineStats {
+    /// Over `jobs`: a deadline counts as met only by a COMPLETED job whose End is not after it.
+    pub fn of(jobs: &[JobRecord]) -> Option<DeadlineStats> {
+        let ended: Vec<(&JobRecord, i64)> = jobs.iter().filter(|j| j.finished()).filter_map(|j| Some((j, j.tags.deadline?))).collect();
+        if ended.is_empty() {
+            return None;
+        }
+        let met = ended.iter().filter(|(j, d)| j.state == "COMPLETED" && j.end.is_some_and(|e| e <= *d)).count();
+        Some(DeadlineStats { jobs: ended.len(), met, met_ratio: met as f64 / ended.len() as f64 })
+    }
 }
 
 impl Summary {
@@ -210,6 +236,7 @@ impl Summary {
                     .collect::<Vec<_>>(),
             ),
             iteration_predictor_error: None,
+            deadlines: DeadlineStats::of(jobs),
         }
     }
 }
@@ -263,6 +290,24 @@ pub(crate) mod tests {
         j.name = format!("job{id}");
         j.comment = comment.to_string();
         j
+    }
+
+    #[test]
+    fn deadline_met_ratio_counts_completed_jobs_ending_by_their_deadline() {
+        let a = "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.5 src=datasheet model=m batch=8";
+        let mut failed = job(4, 0, 10, 50, "gres/gpu:a100=4", &format!("{a} deadline=100"), "");
+        failed.state = "FAILED".into();
+        let jobs = vec![
+            job(1, 0, 10, 100, "gres/gpu:a100=4", &format!("{a} deadline=100"), ""), // met: End = deadline
+            job(2, 0, 10, 101, "gres/gpu:a100=4", &format!("{a} deadline=100"), ""), // missed by 1 s
+            job(3, 0, 10, 50, "gres/gpu:a100=4", a, "deadline=1000"),                // user text: not a deadline
+            failed,                                                                  // ended early but failed
+        ];
+        let d = Summary::of(&jobs, None).deadlines.unwrap();
+        assert_eq!((d.jobs, d.met), (3, 1));
+        assert!((d.met_ratio - 1.0 / 3.0).abs() < 1e-12);
+        assert!(Summary::of(&jobs[2..3], None).deadlines.is_none());
+        assert!(crate::output::summary_text(&Summary::of(&jobs, None)).contains("Deadlines met:                   1/3"));
     }
 
     #[test]
