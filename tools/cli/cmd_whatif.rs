@@ -5,11 +5,11 @@
 //! [`Snapshot`], and for each feasible Cell of the job (the best few per GPU
 //! type, `Estimator::rank_cells`) runs the simulator forward with the job
 //! pinned to that Cell: predicted start, finish, seconds per iteration and
-//! GPU-hours. The Cell cellsched would choose now is found with the same
-//! rule and core calls as job_submit/cellsched's `place()`
-//! (`cellsched_core::placement`): the fastest feasible Cell in the
-//! free GPUs of the allowed types (with an untyped GPU count: of exactly
-//! that count), else the best Cell of the whole cluster, where it waits.
+//! GPU-hours. The Cell cellsched would choose now is job_submit/cellsched's
+//! own decision (`cellsched_core::placement::place` on the snapshot): the
+//! Cell sized by marginal value in the free GPUs of the allowed types (with
+//! an untyped GPU count: the fastest of exactly that count), else the one
+//! of the whole cluster, where it waits.
 //! Every number is a prediction (estimator + declared iterations).
 use anyhow::{bail, Context, Result};
 use cellsched_core::config::{resolve_config_path, Config, PlacementConfig, CONFIG_ENV};
@@ -17,7 +17,7 @@ use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
 use cellsched_core::profile_db::ProfileDb;
-use cellsched_core::Cell;
+use cellsched_core::placement::{self, NodeGpus, Outcome, SubmitRequest};
 use cellsched_sim::core_times::CoreTimes;
 use cellsched_sim::policy::CellschedOptions;
 use cellsched_sim::snapshot::{self, NewJob, Snapshot};
@@ -117,50 +117,39 @@ pub struct Answer {
     pub skipped: Vec<String>,
 }
 
-/// Free (or, with `capacity`, all) GPUs per allowed type, one entry per
-/// node: the same offers as job_submit/cellsched's `placement::offers`.
-pub fn offers(snap: &Snapshot, cfg: &PlacementConfig, capacity: bool) -> Vec<CellOffer> {
-    let free = snap.free_per_node();
-    let mut by_type: BTreeMap<&str, CellOffer> = BTreeMap::new();
-    for (n, f) in snap.nodes.iter().zip(free).filter(|(n, _)| cfg.allows(&n.gpu_type) && n.gpus > 0) {
-        let o = by_type.entry(&n.gpu_type).or_insert_with(|| CellOffer {
-            gpu_type: n.gpu_type.clone(),
-            gpus_per_node: n.gpus,
-            free_gpus_per_node: Vec::new(),
-        });
-        o.gpus_per_node = o.gpus_per_node.max(n.gpus);
-        o.free_gpus_per_node.push(if capacity { n.gpus } else { f });
-    }
-    by_type.into_values().collect()
+/// The snapshot's nodes as job_submit/cellsched sees them (free = not held by a running job).
+pub fn node_gpus(snap: &Snapshot) -> Vec<NodeGpus> {
+    snap.nodes
+        .iter()
+        .zip(snap.free_per_node())
+        .map(|(n, free)| NodeGpus { node: n.name.clone(), gpu_type: n.gpu_type.clone(), total: n.gpus, free })
+        .collect()
 }
 
-/// The Cell job_submit/cellsched would choose now and why (its `place()`
-/// rule for a job without a pinned plan), or why none.
+/// Free (or, with `capacity`, all) GPUs per allowed type, one entry per
+/// node: job_submit/cellsched's own `placement::offers`.
+pub fn offers(snap: &Snapshot, cfg: &PlacementConfig, capacity: bool) -> Vec<CellOffer> {
+    placement::offers(&node_gpus(snap), cfg, capacity)
+}
+
+/// The Cell job_submit/cellsched would choose now and why: its own
+/// `placement::place` on the snapshot, or why none.
 pub fn choose(snap: &Snapshot, est: &Estimator, cfg: &PlacementConfig, job: &JobSpec, req: &Request) -> (Option<Estimate>, String) {
-    if let Some((t, n)) = &req.typed {
-        let Some(node) = snap.nodes.iter().filter(|x| &x.gpu_type == t).map(|x| x.gpus).max() else {
-            return (None, format!("the request pins GPU type '{t}', which no usable node has: sbatch would refuse it"));
-        };
-        return match Cell::new(t, *n, 1).and_then(|c| est.estimate(job, &c, node)) {
-            Ok(e) => (Some(e), format!("pinned by the GPU request ({t}, {n} GPUs): cellsched keeps it and picks the plan")),
-            Err(e) => (None, format!("the pinned Cell cannot run this job: {e}")),
-        };
+    let mut env = vec![format!("CELLSCHED_DL_MODEL={}", job.model.name), format!("CELLSCHED_DL_BATCH={}", job.global_batch)];
+    if let Some(n) = req.iters {
+        env.push(format!("CELLSCHED_DL_ITERS={n}"));
     }
-    if !cfg.enabled {
-        return (None, "placement.enabled = false: the job keeps its own GPU request".into());
-    }
-    let max = cfg.max_gpus.max(req.want_gpus.unwrap_or(0));
-    let best = |o: &[CellOffer]| est.rank_cells(job, o, max).into_iter().find(|e| !matches!(req.want_gpus, Some(n) if n != e.cell.gpus));
-    let count = req.want_gpus.map_or_else(String::new, |n| format!(" of {n} GPUs"));
-    if let Some(e) = best(&offers(snap, cfg, false)) {
-        return (Some(e), format!("the fastest feasible Cell{count} in the GPUs free now"));
-    }
-    match best(&offers(snap, cfg, true)) {
-        Some(e) => (
-            Some(e),
-            format!("no feasible Cell{count} fits in the GPUs free now: the best Cell of the whole cluster; the job waits for it and the re-planning thread may move it when GPUs free up"),
-        ),
-        None => (None, format!("no feasible Cell{count} on this cluster (memory or batch divisibility, at most {max} GPUs)")),
+    let tres_per_job = match (&req.typed, req.want_gpus) {
+        (Some((t, n)), _) => Some(format!("gres:gpu:{t}:{n}")),
+        (None, Some(n)) => Some(format!("gres:gpu:{n}")),
+        (None, None) => None,
+    };
+    let sub = SubmitRequest { env, tres_per_job, ..Default::default() };
+    match placement::place(&sub, &node_gpus(snap), cfg, est) {
+        Outcome::Place(p) => (Some(p.estimate), p.why),
+        Outcome::Stock(why) => (None, format!("cellsched leaves the job as submitted: {why}")),
+        Outcome::Honour(why, _) => (None, format!("cellsched cannot decide ({why}): the job keeps its own request")),
+        Outcome::Reject(msg) => (None, format!("sbatch would refuse it: {msg}")),
     }
 }
 
@@ -523,9 +512,10 @@ mod tests {
         let mut s = busy_a100();
         let (e, cfg) = (est(), PlacementConfig::default());
         let job = JobSpec { model: ModelCatalog::builtin().resolve("gpt__125M").unwrap(), global_batch: 16 };
-        // Same as rank_cells on the free offers, first one.
+        // The plugin's rule: the sizing choice on the free offers.
         let (c, _) = choose(&s, &e, &cfg, &job, &req(None));
-        assert_eq!(c.unwrap(), e.rank_cells(&job, &offers(&s, &cfg, false), cfg.max_gpus)[0]);
+        let ranked = e.rank_cells(&job, &offers(&s, &cfg, false), cfg.max_gpus);
+        assert_eq!(c.unwrap(), ranked[cfg.sizing().choose(&ranked, None).unwrap()]);
         // Everything busy: the best Cell of the whole cluster, with the reason.
         for n in ["v100-1", "v100-2", "a10-1"] {
             let g = s.nodes.iter().find(|x| x.name == n).unwrap().gpus;
@@ -533,7 +523,8 @@ mod tests {
             s.running.push(SnapRunning { id: n.into(), nodes: vec![n.into()], gpu_type: t, gpus_per_node: g, remaining_s: 60.0, remaining_from: RemainingFrom::Declared });
         }
         let (c, why) = choose(&s, &e, &cfg, &job, &req(None));
-        assert_eq!(c.unwrap(), e.rank_cells(&job, &offers(&s, &cfg, true), cfg.max_gpus)[0]);
+        let ranked = e.rank_cells(&job, &offers(&s, &cfg, true), cfg.max_gpus);
+        assert_eq!(c.unwrap(), ranked[cfg.sizing().choose(&ranked, None).unwrap()]);
         assert!(why.contains("waits"), "{why}");
         // A typed request pins the Cell.
         let pinned = Request { typed: Some(("v100".into(), 8)), ..req(None) };

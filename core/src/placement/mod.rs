@@ -146,6 +146,8 @@ pub struct Placement {
     /// A message the user must see at submit whatever `--dl-explain` says
     /// (e.g. a deadline no Cell is predicted to meet).
     pub notice: Option<String>,
+    /// Why this Cell, in a few words (also inside the explanation).
+    pub why: String,
 }
 
 impl Placement {
@@ -502,8 +504,9 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         };
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
         let tags = dl_tags(&job, &opts, None, deadline);
-        let explanation = opts.explain.then(|| explanation(&estimate, None, opts.iters, &format!("pinned by {what}")));
-        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags, iters: opts.iters, explanation, notice }));
+        let why = format!("pinned by {what}");
+        let explanation = opts.explain.then(|| explanation(&estimate, None, opts.iters, &why));
+        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags, iters: opts.iters, explanation, notice, why }));
     }
 
     if !cfg.enabled {
@@ -568,6 +571,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
             pinned: pinned_plan.is_some(),
             tags: dl_tags(&job, &opts, want_gpus, deadline),
             iters: opts.iters,
+            why: why.to_string(),
         })),
         None if want_gpus.is_some() => Outcome::Stock(format!(
             "no Cell of exactly {} GPUs can run {} (batch {}); the job's own GPU request is kept",
