@@ -127,12 +127,20 @@ pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingDat
         Some(i) => asrpt::remaining_time_s(i, 0.0, decision.iter_s, freeze_profile(job, data).as_ref()),
         None => job.time_limit_min.map(|m| f64::from(m) * 60.0).unwrap_or(cfg.default_remaining_s),
     };
-    Some(PendingJob { id: job.id, submit_time_s: job.submit_time_s as f64, remaining_s })
+    Some(PendingJob::new(job.id, job.submit_time_s as f64, remaining_s).with_gpus(decision.cell.gpus.max(1)))
 }
 
 /// The A-SRPT settings for the site factor scale.
 pub fn asrpt_config(cfg: &OrderingConfig) -> AsrptConfig {
-    AsrptConfig { aging_bound_s: cfg.aging_bound_s, max_priority: cfg.site_factor_max.max(2), ..AsrptConfig::default() }
+    AsrptConfig {
+        aging_bound_s: cfg.aging_bound_s,
+        aging_factor: cfg.aging_factor,
+        rank_by: cfg.rank_by,
+        deadline_slack_factor: cfg.deadline_slack_factor,
+        aged_lane: cfg.aged_lane,
+        max_priority: cfg.site_factor_max.max(2),
+        ..AsrptConfig::default()
+    }
 }
 
 /// `site_factor` for a priority: `base` (Slurm's `NICE_OFFSET`, meaning 0) plus it.
