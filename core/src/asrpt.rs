@@ -579,7 +579,7 @@ impl AsrptQueue {
     fn lane_end(&self) -> Option<Entry> {
         match self.cfg.aged_lane {
             0 => self.aged.last().copied(),
-            n => self.aged.iter().take(n as usize).last().copied(),
+            n => self.aged.iter().nth(n as usize - 1).or_else(|| self.aged.last()).copied(),
         }
     }
 
