@@ -52,6 +52,8 @@ fn main() {
                 id: i as u32,
                 submit_time_s: 200_000.0 * rng.next_f64(),
                 remaining_s: 10f64.powf(1.0 + 5.0 * rng.next_f64()),
+                gpus: 1,
+                deadline_s: None,
             })
             .collect();
         let reps = (200_000 / n).max(3);

@@ -61,8 +61,23 @@ pub struct Config {
 pub struct OrderingConfig {
     /// Set site factors at all; `false` leaves priorities stock.
     pub enabled: bool,
-    /// A-SRPT aging guard: a job pending this long is treated as shortest.
+    /// A-SRPT aging guard: a job pending this long (and at least
+    /// `aging_factor` × its predicted remaining time) is ranked ahead of
+    /// every non-aged job, in the order jobs aged.
     pub aging_bound_s: f64,
+    /// Aging by slowdown: a job ages only after waiting this many times its
+    /// own predicted remaining time (0 = `aging_bound_s` alone).
+    pub aging_factor: f64,
+    /// What the order ranks by: `area` (remaining GPU-seconds) or `time`
+    /// (remaining seconds).
+    pub rank_by: crate::asrpt::RankBy,
+    /// A job with a deadline moves ahead of the SRPT order once its slack
+    /// (deadline − now − predicted remaining time) is at most this many
+    /// times its remaining time, until it can no longer make it.
+    pub deadline_slack_factor: f64,
+    /// At most this many aged jobs (the first to age) are ranked ahead of
+    /// the order at a time; 0 = all aged jobs.
+    pub aged_lane: u32,
     /// Largest site factor given (to the job predicted shortest); weigh it
     /// against the `PriorityWeight*` factors of slurm.conf.
     pub site_factor_max: u32,
@@ -76,7 +91,18 @@ pub struct OrderingConfig {
 
 impl Default for OrderingConfig {
     fn default() -> Self {
-        OrderingConfig { enabled: true, aging_bound_s: 86_400.0, site_factor_max: 100_000, default_remaining_s: 3_600.0, rank_interval_s: 5 }
+        let a = crate::asrpt::AsrptConfig::default();
+        OrderingConfig {
+            enabled: true,
+            aging_bound_s: a.aging_bound_s,
+            aging_factor: a.aging_factor,
+            rank_by: a.rank_by,
+            deadline_slack_factor: a.deadline_slack_factor,
+            aged_lane: a.aged_lane,
+            site_factor_max: 100_000,
+            default_remaining_s: 3_600.0,
+            rank_interval_s: 5,
+        }
     }
 }
 
@@ -189,6 +215,12 @@ impl Config {
         if !(o.aging_bound_s.is_finite() && o.aging_bound_s > 0.0) {
             return bad(format!("ordering.aging_bound_s = {} must be a positive number of seconds", o.aging_bound_s));
         }
+        if !(o.aging_factor.is_finite() && o.aging_factor >= 0.0) {
+            return bad(format!("ordering.aging_factor = {} must be a number >= 0 (0 = aging_bound_s alone)", o.aging_factor));
+        }
+        if !(o.deadline_slack_factor.is_finite() && o.deadline_slack_factor >= 0.0) {
+            return bad(format!("ordering.deadline_slack_factor = {} must be a number >= 0", o.deadline_slack_factor));
+        }
         if o.site_factor_max == 0 || o.site_factor_max > i32::MAX as u32 {
             return bad(format!("ordering.site_factor_max = {} must be in 1..={}", o.site_factor_max, i32::MAX));
         }
@@ -288,6 +320,8 @@ mod tests {
         let text = r#"
 [ordering]
 aging_bound_s = 600
+aging_factor = 0
+rank_by = "time"
 site_factor_max = 5000
 [placement]
 replan = false
@@ -299,6 +333,7 @@ profile_db = "/var/lib/cellsched/p.csv"
 "#;
         let c = Config::from_toml_str(text, "x.toml").unwrap();
         assert_eq!(c.ordering.aging_bound_s, 600.0);
+        assert_eq!((c.ordering.aging_factor, c.ordering.rank_by), (0.0, crate::asrpt::RankBy::Time));
         assert_eq!(c.ordering.site_factor_max, 5000);
         assert!(!c.placement.replan);
         assert_eq!(c.placement.replan_interval_s, 5);
@@ -333,6 +368,9 @@ profile_db = "/var/lib/cellsched/p.csv"
             ("[placement]\nallowed_gpu_types = [\"a 100\"]", "a 100"),
             ("[ordering]\naging_bound_s = -1", "aging_bound_s"),
             ("[ordering]\nsite_factor_max = 0", "site_factor_max"),
+            ("[ordering]\naging_factor = -2", "aging_factor"),
+            ("[ordering]\ndeadline_slack_factor = -1", "deadline_slack_factor"),
+            ("[ordering]\nrank_by = \"size\"", "size"),
         ] {
             let e = Config::from_toml_str(text, "c.toml").unwrap_err().to_string();
             assert!(e.contains(key) && e.contains("c.toml"), "{text}: {e}");

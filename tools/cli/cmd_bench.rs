@@ -2,9 +2,13 @@
 //!
 //! - `bench policies --trace T.csv --cluster C.toml`: every policy, with ratios against `slurm`.
 //! - `bench ablation --trace T.csv --cluster C.toml`: cellsched with each component off.
+//! - `bench table --trace A.csv --trace B.csv --cluster C.toml --shrink 1,4,8`: the policy table
+//!   (gavel, srtf, tiresias, cellsched and its ablations) per trace and cluster size, with
+//!   cellsched's average JCT against the best of the others.
 //! - `bench speed [--jobs 100000]`: a synthetic trace on a ~1,700-node cluster; wall time and events/s.
 //! - `bench whatif [--pending 1000]`: `cellsched whatif` on a synthetic queue snapshot; wall time.
 use crate::cmd_sim::{self, Inputs, Loaded, Tuning};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use anyhow::{bail, Result};
 use cellsched_sim::policy::{Ablation, POLICY_NAMES};
 use cellsched_sim::{ClusterSpec, Metrics, TimeCache};
@@ -22,6 +26,8 @@ enum BenchCmd {
     Policies(CompareArgs),
     /// Run cellsched with each component switched off.
     Ablation(CompareArgs),
+    /// Policy table: traces x cluster sizes x (gavel, srtf, tiresias, cellsched, cellsched with one component off).
+    Table(TableArgs),
     /// Simulator speed on a synthetic 100k-job trace and a ~1,700-node cluster.
     Speed(SpeedArgs),
     /// Replay a small trace on the live local cluster: stock Slurm vs cellsched.
@@ -48,6 +54,39 @@ struct CompareArgs {
     #[arg(long, value_delimiter = ',')]
     policies: Option<Vec<String>>,
     /// Print a JSON array instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    tuning: Tuning,
+}
+
+#[derive(clap::Args)]
+struct TableArgs {
+    /// Trace CSVs (repeat the option for several).
+    #[arg(long = "trace", required = true)]
+    traces: Vec<String>,
+    /// Cluster TOML.
+    #[arg(long)]
+    cluster: String,
+    /// Shrink factors of the cluster, comma-separated (see `sim --shrink`).
+    #[arg(long = "shrink", value_delimiter = ',', default_value = "1,4,8")]
+    shrinks: Vec<u32>,
+    /// Knowledge: profile DB that calibrates the estimator (see `sim --db`).
+    #[arg(long)]
+    db: Option<String>,
+    /// Truth: measured iteration times that run the clock (see `sim --truth`).
+    #[arg(long)]
+    truth: Option<String>,
+    /// A Cell the truth table lacks: estimate or skip.
+    #[arg(long, default_value = "estimate")]
+    truth_missing: String,
+    /// Policies compared with cellsched (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "gavel,srtf,tiresias")]
+    baselines: Vec<String>,
+    /// cellsched components switched off one at a time (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "srpt,replan,cell-search,aging")]
+    ablations: Vec<String>,
+    /// Print a JSON array instead of tables.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -95,6 +134,7 @@ pub fn run(a: Args) -> Result<()> {
             runs.push(("slurm".to_string(), vec![]));
             compare(c, runs, "cellsched")
         }
+        BenchCmd::Table(t) => table(t),
         BenchCmd::Speed(s) => speed(s),
         BenchCmd::Replay(r) => crate::cmd_bench_replay::run(r),
         BenchCmd::Whatif(w) => crate::cmd_whatif::bench(w.pending, w.runs),
@@ -160,6 +200,93 @@ fn compare(c: CompareArgs, runs: Vec<(String, Vec<Ablation>)>, base: &str) -> Re
     Ok(())
 }
 
+/// What a `bench table` cell compares cellsched against.
+const ACCEPT_RATIO: f64 = 1.02;
+
+fn table(a: TableArgs) -> Result<()> {
+    a.tuning.validate()?;
+    let base = a.tuning.cellsched()?;
+    let mut runs: Vec<(String, Vec<Ablation>)> = vec![("cellsched".into(), vec![])];
+    runs.extend(a.baselines.iter().map(|b| (b.clone(), vec![])));
+    for x in &a.ablations {
+        runs.push(("cellsched".into(), Ablation::parse_list(x)?));
+    }
+    let mut json = Vec::new();
+    let (mut cells, mut met) = (0, 0);
+    let mut summary = Vec::new();
+    for trace in &a.traces {
+        for &k in &a.shrinks {
+            let inputs = Inputs {
+                trace: Some(trace.clone()),
+                cluster: Some(a.cluster.clone()),
+                db: a.db.clone(),
+                truth: a.truth.clone(),
+                truth_missing: a.truth_missing.clone(),
+                seed: 0,
+                shrink: k,
+            };
+            let mut l = cmd_sim::load(&inputs)?;
+            let mut rows: Vec<Metrics> = Vec::new();
+            for (name, off) in &runs {
+                rows.push(cmd_sim::run_policy(name, &base.clone().without(off), a.tuning.config(0), &mut l, &a.tuning.iterations_label())?);
+            }
+            let gpus: u64 = l.spec.groups.iter().map(|g| g.nodes as u64 * g.gpus_per_node as u64).sum();
+            let (best_i, best) = rows[1..]
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.finished == m.jobs)
+                .min_by(|x, y| x.1.avg_jct_s.total_cmp(&y.1.avg_jct_s))
+                .map(|(i, m)| (i + 1, m.avg_jct_s))
+                .unwrap_or((0, f64::NAN));
+            let ours = &rows[0];
+            let to_best = ours.avg_jct_s / best;
+            let ok = ours.finished == ours.jobs && to_best <= ACCEPT_RATIO;
+            cells += 1;
+            met += ok as usize;
+            let cell = format!("{trace} on {} shrunk {k}x ({gpus} GPUs)", a.cluster);
+            summary.push(format!(
+                "{cell}: cellsched avg JCT / best other ({}) = {to_best:.3} {}",
+                rows.get(best_i).map_or("-", |m| m.policy.as_str()),
+                if ok { "ok" } else { "NOT MET" }
+            ));
+            if a.json {
+                json.push(serde_json::json!({ "trace": trace, "shrink": k, "gpus": gpus, "runs": rows, "ratio_to_best_other": to_best, "met": ok }));
+                continue;
+            }
+            println!("\n== {cell}");
+            if k == a.shrinks[0] && trace == &a.traces[0] {
+                cmd_sim::print_sources(ours, &l.unknown_models);
+            }
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED);
+            t.set_header(vec!["policy", "finished", "avg JCT h", "p99 JCT h", "makespan h", "GPU-h", "deadline met", "avg JCT / cellsched"]);
+            for m in &rows {
+                t.add_row(vec![
+                    m.policy.clone(),
+                    format!("{}/{}", m.finished, m.jobs),
+                    format!("{:.2}", m.avg_jct_s / 3600.0),
+                    format!("{:.2}", m.p99_jct_s / 3600.0),
+                    format!("{:.2}", m.makespan_s / 3600.0),
+                    format!("{:.0}", m.gpu_hours),
+                    m.deadline_met_ratio.map_or("n/a".into(), |r| format!("{:.1}%", r * 100.0)),
+                    ratio(m.avg_jct_s, ours.avg_jct_s),
+                ]);
+            }
+            println!("{t}");
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(());
+    }
+    println!();
+    for l in &summary {
+        println!("{l}");
+    }
+    println!("cellsched within {ACCEPT_RATIO}x of the best other policy (by avg JCT, all jobs finished) in {met} of {cells} cells");
+    Ok(())
+}
+
 /// The speed-test cluster: 1,700 nodes of four GPU types.
 fn speed_cluster() -> ClusterSpec {
     let text = "[[group]]\ngpu_type = \"a100\"\nnodes = 400\ngpus_per_node = 8\ninter_node_gbps = 200\n\n\
@@ -173,7 +300,7 @@ fn speed(s: SpeedArgs) -> Result<()> {
     let spec = speed_cluster();
     let t0 = Instant::now();
     let mut times = TimeCache::new(Box::new(cmd_sim::time_source(&spec, None)?));
-    let cfg = cellsched_sim::synth::SynthConfig { jobs: s.jobs, seed: s.seed, load: s.load };
+    let cfg = cellsched_sim::synth::SynthConfig { jobs: s.jobs, seed: s.seed, load: s.load, due_share: 0.0 };
     let jobs = cellsched_sim::synth::generate(&cfg, &spec, &mut times)?;
     let gen_s = t0.elapsed().as_secs_f64();
     println!(

@@ -71,6 +71,11 @@ pub struct Inputs {
     /// Seed (recorded in results; the engine is deterministic).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Shrink the cluster about K times (each group keeps nodes/K nodes, or
+    /// one node with gpus_per_node x nodes / K GPUs); requests above what a
+    /// type then has are lowered to it (counted in the output).
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub shrink: u32,
 }
 
 /// Engine and cellsched settings shared by `sim` and `bench`.
@@ -104,10 +109,19 @@ pub struct Tuning {
     #[arg(long, default_value_t = 86400.0)]
     pub aging_bound: f64,
     /// cellsched: a job ages only after waiting this many times its own predicted remaining time (0 = absolute bound).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = cellsched_core::asrpt::DEFAULT_AGING_FACTOR)]
     pub aging_factor: f64,
+    /// cellsched: at most this many aged jobs (the first to age) are ranked ahead at a time (0 = all).
+    #[arg(long, default_value_t = cellsched_core::asrpt::DEFAULT_AGED_LANE)]
+    pub aged_lane: u32,
+    /// cellsched: what the A-SRPT order ranks by: area (remaining GPU-seconds) or time (remaining seconds).
+    #[arg(long, default_value = "area")]
+    pub rank_by: String,
+    /// cellsched: a deadline job (trace column `due`) moves up once its slack is at most this many times its remaining time.
+    #[arg(long, default_value_t = cellsched_core::asrpt::DEFAULT_DEADLINE_SLACK_FACTOR)]
+    pub deadline_slack_factor: f64,
     /// cellsched: guard for an aged job that cannot start: none, type (close its GPU type for the pass) or shadow (EASY reservation).
-    #[arg(long, default_value = "shadow")]
+    #[arg(long, default_value = "none")]
     pub aged_guard: String,
     /// Seconds a preempted job loses on restart (srtf, tiresias).
     #[arg(long, default_value_t = 30.0)]
@@ -151,6 +165,9 @@ impl Tuning {
         let mut o = CellschedOptions { max_slowdown: self.max_slowdown, max_gpu_factor: self.max_gpu_factor, min_marginal_efficiency: self.min_marginal_efficiency, ..Default::default() };
         o.asrpt.aging_bound_s = self.aging_bound;
         o.asrpt.aging_factor = self.aging_factor;
+        o.asrpt.rank_by = self.rank_by.parse()?;
+        o.asrpt.aged_lane = self.aged_lane;
+        o.asrpt.deadline_slack_factor = self.deadline_slack_factor;
         o.aged_guard = self.aged_guard.parse()?;
         Ok(o.without(&off))
     }
@@ -241,6 +258,9 @@ struct GenerateArgs {
     /// Seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Share of jobs given a deadline (`due` column: 2-6x the job's true run time after its submission).
+    #[arg(long, default_value_t = 0.0)]
+    due_share: f64,
 }
 
 /// Loaded inputs: cluster, jobs, the knowledge (cached estimator) and the truth.
@@ -293,8 +313,12 @@ pub fn load(inputs: &Inputs) -> Result<Loaded> {
     let (Some(trace), Some(cluster)) = (&inputs.trace, &inputs.cluster) else {
         bail!("--trace and --cluster are required");
     };
-    let spec = ClusterSpec::load(cluster)?;
-    let jobs = cellsched_sim::trace::load_trace(trace)?;
+    let spec = ClusterSpec::load(cluster)?.shrink(inputs.shrink)?;
+    let mut jobs = cellsched_sim::trace::load_trace(trace)?;
+    if inputs.shrink > 1 {
+        let n = spec.clamp_requests(&mut jobs);
+        eprintln!("cluster {cluster} shrunk {}x ({} GPUs); {n} job request(s) lowered to what their GPU type has", inputs.shrink, spec.groups.iter().map(|g| g.nodes as u64 * g.gpus_per_node as u64).sum::<u64>());
+    }
     let src = time_source(&spec, inputs.db.as_deref())?;
     let mut models: Vec<&str> = jobs.iter().map(|j| j.model_name.as_str()).collect();
     models.sort_unstable();
@@ -388,7 +412,7 @@ fn hours(s: f64) -> String {
 pub fn table(rows: &[Metrics], extra: &[(&str, Vec<String>)]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    let mut header = vec!["policy", "jobs", "finished", "unfinished", "avg JCT h", "median JCT h", "p99 JCT h", "avg queue h", "makespan h", "GPU util", "replans", "preempt"];
+    let mut header = vec!["policy", "jobs", "finished", "unfinished", "avg JCT h", "median JCT h", "p99 JCT h", "avg queue h", "makespan h", "GPU util", "GPU-h", "deadline met", "replans", "preempt"];
     header.extend(extra.iter().map(|e| e.0));
     t.set_header(header);
     for (i, m) in rows.iter().enumerate() {
@@ -404,6 +428,8 @@ pub fn table(rows: &[Metrics], extra: &[(&str, Vec<String>)]) -> Table {
             hours(m.avg_queue_s),
             hours(m.makespan_s),
             util,
+            format!("{:.0}", m.gpu_hours),
+            m.deadline_met_ratio.map_or("n/a".into(), |r| format!("{:.1}%", r * 100.0)),
             m.replans.to_string(),
             m.preemptions.to_string(),
         ];
@@ -474,7 +500,7 @@ fn convert(c: ConvertArgs) -> Result<()> {
 fn generate(g: GenerateArgs) -> Result<()> {
     let spec = ClusterSpec::load(&g.cluster)?;
     let mut times = TimeCache::new(Box::new(time_source(&spec, None)?));
-    let cfg = cellsched_sim::synth::SynthConfig { jobs: g.jobs, seed: g.seed, load: g.load };
+    let cfg = cellsched_sim::synth::SynthConfig { jobs: g.jobs, seed: g.seed, load: g.load, due_share: g.due_share };
     let jobs = cellsched_sim::synth::generate(&cfg, &spec, &mut times)?;
     write_jobs(&jobs, &g.output)?;
     eprintln!("wrote {} jobs to {}", jobs.len(), g.output);

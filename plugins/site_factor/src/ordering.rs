@@ -127,12 +127,20 @@ pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingDat
         Some(i) => asrpt::remaining_time_s(i, 0.0, decision.iter_s, freeze_profile(job, data).as_ref()),
         None => job.time_limit_min.map(|m| f64::from(m) * 60.0).unwrap_or(cfg.default_remaining_s),
     };
-    Some(PendingJob { id: job.id, submit_time_s: job.submit_time_s as f64, remaining_s })
+    Some(PendingJob::new(job.id, job.submit_time_s as f64, remaining_s).with_gpus(decision.cell.gpus.max(1)))
 }
 
 /// The A-SRPT settings for the site factor scale.
 pub fn asrpt_config(cfg: &OrderingConfig) -> AsrptConfig {
-    AsrptConfig { aging_bound_s: cfg.aging_bound_s, max_priority: cfg.site_factor_max.max(2), ..AsrptConfig::default() }
+    AsrptConfig {
+        aging_bound_s: cfg.aging_bound_s,
+        aging_factor: cfg.aging_factor,
+        rank_by: cfg.rank_by,
+        deadline_slack_factor: cfg.deadline_slack_factor,
+        aged_lane: cfg.aged_lane,
+        max_priority: cfg.site_factor_max.max(2),
+        ..AsrptConfig::default()
+    }
 }
 
 /// `site_factor` for a priority: `base` (Slurm's `NICE_OFFSET`, meaning 0) plus it.
@@ -295,12 +303,33 @@ mod tests {
 
     #[test]
     fn aging_bound_promotes_long_waiters() {
-        let cfg = OrderingConfig { aging_bound_s: 600.0, ..OrderingConfig::default() };
+        // Absolute bound (aging_factor 0): the 100,000 s job waited 1,000 s > 600 s.
+        let cfg = OrderingConfig { aging_bound_s: 600.0, aging_factor: 0.0, ..OrderingConfig::default() };
         let c = comment(1.0);
         let old_long = pending_job(&job(1, 0, Some(&c), Some(100_000)), &cfg, &data()).unwrap();
         let new_short = pending_job(&job(2, 900, Some(&c), Some(10)), &cfg, &data()).unwrap();
         let f = site_factors(&[new_short, old_long], 1000.0, &cfg, BASE);
         assert_eq!(f[0].0, 1, "aged job first: {f:?}");
+        // Aging by slowdown (factor 20): it ages only after 2,000,000 s of wait.
+        let slow = OrderingConfig { aging_factor: 20.0, ..cfg.clone() };
+        assert_eq!(site_factors(&[new_short, old_long], 1000.0, &slow, BASE)[0].0, 2);
+        assert!(!asrpt::is_aged(&old_long, 2_000_000.0, &asrpt_config(&slow)));
+        assert!(asrpt::is_aged(&old_long, 2_000_001.0, &asrpt_config(&slow)));
+    }
+
+    #[test]
+    fn ranks_by_gpu_seconds_of_the_cell() {
+        // Narrow: 1,000 s on its Cell's 4 GPUs (4,000 GPU-s); wide: 900 s on 8 (7,200 GPU-s).
+        let cfg = OrderingConfig::default();
+        let narrow = pending_job(&job(1, 0, Some(&comment(1.0)), Some(1000)), &cfg, &data()).unwrap();
+        assert_eq!(narrow.gpus, 4);
+        let mut wide = narrow;
+        wide.id = 2;
+        wide.gpus = 8;
+        wide.remaining_s = 900.0;
+        assert_eq!(site_factors(&[wide, narrow], 10.0, &cfg, BASE)[0].0, 1);
+        let by_time = OrderingConfig { rank_by: cellsched_core::asrpt::RankBy::Time, ..cfg };
+        assert_eq!(site_factors(&[wide, narrow], 10.0, &by_time, BASE)[0].0, 2);
     }
 
     #[test]

@@ -84,9 +84,13 @@ fn load_config() -> Option<Option<PathBuf>> {
     let (new, history) = match Config::load(&path) {
         Ok(c) if c.ordering.enabled => {
             info(&format!(
-                "loaded {}: A-SRPT ordering on (aging bound {} s, max site factor {})",
+                "loaded {}: A-SRPT ordering on (rank by {:?}, aging after {} s and {} x remaining time, aged lane {}, deadline slack factor {}, max site factor {})",
                 path.display(),
+                c.ordering.rank_by,
                 c.ordering.aging_bound_s,
+                c.ordering.aging_factor,
+                c.ordering.aged_lane,
+                c.ordering.deadline_slack_factor,
                 c.ordering.site_factor_max
             ));
             *DECLARED.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(c.declared.clone()));

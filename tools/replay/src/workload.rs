@@ -314,6 +314,7 @@ mod tests {
             gpu_type: ty.into(),
             user: None,
             freeze: None,
+            due_s: None,
         }
     }
 

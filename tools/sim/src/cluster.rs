@@ -75,6 +75,43 @@ impl ClusterSpec {
         Self::parse(&text, path)
     }
 
+    /// The same cluster with about `k` times fewer GPUs of every type: each
+    /// group keeps `nodes / k` nodes (rounded down) when it has at least
+    /// `k`, else one node with `gpus_per_node × nodes / k` GPUs (rounded
+    /// down, at least 1). `k` = 1 is the cluster itself.
+    pub fn shrink(&self, k: u32) -> Result<ClusterSpec, SimError> {
+        if k == 0 {
+            return Err(SimError::invalid("shrink factor", "0", "an integer >= 1"));
+        }
+        let groups = self
+            .groups
+            .iter()
+            .map(|g| {
+                let (nodes, gpn) = if g.nodes >= k { (g.nodes / k, g.gpus_per_node) } else { (1, (g.gpus_per_node * g.nodes / k).max(1)) };
+                GroupSpec { nodes, gpus_per_node: gpn, ..g.clone() }
+            })
+            .collect();
+        Ok(ClusterSpec { groups })
+    }
+
+    /// Lowers each job's requested GPU count to the most GPUs of its
+    /// requested type that one job can get on this cluster (all of the
+    /// type's nodes of one group), so that a shrunk cluster can still run
+    /// every job as requested. Returns how many requests were lowered.
+    pub fn clamp_requests(&self, jobs: &mut [crate::trace::TraceJob]) -> usize {
+        let mut n = 0;
+        for j in jobs {
+            let most = self.groups.iter().filter(|g| g.gpu_type == j.gpu_type).map(|g| g.nodes * g.gpus_per_node).max();
+            if let Some(m) = most {
+                if j.num_gpu > m {
+                    j.num_gpu = m;
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
     /// Total nodes over all groups.
     pub fn total_nodes(&self) -> u64 {
         self.groups.iter().map(|g| g.nodes as u64).sum()
@@ -346,6 +383,24 @@ mod tests {
     use super::*;
 
     const TWO: &str = "[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 4\n\n[[group]]\ngpu_type = \"v100\"\nnodes = 3\ngpus_per_node = 8\ninter_node_gbps = 100\n";
+
+    #[test]
+    fn shrink_and_clamp_requests() {
+        // a100: 2 nodes x 4; v100: 3 nodes x 8.
+        let s = ClusterSpec::parse(TWO, "c.toml").unwrap();
+        assert_eq!(s.shrink(1).unwrap(), s);
+        let two = s.shrink(2).unwrap();
+        assert_eq!((two.groups[0].nodes, two.groups[0].gpus_per_node), (1, 4));
+        assert_eq!((two.groups[1].nodes, two.groups[1].gpus_per_node), (1, 8));
+        let four = s.shrink(4).unwrap();
+        assert_eq!((four.groups[0].nodes, four.groups[0].gpus_per_node), (1, 2)); // 8 GPUs / 4
+        assert_eq!((four.groups[1].nodes, four.groups[1].gpus_per_node), (1, 6)); // 24 GPUs / 4
+        assert_eq!(four.groups[1].inter_node_gbps, Some(100.0));
+        assert!(s.shrink(0).is_err());
+        let mut jobs = vec![crate::policy::testutil::job("a", 0.0, 1, 8, "a100", 0.0), crate::policy::testutil::job("b", 0.0, 1, 4, "v100", 0.0)];
+        assert_eq!(four.clamp_requests(&mut jobs), 1);
+        assert_eq!((jobs[0].num_gpu, jobs[1].num_gpu), (2, 4));
+    }
 
     #[test]
     fn parses_and_validates() {

@@ -103,6 +103,7 @@ pub fn convert_gavel(
             gpu_type: c.types[t].clone(),
             user: None,
             freeze: None,
+            due_s: None,
         });
     }
     report.jobs = jobs.len();

@@ -31,6 +31,12 @@ pub struct Metrics {
     pub makespan_s: f64,
     /// Busy GPU-seconds / (GPUs x makespan), per GPU type.
     pub gpu_util: BTreeMap<String, f64>,
+    /// GPU-hours held by jobs (all types, failed runs included).
+    pub gpu_hours: f64,
+    /// Jobs with a deadline (trace column `due`).
+    pub deadline_jobs: u64,
+    /// Of those, the share that finished by their deadline; `None` without deadline jobs.
+    pub deadline_met_ratio: Option<f64>,
     /// Pending jobs whose Cell changed from the submission-time plan.
     pub replans: u64,
     /// Preemptions.
@@ -125,6 +131,10 @@ impl Metrics {
                 (name.clone(), if cap > 0.0 { round6(busy[t] / cap) } else { 0.0 })
             })
             .collect();
+        let gpu_hours = round6(busy.iter().sum::<f64>() / 3600.0);
+        let due: Vec<bool> =
+            jobs.iter().filter_map(|j| j.spec.due_s.map(|d| j.finish.is_some_and(|f| f - j.spec.submission_time <= d))).collect();
+        let deadline_met_ratio = (!due.is_empty()).then(|| round6(due.iter().filter(|m| **m).count() as f64 / due.len() as f64));
         let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
         let finished = jct.len() as u64;
         let c = sim.truth_counts();
@@ -160,6 +170,9 @@ impl Metrics {
             avg_queue_s: round6(mean(&queue)),
             makespan_s: round6(makespan),
             gpu_util,
+            gpu_hours,
+            deadline_jobs: due.len() as u64,
+            deadline_met_ratio,
             replans: sim.replans(),
             preemptions: sim.preemptions(),
             events: sim.events_done(),
@@ -195,6 +208,21 @@ fn round6(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deadline_met_ratio_and_gpu_hours() {
+        use crate::policy::testutil::{a100_node, job, run, times};
+        use crate::policy::FifoPolicy;
+        // One GPU, FIFO: A 0..100, B 100..150, C 150..160 (1 s per iteration).
+        let mut jobs = vec![job("a", 0.0, 100, 1, "a100", 0.0), job("b", 0.0, 50, 1, "a100", 0.0), job("c", 0.0, 10, 1, "a100", 0.0)];
+        let (m, _) = run(&mut FifoPolicy, a100_node(1), &jobs, times());
+        assert_eq!((m.deadline_jobs, m.deadline_met_ratio), (0, None));
+        assert!((m.gpu_hours - 160.0 / 3600.0).abs() < 1e-6, "{}", m.gpu_hours);
+        jobs[1].due_s = Some(150.0); // finishes at 150: met
+        jobs[2].due_s = Some(100.0); // finishes at 160: missed
+        let (m, _) = run(&mut FifoPolicy, a100_node(1), &jobs, times());
+        assert_eq!((m.deadline_jobs, m.deadline_met_ratio), (2, Some(0.5)));
+    }
 
     #[test]
     fn percentiles() {

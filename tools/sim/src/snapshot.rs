@@ -410,6 +410,7 @@ impl Snapshot {
             gpu_type: ty.to_string(),
             user: None,
             freeze: None,
+            due_s: None,
         };
         for r in &self.running {
             trace.push(tj(&r.id, STOCK_MODEL, 1, 1, r.gpus_per_node * r.nodes.len() as u32, &r.gpu_type, r.remaining_s));

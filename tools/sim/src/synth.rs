@@ -9,6 +9,9 @@
 //! (`deadline`) is 1.5-4x the true run time, rounded up to minutes. 30 % of
 //! jobs opt into layer freezing. Arrivals are Poisson at the rate that
 //! offers `load` x the cluster's GPU capacity on the requested GPUs.
+//! With `due_share` > 0, that share of jobs (drawn from a separate stream,
+//! so the rest of the trace is unchanged) gets a deadline (`due`) of 2-6x its
+//! true run time on its request after its submission.
 use crate::cluster::{ClusterSpec, ClusterState};
 use crate::error::SimError;
 use crate::rng::Rng;
@@ -24,6 +27,8 @@ pub struct SynthConfig {
     pub seed: u64,
     /// Offered load as a fraction of cluster GPU capacity (e.g. 0.9).
     pub load: f64,
+    /// Share of jobs with a deadline (0 = none).
+    pub due_share: f64,
 }
 
 /// (catalog model, global batch, weight)
@@ -48,12 +53,16 @@ pub fn generate(cfg: &SynthConfig, spec: &ClusterSpec, times: &mut TimeCache) ->
     if !(cfg.load.is_finite() && cfg.load > 0.0) {
         return Err(SimError::invalid("load", cfg.load.to_string(), "a positive fraction such as 0.9"));
     }
+    if !(0.0..=1.0).contains(&cfg.due_share) {
+        return Err(SimError::invalid("due share", cfg.due_share.to_string(), "a fraction in [0, 1]"));
+    }
     let c = ClusterState::new(spec);
     let type_w: Vec<f64> = (0..c.types.len()).map(|t| c.total_of_type(t) as f64).collect();
     let model_w: Vec<f64> = MODELS.iter().map(|m| m.2).collect();
     let count_w: Vec<f64> = GPU_COUNTS.iter().map(|g| g.1).collect();
     let mut rng = Rng::new(cfg.seed);
     let mut jobs = Vec::with_capacity(cfg.jobs);
+    let mut runs = Vec::with_capacity(cfg.jobs);
     let mut gpu_s = 0.0;
     while jobs.len() < cfg.jobs {
         let (model, batch, _) = MODELS[rng.weighted(&model_w)];
@@ -69,6 +78,7 @@ pub fn generate(cfg: &SynthConfig, spec: &ClusterSpec, times: &mut TimeCache) ->
         let real = iters as f64 * iter_s;
         let limit = ((real * rng.range(1.5, 4.0)) / 60.0).ceil() * 60.0;
         gpu_s += real * gpus as f64;
+        runs.push(real);
         let freeze = if rng.f64() < 0.3 { Some(if rng.f64() < 0.5 { "conservative" } else { "auto" }.to_string()) } else { None };
         jobs.push(TraceJob {
             job_id: (jobs.len() + 1).to_string(),
@@ -81,6 +91,7 @@ pub fn generate(cfg: &SynthConfig, spec: &ClusterSpec, times: &mut TimeCache) ->
             gpu_type: ty.clone(),
             user: Some(format!("u{}", rng.next_u64() % 40)),
             freeze,
+            due_s: None,
         });
     }
     let cap: f64 = type_w.iter().sum();
@@ -89,6 +100,14 @@ pub fn generate(cfg: &SynthConfig, spec: &ClusterSpec, times: &mut TimeCache) ->
     for j in &mut jobs {
         j.submission_time = (now * 1000.0f64).round() / 1000.0;
         now += rng.exp(mean_gap);
+    }
+    if cfg.due_share > 0.0 {
+        let mut r = Rng::new(cfg.seed ^ 0xD0E5_D0E5_D0E5_D0E5);
+        for (j, real) in jobs.iter_mut().zip(&runs) {
+            if r.f64() < cfg.due_share {
+                j.due_s = Some((real * r.range(2.0, 6.0)).ceil());
+            }
+        }
     }
     Ok(jobs)
 }
@@ -103,7 +122,7 @@ mod tests {
         let spec = ClusterSpec::parse("[[group]]\ngpu_type = \"a100\"\nnodes = 4\ngpus_per_node = 8\n[[group]]\ngpu_type = \"v100\"\nnodes = 4\ngpus_per_node = 8\n", "c").unwrap();
         let gen = |seed| {
             let mut t = TimeCache::new(Box::new(CoreTimes::new(&spec, None).unwrap()));
-            generate(&SynthConfig { jobs: 200, seed, load: 0.9 }, &spec, &mut t).unwrap()
+            generate(&SynthConfig { jobs: 200, seed, load: 0.9, due_share: 0.0 }, &spec, &mut t).unwrap()
         };
         let a = gen(1);
         assert_eq!(a, gen(1));
@@ -112,5 +131,13 @@ mod tests {
         assert!(a.windows(2).all(|w| w[0].submission_time <= w[1].submission_time));
         assert!(a.iter().all(|j| j.deadline >= 60.0 && j.num_gpu <= 16 && (j.gpu_type == "a100" || j.gpu_type == "v100")));
         assert!(a.iter().any(|j| j.freeze.is_some()));
+        assert!(a.iter().all(|j| j.due_s.is_none()));
+        // Deadlines for about half the jobs, the rest of the trace unchanged.
+        let mut t = TimeCache::new(Box::new(CoreTimes::new(&spec, None).unwrap()));
+        let d = generate(&SynthConfig { jobs: 200, seed: 1, load: 0.9, due_share: 0.5 }, &spec, &mut t).unwrap();
+        let n = d.iter().filter(|j| j.due_s.is_some()).count();
+        assert!((70..130).contains(&n), "{n}");
+        let strip: Vec<TraceJob> = d.into_iter().map(|j| TraceJob { due_s: None, ..j }).collect();
+        assert_eq!(strip, a);
     }
 }

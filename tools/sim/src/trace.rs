@@ -3,7 +3,8 @@
 //!
 //! Header (any order; extra columns such as `user` are allowed):
 //! `job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type`
-//! plus an optional `freeze` column (`off|conservative|auto`; empty = off).
+//! plus an optional `freeze` column (`off|conservative|auto`; empty = off)
+//! and an optional `due` column.
 //!
 //! - `submission_time`: seconds from the trace start.
 //! - `num_iteration`: iterations the job trains for (the simulator's truth).
@@ -13,6 +14,11 @@
 //!   0 or empty means "none declared" (the policy's default limit applies).
 //!   Jobs are not killed at the limit: the simulator measures scheduling.
 //! - `num_gpu`, `gpu_type`: what the user asked for.
+//! - `due` (optional): the job's deadline (`--dl-deadline`), in seconds
+//!   after its *submission*; empty or absent = no deadline. The policy may
+//!   use it (deadline-aware ordering) and the metrics report the share of
+//!   deadline jobs that finished by it. (Not to be confused with the
+//!   historical `deadline` column above, which is the time limit.)
 use crate::error::SimError;
 use serde::Serialize;
 
@@ -41,6 +47,9 @@ pub struct TraceJob {
     /// Layer-freezing opt-in (`off`, `conservative`, `auto`), if given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub freeze: Option<String>,
+    /// Deadline in seconds after submission (`due` column), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_s: Option<f64>,
 }
 
 const REQUIRED: [&str; 8] =
@@ -60,6 +69,7 @@ pub fn parse_trace(text: &str, path: &str) -> Result<Vec<TraceJob>, SimError> {
     }
     let user_col = col("user");
     let freeze_col = col("freeze");
+    let due_col = col("due");
     let mut jobs = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for rec in rdr.records() {
@@ -106,7 +116,13 @@ pub fn parse_trace(text: &str, path: &str) -> Result<Vec<TraceJob>, SimError> {
                 Some(f)
             }
         };
-        jobs.push(TraceJob { job_id, submission_time, num_iteration, model_name, deadline, batch_size, num_gpu, gpu_type, user, freeze });
+        let due_s = match due_col.and_then(|c| rec.get(c)).filter(|s| !s.is_empty()) {
+            None => None,
+            Some(d) => Some(d.parse::<f64>().ok().filter(|t| t.is_finite() && *t > 0.0).ok_or_else(|| {
+                SimError::input(path, line, "due", format!("'{d}' is not a positive number of seconds after submission"))
+            })?),
+        };
+        jobs.push(TraceJob { job_id, submission_time, num_iteration, model_name, deadline, batch_size, num_gpu, gpu_type, user, freeze, due_s });
     }
     jobs.sort_by(|a, b| a.submission_time.total_cmp(&b.submission_time));
     Ok(jobs)
@@ -118,10 +134,11 @@ pub fn load_trace(path: &str) -> Result<Vec<TraceJob>, SimError> {
     parse_trace(&text, path)
 }
 
-/// Writes jobs as trace CSV (with `user`/`freeze` columns when any job has them).
+/// Writes jobs as trace CSV (with `user`/`freeze`/`due` columns when any job has them).
 pub fn write_trace<W: std::io::Write>(jobs: &[TraceJob], out: W) -> std::io::Result<()> {
     let with_user = jobs.iter().any(|j| j.user.is_some());
     let with_freeze = jobs.iter().any(|j| j.freeze.is_some());
+    let with_due = jobs.iter().any(|j| j.due_s.is_some());
     let mut w = csv::Writer::from_writer(out);
     let mut header: Vec<&str> = REQUIRED.to_vec();
     if with_user {
@@ -129,6 +146,9 @@ pub fn write_trace<W: std::io::Write>(jobs: &[TraceJob], out: W) -> std::io::Res
     }
     if with_freeze {
         header.push("freeze");
+    }
+    if with_due {
+        header.push("due");
     }
     w.write_record(&header)?;
     for j in jobs {
@@ -147,6 +167,9 @@ pub fn write_trace<W: std::io::Write>(jobs: &[TraceJob], out: W) -> std::io::Res
         }
         if with_freeze {
             rec.push(j.freeze.clone().unwrap_or_default());
+        }
+        if with_due {
+            rec.push(j.due_s.map(fmt_num).unwrap_or_default());
         }
         w.write_record(&rec)?;
     }
@@ -192,5 +215,19 @@ mod tests {
         assert!(e.contains("t.csv:2"), "{e}");
         let e = parse_trace(&format!("{HDR},freeze\n1,0,100,m,0,32,4,a100,maybe\n"), "t.csv").unwrap_err().to_string();
         assert!(e.contains("freeze") && e.contains("maybe"), "{e}");
+        let e = parse_trace(&format!("{HDR},due\n1,0,100,m,0,32,4,a100,-5\n"), "t.csv").unwrap_err().to_string();
+        assert!(e.contains("t.csv:2") && e.contains("due") && e.contains("-5"), "{e}");
+    }
+
+    #[test]
+    fn due_column_is_optional_and_roundtrips() {
+        let jobs = parse_trace(&format!("{HDR},due\n1,0,100,m,0,32,4,a100,7200\n2,5,100,m,0,32,4,a100,\n"), "t.csv").unwrap();
+        assert_eq!((jobs[0].due_s, jobs[1].due_s), (Some(7200.0), None));
+        let mut buf = Vec::new();
+        write_trace(&jobs, &mut buf).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(text.lines().next().unwrap().ends_with(",due"), "{text}");
+        assert_eq!(parse_trace(&text, "u.csv").unwrap(), jobs);
+        assert_eq!(parse_trace(&format!("{HDR}\n1,0,100,m,0,32,4,a100\n"), "t.csv").unwrap()[0].due_s, None);
     }
 }

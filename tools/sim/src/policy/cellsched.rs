@@ -13,20 +13,26 @@
 //!   there. Without the queue term every job in a long queue for a fast type
 //!   believes it is next and slower free types idle (100k-job speed
 //!   workload: t4/v100 unused, avg JCT above slurm's). Off: the requested type/count.
-//! - **A-SRPT** (`core::asrpt`): pending jobs by predicted remaining time
+//! - **A-SRPT** (`core::asrpt`): pending jobs by predicted remaining work
 //!   on their best Cell (`core::asrpt::remaining_time_s`, freezing
-//!   included), aged jobs first, kept in a `core::asrpt::AsrptQueue` (the
-//!   same order as `core::asrpt::order`, updated on arrival and start
-//!   instead of re-sorted every pass). Off: FCFS.
+//!   included; GPU-seconds with the default `rank_by = area`), urgent jobs
+//!   first (aged, or close to a deadline from the trace's `due` column),
+//!   kept in a `core::asrpt::AsrptQueue` (the same order as
+//!   `core::asrpt::order`, updated on arrival and start instead of
+//!   re-sorted every pass). Off: FCFS.
 //! - **Starvation guard** (aging): a job waiting past its aging threshold
-//!   (`AsrptConfig`) is aged; when an aged job cannot start, it gets an
-//!   EASY-backfill reservation on its planned GPU type ([`AgedGuard::Shadow`]):
-//!   later jobs use that type only if they finish before its shadow time or
-//!   take GPUs it will not need. The guard applies under FCFS too, so the
-//!   `srpt` ablation changes only the order. Off (`aging`): nothing ages.
-//!   ([`AgedGuard::Type`], closing the whole type for the pass, idles GPUs
-//!   the aged job cannot use: on the Philly traces, where every job waits
-//!   far past 24 h, it cost up to 20% of average JCT.)
+//!   (`AsrptConfig`: the bound and `aging_factor` × its remaining time) is
+//!   aged; the first `aged_lane` aged jobs are urgent. By default
+//!   ([`AgedGuard::None`]) that is all: they come first in every pass and
+//!   their work counts in the queue ahead of later jobs ([`Backlog`]).
+//!   [`AgedGuard::Shadow`] adds an EASY-backfill reservation on the planned
+//!   GPU type (later jobs use it only if they finish before the shadow time
+//!   or take GPUs the urgent job will not need), [`AgedGuard::Type`] closes
+//!   the type for the pass. Both idle GPUs: the reservations plan with
+//!   predicted ends, which are optimistic on truth, and on the Philly traces
+//!   shadow cost 8-48% of average JCT against none (2026-11-23, README).
+//!   The guard applies under FCFS too, so the `srpt` ablation changes only
+//!   the order. Off (`aging`): nothing ages.
 //! - **Placement**: the Cell's shape on the fewest nodes, best-fit nodes.
 //! - **Freezing** (`core::freezing`): jobs that opted in (trace `freeze`
 //!   column) run with the mode's schedule and iteration penalty.
@@ -165,7 +171,7 @@ impl Default for CellschedOptions {
             max_gpu_factor: 1.0,
             min_marginal_efficiency: cellsched_core::config::PlacementConfig::default().min_marginal_efficiency,
             asrpt: AsrptConfig::default(),
-            aged_guard: AgedGuard::Shadow,
+            aged_guard: AgedGuard::None,
         }
     }
 }
@@ -294,10 +300,11 @@ impl Backlog {
         Backlog { gpu_s: vec![0.0; c.types.len()], inv_cap }
     }
     /// A job that did not start waits for `gpus` GPUs of type `t` for
-    /// `rem_s` seconds. Aged jobs are not counted: their claim is the
-    /// starvation guard's reservation, which later jobs may backfill around.
-    fn add(&mut self, aged: bool, t: usize, gpus: u32, rem_s: f64) {
-        if !aged {
+    /// `rem_s` seconds. `reserved` jobs (urgent ones under a guard that
+    /// reserves) are not counted: their claim is the guard's reservation,
+    /// which later jobs may backfill around.
+    fn add(&mut self, reserved: bool, t: usize, gpus: u32, rem_s: f64) {
+        if !reserved {
             self.gpu_s[t] += gpus as f64 * rem_s;
         }
     }
@@ -651,7 +658,7 @@ impl Policy for CellschedPolicy {
                     self.plans.resize(sim.jobs().len().max(i + 1), None);
                 }
                 let plan_type = sim.cluster().type_index(&ideal.gpu_type).expect("a Cell's type is a cluster type");
-                self.plans[i] = Some(JobPlan { ideal, freeze, class, rem_plan_s: f64::NAN, asrpt: PendingJob { id: i as u32, submit_time_s: 0.0, remaining_s: 0.0 }, plan_type });
+                self.plans[i] = Some(JobPlan { ideal, freeze, class, rem_plan_s: f64::NAN, asrpt: PendingJob::new(i as u32, 0.0, 0.0), plan_type });
                 true
             }
             None => false,
@@ -685,11 +692,13 @@ impl Policy for CellschedPolicy {
         let penalty = p.freeze.as_ref().map_or(1.0, |f| if f.schedule.is_off() { 1.0 } else { f.penalty.max(1.0) });
         let done = j.progress * j.iters() * penalty;
         p.rem_plan_s = rem;
-        p.asrpt = PendingJob {
-            id: i as u32,
-            submit_time_s: j.spec.submission_time,
-            remaining_s: asrpt::remaining_time_s(j.iters(), done, p.ideal.iter_s, p.freeze.as_ref()),
-        };
+        p.asrpt = PendingJob::new(
+            i as u32,
+            j.spec.submission_time,
+            asrpt::remaining_time_s(j.iters(), done, p.ideal.iter_s, p.freeze.as_ref()),
+        )
+        .with_gpus(p.ideal.gpus)
+        .with_deadline(j.spec.due_s.map(|d| j.spec.submission_time + d));
         if let Some(q) = &mut self.queue {
             q.insert(p.asrpt);
         }
@@ -720,7 +729,7 @@ impl Policy for CellschedPolicy {
                 None => {
                     // FCFS: the same starvation guard, from the same aging rule.
                     let (now, cfg) = (sim.now(), &self.opts.asrpt);
-                    fcfs.extend(sim.pending().map(|i| (i, asrpt::is_aged(&self.plan(i).asrpt, now, cfg))));
+                    fcfs.extend(sim.pending().map(|i| (i, asrpt::standing(&self.plan(i).asrpt, now, cfg).0.is_urgent())));
                     f_iter = fcfs.iter().copied();
                     &mut f_iter
                 }
@@ -730,6 +739,9 @@ impl Policy for CellschedPolicy {
             let mut reserved = held.clone(); // held or reserved for an aged job
             let mut ft = FreeTimes::default();
             let mut backlog = Backlog::new(sim);
+            // An urgent job's claim is its reservation when the guard makes
+            // one; without a guard its work is queued like any other's.
+            let guarded = self.opts.aged_guard != AgedGuard::None;
             self.epoch += 1; // the cluster changed since the last pass
             for (i, aged) in order {
                 if sim.cluster().free_total() == 0 {
@@ -742,7 +754,7 @@ impl Policy for CellschedPolicy {
                 let replanning = self.opts.cell_search && self.opts.replan;
                 if replanning && self.no_cell_epoch[class] == self.epoch {
                     // Same class, same free GPUs: still no acceptable Cell.
-                    backlog.add(aged, plan_t, plan_gpus, rem_plan);
+                    backlog.add(aged && guarded, plan_t, plan_gpus, rem_plan);
                     continue;
                 }
                 let queue_wait = backlog.wait_s(plan_t);
@@ -780,11 +792,11 @@ impl Policy for CellschedPolicy {
                                 sim.count_replan();
                             }
                         } else {
-                            backlog.add(aged, plan_t, plan_gpus, rem_plan);
+                            backlog.add(aged && guarded, plan_t, plan_gpus, rem_plan);
                         }
                     }
                     None if aged => {
-                        backlog.add(aged, plan_t, plan_gpus, rem_plan);
+                        backlog.add(aged && guarded, plan_t, plan_gpus, rem_plan);
                         let plan = &self.plan(i).ideal;
                         if let Some(t) = sim.cluster().type_index(&plan.gpu_type) {
                             match self.opts.aged_guard {
@@ -804,7 +816,7 @@ impl Policy for CellschedPolicy {
                             }
                         }
                     }
-                    None => backlog.add(aged, plan_t, plan_gpus, rem_plan),
+                    None => backlog.add(aged && guarded, plan_t, plan_gpus, rem_plan),
                 }
             }
         }
@@ -1037,6 +1049,7 @@ mod tests {
         let opts = |g| {
             let mut o = CellschedOptions { aged_guard: g, ..Default::default() }.without(&[Ablation::CellSearch]);
             o.asrpt.aging_bound_s = 10.0;
+            o.asrpt.aging_factor = 0.0; // the bound alone
             o
         };
         let run_with = |o: CellschedOptions| run(&mut CellschedPolicy::new(o).unwrap(), a100_node(4), &jobs, times()).1;
@@ -1055,6 +1068,26 @@ mod tests {
     }
 
     #[test]
+    fn deadline_job_moves_ahead_when_its_slack_is_small() {
+        // One a100 GPU. A (100 s) runs 0..100. B (10 s, t=1) and D (50 s,
+        // t=2, due 154 s after submission: deadline 156) wait. At t=100 D's
+        // slack is 156 - 100 - 50 = 6 <= 1 x 50: D is urgent, runs 100..150
+        // (met), B 150..160. Without deadline urgency (slack factor 0, D
+        // urgent only once past 106) SRPT runs B 100..110, D 110..160: missed.
+        let mut d = job("d", 2.0, 50, 1, "a100", 0.0);
+        d.due_s = Some(154.0);
+        let jobs = [job("a", 0.0, 100, 1, "a100", 0.0), job("b", 1.0, 10, 1, "a100", 0.0), d];
+        let (m, jct) = run(&mut CellschedPolicy::new(CellschedOptions::default()).unwrap(), a100_node(1), &jobs, times());
+        assert_eq!(jct, vec![Some(100.0), Some(159.0), Some(148.0)]);
+        assert_eq!((m.deadline_jobs, m.deadline_met_ratio), (1, Some(1.0)));
+        let mut o = CellschedOptions::default();
+        o.asrpt.deadline_slack_factor = 0.0;
+        let (m, jct) = run(&mut CellschedPolicy::new(o).unwrap(), a100_node(1), &jobs, times());
+        assert_eq!(jct, vec![Some(100.0), Some(109.0), Some(158.0)]);
+        assert_eq!(m.deadline_met_ratio, Some(0.0));
+    }
+
+    #[test]
     fn overloaded_synthetic_run_is_deterministic_and_complete() {
         // Long queues on a two-type cluster exercise the per-class caches
         // (their debug assertions compare skips with the full check).
@@ -1063,7 +1096,7 @@ mod tests {
         use crate::{ClusterSpec, ClusterState, Sim, SimConfig, TimeCache};
         let spec = ClusterSpec::parse("[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 8\n[[group]]\ngpu_type = \"v100\"\nnodes = 2\ngpus_per_node = 8\n", "c").unwrap();
         let mut t = TimeCache::new(Box::new(CoreTimes::new(&spec, None).unwrap()));
-        let jobs = generate(&SynthConfig { jobs: 400, seed: 3, load: 1.5 }, &spec, &mut t).unwrap();
+        let jobs = generate(&SynthConfig { jobs: 400, seed: 3, load: 1.5, due_share: 0.0 }, &spec, &mut t).unwrap();
         let mut once = || {
             let mut p = CellschedPolicy::new(CellschedOptions::default()).unwrap();
             let mut sim = Sim::new(SimConfig::default(), ClusterState::new(&spec), &jobs, &mut t);

@@ -154,6 +154,7 @@ pub(crate) mod testutil {
             gpu_type: ty.into(),
             user: None,
             freeze: None,
+            due_s: None,
         }
     }
 
