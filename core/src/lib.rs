@@ -15,6 +15,7 @@ pub mod estimator;
 pub mod freezing;
 pub mod gpu;
 pub mod history;
+pub mod job_env;
 pub mod model;
 pub mod options;
 pub mod plan_env;

@@ -10,11 +10,10 @@
 //! jobs stock; bad DL options are rejected at submit with a message.
 //!
 //! - [`request`]: GRES / feature string parsing and rewriting.
-//! - [`job_env`]: `spank_job_env` lookups.
+//! - `spank_job_env` names and lookups: `cellsched_core::job_env`.
 //! - [`placement`]: the submit-time choice (pure).
 //! - [`replan`]: the re-planning choice (pure).
 //! - `plugin`: exported symbols and the thread.
-pub mod job_env;
 pub mod placement;
 mod plugin;
 pub mod replan;

@@ -12,7 +12,8 @@
 //! refused without one ([`placement::fallback`]).
 use crate::placement::{self, NodeGpus, Outcome, SubmitRequest};
 use crate::replan::{self, PendingDl};
-use crate::{job_env, request};
+use crate::request;
+use cellsched_core::job_env;
 use cellsched_core::config::{resolve_config_path, Config, CONFIG_ENV};
 use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::Estimator;
