@@ -77,14 +77,16 @@ pub fn lookup_entries<'a, S: AsRef<str> + ?Sized + 'a>(entries: impl IntoIterato
     best.map(|(_, v)| v)
 }
 
+/// Whether a `NAME=value` entry is a `CELLSCHED_DL_*` key (under any prefix).
+pub fn is_dl_entry(entry: &str) -> bool {
+    entry.split_once('=').is_some_and(|(k, _)| unprefixed(k).starts_with(DL_KEY_PREFIX))
+}
+
 /// Whether the entries carry any `CELLSCHED_DL_*` key (under any prefix).
 /// Whether the options make a DL job is
 /// [`crate::options::DlOptions::is_empty`]'s question.
 pub fn has_dl_options<S: AsRef<str>>(entries: &[S]) -> bool {
-    entries
-        .iter()
-        .filter_map(|e| e.as_ref().split_once('='))
-        .any(|(k, _)| unprefixed(k).starts_with(DL_KEY_PREFIX))
+    entries.iter().any(|e| is_dl_entry(e.as_ref()))
 }
 
 #[cfg(test)]
@@ -126,7 +128,8 @@ mod tests {
     fn dl_option_detection() {
         assert!(has_dl_options(&env(&["SPANK_CELLSCHED_DL_MODEL=gpt2", "OTHER=1"])));
         assert!(has_dl_options(&env(&["SLURM_SPANK_CELLSCHED_DL_ITERS=1"])));
-        assert!(!has_dl_options(&env(&["OTHER=1", "SPANK_FOO=CELLSCHED_DL_X", "CELLSCHED_DECISION=x"])));
+        assert!(!has_dl_options(&env(&["OTHER=1", "SPANK_FOO=CELLSCHED_DL_X", "CELLSCHED_DECISION=x", "CELLSCHED_DL_X"])));
+        assert!(is_dl_entry("SLURM_SPANK_CELLSCHED_DL_BATCH=8") && !is_dl_entry("X=CELLSCHED_DL_BATCH"));
         assert_eq!(unprefixed("SLURM_SPANK_CELLSCHED_DL_CELL"), "CELLSCHED_DL_CELL");
         assert_eq!(unprefixed("SPANK_X"), "X");
         assert_eq!(unprefixed("SLURM_X"), "SLURM_X");

@@ -170,17 +170,10 @@ pub const DL_OPTIONS: &[DlOption] = &[
         form: "auto, TYPExN or TYPExNxSTAGES (e.g. a100x4, v100x8x2)",
         help: "DL Cell: auto|TYPExN|TYPExNxSTAGES (e.g. a100x4)",
         parse: |o, v| {
-            o.cell = if v.eq_ignore_ascii_case("auto") {
-                CellChoice::Auto
-            } else {
-                CellChoice::Pinned(v.parse::<Cell>().map_err(|e| Some(e.to_string()))?)
-            };
+            o.cell = auto_or::<Cell>(v)?.map_or(CellChoice::Auto, CellChoice::Pinned);
             Ok(())
         },
-        value: |o| match &o.cell {
-            CellChoice::Pinned(c) => Some(c.to_string()),
-            CellChoice::Auto => None,
-        },
+        value: |o| (o.cell != CellChoice::Auto).then(|| o.cell.to_string()),
     },
     DlOption {
         key: DlKey::Freeze,
@@ -203,17 +196,10 @@ pub const DL_OPTIONS: &[DlOption] = &[
         form: "auto or dp=N,tp=N,pp=N[,mb=N][,zero=0..3][,ckpt=on|off]",
         help: "DL plan: auto|dp=N,tp=N,pp=N[,mb=N,zero=N,ckpt=on]",
         parse: |o, v| {
-            o.plan = if v.eq_ignore_ascii_case("auto") {
-                PlanChoice::Auto
-            } else {
-                PlanChoice::Pinned(v.parse::<Plan>().map_err(|e| Some(e.to_string()))?)
-            };
+            o.plan = auto_or::<Plan>(v)?.map_or(PlanChoice::Auto, PlanChoice::Pinned);
             Ok(())
         },
-        value: |o| match &o.plan {
-            PlanChoice::Pinned(p) => Some(p.to_string()),
-            PlanChoice::Auto => None,
-        },
+        value: |o| (o.plan != PlanChoice::Auto).then(|| o.plan.to_string()),
     },
     DlOption {
         key: DlKey::Explain,
@@ -487,6 +473,18 @@ impl fmt::Display for DlOptions {
             .map(|(k, v)| format!("--{}={v}", DlKey::lookup(k).map(|k| k.option_name()).unwrap_or(k)))
             .collect();
         f.write_str(&parts.join(" "))
+    }
+}
+
+/// `auto` (any case) is `None`; anything else must parse as a `T`.
+fn auto_or<T: std::str::FromStr>(v: &str) -> Result<Option<T>, Option<String>>
+where
+    T::Err: fmt::Display,
+{
+    if v.eq_ignore_ascii_case("auto") {
+        Ok(None)
+    } else {
+        v.parse::<T>().map(Some).map_err(|e| Some(e.to_string()))
     }
 }
 

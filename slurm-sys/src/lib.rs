@@ -58,6 +58,7 @@
 //!   features, gres, state, is_available, cpus}(i)` (`is_available`: registered, not
 //!   down/drained/failed/future/not responding),
 //!   `cellsched_node_gres_used(i)` (free with `cellsched_xfree`).
+#![deny(missing_docs)]
 #![allow(clippy::all)]
 
 mod bindings {

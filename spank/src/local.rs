@@ -7,7 +7,7 @@ use crate::ffi::{self, spank_t};
 use crate::options::{given, given_keys, with_env};
 use cellsched_core::model::{is_model_file, load_model_file_limited, model_to_wire, ModelCatalog, MODEL_SPEC_ENV_KEY};
 use std::path::Path;
-use cellsched_core::options::{DlKey, DlOptions};
+use cellsched_core::options::DlOptions;
 
 /// Submit-time validation: consistency and the model against the catalog.
 /// A model TOML file is read here, as the submitting user (at most
@@ -51,6 +51,7 @@ pub fn post_opt(sp: spank_t) -> Result<(), SpankError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cellsched_core::options::DlKey;
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {

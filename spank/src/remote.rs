@@ -41,7 +41,6 @@ use cellsched_core::estimator::Estimator;
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::job_env;
 use cellsched_core::model::ModelCatalog;
-use cellsched_core::options::{DlKey, DlOptions};
 use cellsched_core::profile_db::ProfileDb;
 use cellsched_core::Decision;
 
@@ -325,6 +324,7 @@ fn show_error(sp: spank_t, msg: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cellsched_core::options::{DlKey, DlOptions};
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {

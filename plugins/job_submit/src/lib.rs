@@ -14,6 +14,7 @@
 //! - [`placement`]: the submit-time choice (pure).
 //! - [`replan`]: the re-planning choice (pure).
 //! - `plugin`: exported symbols and the thread.
+#![deny(missing_docs)]
 pub mod placement;
 mod plugin;
 pub mod replan;
