@@ -9,13 +9,34 @@ use thiserror::Error;
 pub enum CoreError {
     /// A value did not parse; `what` names the field and `expected` the form.
     #[error("invalid {what} '{value}': expected {expected}")]
-    Invalid { what: String, value: String, expected: String },
+    Invalid {
+        /// The field or option.
+        what: String,
+        /// The value given.
+        value: String,
+        /// The accepted form.
+        expected: String,
+    },
     /// A name not in a catalog; `suggestions` are the closest known names.
     #[error("unknown {kind} '{name}'{}", fmt_suggestions(.suggestions))]
-    Unknown { kind: &'static str, name: String, suggestions: Vec<String> },
+    Unknown {
+        /// What kind of name (`model`, `GPU type`, ...).
+        kind: &'static str,
+        /// The name given.
+        name: String,
+        /// Up to five close known names.
+        suggestions: Vec<String>,
+    },
     /// A file that could not be read or parsed; `line` is 1-based when known.
     #[error("{path}{}: {msg}", .line.map(|l| format!(":{l}")).unwrap_or_default())]
-    File { path: String, line: Option<usize>, msg: String },
+    File {
+        /// The file (or the source's name, e.g. `<builtin gpus.toml>`).
+        path: String,
+        /// 1-based line, when known.
+        line: Option<usize>,
+        /// What is wrong there.
+        msg: String,
+    },
     /// No plan fits: e.g. the model does not fit in memory on this Cell.
     #[error("infeasible: {0}")]
     Infeasible(String),
