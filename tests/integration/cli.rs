@@ -237,6 +237,22 @@ fn spank_plugstack_keys() -> Vec<String> {
     list.split(',').map(|k| k.trim().to_string()).collect()
 }
 
+/// README's user-facing option table has a row for every row of core's
+/// option table, naming its environment key.
+#[test]
+fn readme_option_table_follows_the_core_table() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    // Option rows only (not the `--dl-*` summary row of another table).
+    let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `--dl-") && !l.starts_with("| `--dl-*")).collect();
+    for key in cellsched_core::options::DlKey::ALL {
+        let name = format!("| `--{}", key.option_name());
+        let row = rows.iter().find(|l| l.strip_prefix(&name).is_some_and(|rest| rest.starts_with(['=', '`'])));
+        let row = row.unwrap_or_else(|| panic!("README has no option row for --{}", key.option_name()));
+        assert!(row.contains(&format!("`{}`", key.env_key())), "README row for --{} lacks {}: {row}", key.option_name(), key.env_key());
+    }
+    assert_eq!(rows.len(), cellsched_core::options::DlKey::ALL.len(), "README option rows: {rows:?}");
+}
+
 #[test]
 fn spank_page_documents_every_dl_option_and_plugstack_argument() {
     if !groff_or_skip("spank_page_documents_every_dl_option_and_plugstack_argument") {
