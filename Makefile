@@ -9,9 +9,12 @@
 #   make uninstall                     removes what install put there
 #   make deb                           cellsched_<ver>_<arch>.deb (+ -dbgsym) in $(DEBOUT), built against
 #                                      the installed Slurm packages; see packaging/deb/build-deb.sh
-#   make check-2411                    build + check the plugins against Slurm 24.11.5 headers
-#   make build-2411                    build and install Slurm 24.11.5 itself (optional, ~7 min)
-#   make live-2411                     live check of the plugins on a 24.11.5 cluster (optional, not CI)
+#   make check-RELEASE                 build + check the plugins against that Slurm release's headers,
+#                                      e.g. make check-24.11.5 (releases: scripts/slurm-releases)
+#   make check-releases                check-RELEASE for every release CI checks
+#   make build-RELEASE                 build and install that Slurm release itself (optional, ~7 min)
+#   make live-RELEASE                  live check of the plugins on a cluster of that release (optional, not CI)
+#   All four are scripts/slurm.sh check|build|live RELEASE.
 # Installed files replace old ones by temp copy + rename: a running slurmctld
 # keeps its mapped copy instead of crashing on a file rewritten under it.
 SHELL         := /bin/bash
@@ -32,8 +35,12 @@ STAGE         ?= $(TARGET_DIR)/stage
 DEBOUT        ?= $(TARGET_DIR)/deb
 SNIPPET       := etc/plugstack.conf.d/cellsched.conf
 STOCK_PLUGINDIR := /usr/lib/x86_64-linux-gnu/slurm-wlm
+# The supported Slurm releases, from the one table (scripts/slurm-releases).
+SLURM_RELEASES    := $(shell scripts/slurm.sh releases)
+SLURM_CI_RELEASES := $(shell scripts/slurm.sh releases --ci)
 
-.PHONY: all build dist install install-staged uninstall deb check-2411 build-2411 live-2411
+.PHONY: all build dist install install-staged uninstall deb check-releases \
+  $(addprefix check-,$(SLURM_RELEASES)) $(addprefix build-,$(SLURM_RELEASES)) $(addprefix live-,$(SLURM_RELEASES))
 all: build
 
 build:
@@ -86,11 +93,13 @@ uninstall:
 deb: dist
 	packaging/deb/build-deb.sh "$(STAGE)" "$(DEBOUT)"
 
-check-2411:
-	scripts/check-2411.sh $(PLUGIN_CRATES)
+check-releases: $(addprefix check-,$(SLURM_CI_RELEASES))
 
-build-2411:
-	scripts/build-2411.sh
+$(addprefix check-,$(SLURM_RELEASES)): check-%:
+	scripts/slurm.sh check $* $(PLUGIN_CRATES)
 
-live-2411:
-	scripts/live-2411.sh
+$(addprefix build-,$(SLURM_RELEASES)): build-%:
+	scripts/slurm.sh build $*
+
+$(addprefix live-,$(SLURM_RELEASES)): live-%:
+	scripts/slurm.sh live $*

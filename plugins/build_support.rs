@@ -5,7 +5,7 @@
 // prints it, so each plugin crate needs its own build.rs):
 //
 //     include!("../build_support.rs");          // plugins/<name>/build.rs
-//     // include!("../plugins/build_support.rs"); // spank/build.rs
+//     // (every plugin crate, plugins/spank included, lives beside this file)
 //     fn main() {
 //         emit_plugin_link_args(&["plugin_name", "plugin_type", "plugin_version",
 //                                 "init", "fini", "site_factor_p_set"]);

@@ -47,7 +47,8 @@ die() { echo "demo: error: $*" >&2; exit 1; }
 
 if [ "$INSTALL" = 1 ]; then
   step "installing dependencies (scripts/install-deps.sh)"
-  CELLSCHED_SKIP_2411=${CELLSCHED_SKIP_2411:-1} scripts/install-deps.sh
+  # Only the packaged release's source tree: the demo builds against it alone.
+  CELLSCHED_SLURM_RELEASES=${CELLSCHED_SLURM_RELEASES:-$(scripts/slurm.sh releases --system)} scripts/install-deps.sh
 fi
 if ! command -v cargo >/dev/null; then
   # shellcheck disable=SC1091

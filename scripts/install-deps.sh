@@ -4,17 +4,23 @@
 #     and a Rust toolchain (Debian's cargo-web) when none is on PATH;
 #     groff-base and man-db (the man page tests render every page), binutils
 #     (objcopy/readelf: make install and make deb split off debug info)
-#   - the configured source trees of Slurm 22.05.8 (bookworm deb-src) and
-#     24.11.5 (orig tarball from trixie deb-src) under $CELLSCHED_SRC_ROOT
+#   - the configured source tree of every Slurm release in scripts/slurm-releases
+#     (read through scripts/slurm.sh) under $CELLSCHED_SRC_ROOT: 22.05.8 from
+#     bookworm deb-src, 24.11.5 from the orig tarball of trixie's deb-src
 # Usage: scripts/install-deps.sh            (needs root)
 # Env:   CELLSCHED_SRC_ROOT  where Slurm source trees go (default /opt/cellsched/src)
-#        CELLSCHED_SKIP_2411=1  skip the 24.11.5 source tree
+#        CELLSCHED_SLURM_RELEASES  the releases whose source trees to fetch, space separated
+#                            (default: all in the table; the packaged release is always fetched)
 set -euo pipefail
 SRC_ROOT=${CELLSCHED_SRC_ROOT:-/opt/cellsched/src}
-SLURM_DEB_VERSION=22.05.8-4+deb12u3
-# 24.11.5: only the upstream orig tarball is used, so any Debian revision of it
-# will do (trixie replaces 24.11.5-4 with security updates such as -4+deb13u1).
-SLURM_2411_UPSTREAM=24.11.5
+SLURM_SH=$(cd "$(dirname "$0")" && pwd)/slurm.sh
+# The release whose Debian packages are installed (its headers are /usr/include's),
+# pinned to the exact Debian version of its source row.
+SYSTEM_RELEASE=$("$SLURM_SH" releases --system)
+SYSTEM_SOURCE=$("$SLURM_SH" get "$SYSTEM_RELEASE" source)
+SLURM_DEB_VERSION=${SYSTEM_SOURCE#*=}
+RELEASES=$(printf '%s\n' "$SYSTEM_RELEASE" ${CELLSCHED_SLURM_RELEASES:-$("$SLURM_SH" releases)} | awk '!seen[$0]++')
+SUITES=$(for r in $("$SLURM_SH" releases); do "$SLURM_SH" get "$r" suite; done | awk '!seen[$0]++' | tr '\n' ' ' | sed 's/ $//')
 log() { printf '[install-deps %(%H:%M:%S)T] %s\n' -1 "$*"; }
 die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
 
@@ -24,16 +30,16 @@ die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
 
 export DEBIAN_FRONTEND=noninteractive
 # Source-only entries: binary packages keep coming from bookworm.
+# Suites: those of every release in the table (a new release's suite is added).
 SRC_LIST=/etc/apt/sources.list.d/cellsched-src.sources
-if [ ! -f "$SRC_LIST" ]; then
-  log "adding deb-src entries for bookworm and trixie"
-  cat > "$SRC_LIST" <<'SRC'
-Types: deb-src
+SRC_ENTRY="Types: deb-src
 URIs: http://deb.debian.org/debian
-Suites: bookworm trixie
+Suites: $SUITES
 Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+if [ ! -f "$SRC_LIST" ] || ! grep -qxF "Suites: $SUITES" "$SRC_LIST"; then
+  log "adding deb-src entries for $SUITES"
+  printf '%s\n' "$SRC_ENTRY" > "$SRC_LIST"
   NEED_UPDATE=1
 fi
 # Stop the Debian packages from starting their own daemons on install.
@@ -76,29 +82,36 @@ configure_tree() { # dir
       || die "configure failed in $d; see $d/.cellsched-configure.log"
   fi
 }
-# Slurm 22.05.8: the release of the installed packages.
-D2205="$SRC_ROOT/slurm-22.05.8"
-if [ ! -d "$D2205" ]; then
-  log "fetching slurm-wlm $SLURM_DEB_VERSION source"
+# fetch_tree RELEASE DIR: the release's source package as its table row says.
+fetch_tree() {
+  local rel=$1 dest=$2 src pkg ver up tmp tb d
+  src=$("$SLURM_SH" get "$rel" source); pkg=${src%%=*}; ver=${src#*=}; up=${ver%%-*}
   tmp=$(mktemp -d "$SRC_ROOT/.fetch.XXXX")
-  (cd "$tmp" && apt-get source -qq "slurm-wlm=$SLURM_DEB_VERSION" >/dev/null 2>&1) || die "apt-get source slurm-wlm=$SLURM_DEB_VERSION failed (deb-src for bookworm reachable?)"
-  mv "$tmp"/slurm-wlm-22.05.8 "$D2205"; rm -rf "$tmp"
-fi
-configure_tree "$D2205"
-# Slurm 24.11.5: orig tarball from trixie; the Debian diff is not needed.
-D2411="$SRC_ROOT/slurm-24.11.5"
-if [ -z "${CELLSCHED_SKIP_2411:-}" ] && [ ! -d "$D2411" ]; then
-  v2411=$(apt-cache showsrc slurm-wlm 2>/dev/null | sed -n "s/^Version: \(${SLURM_2411_UPSTREAM//./\\.}-.*\)/\1/p" | sort -V | tail -1)
-  [ -n "$v2411" ] || die "no slurm-wlm $SLURM_2411_UPSTREAM-* source package found (is the trixie deb-src entry in $SRC_LIST reachable? try apt-get update)"
-  log "fetching slurm-wlm $v2411 orig tarball"
-  tmp=$(mktemp -d "$SRC_ROOT/.fetch.XXXX")
-  (cd "$tmp" && apt-get source --download-only -qq "slurm-wlm=$v2411" >/dev/null 2>&1) || true
-  tb=$(find "$tmp" -maxdepth 1 -name "slurm-wlm_${SLURM_2411_UPSTREAM}.orig.tar.*" | head -1)
-  [ -n "$tb" ] || die "could not download slurm-wlm_${SLURM_2411_UPSTREAM}.orig tarball (deb-src for trixie reachable?)"
-  tar -C "$tmp" -xf "$tb"
-  src=$(find "$tmp" -maxdepth 1 -type d \( -name 'slurm-24.11.5*' -o -name 'slurm-slurm-24-11-5*' \) | head -1)
-  [ -n "$src" ] || die "unexpected layout of $tb"
-  mv "$src" "$D2411"; rm -rf "$tmp"
-fi
-[ -z "${CELLSCHED_SKIP_2411:-}" ] && configure_tree "$D2411"
-log "done: SLURM_SRC_DIR=$D2205 (22.05.8), $D2411 (24.11.5)"
+  if [[ $ver == *-\* ]]; then
+    # Only the upstream orig tarball is used, so any Debian revision will do
+    # (e.g. trixie replaces 24.11.5-4 with security updates such as -4+deb13u1).
+    ver=$(apt-cache showsrc "$pkg" 2>/dev/null | sed -n "s/^Version: \(${up//./\\.}-.*\)/\1/p" | sort -V | tail -1)
+    [ -n "$ver" ] || die "no $pkg $up-* source package found (is the $("$SLURM_SH" get "$rel" suite) deb-src entry in $SRC_LIST reachable? try apt-get update)"
+    log "fetching $pkg $ver orig tarball"
+    (cd "$tmp" && apt-get source --download-only -qq "$pkg=$ver" >/dev/null 2>&1) || true
+    tb=$(find "$tmp" -maxdepth 1 -name "${pkg}_${up}.orig.tar.*" | head -1)
+    [ -n "$tb" ] || die "could not download ${pkg}_${up}.orig tarball (deb-src for $("$SLURM_SH" get "$rel" suite) reachable?)"
+    tar -C "$tmp" -xf "$tb"
+    d=$(find "$tmp" -maxdepth 1 -type d \( -name "slurm-${up}*" -o -name "slurm-slurm-${up//./-}*" \) | head -1)
+    [ -n "$d" ] || die "unexpected layout of $tb"
+  else
+    log "fetching $pkg $ver source"
+    (cd "$tmp" && apt-get source -qq "$pkg=$ver" >/dev/null 2>&1) || die "apt-get source $pkg=$ver failed (deb-src for $("$SLURM_SH" get "$rel" suite) reachable?)"
+    d=$tmp/$pkg-$up
+    [ -d "$d" ] || die "apt-get source $pkg=$ver made no $d"
+  fi
+  mv "$d" "$dest"; rm -rf "$tmp"
+}
+done_list=()
+for rel in $RELEASES; do
+  d="$SRC_ROOT/slurm-$rel"
+  [ -d "$d" ] || fetch_tree "$rel" "$d"
+  configure_tree "$d"
+  done_list+=("$d ($rel)")
+done
+log "done: SLURM_SRC_DIR=${done_list[0]}${done_list[1]:+, other releases: ${done_list[*]:1}}"

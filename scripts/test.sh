@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The whole cellsched test suite, from a fresh Debian 12 machine (as root):
 #   install deps -> build (release) -> unit tests -> live cluster up ->
-#   end-to-end tests -> build check against Slurm 24.11.5 -> cluster down.
+#   end-to-end tests -> build check against every release the table marks
+#   for CI (scripts/slurm-releases: 24.11.5) -> cluster down.
 # Prints the time of each phase. Exit status is non-zero if anything fails.
 # Env: CELLSCHED_TEST_DIR   cluster dir for the run (default /tmp/cellsched-test)
 #      CELLSCHED_PORT_BASE  port base for the test cluster (default 17900)
-#      CELLSCHED_SKIP_2411=1  skip the 24.11.5 build check
+#      CELLSCHED_SKIP_RELEASE_CHECKS=1  skip the build checks against other Slurm releases
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -51,7 +52,9 @@ target/release/cellsched cluster up --dir "$CELLSCHED_CLUSTER_DIR" --port-base "
 phase "end-to-end tests (live cluster)"
 CELLSCHED_E2E=1 cargo test --release --test integration --no-fail-fast -- --test-threads=4
 
-if [ -z "${CELLSCHED_SKIP_2411:-}" ]; then
-  phase "build check: Slurm 24.11.5"
-  bash scripts/check-2411.sh
+if [ -z "${CELLSCHED_SKIP_RELEASE_CHECKS:-}" ]; then
+  for rel in $(scripts/slurm.sh releases --ci); do
+    phase "build check: Slurm $rel"
+    bash scripts/slurm.sh check "$rel"
+  done
 fi

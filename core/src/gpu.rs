@@ -1,8 +1,9 @@
 //! The GPU catalog: datasheet numbers per GPU type (peak FLOP/s, memory,
-//! links), built in from `core/data/gpus.toml` and overridable in TOML, plus
-//! [`canonical_gpu_type`] mapping NVML/user names to catalog keys.
-use crate::error::CoreError;
-use crate::model::{close_names, toml_error};
+//! links) and the other names of each type (`aliases`), built in from
+//! `core/data/gpus.toml` and overridable in TOML, plus
+//! [`canonical_gpu_type`] mapping NVML/user names to catalog keys through
+//! those aliases.
+use crate::error::{close_names, line_of, toml_error, CoreError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -91,6 +92,7 @@ struct GpuPatch {
     intra_node_gbs: Option<Pos>,
     inter_node_gbs: Option<Pos>,
     gpus_per_node: Option<Pos>,
+    aliases: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -103,20 +105,20 @@ struct GpuDoc {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuCatalog {
     specs: BTreeMap<String, GpuSpec>,
+    /// Other names of each type (lower case; the key itself not included).
+    aliases: BTreeMap<String, Vec<String>>,
+}
+
+/// The lower-case alphanumeric words of a name: `NVIDIA A100-PCIE-40GB` →
+/// `nvidia`, `a100`, `pcie`, `40gb`.
+fn words(name: &str) -> impl Iterator<Item = String> + '_ {
+    name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|t| !t.is_empty()).map(|t| t.to_ascii_lowercase())
 }
 
 impl GpuCatalog {
     /// The built-in catalog (K80 … H200).
     pub fn builtin() -> GpuCatalog {
-        static BUILTIN: OnceLock<GpuCatalog> = OnceLock::new();
-        BUILTIN
-            .get_or_init(|| {
-                let mut c = GpuCatalog { specs: BTreeMap::new() };
-                c.apply_overrides_toml(BUILTIN_TOML, "<builtin gpus.toml>")
-                    .expect("built-in GPU catalog parses");
-                c
-            })
-            .clone()
+        builtin_ref().clone()
     }
 
     /// The built-in catalog with `[gpu.NAME]` tables from `toml_text` applied:
@@ -171,9 +173,50 @@ impl GpuCatalog {
                     gpus_per_node: p.gpus_per_node.map_or(8, |v| v.0.round().max(1.0) as u32),
                 },
             };
+            if let Some(aliases) = p.aliases {
+                let mut clean = Vec::with_capacity(aliases.len());
+                for a in aliases {
+                    if words(&a).next().is_none() {
+                        return Err(CoreError::File {
+                            path: origin.to_string(),
+                            line: Some(line),
+                            msg: format!("GPU type '{name}': alias '{a}' has no letters or digits"),
+                        });
+                    }
+                    clean.push(a.trim().to_ascii_lowercase());
+                }
+                self.aliases.insert(name.clone(), clean);
+            }
             self.specs.insert(name, spec);
         }
         Ok(())
+    }
+
+    /// The catalog key an NVML product name or user-typed name stands for:
+    /// the type with an alias (its key included) whose words are all words of
+    /// `name`; the alias with the most words wins, then the one named
+    /// earliest. `None` if no type is named.
+    pub fn canonical(&self, name: &str) -> Option<String> {
+        let tokens: Vec<String> = words(name).collect();
+        let mut best: Option<((usize, usize), &str)> = None;
+        for key in self.specs.keys() {
+            let extra = self.aliases.get(key).map(Vec::as_slice).unwrap_or_default();
+            for alias in std::iter::once(key).chain(extra) {
+                let positions: Option<Vec<usize>> = words(alias).map(|w| tokens.iter().position(|t| *t == w)).collect();
+                let Some(positions) = positions else { continue };
+                // More words first, then the earliest first word.
+                let score = (usize::MAX - positions.len(), positions.iter().copied().min().unwrap_or(usize::MAX));
+                if best.map_or(true, |(b, _)| score < b) {
+                    best = Some((score, key));
+                }
+            }
+        }
+        best.map(|(_, k)| k.to_string())
+    }
+
+    /// Other names of a type, as in its `aliases` (not the key itself).
+    pub fn aliases(&self, key: &str) -> &[String] {
+        self.aliases.get(key).map(Vec::as_slice).unwrap_or_default()
     }
 
     /// Looks a GPU type up by catalog key or any name [`canonical_gpu_type`]
@@ -183,7 +226,7 @@ impl GpuCatalog {
         if let Some(s) = self.specs.get(&key) {
             return Ok(s);
         }
-        if let Some(s) = canonical_gpu_type(name).and_then(|k| self.specs.get(&k)) {
+        if let Some(s) = self.canonical(name).and_then(|k| self.specs.get(&k)) {
             return Ok(s);
         }
         Err(CoreError::Unknown {
@@ -204,40 +247,23 @@ impl GpuCatalog {
     }
 }
 
-/// 1-based line of a byte offset.
-pub(crate) fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+/// The built-in catalog, parsed once.
+fn builtin_ref() -> &'static GpuCatalog {
+    static BUILTIN: OnceLock<GpuCatalog> = OnceLock::new();
+    BUILTIN.get_or_init(|| {
+        let mut c = GpuCatalog { specs: BTreeMap::new(), aliases: BTreeMap::new() };
+        c.apply_overrides_toml(BUILTIN_TOML, "<builtin gpus.toml>").expect("built-in GPU catalog parses");
+        c
+    })
 }
 
-/// Maps an NVML product name or a user-typed name to a built-in catalog key:
+/// Maps an NVML product name or a user-typed name to a built-in catalog key
+/// through the catalog's aliases ([`GpuCatalog::canonical`]):
 /// "NVIDIA A100-SXM4-80GB" → `a100`, "NVIDIA A100-PCIE-40GB" → `a100_40g`,
 /// "Tesla V100-SXM2-32GB" → `v100`, "NVIDIA H100 80GB HBM3" → `h100`,
 /// "NVIDIA A10G" → `a10`. `None` if no known type is named.
 pub fn canonical_gpu_type(name: &str) -> Option<String> {
-    let lower = name.trim().to_ascii_lowercase();
-    let tokens: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|t| !t.is_empty()).collect();
-    let has = |t: &str| tokens.iter().any(|x| *x == t);
-    // Direct catalog-style keys first ("a100_40g" splits into "a100", "40g").
-    for tok in &tokens {
-        let key = match *tok {
-            "a100" | "a100x" => {
-                if has("40g") || has("40gb") { "a100_40g" } else { "a100" }
-            }
-            "a800" => "a800",
-            "h100" => "h100",
-            "h200" => "h200",
-            "v100" | "v100s" => "v100",
-            "p100" => "p100",
-            "k80" => "k80",
-            "t4" => "t4",
-            "a10" | "a10g" => "a10",
-            "a40" => "a40",
-            "l20" => "l20",
-            _ => continue,
-        };
-        return Some(key.to_string());
-    }
-    None
+    builtin_ref().canonical(name)
 }
 
 #[cfg(test)]
@@ -282,6 +308,36 @@ mod tests {
         assert_eq!(canonical_gpu_type("NVIDIA RTX A4000"), None);
         assert_eq!(canonical_gpu_type("GeForce GTX 1080"), None);
         assert_eq!(GpuCatalog::builtin().get("NVIDIA A100-SXM4-80GB").unwrap().name, "a100");
+    }
+
+    #[test]
+    fn every_type_and_alias_canonicalises_to_its_key() {
+        let c = GpuCatalog::builtin();
+        let mut n = 0;
+        for key in c.names() {
+            assert_eq!(canonical_gpu_type(key).as_deref(), Some(key), "key {key}");
+            assert_eq!(canonical_gpu_type(&key.to_ascii_uppercase()).as_deref(), Some(key), "key {key}");
+            assert_eq!(canonical_gpu_type(&format!("NVIDIA {key}")).as_deref(), Some(key), "key {key}");
+            for alias in c.aliases(key) {
+                assert_eq!(canonical_gpu_type(alias).as_deref(), Some(key), "alias {alias} of {key}");
+                n += 1;
+            }
+        }
+        assert!(n >= 4, "the built-in catalog has aliases");
+    }
+
+    #[test]
+    fn overrides_can_name_aliases() {
+        let c = GpuCatalog::with_overrides_toml(
+            "[gpu.mi250]\nfp16_tflops = 362\nfp32_tflops = 47.9\nmem_gib = 64\nmem_bw_gbs = 1600\nintra_link = 'pcie'\n\
+             intra_node_gbs = 50\ninter_node_gbs = 25\naliases = ['mi250x', 'instinct-mi250']\n",
+        )
+        .unwrap();
+        assert_eq!(c.canonical("AMD Instinct MI250X").as_deref(), Some("mi250"));
+        assert_eq!(c.get("AMD Instinct MI250").unwrap().name, "mi250");
+        assert_eq!(canonical_gpu_type("AMD Instinct MI250X"), None, "the built-in catalog is unchanged");
+        let e = GpuCatalog::with_overrides_toml("[gpu.a100]\naliases = ['--']\n").unwrap_err().to_string();
+        assert!(e.contains("alias '--'") && e.contains("a100"), "{e}");
     }
 
     #[test]

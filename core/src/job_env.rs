@@ -1,64 +1,144 @@
-//! The job's `spank_job_env`: DL options set by the SPANK plugin, and the
-//! `CELLSCHED_DECISION` entry this plugin adds for it.
+//! The job-environment contract: the names under which cellsched's data
+//! travels between the SPANK plugin, slurmctld's plugins and the job, and the
+//! one rule for reading them. Every reader (SPANK local and remote contexts,
+//! job_submit, site_factor, the slurmctld FFI wrapper) goes through here.
 //!
-//! Entries are `KEY=VALUE`; keys may carry a `SPANK_` prefix, which is
-//! stripped when looking options up (see docs/CONTRACTS.md).
+//! | name | written by | read by |
+//! |---|---|---|
+//! | `CELLSCHED_DL_*` ([`crate::options::DL_OPTIONS`]) | SPANK at submit (job control env) | job_submit, site_factor, SPANK remote |
+//! | [`MODEL_SPEC_ENV_KEY`] | SPANK at submit, for a `--dl-model=PATH.toml` | job_submit, SPANK remote |
+//! | [`DECISION_KEY`] (and [`DECISION_ENV_KEYS`]) | job_submit | SPANK remote (a hint, checked against AdminComment) |
+//!
+//! # Where a key arrives, and which copy wins
+//! A key `K` may reach a reader under three names ([`PREFIXES`]):
+//! - `K`: the submitting user's own environment, or an entry slurmctld's
+//!   plugins wrote themselves;
+//! - `SPANK_K`: slurmctld's `spank_job_env` copy as slurmstepd exports it;
+//! - `SLURM_SPANK_K`: sbatch's copy of a job-control variable, the only one
+//!   that survives `--export=NONE` into the batch script and its steps.
+//!
+//! **One rule everywhere:** the first of `K`, `SPANK_K`, `SLURM_SPANK_K`
+//! that is present wins. In a list of `NAME=value` entries (`spank_job_env`,
+//! `env_sup`) the *last* entry of a name wins, as later writes replace
+//! earlier ones.
+pub use crate::model::MODEL_SPEC_ENV_KEY;
 
-/// Key under which the placement decision is passed to the SPANK plugin.
-pub const DECISION_KEY: &str = "CELLSCHED_DECISION";
-/// The decision's name in the job's environment as `sbatch` writes SPANK
-/// job-control variables (`SLURM_SPANK_<name>`): kept by `--export=NONE`,
-/// copied into every `srun` step's SPANK environment, and read by the SPANK
-/// plugin's remote side like the plain name.
-pub const DECISION_SPANK_ENV_KEY: &str = "SLURM_SPANK_CELLSCHED_DECISION";
-/// Names under which the decision is put into the job's environment.
-pub const DECISION_ENV_KEYS: [&str; 2] = [DECISION_KEY, DECISION_SPANK_ENV_KEY];
-/// Prefix shared by every DL option key.
+/// Prefix of every DL option key (`CELLSCHED_DL_MODEL`, ...).
 pub const DL_KEY_PREFIX: &str = "CELLSCHED_DL_";
+/// The placement decision's text ([`crate::Decision`]) in the job environment.
+pub const DECISION_KEY: &str = "CELLSCHED_DECISION";
+/// Prefix of slurmctld's `spank_job_env` copies as seen by slurmstepd.
+pub const SPANK_PREFIX: &str = "SPANK_";
+/// Prefix of sbatch's copies of job-control variables (kept by `--export=NONE`).
+pub const SLURM_SPANK_PREFIX: &str = "SLURM_SPANK_";
+/// The names a key may arrive under, in precedence order (first present wins).
+pub const PREFIXES: [&str; 3] = ["", SPANK_PREFIX, SLURM_SPANK_PREFIX];
+/// Names under which job_submit puts the decision into the batch environment
+/// and `env_sup`: the plain name and sbatch's `SLURM_SPANK_` form, which
+/// `--export=NONE` keeps and every `srun` step inherits.
+pub const DECISION_ENV_KEYS: [&str; 2] = [DECISION_KEY, "SLURM_SPANK_CELLSCHED_DECISION"];
 
-fn split(entry: &str) -> Option<(&str, &str)> {
-    let (k, v) = entry.split_once('=')?;
-    Some((k.strip_prefix("SPANK_").unwrap_or(k), v))
+/// `name` without a `SLURM_SPANK_` or `SPANK_` prefix.
+pub fn unprefixed(name: &str) -> &str {
+    name.strip_prefix(SLURM_SPANK_PREFIX).or_else(|| name.strip_prefix(SPANK_PREFIX)).unwrap_or(name)
 }
 
-/// The value of `key` (without `SPANK_` prefix); the last entry wins.
-pub fn lookup<'a>(entries: &'a [String], key: &str) -> Option<&'a str> {
-    entries.iter().rev().filter_map(|e| split(e)).find(|(k, _)| *k == key).map(|(_, v)| v)
+/// Looks `key` up through `get` under each name of [`PREFIXES`] in order;
+/// returns the name found and its value.
+pub fn lookup<V>(get: impl Fn(&str) -> Option<V>, key: &str) -> Option<(String, V)> {
+    PREFIXES.iter().find_map(|p| {
+        let name = format!("{p}{key}");
+        get(&name).map(|v| (name, v))
+    })
 }
 
-/// Whether the job carries any DL option (`CELLSCHED_DL_*`).
-pub fn has_dl_options(entries: &[String]) -> bool {
-    entries.iter().filter_map(|e| split(e)).any(|(k, _)| k.starts_with(DL_KEY_PREFIX))
+/// The value of exactly `name` in `NAME=value` entries (no prefix
+/// handling); the last entry wins.
+pub fn entry<'a, S: AsRef<str> + ?Sized + 'a>(entries: impl IntoIterator<Item = &'a S>, name: &str) -> Option<&'a str> {
+    entries
+        .into_iter()
+        .filter_map(|e| e.as_ref().split_once('='))
+        .filter(|(k, _)| *k == name)
+        .last()
+        .map(|(_, v)| v)
 }
 
-/// The value of exactly `key` (no prefix stripping); the last entry wins.
-pub fn lookup_exact<'a>(entries: &'a [String], key: &str) -> Option<&'a str> {
-    entries.iter().rev().filter_map(|e| e.split_once('=')).find(|(k, _)| *k == key).map(|(_, v)| v)
+/// The value of `key` in `NAME=value` entries by the rule of this module:
+/// `K` before `SPANK_K` before `SLURM_SPANK_K`, the last entry of a name.
+pub fn lookup_entries<'a, S: AsRef<str> + ?Sized + 'a>(entries: impl IntoIterator<Item = &'a S>, key: &str) -> Option<&'a str> {
+    let mut best: Option<(usize, &'a str)> = None;
+    for e in entries {
+        let Some((k, v)) = e.as_ref().split_once('=') else { continue };
+        let Some(rank) = PREFIXES.iter().position(|p| k.strip_prefix(p) == Some(key)) else { continue };
+        if best.map_or(true, |(r, _)| rank <= r) {
+            best = Some((rank, v));
+        }
+    }
+    best.map(|(_, v)| v)
+}
+
+/// Whether a `NAME=value` entry is a `CELLSCHED_DL_*` key (under any prefix).
+pub fn is_dl_entry(entry: &str) -> bool {
+    entry.split_once('=').is_some_and(|(k, _)| unprefixed(k).starts_with(DL_KEY_PREFIX))
+}
+
+/// Whether the entries carry any `CELLSCHED_DL_*` key (under any prefix).
+/// Whether the options make a DL job is
+/// [`crate::options::DlOptions::is_empty`]'s question.
+pub fn has_dl_options<S: AsRef<str>>(entries: &[S]) -> bool {
+    entries.iter().any(|e| is_dl_entry(e.as_ref()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn env(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
     }
 
     #[test]
-    fn looks_up_with_and_without_prefix() {
-        let e = env(&["SPANK_CELLSCHED_DL_MODEL=gpt-1.3b", "CELLSCHED_DL_BATCH=32", "OTHER=1", "junk"]);
-        assert_eq!(lookup(&e, "CELLSCHED_DL_MODEL"), Some("gpt-1.3b"));
-        assert_eq!(lookup(&e, "CELLSCHED_DL_BATCH"), Some("32"));
-        assert_eq!(lookup(&e, "CELLSCHED_DL_CELL"), None);
-        assert!(has_dl_options(&e));
-        assert!(!has_dl_options(&env(&["OTHER=1", "SPANK_FOO=CELLSCHED_DL_X"])));
+    fn plain_before_spank_before_slurm_spank_whatever_the_order() {
+        let e = env(&["SLURM_SPANK_K=3", "SPANK_K=2", "K=1", "SPANK_K=2b"]);
+        assert_eq!(lookup_entries(&e, "K"), Some("1"));
+        let e = env(&["SPANK_K=2", "SLURM_SPANK_K=3"]);
+        assert_eq!(lookup_entries(&e, "K"), Some("2"));
+        let e = env(&["SLURM_SPANK_K=3", "OTHER=1", "junk"]);
+        assert_eq!(lookup_entries(&e, "K"), Some("3"));
+        assert_eq!(lookup_entries(&e, "OTHER_K"), None);
+        // The same rule through a lookup function.
+        let m: HashMap<&str, &str> = [("SPANK_K", "2"), ("SLURM_SPANK_K", "3")].into();
+        assert_eq!(lookup(|n| m.get(n).copied(), "K"), Some(("SPANK_K".to_string(), "2")));
+        assert_eq!(lookup(|n| m.get(n).copied(), "X"), None);
     }
 
     #[test]
-    fn exact_lookup_does_not_strip() {
-        let e = env(&["SPANK_CELLSCHED_DL_MODEL=a", "CELLSCHED_DL_MODEL=b", "CELLSCHED_DL_MODEL=c"]);
-        assert_eq!(lookup_exact(&e, "CELLSCHED_DL_MODEL"), Some("c"));
-        assert_eq!(lookup_exact(&e, "SPANK_CELLSCHED_DL_MODEL"), Some("a"));
-        assert_eq!(lookup_exact(&e, "DL_MODEL"), None);
+    fn last_entry_of_a_name_wins() {
+        let e = env(&["K=a", "SPANK_K=s", "K=b"]);
+        assert_eq!(lookup_entries(&e, "K"), Some("b"));
+        assert_eq!(entry(&e, "K"), Some("b"));
+        assert_eq!(entry(&e, "SPANK_K"), Some("s"));
+        assert_eq!(entry(&e, "k"), None);
+        let strs = ["A=1", "A=2"];
+        assert_eq!(entry(&strs, "A"), Some("2"));
+    }
+
+    #[test]
+    fn dl_option_detection() {
+        assert!(has_dl_options(&env(&["SPANK_CELLSCHED_DL_MODEL=gpt2", "OTHER=1"])));
+        assert!(has_dl_options(&env(&["SLURM_SPANK_CELLSCHED_DL_ITERS=1"])));
+        assert!(!has_dl_options(&env(&["OTHER=1", "SPANK_FOO=CELLSCHED_DL_X", "CELLSCHED_DECISION=x", "CELLSCHED_DL_X"])));
+        assert!(is_dl_entry("SLURM_SPANK_CELLSCHED_DL_BATCH=8") && !is_dl_entry("X=CELLSCHED_DL_BATCH"));
+        assert_eq!(unprefixed("SLURM_SPANK_CELLSCHED_DL_CELL"), "CELLSCHED_DL_CELL");
+        assert_eq!(unprefixed("SPANK_X"), "X");
+        assert_eq!(unprefixed("SLURM_X"), "SLURM_X");
+    }
+
+    #[test]
+    fn decision_names_follow_the_prefix_rule() {
+        assert_eq!(DECISION_ENV_KEYS[0], DECISION_KEY);
+        assert_eq!(DECISION_ENV_KEYS[1], format!("{SLURM_SPANK_PREFIX}{DECISION_KEY}"));
+        assert!(MODEL_SPEC_ENV_KEY.starts_with(DL_KEY_PREFIX));
     }
 }

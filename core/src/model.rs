@@ -3,8 +3,7 @@
 //! `wide_resnet__6.8B`, …), aliases for the reference-data workloads, and
 //! user-defined models in TOML. [`ModelSpec::cost`] derives parameters, FLOPs
 //! and activation sizes from the architecture for the estimator.
-use crate::error::CoreError;
-use crate::gpu::line_of;
+use crate::error::{close_names, line_of, toml_error, CoreError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -603,50 +602,6 @@ pub fn load_model_file(path: &Path) -> Result<ModelSpec, CoreError> {
 pub fn parse_model_toml(text: &str, origin: &str, default_name: &str) -> Result<ModelSpec, CoreError> {
     let m: ModelToml = toml::from_str(text).map_err(|e| toml_error(origin, text, &e))?;
     Ok(m.into_spec(default_name, origin, 1)?.0)
-}
-
-/// Converts a TOML error into [`CoreError::File`] with line and the offending line's text.
-pub(crate) fn toml_error(origin: &str, src: &str, e: &toml::de::Error) -> CoreError {
-    let (line, text) = match e.span() {
-        Some(sp) => {
-            let line = line_of(src, sp.start);
-            (Some(line), src.lines().nth(line - 1).unwrap_or("").trim().to_string())
-        }
-        None => (None, String::new()),
-    };
-    let msg = e.message().trim().to_string();
-    let msg = if text.is_empty() { msg } else { format!("{msg} (at `{text}`)") };
-    CoreError::File { path: origin.to_string(), line, msg }
-}
-
-/// Up to five candidates closest to `query` by edit distance (or containing it).
-pub(crate) fn close_names<'a>(query: &str, candidates: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let q = query.to_ascii_lowercase();
-    let limit = (q.chars().count() / 3).max(2);
-    let mut scored: Vec<(usize, String)> = candidates
-        .filter_map(|c| {
-            let cl = c.to_ascii_lowercase();
-            let d = levenshtein(&q, &cl);
-            let contains = q.len() >= 2 && (cl.contains(&q) || q.contains(&cl));
-            (d <= limit || contains).then(|| (if contains { d.min(limit) } else { d }, c.to_string()))
-        })
-        .collect();
-    scored.sort();
-    scored.dedup_by(|a, b| a.1 == b.1);
-    scored.into_iter().take(5).map(|(_, c)| c).collect()
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]

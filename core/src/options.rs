@@ -2,11 +2,24 @@
 //! `--dl-cell`, `--dl-freeze`, `--dl-plan`, `--dl-deadline`, and the `--dl-explain` flag) and their job-environment form
 //! (`CELLSCHED_DL_*`).
 //!
+//! [`DL_OPTIONS`] is the one table of options: name, environment key, value
+//! form, help text, parser and environment form of each. The SPANK plugin
+//! registers its options and `--help` lines from it, `cellsched generate man`
+//! writes `spank_cellsched(8)` from it, and every reader of the job
+//! environment (SPANK, job_submit, site_factor) parses through
+//! [`DlOptions::from_env`] / [`DlOptions::from_entries`], which read it with
+//! the one precedence rule of [`crate::job_env`].
+//!
+//! Adding an option: a [`DlKey`] variant, the [`DlOptions`] field it fills
+//! and one row in [`DL_OPTIONS`] (in the variant's position). Registration,
+//! `--help`, the man page, environment round trips and error messages follow.
+//!
 //! Validation lives here so that the SPANK plugin (at submit, in sbatch/srun)
 //! and the job_submit plugin (in slurmctld) accept exactly the same inputs.
 //! Every error names the option (or environment key) and the allowed form.
 use crate::cell::{Cell, Plan};
 use crate::error::CoreError;
+use crate::job_env;
 use std::fmt;
 
 /// Longest accepted option value (a model TOML path is the longest kind).
@@ -15,6 +28,8 @@ pub const MAX_VALUE_LEN: usize = 256;
 pub const MAX_BATCH: u32 = 1 << 24;
 /// Largest accepted `--dl-iters`.
 pub const MAX_ITERS: u64 = 1_000_000_000_000;
+/// Prefix of every `--help` line of the SPANK plugin (pyxis style).
+pub const HELP_PREFIX: &str = "[cellsched]";
 
 pub use crate::freezing::FreezeMode;
 
@@ -56,7 +71,7 @@ impl fmt::Display for PlanChoice {
     }
 }
 
-/// One DL option: its command-line name, environment key and allowed form.
+/// Names one DL option; its row in [`DL_OPTIONS`] says everything else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DlKey {
     /// `--dl-model=NAME|PATH.toml`
@@ -71,84 +86,217 @@ pub enum DlKey {
     Freeze,
     /// `--dl-plan=auto|dp=..,tp=..,pp=..`
     Plan,
-    /// `--dl-explain` (flag): show the chosen Cell and the runner-up at submit.
-    Explain,
     /// `--dl-deadline=TIME`: when the job must be done (`crate::deadline`).
     Deadline,
+    /// `--dl-explain` (flag): show the chosen Cell and the runner-up at submit.
+    Explain,
 }
 
+/// Parses a trimmed, length- and control-checked value into the options;
+/// `Err(Some(detail))` adds a detail to the allowed form in the error.
+type ParseFn = fn(&mut DlOptions, &str) -> Result<(), Option<String>>;
+
+/// One row of the option table.
+#[derive(Debug, Clone, Copy)]
+pub struct DlOption {
+    /// The key this row describes (rows are in [`DlKey`] order).
+    pub key: DlKey,
+    /// Long option name without dashes, e.g. `dl-model`.
+    pub name: &'static str,
+    /// Job-environment key, e.g. `CELLSCHED_DL_MODEL`.
+    pub env_key: &'static str,
+    /// One word for the argument in `--help` (`NAME`, `N`); `None` for a flag.
+    pub arg_info: Option<&'static str>,
+    /// The allowed form, for error messages and the man page.
+    pub form: &'static str,
+    /// What the option does, for `--help` and the man page.
+    pub help: &'static str,
+    parse: ParseFn,
+    /// The environment form of the value; `None` while it is the default.
+    value: fn(&DlOptions) -> Option<String>,
+}
+
+/// The option table, in [`DlKey`] (and `--help`) order.
+pub const DL_OPTIONS: &[DlOption] = &[
+    DlOption {
+        key: DlKey::Model,
+        name: "dl-model",
+        env_key: "CELLSCHED_DL_MODEL",
+        arg_info: Some("NAME"),
+        form: "a catalog model name or a path to a model TOML (letters, digits, '.', '_', '-', '+', '/')",
+        help: "DL model: catalog name or path to a model TOML",
+        parse: |o, v| {
+            if v.is_empty()
+                || v.starts_with('-')
+                || v.split('/').any(|seg| seg == "..")
+                || !v.chars().all(|c| c.is_ascii_alphanumeric() || "._-+/".contains(c))
+            {
+                return Err(None);
+            }
+            o.model = Some(v.to_string());
+            Ok(())
+        },
+        value: |o| o.model.clone(),
+    },
+    DlOption {
+        key: DlKey::Batch,
+        name: "dl-batch",
+        env_key: "CELLSCHED_DL_BATCH",
+        arg_info: Some("N"),
+        form: "a positive integer (global batch size)",
+        help: "DL global batch size",
+        parse: |o, v| {
+            o.batch = Some(parse_positive(v, u64::from(MAX_BATCH)).ok_or(None)? as u32);
+            Ok(())
+        },
+        value: |o| o.batch.map(|b| b.to_string()),
+    },
+    DlOption {
+        key: DlKey::Iters,
+        name: "dl-iters",
+        env_key: "CELLSCHED_DL_ITERS",
+        arg_info: Some("N"),
+        form: "a positive integer (training iterations)",
+        help: "DL training iterations (default: predicted from history)",
+        parse: |o, v| {
+            o.iters = Some(parse_positive(v, MAX_ITERS).ok_or(None)?);
+            Ok(())
+        },
+        value: |o| o.iters.map(|i| i.to_string()),
+    },
+    DlOption {
+        key: DlKey::Cell,
+        name: "dl-cell",
+        env_key: "CELLSCHED_DL_CELL",
+        arg_info: Some("CELL"),
+        form: "auto, TYPExN or TYPExNxSTAGES (e.g. a100x4, v100x8x2)",
+        help: "DL Cell: auto|TYPExN|TYPExNxSTAGES (e.g. a100x4)",
+        parse: |o, v| {
+            o.cell = auto_or::<Cell>(v)?.map_or(CellChoice::Auto, CellChoice::Pinned);
+            Ok(())
+        },
+        value: |o| (o.cell != CellChoice::Auto).then(|| o.cell.to_string()),
+    },
+    DlOption {
+        key: DlKey::Freeze,
+        name: "dl-freeze",
+        env_key: "CELLSCHED_DL_FREEZE",
+        arg_info: Some("MODE"),
+        form: "off, conservative or auto",
+        help: "DL layer freezing: off|conservative|auto",
+        parse: |o, v| {
+            o.freeze = v.parse().map_err(|_| None)?;
+            Ok(())
+        },
+        value: |o| (o.freeze != FreezeMode::Off).then(|| o.freeze.to_string()),
+    },
+    DlOption {
+        key: DlKey::Plan,
+        name: "dl-plan",
+        env_key: "CELLSCHED_DL_PLAN",
+        arg_info: Some("PLAN"),
+        form: "auto or dp=N,tp=N,pp=N[,mb=N][,zero=0..3][,ckpt=on|off]",
+        help: "DL plan: auto|dp=N,tp=N,pp=N[,mb=N,zero=N,ckpt=on]",
+        parse: |o, v| {
+            o.plan = auto_or::<Plan>(v)?.map_or(PlanChoice::Auto, PlanChoice::Pinned);
+            Ok(())
+        },
+        value: |o| (o.plan != PlanChoice::Auto).then(|| o.plan.to_string()),
+    },
+    DlOption {
+        key: DlKey::Deadline,
+        name: "dl-deadline",
+        env_key: "CELLSCHED_DL_DEADLINE",
+        arg_info: Some("TIME"),
+        form: crate::deadline::DEADLINE_FORM,
+        help: "DL deadline: finish by TIME (now+N[s|m|h|d|w], YYYY-MM-DD[THH:MM[:SS]], HH:MM[:SS])",
+        parse: |o, v| {
+            o.deadline = Some(crate::deadline::Deadline::parse(v).map_err(|why| Some(why.to_string()))?);
+            Ok(())
+        },
+        value: |o| o.deadline.map(|d| d.to_string()),
+    },
+    DlOption {
+        key: DlKey::Explain,
+        name: "dl-explain",
+        env_key: "CELLSCHED_DL_EXPLAIN",
+        arg_info: None,
+        form: "no value on the command line; yes/no, on/off, 1/0 or true/false in the environment",
+        help: "DL: show the chosen Cell and the runner-up at submit",
+        parse: |o, v| {
+            o.explain = match v.to_ascii_lowercase().as_str() {
+                "" | "1" | "yes" | "on" | "true" => true,
+                "0" | "no" | "off" | "false" => false,
+                _ => return Err(None),
+            };
+            Ok(())
+        },
+        value: |o| o.explain.then(|| "1".to_string()),
+    },
+];
+
+/// [`DlKey::ALL`], taken from the table.
+const ALL_KEYS: [DlKey; DL_OPTIONS.len()] = {
+    let mut keys = [DlKey::Model; DL_OPTIONS.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        keys[i] = DL_OPTIONS[i].key;
+        i += 1;
+    }
+    keys
+};
+
 impl DlKey {
-    /// Every key, in `--help` order.
-    pub const ALL: [DlKey; 8] = [DlKey::Model, DlKey::Batch, DlKey::Iters, DlKey::Cell, DlKey::Freeze, DlKey::Plan, DlKey::Deadline, DlKey::Explain];
+    /// Every key, in table (and `--help`) order.
+    pub const ALL: &'static [DlKey] = &ALL_KEYS;
+
+    /// This key's row in [`DL_OPTIONS`].
+    pub const fn spec(self) -> &'static DlOption {
+        &DL_OPTIONS[self as usize]
+    }
 
     /// Whether the option takes a value (`--dl-explain` is a flag; its
     /// environment form takes yes/no).
     pub fn takes_value(self) -> bool {
-        self != DlKey::Explain
+        self.spec().arg_info.is_some()
     }
 
     /// The long option name without dashes, e.g. `dl-model`.
     pub fn option_name(self) -> &'static str {
-        match self {
-            DlKey::Model => "dl-model",
-            DlKey::Batch => "dl-batch",
-            DlKey::Iters => "dl-iters",
-            DlKey::Cell => "dl-cell",
-            DlKey::Freeze => "dl-freeze",
-            DlKey::Plan => "dl-plan",
-            DlKey::Explain => "dl-explain",
-            DlKey::Deadline => "dl-deadline",
-        }
+        self.spec().name
     }
 
     /// The job-environment key, e.g. `CELLSCHED_DL_MODEL`.
     pub fn env_key(self) -> &'static str {
-        match self {
-            DlKey::Model => "CELLSCHED_DL_MODEL",
-            DlKey::Batch => "CELLSCHED_DL_BATCH",
-            DlKey::Iters => "CELLSCHED_DL_ITERS",
-            DlKey::Cell => "CELLSCHED_DL_CELL",
-            DlKey::Freeze => "CELLSCHED_DL_FREEZE",
-            DlKey::Plan => "CELLSCHED_DL_PLAN",
-            DlKey::Explain => "CELLSCHED_DL_EXPLAIN",
-            DlKey::Deadline => "CELLSCHED_DL_DEADLINE",
-        }
+        self.spec().env_key
     }
 
-    /// One word describing the argument, for `--help` (`NAME`, `N`, ...).
+    /// One word describing the argument, for `--help` (`NAME`, `N`, ...; empty for a flag).
     pub fn arg_info(self) -> &'static str {
-        match self {
-            DlKey::Model => "NAME",
-            DlKey::Batch | DlKey::Iters => "N",
-            DlKey::Cell => "CELL",
-            DlKey::Freeze => "MODE",
-            DlKey::Plan => "PLAN",
-            DlKey::Explain => "",
-            DlKey::Deadline => "TIME",
-        }
+        self.spec().arg_info.unwrap_or("")
     }
 
     /// The allowed form, used in `--help` and in error messages.
     pub fn allowed_form(self) -> &'static str {
-        match self {
-            DlKey::Model => "a catalog model name or a path to a model TOML (letters, digits, '.', '_', '-', '+', '/')",
-            DlKey::Batch => "a positive integer (global batch size)",
-            DlKey::Iters => "a positive integer (training iterations)",
-            DlKey::Cell => "auto, TYPExN or TYPExNxSTAGES (e.g. a100x4, v100x8x2)",
-            DlKey::Freeze => "off, conservative or auto",
-            DlKey::Plan => "auto or dp=N,tp=N,pp=N[,mb=N][,zero=0..3][,ckpt=on|off]",
-            DlKey::Explain => "no value on the command line; yes/no, on/off, 1/0 or true/false in the environment",
-            DlKey::Deadline => crate::deadline::DEADLINE_FORM,
-        }
+        self.spec().form
+    }
+
+    /// What the option does (the man page and `--help`).
+    pub fn help(self) -> &'static str {
+        self.spec().help
+    }
+
+    /// The SPANK `--help` line: `[cellsched] <help> (env CELLSCHED_DL_X)`.
+    pub fn usage(self) -> String {
+        format!("{HELP_PREFIX} {} (env {})", self.help(), self.env_key())
     }
 
     /// Finds a key by option name (`dl-iters`, `--dl-iters`) or environment
     /// key (`CELLSCHED_DL_ITERS`, optionally prefixed `SPANK_` or
     /// `SLURM_SPANK_` as Slurm's job-environment copies are).
     pub fn lookup(name: &str) -> Option<DlKey> {
-        let n = name.trim_start_matches('-');
-        let n = n.strip_prefix("SLURM_SPANK_").or_else(|| n.strip_prefix("SPANK_")).unwrap_or(n);
-        DlKey::ALL.into_iter().find(|k| k.option_name() == n || k.env_key() == n)
+        let n = job_env::unprefixed(name.trim_start_matches('-'));
+        DL_OPTIONS.iter().find(|o| o.name == n || o.env_key == n).map(|o| o.key)
     }
 }
 
@@ -176,15 +324,27 @@ pub struct DlOptions {
 }
 
 impl DlOptions {
+    /// No DL options (the same as `Default`, usable in a `static`).
+    pub const NONE: DlOptions = DlOptions {
+        model: None,
+        batch: None,
+        iters: None,
+        cell: CellChoice::Auto,
+        freeze: FreezeMode::Off,
+        plan: PlanChoice::Auto,
+        explain: false,
+        deadline: None,
+    };
+
     /// Validates `value` for the option `name` (option name or environment
     /// key, see [`DlKey::lookup`]) and stores it. Errors name the option as
     /// given and the allowed form; `self` is unchanged on error.
     pub fn parse_option(&mut self, name: &str, value: &str) -> Result<(), CoreError> {
         let key = DlKey::lookup(name).ok_or_else(|| {
-            let known: Vec<String> = DlKey::ALL.iter().map(|k| format!("--{}", k.option_name())).collect();
+            let known: Vec<String> = DL_OPTIONS.iter().map(|o| format!("--{}", o.name)).collect();
             CoreError::invalid("DL option name", name, known.join(", "))
         })?;
-        let label = if name.starts_with("CELLSCHED_") || name.starts_with("SPANK_") || name.starts_with("SLURM_SPANK_") {
+        let label = if job_env::unprefixed(name).starts_with(job_env::DL_KEY_PREFIX) {
             name.to_string()
         } else {
             format!("--{}", key.option_name())
@@ -206,46 +366,9 @@ impl DlOptions {
         if value.chars().any(|c| c.is_control()) {
             return Err(bad(Some("control characters are not allowed".into())));
         }
-        let v = value.trim();
-        match key {
-            DlKey::Model => {
-                if v.is_empty()
-                    || v.starts_with('-')
-                    || v.split('/').any(|seg| seg == "..")
-                    || !v.chars().all(|c| c.is_ascii_alphanumeric() || "._-+/".contains(c))
-                {
-                    return Err(bad(None));
-                }
-                self.model = Some(v.to_string());
-            }
-            DlKey::Batch => {
-                self.batch = Some(parse_positive(v, u64::from(MAX_BATCH)).ok_or_else(|| bad(None))? as u32)
-            }
-            DlKey::Iters => self.iters = Some(parse_positive(v, MAX_ITERS).ok_or_else(|| bad(None))?),
-            DlKey::Cell => {
-                self.cell = if v.eq_ignore_ascii_case("auto") {
-                    CellChoice::Auto
-                } else {
-                    CellChoice::Pinned(v.parse::<Cell>().map_err(|e| bad(Some(e.to_string())))?)
-                }
-            }
-            DlKey::Freeze => self.freeze = v.parse().map_err(|_| bad(None))?,
-            DlKey::Explain => {
-                self.explain = match v.to_ascii_lowercase().as_str() {
-                    "" | "1" | "yes" | "on" | "true" => true,
-                    "0" | "no" | "off" | "false" => false,
-                    _ => return Err(bad(None)),
-                }
-            }
-            DlKey::Deadline => self.deadline = Some(crate::deadline::Deadline::parse(v).map_err(|why| bad(Some(why.to_string())))?),
-            DlKey::Plan => {
-                self.plan = if v.eq_ignore_ascii_case("auto") {
-                    PlanChoice::Auto
-                } else {
-                    PlanChoice::Pinned(v.parse::<Plan>().map_err(|e| bad(Some(e.to_string())))?)
-                }
-            }
-        }
+        let mut next = self.clone();
+        (key.spec().parse)(&mut next, value.trim()).map_err(bad)?;
+        *self = next;
         Ok(())
     }
 
@@ -312,48 +435,50 @@ impl DlOptions {
 
     /// The `CELLSCHED_DL_*` pairs for the set options (defaults omitted).
     pub fn to_env_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        if let Some(m) = &self.model {
-            out.push((DlKey::Model.env_key(), m.clone()));
-        }
-        if let Some(b) = self.batch {
-            out.push((DlKey::Batch.env_key(), b.to_string()));
-        }
-        if let Some(i) = self.iters {
-            out.push((DlKey::Iters.env_key(), i.to_string()));
-        }
-        if let CellChoice::Pinned(c) = &self.cell {
-            out.push((DlKey::Cell.env_key(), c.to_string()));
-        }
-        if self.freeze != FreezeMode::Off {
-            out.push((DlKey::Freeze.env_key(), self.freeze.to_string()));
-        }
-        if let PlanChoice::Pinned(p) = &self.plan {
-            out.push((DlKey::Plan.env_key(), p.to_string()));
-        }
-        if let Some(d) = &self.deadline {
-            out.push((DlKey::Deadline.env_key(), d.to_string()));
-        }
-        if self.explain {
-            out.push((DlKey::Explain.env_key(), "1".to_string()));
-        }
-        out
+        DL_OPTIONS.iter().filter_map(|o| (o.value)(self).map(|v| (o.env_key, v))).collect()
     }
 
-    /// Reads the `CELLSCHED_DL_*` keys through `lookup`, each with or without
-    /// a `SPANK_` prefix (the unprefixed one wins). Absent keys keep defaults.
+    /// Reads the `CELLSCHED_DL_*` keys through `lookup`, each under the names
+    /// and with the precedence of [`crate::job_env`] (`K`, then `SPANK_K`,
+    /// then `SLURM_SPANK_K`). Absent keys keep their defaults; errors name
+    /// the variable read.
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<DlOptions, CoreError> {
         let mut o = DlOptions::default();
-        for key in DlKey::ALL {
-            let plain = key.env_key();
-            let prefixed = format!("SPANK_{plain}");
-            if let Some(v) = lookup(plain) {
-                o.set(key, plain, &v)?;
-            } else if let Some(v) = lookup(&prefixed) {
-                o.set(key, &prefixed, &v)?;
+        o.complete_from_env(&[], lookup)?;
+        Ok(o)
+    }
+
+    /// [`DlOptions::from_env`] over `NAME=value` entries (`spank_job_env`),
+    /// by [`crate::job_env::lookup_entries`]'s rule.
+    pub fn from_entries<S: AsRef<str>>(entries: &[S]) -> Result<DlOptions, CoreError> {
+        DlOptions::from_env(|name| job_env::entry(entries, name).map(str::to_string))
+    }
+
+    /// Like [`DlOptions::from_entries`], but each option on its own: a bad
+    /// value leaves that option at its default instead of failing the rest.
+    /// For readers that only rank jobs already validated at submit.
+    pub fn from_entries_lenient<S: AsRef<str>>(entries: &[S]) -> DlOptions {
+        let mut o = DlOptions::default();
+        for key in DlKey::ALL.iter().copied() {
+            if let Some(v) = job_env::lookup_entries(entries, key.env_key()) {
+                let _ = o.set(key, key.env_key(), v);
             }
         }
-        Ok(o)
+        o
+    }
+
+    /// Fills the options not in `given` (options given on the command line
+    /// win over their environment equivalents) from `lookup`, as
+    /// [`DlOptions::from_env`] does. `self` is unchanged on error.
+    pub fn complete_from_env(&mut self, given: &[DlKey], lookup: impl Fn(&str) -> Option<String>) -> Result<(), CoreError> {
+        let mut next = self.clone();
+        for key in DlKey::ALL.iter().copied().filter(|k| !given.contains(k)) {
+            if let Some((name, v)) = job_env::lookup(&lookup, key.env_key()) {
+                next.set(key, &name, &v)?;
+            }
+        }
+        *self = next;
+        Ok(())
     }
 }
 
@@ -366,6 +491,18 @@ impl fmt::Display for DlOptions {
             .map(|(k, v)| format!("--{}={v}", DlKey::lookup(k).map(|k| k.option_name()).unwrap_or(k)))
             .collect();
         f.write_str(&parts.join(" "))
+    }
+}
+
+/// `auto` (any case) is `None`; anything else must parse as a `T`.
+fn auto_or<T: std::str::FromStr>(v: &str) -> Result<Option<T>, Option<String>>
+where
+    T::Err: fmt::Display,
+{
+    if v.eq_ignore_ascii_case("auto") {
+        Ok(None)
+    } else {
+        v.parse::<T>().map(Some).map_err(|e| Some(e.to_string()))
     }
 }
 
@@ -549,6 +686,87 @@ mod tests {
         assert_eq!(DlKey::lookup("SLURM_SPANK_CELLSCHED_DL_CELL"), Some(DlKey::Cell));
         assert_eq!(DlKey::lookup("SLURM_CELLSCHED_DL_CELL"), None);
         assert_eq!(DlKey::lookup("dl_freeze"), None);
+    }
+
+    #[test]
+    fn the_table_is_in_key_order_and_names_agree() {
+        assert_eq!(DlKey::ALL.len(), DL_OPTIONS.len());
+        for (i, o) in DL_OPTIONS.iter().enumerate() {
+            assert_eq!(o.key as usize, i, "row {i} ({}) out of DlKey order", o.name);
+            assert_eq!(DlKey::ALL[i], o.key);
+            assert!(std::ptr::eq(o.key.spec(), o));
+            // --dl-x-y <-> CELLSCHED_DL_X_Y, so one never drifts from the other.
+            let suffix = o.name.strip_prefix("dl-").expect("options are named dl-*");
+            assert_eq!(o.env_key, format!("{}{}", job_env::DL_KEY_PREFIX, suffix.to_uppercase().replace('-', "_")));
+            assert_eq!(DlKey::lookup(o.name), Some(o.key));
+            for p in job_env::PREFIXES {
+                assert_eq!(DlKey::lookup(&format!("{p}{}", o.env_key)), Some(o.key));
+            }
+            assert!(!o.help.is_empty() && !o.form.is_empty());
+            let u = o.key.usage();
+            assert!(u.starts_with("[cellsched] ") && u.contains(o.env_key) && u.contains(o.help), "{u}");
+            assert_eq!(o.key.takes_value(), !o.key.arg_info().is_empty());
+        }
+        assert_eq!(DlOptions::NONE, DlOptions::default());
+    }
+
+    /// Every reader goes through the table and `job_env`'s one rule: the
+    /// lookup-function form (SPANK), the entry-list form (job_submit,
+    /// site_factor) and `job_env::lookup_entries` (slurmctld wrapper) agree on
+    /// every key, whatever mix of prefixes and duplicates the environment has.
+    #[test]
+    fn every_reader_applies_the_same_precedence() {
+        let o = parsed(&[("dl-model", "gpt2"), ("dl-batch", "32"), ("dl-iters", "100"), ("dl-freeze", "auto")]).unwrap();
+        let other = parsed(&[("dl-model", "bert-large"), ("dl-batch", "64"), ("dl-iters", "7"), ("dl-freeze", "off"), ("dl-explain", "")]).unwrap();
+        let pairs = o.to_env_pairs();
+        for (winner, loser) in [("", "SPANK_"), ("", "SLURM_SPANK_"), ("SPANK_", "SLURM_SPANK_")] {
+            let mut entries: Vec<String> = other.to_env_pairs().iter().map(|(k, v)| format!("{loser}{k}={v}")).collect();
+            // A stale value under the winning name first, then the real one: last entry wins.
+            entries.extend(other.to_env_pairs().iter().map(|(k, v)| format!("{winner}{k}={v}")));
+            entries.extend(pairs.iter().map(|(k, v)| format!("{winner}{k}={v}")));
+            entries.extend(other.to_env_pairs().iter().map(|(k, v)| format!("{loser}{k}={v}")));
+            // Keys only `other` sets (explain) appear under the winner too:
+            // they are not overridden by `o`, which leaves them at defaults.
+            let from_entries = DlOptions::from_entries(&entries).unwrap();
+            let map: HashMap<String, String> = entries.iter().filter_map(|e| e.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let from_fn = DlOptions::from_env(|k| map.get(k).cloned()).unwrap();
+            assert_eq!(from_entries, from_fn, "{winner:?} over {loser:?}");
+            assert_eq!((from_entries.model.as_deref(), from_entries.batch, from_entries.iters), (Some("gpt2"), Some(32), Some(100)));
+            assert_eq!(from_entries.freeze, FreezeMode::Auto);
+            for key in DlKey::ALL {
+                let by_entries = job_env::lookup_entries(&entries, key.env_key());
+                let by_fn = job_env::lookup(|k| map.get(k).cloned(), key.env_key()).map(|(_, v)| v);
+                assert_eq!(by_entries.map(str::to_string), by_fn, "{key:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lenient_reading_keeps_the_good_options() {
+        let e = ["SPANK_CELLSCHED_DL_ITERS=100", "CELLSCHED_DL_FREEZE=sometimes", "SPANK_CELLSCHED_DL_MODEL=gpt2"];
+        assert!(DlOptions::from_entries(&e).is_err());
+        let o = DlOptions::from_entries_lenient(&e);
+        assert_eq!((o.iters, o.model.as_deref(), o.freeze), (Some(100), Some("gpt2"), FreezeMode::Off));
+        let good = ["CELLSCHED_DL_ITERS=5", "SLURM_SPANK_CELLSCHED_DL_BATCH=8", "CELLSCHED_DL_BATCH=16"];
+        assert_eq!(DlOptions::from_entries_lenient(&good), DlOptions::from_entries(&good).unwrap());
+    }
+
+    #[test]
+    fn command_line_options_are_completed_from_the_environment() {
+        let mut o = parsed(&[("dl-batch", "16")]).unwrap();
+        let env: HashMap<&str, &str> = [
+            ("CELLSCHED_DL_BATCH", "32"),
+            ("CELLSCHED_DL_MODEL", "bert-large"),
+            ("SLURM_SPANK_CELLSCHED_DL_MODEL", "gpt2"),
+            ("SLURM_SPANK_CELLSCHED_DL_ITERS", "500"),
+        ]
+        .into();
+        o.complete_from_env(&[DlKey::Batch], |k| env.get(k).map(|v| v.to_string())).unwrap();
+        assert_eq!((o.batch, o.model.as_deref(), o.iters), (Some(16), Some("bert-large"), Some(500)));
+        let bad: HashMap<&str, &str> = [("SLURM_SPANK_CELLSCHED_DL_CELL", "x100x0")].into();
+        let e = o.complete_from_env(&[], |k| bad.get(k).map(|v| v.to_string())).unwrap_err().to_string();
+        assert!(e.contains("SLURM_SPANK_CELLSCHED_DL_CELL") && e.contains("x100x0"), "{e}");
+        assert_eq!(o.iters, Some(500), "unchanged on error");
     }
 
     fn arb_options() -> impl Strategy<Value = DlOptions> {

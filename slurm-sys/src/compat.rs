@@ -1,7 +1,15 @@
 //! Differences between the Slurm releases cellsched builds against
 //! (22.05.8 and 24.11.5), derived from [`crate::SLURM_VERSION_NUMBER`].
 //! Plugins ask here instead of testing version numbers themselves; the C
-//! side of the same differences lives in `shim/cellsched_shim.c`.
+//! side of the same differences lives in `shim/cellsched_shim.c`, and
+//! build-time ones (header paths) in `build.rs`.
+//!
+//! Differences that need no flag, because one form serves both releases:
+//! - `job_modify()` gained a `char **err_msg` fourth argument in 23.02;
+//!   job_submit/cellsched exports the 3-argument form, which both call
+//!   correctly (the C calling convention ignores the extra argument).
+//! - `site_factor_p_reconfig` is looked up by 22.05 only; exporting it on
+//!   newer releases is harmless, so site_factor/cellsched always does.
 use crate::SLURM_VERSION_NUMBER;
 
 /// `SLURM_VERSION_NUM(a, b, c)`.
@@ -10,15 +18,7 @@ pub const fn version_num(major: u32, minor: u32, micro: u32) -> u32 {
 }
 
 /// True when built against 23.02 or newer (interfaces/ reorganisation, `list_t`).
-pub const AT_LEAST_23_02: bool = SLURM_VERSION_NUMBER >= version_num(23, 2, 0);
-
-/// `job_modify()` gained a `char **err_msg` fourth argument in 23.02. Export
-/// the 3-argument form: it is called correctly by both releases (the extra
-/// argument is ignored by the C calling convention).
-pub const JOB_MODIFY_HAS_ERR_MSG: bool = AT_LEAST_23_02;
-
-/// `site_factor_p_reconfig` is looked up by 22.05 only; exporting it on newer releases is harmless.
-pub const SITE_FACTOR_HAS_RECONFIG: bool = !AT_LEAST_23_02;
+const AT_LEAST_23_02: bool = SLURM_VERSION_NUMBER >= version_num(23, 2, 0);
 
 /// Prefix of GRES entries in `tres_per_node` / `tres_per_job`: `gres:` up to 22.05, `gres/` later.
 pub const TRES_GRES_PREFIX: &str = if AT_LEAST_23_02 { "gres/" } else { "gres:" };

@@ -44,6 +44,9 @@
 //!   `cellsched_job_set_site_factor`, `cellsched_job_set_admin_comment`,
 //!   `cellsched_job_env_set(job, name, value)`; `spank_job_env` reads
 //!   `cellsched_job_env_count` / `cellsched_job_env_at`.
+//! - `details->env_sup` (job write lock to set): `cellsched_job_env_sup_count`,
+//!   `cellsched_job_env_sup_at`, `cellsched_job_env_sup_set(job, name, value)`;
+//!   `cellsched_job_is_batch`.
 //! - Job descriptors (job_submit): `cellsched_env_array_set(&desc.spank_job_env,
 //!   &desc.spank_job_env_size, name, value)`.
 //! - Updates: `cellsched_job_update_init(&u, job_id)` then set `features`,
@@ -55,6 +58,7 @@
 //!   features, gres, state, is_available, cpus}(i)` (`is_available`: registered, not
 //!   down/drained/failed/future/not responding),
 //!   `cellsched_node_gres_used(i)` (free with `cellsched_xfree`).
+#![deny(missing_docs)]
 #![allow(clippy::all)]
 
 mod bindings {

@@ -72,6 +72,10 @@ extern "C" {
     pub fn cellsched_job_env_count(job: *const cellsched_job_t) -> u32;
     pub fn cellsched_job_env_at(job: *const cellsched_job_t, i: u32) -> *const c_char;
     pub fn cellsched_job_env_set(job: *mut cellsched_job_t, name: *const c_char, value: *const c_char) -> c_int;
+    pub fn cellsched_job_env_sup_count(job: *const cellsched_job_t) -> u32;
+    pub fn cellsched_job_env_sup_at(job: *const cellsched_job_t, i: u32) -> *const c_char;
+    pub fn cellsched_job_env_sup_set(job: *mut cellsched_job_t, name: *const c_char, value: *const c_char) -> c_int;
+    pub fn cellsched_job_is_batch(job: *const cellsched_job_t) -> c_int;
     pub fn cellsched_env_array_set(
         env: *mut *mut *mut c_char,
         size: *mut u32,

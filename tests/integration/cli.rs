@@ -229,12 +229,28 @@ fn generated_man_pages_render_cleanly_and_document_every_option() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The keys in spank/src/args.rs's `KNOWN_KEYS` (the plugin's own list).
+/// The keys in plugins/spank/src/args.rs's `KNOWN_KEYS` (the plugin's own list).
 fn spank_plugstack_keys() -> Vec<String> {
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/spank/src/args.rs")).unwrap();
-    let line = src.lines().find(|l| l.contains("pub const KNOWN_KEYS")).expect("KNOWN_KEYS in spank/src/args.rs");
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/spank/src/args.rs")).unwrap();
+    let line = src.lines().find(|l| l.contains("pub const KNOWN_KEYS")).expect("KNOWN_KEYS in plugins/spank/src/args.rs");
     let list = line.split('"').nth(1).expect("KNOWN_KEYS string");
     list.split(',').map(|k| k.trim().to_string()).collect()
+}
+
+/// README's user-facing option table has a row for every row of core's
+/// option table, naming its environment key.
+#[test]
+fn readme_option_table_follows_the_core_table() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    // Option rows only (not the `--dl-*` summary row of another table).
+    let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `--dl-") && !l.starts_with("| `--dl-*")).collect();
+    for key in cellsched_core::options::DlKey::ALL {
+        let name = format!("| `--{}", key.option_name());
+        let row = rows.iter().find(|l| l.strip_prefix(&name).is_some_and(|rest| rest.starts_with(['=', '`'])));
+        let row = row.unwrap_or_else(|| panic!("README has no option row for --{}", key.option_name()));
+        assert!(row.contains(&format!("`{}`", key.env_key())), "README row for --{} lacks {}: {row}", key.option_name(), key.env_key());
+    }
+    assert_eq!(rows.len(), cellsched_core::options::DlKey::ALL.len(), "README option rows: {rows:?}");
 }
 
 #[test]

@@ -161,7 +161,8 @@ fn tp(term: &str, body: &str) -> String {
 }
 
 /// `spank_cellsched(8)`: plugstack arguments, the `--dl-*` options (from
-/// [`DlKey::ALL`]), what tasks receive, and files.
+/// core's option table, [`DlKey::ALL`], as the plugin registers them), what
+/// tasks receive, and files.
 fn spank_page(source: &str) -> String {
     let mut p = String::new();
     p.push_str(&format!(".TH SPANK_CELLSCHED 8 \"\" \"{source}\" \"{MANUAL}\"\n"));
@@ -223,7 +224,7 @@ fn spank_page(source: &str) -> String {
     p.push('\n');
     for key in DlKey::ALL {
         let term = format!("\\fB{}\\fR=\\fI{}\\fR", escape(&format!("--{}", key.option_name())), escape(key.arg_info()));
-        p.push_str(&tp(&term, &format!("Value: {}. Environment: {}.", key.allowed_form(), key.env_key())));
+        p.push_str(&tp(&term, &format!("{}. Value: {}. Environment: {}.", key.help(), key.allowed_form(), key.env_key())));
     }
     p.push_str(".SH \"TASK ENVIRONMENT\"\n");
     p.push_str(&escape(

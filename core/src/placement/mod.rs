@@ -246,7 +246,7 @@ pub fn dl_options(env: &[String]) -> Result<Option<DlOptions>, CoreError> {
     if !job_env::has_dl_options(env) {
         return Ok(None);
     }
-    let o = DlOptions::from_env(|k| job_env::lookup_exact(env, k).map(str::to_string))?;
+    let o = DlOptions::from_entries(env)?;
     if o.is_empty() {
         return Ok(None);
     }
@@ -290,7 +290,7 @@ pub fn job_spec(opts: &DlOptions, est: &Estimator, env: &[String]) -> Result<Job
         return Err(Outcome::Reject("cellsched: --dl-model is required with other --dl-* options".into()));
     };
     let spec = if is_model_file(model) {
-        match job_env::lookup(env, MODEL_SPEC_ENV_KEY) {
+        match job_env::lookup_entries(env, MODEL_SPEC_ENV_KEY) {
             Some(wire) => Some(model_from_wire(wire).map_err(|e| Outcome::Reject(format!("cellsched: --dl-model={model}: {e}")))?),
             None => {
                 return Err(Outcome::Stock(format!(

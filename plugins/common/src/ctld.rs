@@ -6,6 +6,7 @@
 //! caller holds slurmctld's job lock ([`for_each_job`] inside
 //! `site_factor_p_update`, or inside [`with_lock`]); they cannot escape them.
 use crate::cstr::{borrow_str, take_xstr, to_cstring, CStrError};
+use cellsched_core::job_env;
 use slurm_sys::shim as s;
 use std::ffi::CString;
 use std::marker::PhantomData;
@@ -142,9 +143,12 @@ impl<'a> Job<'a> {
         (0..n).filter_map(move |i| unsafe { borrow_str(s::cellsched_job_env_at(self.ptr, i)) })
     }
 
-    /// Value of `key` in `spank_job_env`, accepting a `SPANK_` prefix on the entry.
+    /// Value of `key` in `spank_job_env`, by the precedence rule of
+    /// `cellsched_core::job_env` (`key`, then `SPANK_key`, then `SLURM_SPANK_key`;
+    /// the last entry of a name).
     pub fn env_get(&self, key: &str) -> Option<&'a str> {
-        env_lookup(self.env(), key)
+        let entries: Vec<&'a str> = self.env().collect();
+        job_env::lookup_entries(entries.iter().copied(), key)
     }
 
     /// Sets `site_factor` (needs the job write lock, e.g. in `site_factor_p_update`).
@@ -174,47 +178,28 @@ impl<'a> Job<'a> {
 impl<'a> Job<'a> {
     /// True for a batch job (one with a job script).
     pub fn is_batch(&self) -> bool {
-        unsafe { env_sup::cellsched_job_is_batch(self.ptr) == 1 }
+        unsafe { s::cellsched_job_is_batch(self.ptr) == 1 }
     }
 
     /// `details->env_sup` entries (`NAME=value`): the supplemental environment
     /// slurmctld adds to the batch step at launch and sends to srun/salloc in
     /// the allocation response.
     pub fn env_sup(&self) -> impl Iterator<Item = &'a str> + '_ {
-        let n = unsafe { env_sup::cellsched_job_env_sup_count(self.ptr) };
-        (0..n).filter_map(move |i| unsafe { borrow_str(env_sup::cellsched_job_env_sup_at(self.ptr, i)) })
+        let n = unsafe { s::cellsched_job_env_sup_count(self.ptr) };
+        (0..n).filter_map(move |i| unsafe { borrow_str(s::cellsched_job_env_sup_at(self.ptr, i)) })
     }
 
     /// Sets `name=value` in `details->env_sup` (overwrites; needs the job write lock).
     /// At launch it overrides the same name in the submitted batch environment.
     pub fn env_sup_set(&mut self, name: &str, value: &str) -> Result<(), CtldError> {
         let (n, v) = (to_cstring(name)?, to_cstring(value)?);
-        match unsafe { env_sup::cellsched_job_env_sup_set(self.ptr, n.as_ptr(), v.as_ptr()) } {
+        match unsafe { s::cellsched_job_env_sup_set(self.ptr, n.as_ptr(), v.as_ptr()) } {
             0 => Ok(()),
             _ => Err(CtldError::SetFailed { field: "env_sup", job_id: self.id() }),
         }
     }
 }
 
-/// Shim functions for `details->env_sup` (declared here; compiled into slurm-sys's shim library).
-mod env_sup {
-    use slurm_sys::shim::cellsched_job_t;
-    use std::os::raw::{c_char, c_int};
-    extern "C" {
-        pub fn cellsched_job_env_sup_count(job: *const cellsched_job_t) -> u32;
-        pub fn cellsched_job_env_sup_at(job: *const cellsched_job_t, i: u32) -> *const c_char;
-        pub fn cellsched_job_env_sup_set(job: *mut cellsched_job_t, name: *const c_char, value: *const c_char) -> c_int;
-        pub fn cellsched_job_is_batch(job: *const cellsched_job_t) -> c_int;
-    }
-}
-
-/// Finds `key` in `NAME=value` entries; an entry `SPANK_<key>=` matches too.
-pub fn env_lookup<'a>(entries: impl Iterator<Item = &'a str>, key: &str) -> Option<&'a str> {
-    entries.into_iter().find_map(|e| {
-        let (k, v) = e.split_once('=')?;
-        (k == key || k.strip_prefix("SPANK_") == Some(key)).then_some(v)
-    })
-}
 
 /// Calls `f` for each job (pending ones only when `pending_only`) until it
 /// returns `Break`. The caller must already hold the job lock (as
@@ -438,15 +423,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn env_lookup_accepts_spank_prefix() {
-        let env = ["A=1", "SPANK_CELLSCHED_DL_MODEL=gpt2", "CELLSCHED_DL_BATCH=32", "BROKEN"];
-        assert_eq!(env_lookup(env.iter().copied(), "CELLSCHED_DL_MODEL"), Some("gpt2"));
-        assert_eq!(env_lookup(env.iter().copied(), "CELLSCHED_DL_BATCH"), Some("32"));
-        assert_eq!(env_lookup(env.iter().copied(), "MISSING"), None);
-        assert_eq!(env_lookup(env.iter().copied(), "BROKEN"), None);
-    }
-
-    #[test]
     fn outside_slurmctld_nothing_runs() {
         assert!(!in_slurmctld());
         assert_eq!(with_lock(LockKind::Write, || 1), Err(CtldError::NotInSlurmctld));
@@ -468,7 +444,7 @@ mod tests {
         };
         let env = desc_env(&desc);
         assert_eq!(env, vec!["SPANK_CELLSCHED_DL_MODEL=bert", "X=1"]);
-        assert_eq!(env_lookup(env.into_iter(), "CELLSCHED_DL_MODEL"), Some("bert"));
+        assert_eq!(job_env::lookup_entries(env.iter().copied(), "CELLSCHED_DL_MODEL"), Some("bert"));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //!
 //! Link arguments (version script, lazy binding) come from
 //! `plugins/build_support.rs`, included by each plugin crate's `build.rs`.
+#![deny(missing_docs)]
 
 pub mod cstr;
 pub mod ctld;

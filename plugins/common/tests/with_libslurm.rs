@@ -48,8 +48,8 @@ fn helpers_work_with_the_real_libslurm() {
     ctld::desc_env_set(&mut desc, "CELLSCHED_DL_MODEL", "bert").unwrap();
     assert_eq!(desc.spank_job_env_size, 2);
     let env = ctld::desc_env(&desc);
-    assert_eq!(ctld::env_lookup(env.iter().copied(), "CELLSCHED_DL_MODEL"), Some("bert"));
-    assert_eq!(ctld::env_lookup(env.iter().copied(), "CELLSCHED_DECISION"), Some("cell=v100x8x1"));
+    assert_eq!(cellsched_core::job_env::lookup_entries(env.iter().copied(), "CELLSCHED_DL_MODEL"), Some("bert"));
+    assert_eq!(cellsched_core::job_env::lookup_entries(env.iter().copied(), "CELLSCHED_DECISION"), Some("cell=v100x8x1"));
 
     // Logging goes through Slurm's logger; libslurm alone is not slurmctld.
     assert!(log::slurm_logger_present());

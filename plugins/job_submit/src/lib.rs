@@ -16,4 +16,5 @@
 //! `whatif` and tests call the same code; this crate is the slurmctld host.
 //!
 //! - `plugin`: exported symbols and the thread.
+#![deny(missing_docs)]
 mod plugin;

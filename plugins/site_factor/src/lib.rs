@@ -13,6 +13,7 @@
 //!   write lock, which `site_factor_p_update` only copies.
 //! - [`slurm_conf`]: the running daemon's config paths.
 //! - `plugin`: the exported symbols, each behind a panic guard.
+#![deny(missing_docs)]
 pub mod ordering;
 mod plugin;
 pub mod prediction;

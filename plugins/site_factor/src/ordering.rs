@@ -15,24 +15,15 @@ use cellsched_core::asrpt::{self, AsrptConfig, PendingJob};
 use cellsched_core::config::OrderingConfig;
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
 use cellsched_core::model::ModelCatalog;
+use cellsched_core::options::DlOptions;
 use cellsched_core::predictor::HistoryQuery;
 use cellsched_core::Decision;
 
-/// Environment key holding declared iterations (set by the SPANK plugin).
-pub const ITERS_KEY: &str = "CELLSCHED_DL_ITERS";
-/// Environment key holding the model name.
-pub const MODEL_KEY: &str = "CELLSCHED_DL_MODEL";
-/// Environment key holding the global batch size.
-pub const BATCH_KEY: &str = "CELLSCHED_DL_BATCH";
-/// Environment key holding the layer-freezing mode.
-pub const FREEZE_KEY: &str = "CELLSCHED_DL_FREEZE";
-
-/// The value of `key` in `KEY=VALUE` entries, accepting a `SPANK_` prefix.
-pub fn env_value<'a>(entries: &'a [String], key: &str) -> Option<&'a str> {
-    entries.iter().rev().find_map(|e| {
-        let (k, v) = e.split_once('=')?;
-        (k.strip_prefix("SPANK_").unwrap_or(k) == key).then_some(v)
-    })
+/// The job's DL options from its `spank_job_env` entries, read through
+/// core's option table and precedence rule; a bad value (only possible when
+/// job_submit did not validate the job) leaves that option unset.
+fn options(job: &JobFields<'_>) -> DlOptions {
+    DlOptions::from_entries_lenient(&job.env)
 }
 
 /// What the plugin reads from one job record.
@@ -66,14 +57,14 @@ pub struct OrderingData<'a> {
 
 /// Declared iterations (`CELLSCHED_DL_ITERS` > 0).
 fn declared_iters(job: &JobFields<'_>) -> Option<f64> {
-    env_value(&job.env, ITERS_KEY).and_then(|v| v.trim().parse::<u64>().ok()).filter(|i| *i > 0).map(|i| i as f64)
+    options(job).iters.map(|i| i as f64)
 }
 
 /// Iterations the history predicts for this job, if it knows its model.
 pub fn predicted_iters(job: &JobFields<'_>, decision: &Decision, data: &OrderingData<'_>) -> Option<f64> {
     let p = data.predictions?;
-    let raw = env_value(&job.env, MODEL_KEY)?.trim();
-    let batch = env_value(&job.env, BATCH_KEY)?.trim().parse::<u32>().ok().filter(|b| *b > 0)?;
+    let o = options(job);
+    let (raw, batch) = (o.model.as_deref()?, o.batch?);
     let mut q = HistoryQuery {
         user: p.user_name(job.user_id),
         model: data.models.canonical_name(raw).unwrap_or(raw).to_string(),
@@ -94,12 +85,12 @@ pub fn predicted_iters(job: &JobFields<'_>, decision: &Decision, data: &Ordering
 
 /// The job's freezing profile when it opted in and its model is in the catalog.
 pub fn freeze_profile(job: &JobFields<'_>, data: &OrderingData<'_>) -> Option<FreezeProfile> {
-    let mode: FreezeMode = env_value(&job.env, FREEZE_KEY)?.parse().ok()?;
-    if mode == FreezeMode::Off {
+    let o = options(job);
+    if o.freeze == FreezeMode::Off {
         return None;
     }
-    let model = data.models.get(env_value(&job.env, MODEL_KEY)?).ok()?;
-    Some(FreezeProfile::for_mode(mode, model.layers))
+    let model = data.models.get(o.model.as_deref()?).ok()?;
+    Some(FreezeProfile::for_mode(o.freeze, model.layers))
 }
 
 /// Iterations a job declared, from the `iters=` tag job_submit/cellsched
@@ -163,6 +154,12 @@ pub fn site_factor_one(job: &PendingJob, now_s: f64, cfg: &OrderingConfig, base:
 mod tests {
     use super::*;
 
+    use cellsched_core::options::DlKey;
+
+    const ITERS_KEY: &str = DlKey::Iters.spec().env_key;
+    const MODEL_KEY: &str = DlKey::Model.spec().env_key;
+    const BATCH_KEY: &str = DlKey::Batch.spec().env_key;
+    const FREEZE_KEY: &str = DlKey::Freeze.spec().env_key;
     const BASE: u32 = 0x8000_0000;
 
     fn comment(iter_s: f64) -> String {

@@ -17,6 +17,7 @@ use crate::ranker::{Distrust, Ranker, Snap, Stamp};
 use cellsched_core::declared::{DeclaredConfig, OverrunPolicy};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
+use cellsched_core::job_env;
 use cellsched_core::model::ModelCatalog;
 use cellsched_plugin_common::ctld::{self, Job, LockKind};
 use cellsched_plugin_common::{guard, log, version};
@@ -238,7 +239,7 @@ fn rank_pass() {
                     user_id: job.user_id(),
                     submit_time_s: job.submit_time(),
                     admin_comment: comment.to_string(),
-                    env: job.env().filter(|e| e.contains("CELLSCHED_DL_")).map(str::to_string).collect(),
+                    env: job.env().filter(|e| job_env::is_dl_entry(e)).map(str::to_string).collect(),
                     time_limit_min: limit,
                 });
             }
@@ -361,7 +362,7 @@ fn pending_of(job: &Job<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>, dist
         user_id: job.user_id(),
         submit_time_s: job.submit_time(),
         admin_comment: comment,
-        env: job.env().filter(|e| e.contains("CELLSCHED_DL_")).map(str::to_string).collect(),
+        env: job.env().filter(|e| job_env::is_dl_entry(e)).map(str::to_string).collect(),
         time_limit_min: time_limit_of(job),
         distrusted,
     };

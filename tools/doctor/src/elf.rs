@@ -10,10 +10,20 @@ use thiserror::Error;
 pub enum ElfError {
     /// The file could not be read.
     #[error("{path}: cannot read: {msg}")]
-    Io { path: String, msg: String },
+    Io {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        msg: String,
+    },
     /// Not a little-endian ELF64 file, or a truncated/corrupt one.
     #[error("{path}: {msg}")]
-    Format { path: String, msg: String },
+    Format {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        msg: String,
+    },
 }
 
 const SHT_NOBITS: u32 = 8;

@@ -5,11 +5,12 @@
 //! the plugin `.so` files in PluginDir, and asks the running slurmctld (via
 //! [`controller::Controller`]) whether it answers and which release it runs.
 //! Each check gives one [`report::Finding`]: OK, WARN or FAIL with the fix.
+#![deny(missing_docs)]
 pub mod checks;
-pub mod conf;
+mod conf;
 pub mod controller;
-pub mod elf;
-pub mod report;
+mod elf;
+mod report;
 
 pub use checks::{run, Options};
 pub use report::{Finding, Report, Status};

@@ -11,17 +11,30 @@ pub enum ProfilerError {
     NvmlUnavailable(String),
     /// NVML is loaded but a query failed. Exit code 1.
     #[error("NVML {what}: {msg}")]
-    Nvml { what: String, msg: String },
+    Nvml {
+        /// The field, setting or operation.
+        what: String,
+        /// What went wrong.
+        msg: String,
+    },
     /// An invalid option value (e.g. a regex without exactly one capture group). Exit code 2.
     #[error("invalid {what} '{value}': expected {expected}")]
     Invalid {
+        /// The field, setting or operation.
         what: String,
+        /// The value given.
         value: String,
+        /// The accepted form.
         expected: String,
     },
     /// The profiled command could not be started. Exit code 1.
     #[error("cannot run '{command}': {msg}")]
-    Spawn { command: String, msg: String },
+    Spawn {
+        /// The command that was run.
+        command: String,
+        /// What went wrong.
+        msg: String,
+    },
     /// The command printed too few iteration lines to measure. Exit code 4.
     #[error("no iteration timings measured: {0}")]
     NoIterations(String),
@@ -35,7 +48,9 @@ pub enum ProfilerError {
     /// Other I/O. Exit code 1.
     #[error("{what}: {source}")]
     Io {
+        /// The field, setting or operation.
         what: String,
+        /// The underlying I/O error.
         source: std::io::Error,
     },
 }

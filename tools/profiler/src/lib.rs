@@ -10,15 +10,16 @@
 //!   and merges; [`probe`]: the built-in CPU probe; [`progress`]: the bar.
 //!
 //! Errors are [`ProfilerError`], each with a documented exit code.
+#![deny(missing_docs)]
 pub mod db;
-pub mod error;
+mod error;
 pub mod iterline;
 pub mod nvml;
-pub mod plan_env;
+mod plan_env;
 pub mod probe;
 pub mod progress;
 pub mod runner;
-pub mod sampler;
+mod sampler;
 pub mod session;
 
 pub use error::ProfilerError;

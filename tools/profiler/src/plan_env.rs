@@ -13,6 +13,7 @@ use crate::error::ProfilerError;
 use cellsched_core::estimator::{Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
+use cellsched_core::options::DlKey;
 use cellsched_core::plan_env::{plan_env as core_plan_env, PlanEnv, Workers};
 use cellsched_core::{Cell, Plan};
 
@@ -163,8 +164,8 @@ pub fn plan_env(p: &ProfilePlan, cuda_visible_set: bool) -> Vec<(String, String)
         master_addr: Some("127.0.0.1"),
         master_port: MASTER_PORT,
     });
-    v.push(("CELLSCHED_DL_MODEL", p.model.clone()));
-    v.push(("CELLSCHED_DL_BATCH", p.batch.to_string()));
+    v.push((DlKey::Model.env_key(), p.model.clone()));
+    v.push((DlKey::Batch.env_key(), p.batch.to_string()));
     v.push(("CELLSCHED_PROFILE", "1".into()));
     let mut out: Vec<(String, String)> = v.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     if !cuda_visible_set {

@@ -9,16 +9,33 @@ pub enum ReplayError {
     Trace(#[from] cellsched_sim::SimError),
     /// A trace job the replay cannot run as given.
     #[error("trace job '{job}': {msg}")]
-    Job { job: String, msg: String },
+    Job {
+        /// The trace job's name.
+        job: String,
+        /// What is wrong with it.
+        msg: String,
+    },
     /// A bad setting (speedup, timeouts, mode list, ...).
     #[error("invalid {what} '{value}': expected {expected}")]
-    Invalid { what: String, value: String, expected: String },
+    Invalid {
+        /// The setting.
+        what: String,
+        /// The value given.
+        value: String,
+        /// The accepted form.
+        expected: String,
+    },
     /// The local cluster could not be brought up, down or queried.
     #[error("cluster: {0}")]
     Cluster(#[from] cellsched_cluster::ClusterError),
     /// A Slurm client command failed.
     #[error("{tool}: {msg}")]
-    Slurm { tool: String, msg: String },
+    Slurm {
+        /// The Slurm command that was run.
+        tool: String,
+        /// What went wrong.
+        msg: String,
+    },
     /// The queue still held jobs that are not ours before a mode started.
     #[error("the cluster's queue is not empty ({0}); wait for those jobs or cancel them, then rerun")]
     QueueBusy(String),
@@ -30,7 +47,12 @@ pub enum ReplayError {
     Interrupted,
     /// A file could not be written or read.
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        /// The file.
+        path: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
 }
 
 impl ReplayError {

@@ -11,12 +11,13 @@
 //! - [`results`]: per-mode statistics (via `cellsched-report`), ratios, tables;
 //! - [`sim`]: the simulator's `slurm` vs `cellsched` on the same trace;
 //! - [`interrupt`]: Ctrl-C handling so a run always cleans up.
-pub mod error;
+#![deny(missing_docs)]
+mod error;
 pub mod interrupt;
 pub mod results;
 pub mod runner;
 pub mod sim;
-pub mod slurm;
+mod slurm;
 pub mod workload;
 
 pub use error::ReplayError;

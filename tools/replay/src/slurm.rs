@@ -4,6 +4,7 @@
 //! that would change the submitted jobs).
 use crate::error::ReplayError;
 use cellsched_cluster::Cluster;
+use cellsched_core::job_env;
 use cellsched_report::record::{parse_display_output, parse_sacct_output, set_display};
 use cellsched_report::{JobRecord, Query};
 use std::path::PathBuf;
@@ -78,7 +79,7 @@ impl Slurm {
         let mut c = Command::new(self.bin.join(tool));
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();
-            if k.starts_with("SBATCH_") || k.starts_with("SLURM_") || k.starts_with("CELLSCHED_DL_") || k.starts_with("SPANK_") {
+            if k.starts_with("SBATCH_") || k.starts_with("SLURM_") || k.starts_with(job_env::DL_KEY_PREFIX) || k.starts_with(job_env::SPANK_PREFIX) {
                 c.env_remove(k.as_ref());
             }
         }

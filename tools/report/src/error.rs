@@ -8,7 +8,12 @@ pub enum ReportError {
     /// `sacct`/`sinfo`/`scontrol` could not be run or failed (no slurmdbd,
     /// accounting disabled, no slurm.conf). Exit code 3.
     #[error("{tool} failed: {msg} (is slurmdbd running and SLURM_CONF set? try: eval \"$(cellsched cluster env)\")")]
-    SlurmUnavailable { tool: String, msg: String },
+    SlurmUnavailable {
+        /// The Slurm command that was run.
+        tool: String,
+        /// What went wrong.
+        msg: String,
+    },
     /// The `--user` named nobody known to this host. Exit code 6.
     #[error("unknown user '{0}' (not in the passwd database)")]
     UnknownUser(String),
@@ -18,23 +23,39 @@ pub enum ReportError {
     /// A line of `sacct` output (1-based `line`) did not parse. Exit code 5.
     #[error("malformed sacct line {line}: {msg}: '{text}'")]
     MalformedLine {
+        /// 1-based line, when known.
         line: usize,
+        /// What went wrong.
         msg: String,
+        /// The offending line.
         text: String,
     },
     /// An invalid option value, e.g. `--capacity a100=x`. Exit code 2.
     #[error("invalid {what} '{value}': expected {expected}")]
     Invalid {
+        /// The field, setting or operation.
         what: String,
+        /// The value given.
         value: String,
+        /// The accepted form.
         expected: String,
     },
     /// A saved report or output file could not be read or written. Exit code 1.
     #[error("{path}: {msg}")]
-    File { path: String, msg: String },
+    File {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        msg: String,
+    },
     /// Drawing a plot failed. Exit code 1.
     #[error("plot {path}: {msg}")]
-    Plot { path: String, msg: String },
+    Plot {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        msg: String,
+    },
 }
 
 impl ReportError {

@@ -13,8 +13,9 @@
 //!   left stock, plugin timings from slurmctld's log).
 //!
 //! Errors are [`ReportError`], each with a documented exit code.
+#![deny(missing_docs)]
 pub mod compare;
-pub mod error;
+mod error;
 pub mod history;
 pub mod metrics;
 pub mod output;

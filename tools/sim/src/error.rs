@@ -6,13 +6,34 @@ use thiserror::Error;
 pub enum SimError {
     /// A file could not be opened or read.
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        /// The file.
+        path: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
     /// A bad value in an input file; `line` is 1-based, `field` the column or key.
     #[error("{path}{}: field '{field}': {msg}", .line.map(|l| format!(":{l}")).unwrap_or_default())]
-    Input { path: String, line: Option<usize>, field: String, msg: String },
+    Input {
+        /// The file.
+        path: String,
+        /// 1-based line, when known.
+        line: Option<usize>,
+        /// The column or key.
+        field: String,
+        /// What went wrong.
+        msg: String,
+    },
     /// A bad option or setting (policy name, ablation list, ...).
     #[error("invalid {what} '{value}': expected {expected}")]
-    Invalid { what: String, value: String, expected: String },
+    Invalid {
+        /// The field, setting or operation.
+        what: String,
+        /// The value given.
+        value: String,
+        /// The accepted form.
+        expected: String,
+    },
     /// An error from the cellsched core (catalogs, estimator, profile DB).
     #[error(transparent)]
     Core(#[from] cellsched_core::CoreError),

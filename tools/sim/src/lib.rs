@@ -17,6 +17,7 @@
 //! - [`progress`]: progress bar for long runs.
 //! - [`snapshot`]: a live cluster's state (nodes, running and pending jobs)
 //!   run forward with one more job (`cellsched whatif`).
+#![deny(missing_docs)]
 pub mod cluster;
 pub mod core_times;
 pub mod engine;

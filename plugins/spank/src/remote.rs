@@ -33,45 +33,26 @@ use crate::args::PluginArgs;
 use crate::env::{gpus_on_node, job_num_nodes, task_env, StepInfo, BATCH_STEP_ID, RANK_KEYS};
 use crate::error::SpankError;
 use crate::ffi::{self, item, spank_t};
-use crate::options::{given, given_keys};
+use crate::options::{given, given_keys, with_env};
 use crate::plan::{choose, gres_gpu_type, PlanInputs};
 use crate::plan_file::{plan_path, prepare_plan_dir, prepare_step_dir, remove_job_dirs, remove_step_dir, write_private};
 use cellsched_core::config::{resolve_config_path, Config};
 use cellsched_core::estimator::Estimator;
 use cellsched_core::gpu::GpuCatalog;
+use cellsched_core::job_env;
 use cellsched_core::model::ModelCatalog;
-use cellsched_core::options::{DlKey, DlOptions};
 use cellsched_core::profile_db::ProfileDb;
 use cellsched_core::Decision;
 
-/// Prefixes under which a job-environment key may arrive: plain (sbatch
-/// `--export=ALL`), `SPANK_` (slurmctld's spank_job_env copy) and
-/// `SLURM_SPANK_` (sbatch's copy, kept by `--export=NONE`).
-const PREFIXES: [&str; 3] = ["", "SPANK_", "SLURM_SPANK_"];
-
-/// Looks `key` up under every prefix in [`PREFIXES`].
+/// Looks `key` up in the job environment by `cellsched_core::job_env`'s
+/// rule (plain, then `SPANK_`, then `SLURM_SPANK_`).
 pub fn lookup_prefixed(env: &dyn Fn(&str) -> Option<String>, key: &str) -> Option<String> {
-    PREFIXES.iter().find_map(|p| env(&format!("{p}{key}")))
-}
-
-/// Options forwarded by Slurm (callbacks), completed from the job env.
-pub fn job_options(forwarded: &DlOptions, given: &[DlKey], env: &dyn Fn(&str) -> Option<String>) -> Result<DlOptions, SpankError> {
-    let mut o = forwarded.clone();
-    for key in DlKey::ALL.into_iter().filter(|k| !given.contains(k)) {
-        for p in PREFIXES {
-            let name = format!("{p}{}", key.env_key());
-            if let Some(v) = env(&name) {
-                o.parse_option(&name, &v)?;
-                break;
-            }
-        }
-    }
-    Ok(o)
+    job_env::lookup(env, key).map(|(_, v)| v)
 }
 
 /// The decision claimed by the job environment (unverified: users can set it).
 pub fn decision(env: &dyn Fn(&str) -> Option<String>) -> Option<Decision> {
-    lookup_prefixed(env, "CELLSCHED_DECISION").and_then(|t| Decision::parse_admin_comment(&t))
+    lookup_prefixed(env, job_env::DECISION_KEY).and_then(|t| Decision::parse_admin_comment(&t))
 }
 
 /// The decision the tasks may trust: the job's AdminComment (`admin`:
@@ -126,7 +107,7 @@ fn step_ids(sp: spank_t) -> Option<(u32, String, u32)> {
 /// `init_post_opt` in slurmstepd (root): see the module doc. Never fails the step.
 pub fn post_opt(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
     let env = |k: &str| ffi::getenv(sp, k);
-    match job_options(&given().clone(), &given_keys(), &env) {
+    match with_env(&given().clone(), &given_keys(), &env) {
         Ok(o) if !o.is_empty() => {}
         _ => return Ok(()), // not a DL job; bad options are reported by task_init
     }
@@ -277,7 +258,7 @@ fn estimator(args: &PluginArgs) -> Estimator {
 pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
     let env = |k: &str| ffi::getenv(sp, k);
     let forwarded = given().clone();
-    let opts = match job_options(&forwarded, &given_keys(), &env) {
+    let opts = match with_env(&forwarded, &given_keys(), &env) {
         Ok(o) => o,
         Err(e) => return Err(fail(sp, e)),
     };
@@ -343,6 +324,7 @@ fn show_error(sp: spank_t, msg: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cellsched_core::options::{DlKey, DlOptions};
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
@@ -358,7 +340,7 @@ mod tests {
             ("SLURM_SPANK_CELLSCHED_DECISION", "cellsched: cell=a100x8x1 nodes=2 dp=8 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.1 src=datasheet"),
         ]);
         let look = |k: &str| e.get(k).cloned();
-        let o = job_options(&DlOptions::default(), &[], &look).unwrap();
+        let o = with_env(&DlOptions::default(), &[], &look).unwrap();
         assert_eq!((o.model.as_deref(), o.batch, o.iters), (Some("gpt2"), Some(32), Some(10)));
         let d = decision(&look).unwrap();
         assert_eq!((d.cell.gpus, d.nodes, d.plan.dp), (8, 2, 8));
@@ -369,9 +351,9 @@ mod tests {
         let mut fwd = DlOptions::default();
         fwd.parse_option("dl-batch", "8").unwrap();
         let e = env(&[("CELLSCHED_DL_BATCH", "64"), ("CELLSCHED_DL_MODEL", "gpt2")]);
-        let o = job_options(&fwd, &[DlKey::Batch], &|k: &str| e.get(k).cloned()).unwrap();
+        let o = with_env(&fwd, &[DlKey::Batch], &|k: &str| e.get(k).cloned()).unwrap();
         assert_eq!((o.batch, o.model.as_deref()), (Some(8), Some("gpt2")));
-        let none = job_options(&DlOptions::default(), &[], &|_: &str| None).unwrap();
+        let none = with_env(&DlOptions::default(), &[], &|_: &str| None).unwrap();
         assert!(none.is_empty());
         assert!(decision(&|_: &str| None).is_none());
     }

@@ -10,7 +10,7 @@ use cellsched_core::freezing::FreezeSchedule;
 use cellsched_core::model::ModelSpec;
 use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
 use cellsched_core::{Cell, Decision};
-pub use cellsched_core::slurm_conf::{gres_conf_gpu_type, hostlist_contains, slurm_conf_gpu_type};
+pub use cellsched_core::slurm_conf::{gres_conf_gpu_type, slurm_conf_gpu_type};
 
 /// Everything the choice depends on.
 pub struct PlanInputs<'a> {

@@ -1,25 +1,18 @@
-//! The option table: one `--dl-*` option per [`DlKey`], its `--help` text
-//! prefixed `[cellsched]`, and the callback that validates each value.
+//! Registration of core's option table (`cellsched_core::options::DL_OPTIONS`):
+//! one `--dl-*` option per row, its `--help` line ([`DlKey::usage`], prefixed
+//! `[cellsched]`), and the callback that validates each value.
 //!
 //! Values accepted by the callbacks (command line, or Slurm's forwarding of
 //! them to the remote side) accumulate in [`given`]; the first rejected value
 //! is kept so `init_post_opt` can refuse the job with its message.
+use crate::error::SpankError;
 use crate::ffi::{self, spank_option, spank_t};
 use cellsched_core::options::{DlKey, DlOptions};
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::sync::{Mutex, MutexGuard};
 
 /// Options given on the command line (or forwarded to the remote side).
-static GIVEN: Mutex<DlOptions> = Mutex::new(DlOptions {
-    model: None,
-    batch: None,
-    iters: None,
-    cell: cellsched_core::options::CellChoice::Auto,
-    freeze: cellsched_core::options::FreezeMode::Off,
-    plan: cellsched_core::options::PlanChoice::Auto,
-    explain: false,
-    deadline: None,
-});
+static GIVEN: Mutex<DlOptions> = Mutex::new(DlOptions::NONE);
 
 /// Which keys were explicitly given (so env-var equivalents do not override).
 static GIVEN_KEYS: Mutex<Vec<DlKey>> = Mutex::new(Vec::new());
@@ -34,19 +27,15 @@ pub fn given_keys() -> Vec<DlKey> {
     GIVEN_KEYS.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-/// The `--help` line for a key: `[cellsched] <what> (env CELLSCHED_DL_X)`.
-pub fn usage(key: DlKey) -> String {
-    let what = match key {
-        DlKey::Model => "DL model: catalog name or path to a model TOML",
-        DlKey::Batch => "DL global batch size",
-        DlKey::Iters => "DL training iterations (default: predicted from history)",
-        DlKey::Cell => "DL Cell: auto|TYPExN|TYPExNxSTAGES (e.g. a100x4)",
-        DlKey::Freeze => "DL layer freezing: off|conservative|auto",
-        DlKey::Plan => "DL plan: auto|dp=N,tp=N,pp=N[,mb=N,zero=N,ckpt=on]",
-        DlKey::Explain => "DL: show the chosen Cell and the runner-up at submit",
-        DlKey::Deadline => "DL deadline: now+N[s|m|h|d|w], YYYY-MM-DD[THH:MM[:SS]] or HH:MM[:SS]",
-    };
-    format!("[cellsched] {what} (env {})", key.env_key())
+/// The options of this job: those given (command line, or forwarded to the
+/// remote side by Slurm) completed, for the options not in `given`, from
+/// their environment equivalents by `cellsched_core::job_env`'s rule
+/// (`CELLSCHED_DL_X`, then `SPANK_`, then `SLURM_SPANK_`: the copies an
+/// enclosing sbatch/salloc job or `--export=NONE` leaves).
+pub fn with_env(given_opts: &DlOptions, given: &[DlKey], env: &dyn Fn(&str) -> Option<String>) -> Result<DlOptions, SpankError> {
+    let mut o = given_opts.clone();
+    o.complete_from_env(given, env)?;
+    Ok(o)
 }
 
 /// Validates and records one option value; `Err` carries the message.
@@ -105,7 +94,7 @@ pub fn register_all(sp: spank_t) -> Result<(), String> {
         // A flag has no argument info (`--help` then shows no `=`).
         let arginfo: *const c_char =
             if key.takes_value() { CString::new(key.arg_info()).unwrap().into_raw() } else { std::ptr::null() };
-        let usage = CString::new(usage(*key)).unwrap().into_raw();
+        let usage = CString::new(key.usage()).unwrap().into_raw();
         let mut opt = spank_option {
             name,
             arginfo,
@@ -122,14 +111,6 @@ pub fn register_all(sp: spank_t) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn usage_lines_are_prefixed_and_name_env() {
-        for k in DlKey::ALL {
-            let u = usage(k);
-            assert!(u.starts_with("[cellsched] ") && u.contains(k.env_key()), "{u}");
-        }
-    }
 
     #[test]
     fn callback_accepts_and_rejects() {

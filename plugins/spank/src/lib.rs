@@ -11,15 +11,16 @@
 //!
 //! Every exported callback runs under `catch_unwind`; logging goes through
 //! Slurm's logger with a fixed `%s` format ([`ffi::log`]).
-pub mod args;
-pub mod env;
-pub mod error;
-pub mod ffi;
-pub mod local;
-pub mod options;
-pub mod plan;
-pub mod plan_file;
-pub mod remote;
+#![deny(missing_docs)]
+mod args;
+mod env;
+mod error;
+mod ffi;
+mod local;
+mod options;
+mod plan;
+mod plan_file;
+mod remote;
 
 use args::PluginArgs;
 use ffi::{spank_t, Context};
@@ -111,6 +112,7 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(sp: spank_t, _ac: c_int, _av:
     rc
 }
 
+/// `slurm_spank_exit`: in slurmstepd (remote), removes the step's plan directory.
 #[no_mangle]
 pub unsafe extern "C" fn slurm_spank_exit(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
     guard("slurm_spank_exit", 0, || match ffi::context() {

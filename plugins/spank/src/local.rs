@@ -4,27 +4,10 @@
 //! environment (`job_desc->spank_job_env`).
 use crate::error::SpankError;
 use crate::ffi::{self, spank_t};
-use crate::options::{given, given_keys};
+use crate::options::{given, given_keys, with_env};
 use cellsched_core::model::{is_model_file, load_model_file_limited, model_to_wire, ModelCatalog, MODEL_SPEC_ENV_KEY};
 use std::path::Path;
-use cellsched_core::options::{DlKey, DlOptions};
-
-/// The options of this submission: command-line values, then for options not
-/// given `CELLSCHED_DL_*` from the environment, then `SLURM_SPANK_CELLSCHED_DL_*`
-/// (inherited from an enclosing sbatch/salloc job).
-pub fn collect(cmdline: &DlOptions, given: &[DlKey], env: &dyn Fn(&str) -> Option<String>) -> Result<DlOptions, SpankError> {
-    let mut o = cmdline.clone();
-    for key in DlKey::ALL.into_iter().filter(|k| !given.contains(k)) {
-        let plain = key.env_key();
-        let inherited = format!("SLURM_SPANK_{plain}");
-        if let Some(v) = env(plain) {
-            o.parse_option(plain, &v)?;
-        } else if let Some(v) = env(&inherited) {
-            o.parse_option(&inherited, &v)?;
-        }
-    }
-    Ok(o)
-}
+use cellsched_core::options::DlOptions;
 
 /// Submit-time validation: consistency and the model against the catalog.
 /// A model TOML file is read here, as the submitting user (at most
@@ -52,7 +35,7 @@ pub fn validate(o: &DlOptions) -> Result<Option<String>, SpankError> {
 pub fn post_opt(sp: spank_t) -> Result<(), SpankError> {
     let cmdline = given().clone();
     let env = |k: &str| std::env::var(k).ok();
-    let o = collect(&cmdline, &given_keys(), &env)?;
+    let o = with_env(&cmdline, &given_keys(), &env)?;
     if o.is_empty() {
         return Ok(());
     }
@@ -68,6 +51,7 @@ pub fn post_opt(sp: spank_t) -> Result<(), SpankError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cellsched_core::options::DlKey;
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
@@ -84,14 +68,14 @@ mod tests {
             ("SLURM_SPANK_CELLSCHED_DL_MODEL", "gpt2"),
             ("SLURM_SPANK_CELLSCHED_DL_ITERS", "500"),
         ]);
-        let o = collect(&cmd, &[DlKey::Batch], &|k: &str| e.get(k).cloned()).unwrap();
+        let o = with_env(&cmd, &[DlKey::Batch], &|k: &str| e.get(k).cloned()).unwrap();
         assert_eq!((o.batch, o.model.as_deref(), o.iters), (Some(16), Some("bert-large"), Some(500)));
     }
 
     #[test]
     fn bad_env_value_names_the_variable() {
         let e = env(&[("CELLSCHED_DL_CELL", "x100x0")]);
-        let err = collect(&DlOptions::default(), &[], &|k: &str| e.get(k).cloned()).unwrap_err().to_string();
+        let err = with_env(&DlOptions::default(), &[], &|k: &str| e.get(k).cloned()).unwrap_err().to_string();
         assert!(err.contains("CELLSCHED_DL_CELL") && err.contains("x100x0"), "{err}");
     }
 

@@ -10,14 +10,29 @@ pub enum SpankError {
     Core(#[from] CoreError),
     /// A plugstack.conf argument was malformed or unknown.
     #[error("plugstack argument '{arg}': {msg}")]
-    Arg { arg: String, msg: String },
+    Arg {
+        /// The argument as given.
+        arg: String,
+        /// What went wrong.
+        msg: String,
+    },
     /// The granted resources do not fit the requested or decided plan.
     #[error("{0}")]
     Allocation(String),
     /// Writing the plan file failed.
     #[error("plan file {path}: {msg}")]
-    PlanFile { path: String, msg: String },
+    PlanFile {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        msg: String,
+    },
     /// A SPANK API call failed.
     #[error("{call}: {msg}")]
-    Spank { call: &'static str, msg: String },
+    Spank {
+        /// The SPANK function called.
+        call: &'static str,
+        /// What went wrong.
+        msg: String,
+    },
 }

@@ -25,8 +25,6 @@ pub struct spank_option {
 
 /// `ESPANK_SUCCESS`.
 pub const ESPANK_SUCCESS: c_int = 0;
-/// `ESPANK_ERROR`.
-pub const ESPANK_ERROR: c_int = 1;
 
 /// `enum spank_context`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
