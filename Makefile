@@ -12,6 +12,8 @@
 #   make check-2411                    build + check the plugins against Slurm 24.11.5 headers
 #   make build-2411                    build and install Slurm 24.11.5 itself (optional, ~7 min)
 #   make live-2411                     live check of the plugins on a 24.11.5 cluster (optional, not CI)
+#   make build-fe                      build Slurm 22.05.8 with --enable-front-end for the emulated
+#                                      >=1,000-node cluster (`cellsched cluster up --nodes N`; optional)
 # Installed files replace old ones by temp copy + rename: a running slurmctld
 # keeps its mapped copy instead of crashing on a file rewritten under it.
 SHELL         := /bin/bash
@@ -33,7 +35,7 @@ DEBOUT        ?= $(TARGET_DIR)/deb
 SNIPPET       := etc/plugstack.conf.d/cellsched.conf
 STOCK_PLUGINDIR := /usr/lib/x86_64-linux-gnu/slurm-wlm
 
-.PHONY: all build dist install install-staged uninstall deb check-2411 build-2411 live-2411
+.PHONY: all build dist install install-staged uninstall deb check-2411 build-2411 live-2411 build-fe
 all: build
 
 build:
@@ -94,3 +96,6 @@ build-2411:
 
 live-2411:
 	scripts/live-2411.sh
+
+build-fe:
+	scripts/build-slurm.sh 22.05.8 front-end

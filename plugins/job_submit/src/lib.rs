@@ -13,8 +13,10 @@
 //! - [`job_env`]: `spank_job_env` lookups.
 //! - [`placement`]: the submit-time choice (pure).
 //! - [`replan`]: the re-planning choice (pure).
+//! - [`node_cache`]: the node table's GPUs, copied again only after it changed.
 //! - `plugin`: exported symbols and the thread.
 pub mod job_env;
+pub mod node_cache;
 pub mod placement;
 mod plugin;
 pub mod replan;

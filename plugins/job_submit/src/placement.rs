@@ -21,7 +21,9 @@ use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use cellsched_core::model::{is_model_file, model_from_wire, MODEL_SPEC_ENV_KEY};
 use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
 use cellsched_core::{Cell, CoreError, Decision};
+use cellsched_core::rank_cache::RankCache;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// GPUs of one type on one node, from its configured and used GRES.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -361,6 +363,11 @@ fn submitted_options(req: &SubmitRequest) -> Result<DlOptions, Outcome> {
 
 /// Chooses the Cell of a submitted job (see the module doc).
 pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est: &Estimator) -> Outcome {
+    place_cached(req, nodes, cfg, est, None)
+}
+
+/// [`place`], with Cell rankings from `ranks` (the cache of `est`) when given.
+pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est: &Estimator, ranks: Option<&RankCache>) -> Outcome {
     let opts = match submitted_options(req) {
         Ok(o) => o,
         Err(out) => return out,
@@ -475,13 +482,11 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         match pinned_plan {
             Some(p) => best_for_plan(&job, &p, offers, est).map_err(|e| plan_err = e).ok().map(|e| (e, None)),
             None => {
-                let mut ranked = est
-                    .rank_cells(&job, offers, cfg.max_gpus.max(want_gpus.unwrap_or(0)))
-                    .into_iter()
-                    .filter(|e| !matches!(want_gpus, Some(n) if n != e.cell.gpus));
-                let first = ranked.next()?;
+                let ranked = rank_cells(est, ranks, &job, offers, cfg.max_gpus.max(want_gpus.unwrap_or(0)));
+                let mut ranked = ranked.iter().filter(|e| !matches!(want_gpus, Some(n) if n != e.cell.gpus));
+                let first = ranked.next()?.clone();
                 // Another GPU type or count (a different stage count of the same GPUs is a plan detail).
-                let second = ranked.find(|e| (&e.cell.gpu_type, e.cell.gpus) != (&first.cell.gpu_type, first.cell.gpus));
+                let second = ranked.find(|e| (&e.cell.gpu_type, e.cell.gpus) != (&first.cell.gpu_type, first.cell.gpus)).cloned();
                 Some((first, second))
             }
         }
@@ -517,6 +522,14 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
                 job.model.name, job.global_batch, cfg.max_gpus
             )),
         },
+    }
+}
+
+/// `est.rank_cells(..)`, answered by `ranks` (the cache of `est`) when given.
+pub fn rank_cells(est: &Estimator, ranks: Option<&RankCache>, job: &JobSpec, offers: &[CellOffer], max_gpus: u32) -> Arc<Vec<Estimate>> {
+    match ranks {
+        Some(c) => c.rank_cells(est, job, offers, max_gpus),
+        None => Arc::new(est.rank_cells(job, offers, max_gpus)),
     }
 }
 

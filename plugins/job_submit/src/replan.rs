@@ -13,6 +13,7 @@ use crate::request;
 use cellsched_core::config::PlacementConfig;
 use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::{Estimate, Estimator, JobSpec};
+use cellsched_core::rank_cache::RankCache;
 use cellsched_core::Decision;
 
 /// A pending, automatically placed DL job.
@@ -89,6 +90,18 @@ fn reserve(pool: &mut [NodeGpus], gpu_type: &str, nodes: u32, per_node: u32) -> 
 
 /// The moves for `jobs` (highest priority first) on the free GPUs of `nodes`.
 pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig, declared: &DeclaredConfig, est: &Estimator) -> Vec<Move> {
+    plan_moves_cached(jobs, nodes, cfg, declared, est, None)
+}
+
+/// [`plan_moves`], with Cell rankings from `ranks` (the cache of `est`) when given.
+pub fn plan_moves_cached(
+    jobs: &[PendingDl],
+    nodes: &[NodeGpus],
+    cfg: &PlacementConfig,
+    declared: &DeclaredConfig,
+    est: &Estimator,
+    ranks: Option<&RankCache>,
+) -> Vec<Move> {
     let mut pool: Vec<NodeGpus> = nodes.to_vec();
     let mut moves = Vec::new();
     for j in jobs {
@@ -98,8 +111,8 @@ pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig,
             continue; // its Cell can start now
         }
         let max_gpus = cfg.max_gpus.max(j.fixed_gpus.unwrap_or(0));
-        let ranked = est.rank_cells(&j.job, &offers(&pool, cfg, false), max_gpus);
-        let Some(best) = ranked.into_iter().find(|e| j.fixed_gpus.map_or(true, |n| e.cell.gpus == n)) else {
+        let ranked = crate::placement::rank_cells(est, ranks, &j.job, &offers(&pool, cfg, false), max_gpus);
+        let Some(best) = ranked.iter().find(|e| j.fixed_gpus.map_or(true, |n| e.cell.gpus == n)).cloned() else {
             continue;
         };
         if best.cell == d.cell || best.iter_time_s > d.iter_s * cfg.replan_max_slowdown {
