@@ -42,7 +42,9 @@ JOBS=${JOBS:-$(nproc)}
 
 if [ -x "$PREFIX/sbin/slurmctld" ] && "$PREFIX/sbin/slurmctld" -V 2>/dev/null | grep -qx "slurm $REL" \
    && [ -f "$PREFIX/lib/slurm/accounting_storage_mysql.so" ] \
-   && grep -q "^$DEFINE" "$BUILD/config.h" 2>/dev/null; then
+   && grep -q "^$DEFINE" "$BUILD/config.h" 2>/dev/null \
+   && { [ "$MODE" != front-end ] || grep -q 'cellsched emulator' "$BUILD/src/slurmctld/node_mgr.c"; } \
+   && [ "$PREFIX/sbin/slurmctld" -nt "$BUILD/src/slurmctld/node_mgr.c" ]; then
   log "Slurm $REL ($MODE) already installed in $PREFIX"; exit 0
 fi
 command -v mysql_config >/dev/null || command -v mariadb_config >/dev/null \
@@ -54,19 +56,40 @@ grep -q "SLURM_VERSION_STRING \"$REL\"" "$SRC/config.h" 2>/dev/null \
 for t in make gcc; do command -v $t >/dev/null || die "$t not found (apt-get install build-essential)"; done
 
 t0=$SECONDS
-log "copying $SRC to $BUILD"
-rm -rf "$BUILD"; mkdir -p "$(dirname "$BUILD")"
-cp -a "$SRC" "$BUILD"
-cd "$BUILD"
-make distclean >/dev/null 2>&1 || true
-log "configure --prefix=$PREFIX $FLAG (log: $BUILD/configure.log)"
-./configure --prefix="$PREFIX" --sysconfdir="$PREFIX/etc" --enable-silent-rules \
-  --disable-debug "$FLAG" >configure.log 2>&1 || die "configure failed; see $BUILD/configure.log"
-grep -q '^#define HAVE_MYSQL 1' config.h || die "configure found no MySQL/MariaDB client library; see $BUILD/configure.log"
-grep -q "^$DEFINE" config.h || die "configure did not set '$DEFINE'; see $BUILD/configure.log"
-log "make -j$JOBS (log: $BUILD/make.log)"
-make -j"$JOBS" >make.log 2>&1 || die "make failed; see $BUILD/make.log (tail: $(tail -3 make.log | tr '\n' ' '))"
-log "make install"
-make install >install.log 2>&1 || die "make install failed; see $BUILD/install.log"
+# A build dir already configured for this prefix and mode is reused (make is incremental).
+if grep -q "^$DEFINE" "$BUILD/config.h" 2>/dev/null && grep -q "prefix=$PREFIX" "$BUILD/config.log" 2>/dev/null \
+   && grep -q '^#define HAVE_MYSQL 1' "$BUILD/config.h"; then
+  log "reusing the configured build dir $BUILD"
+  cd "$BUILD"
+else
+  log "copying $SRC to $BUILD"
+  rm -rf "$BUILD"; mkdir -p "$(dirname "$BUILD")"
+  cp -a "$SRC" "$BUILD"
+  cd "$BUILD"
+  make distclean >/dev/null 2>&1 || true
+  log "configure --prefix=$PREFIX $FLAG (log: $BUILD/configure.log)"
+  ./configure --prefix="$PREFIX" --sysconfdir="$PREFIX/etc" --enable-silent-rules \
+    --disable-debug "$FLAG" >configure.log 2>&1 || die "configure failed; see $BUILD/configure.log"
+  grep -q '^#define HAVE_MYSQL 1' config.h || die "configure found no MySQL/MariaDB client library; see $BUILD/configure.log"
+  grep -q "^$DEFINE" config.h || die "configure did not set '$DEFINE'; see $BUILD/configure.log"
+fi
+# Front-end mode and GRES: the one slurmd registers for every node but, having
+# no NodeName of its own, reports no GRES, so stock 22.05 sets every GPU node
+# DOWN ("gres/gpu count reported lower than configured (0 < 8)") at each
+# front-end registration (start, reconfigure, and about every 7 min), killing
+# its jobs. The emulator keeps the configured GRES instead when
+# SlurmdParameters=config_overrides is set (as the local cluster sets it).
+# Registration only; nothing in the scheduling path changes.
+if [ "$MODE" = front-end ] && ! grep -q 'cellsched emulator' src/slurmctld/node_mgr.c; then
+  log "patching src/slurmctld/node_mgr.c: front-end registration keeps configured GRES under config_overrides"
+  perl -0pi -e 's/(\t\t\t&reason_down\);\n\t\tif \(rc)(\) \{\n\t\t\tif \(!IS_NODE_DOWN\(node_ptr\)\) \{\n\t\t\t\terror\("Setting node %s state to DOWN")/$1 \&\& !(slurm_conf.conf_flags \& CTL_CONF_OR) \/* cellsched emulator *\/$2/' \
+    src/slurmctld/node_mgr.c
+  grep -q 'cellsched emulator' src/slurmctld/node_mgr.c || die "could not patch src/slurmctld/node_mgr.c (front-end GRES registration)"
+fi
+# Only src/ (daemons, commands, plugins): Debian's source tree lacks the man pages doc/ wants.
+log "make -C src -j$JOBS (log: $BUILD/make.log)"
+make -C src -j"$JOBS" >make.log 2>&1 || die "make failed; see $BUILD/make.log (tail: $(tail -3 make.log | tr '\n' ' '))"
+log "make -C src install"
+make -C src install >install.log 2>&1 || die "make install failed; see $BUILD/install.log"
 "$PREFIX/sbin/slurmctld" -V | grep -qx "slurm $REL" || die "$PREFIX/sbin/slurmctld -V is not 'slurm $REL'"
 log "installed Slurm $REL ($MODE) in $PREFIX in $((SECONDS - t0)) s: sbin/slurmctld, bin/scontrol, plugins in $PREFIX/lib/slurm"
