@@ -23,6 +23,9 @@
 #        CELLSCHED_BENCH_PORT_BASE  port base (default 18300)
 #        CELLSCHED_BENCH_WINDOW_S   measuring window in seconds (default 75)
 #        CELLSCHED_BENCH_PARALLEL   parallel submitters (default 4)
+#        CELLSCHED_BENCH_PERF=1     also sample slurmctld with `perf record -g` (199 Hz)
+#                                   during the window; `perf report` goes to
+#                                   $CELLSCHED_BENCH_DIR-<mode>.perf.txt
 # Needs: cargo build --release -p cellsched -p site_factor_cellsched -p job_submit_cellsched -p spank_cellsched
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -119,7 +122,16 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   log_start=$(($(wc -c <"$log") + 1))
   scontrol setdebug debug
   sdiag -r >/dev/null
-  sleep "$WINDOW"
+  if [ "${CELLSCHED_BENCH_PERF:-0}" = 1 ]; then
+    perf record -q -F 199 -g -p "$ctld_pid" -o "$dir/perf.data" -- sleep "$WINDOW" >/dev/null 2>&1 || echo "perf record failed" >&2
+    { echo "# perf report of slurmctld ($mode, $N jobs submitted, $nodes nodes), ${WINDOW}s window, 199 Hz; by shared object:"
+      perf report -i "$dir/perf.data" --stdio --no-children --sort dso 2>/dev/null | grep -v '^$'
+      echo "# by symbol (>= 0.5%), call graphs folded:"
+      perf report -i "$dir/perf.data" --stdio --no-children --sort dso,sym --percent-limit 0.5 -g folded,0.5,caller,count 2>/dev/null | grep -v '^$'
+    } >"$DIR-$mode.perf.txt"
+  else
+    sleep "$WINDOW"
+  fi
   sd="$dir/sdiag-window.txt"
   sdiag >"$sd"
   scontrol setdebug info

@@ -385,10 +385,15 @@ fn replan_pass() {
     }
     let cache = &mut guard_jobs.as_mut().expect("set above").1;
     let t0 = Instant::now();
-    let Ok(((seen, fresh), nodes)) = ctld::with_lock(LockKind::Read, || (scan_jobs(cache), node_snapshot())) else {
+    let Ok(((seen, fresh), nodes, held)) = ctld::with_lock(LockKind::Read, || {
+        let held = Instant::now();
+        (scan_jobs(cache), node_snapshot(), held)
+    }) else {
         return;
     };
-    let snapshot_us = t0.elapsed().as_micros();
+    // Time the read locks were held (the cost to slurmctld), and the wait for them.
+    let snapshot_us = held.elapsed().as_micros();
+    let waited_us = held.duration_since(t0).as_micros();
     let t1 = Instant::now();
     let copied = fresh.len();
     for r in &fresh {
@@ -410,10 +415,11 @@ fn replan_pass() {
     // holds slurmctld's read locks, the planning holds none.
     let (hits, misses, held, _) = l.ranks.stats();
     log::debug(&format!(
-        "job_submit/cellsched: re-planning pass over {} pending DL jobs: snapshot {} us (read locks, {} jobs copied), planning {} us, {} moves; rank cache {} hits, {} misses, {} held",
+        "job_submit/cellsched: re-planning pass over {} pending DL jobs: snapshot {} us (read locks held, {} jobs copied; {} us waiting for them), planning {} us, {} moves; rank cache {} hits, {} misses, {} held",
         pending.len(),
         snapshot_us,
         copied,
+        waited_us,
         t1.elapsed().as_micros(),
         moves.len(),
         hits,

@@ -213,6 +213,7 @@ fn rank_pass() {
     let declared = declared_cfg();
     let now = now_s();
     let snap = ctld::with_lock(LockKind::Read, || {
+        let held = Instant::now();
         let (mut seen, mut fresh, mut overran) = (Vec::new(), Vec::new(), Vec::new());
         ctld::for_each_job(false, |job| {
             let Some(comment) = job.admin_comment().filter(|c| c.contains("cellsched:")) else {
@@ -241,14 +242,16 @@ fn rank_pass() {
             seen.push((job.id(), stamp));
             ControlFlow::Continue(())
         });
-        (seen, fresh, overran)
+        (seen, fresh, overran, held)
     });
-    let Ok((seen, fresh, overran)) = snap else { return };
+    let Ok((seen, fresh, overran, held)) = snap else { return };
+    // Time the read locks were held (the cost to slurmctld), and the wait for them.
+    let snapshot_us = held.elapsed().as_micros();
+    let waited_us = held.duration_since(t0).as_micros();
     if record_overruns(&overran, &declared, now) {
         // Parses made with the old trust are stale; those jobs are parsed again next pass.
         ranker.invalidate();
     }
-    let snapshot_us = t0.elapsed().as_micros();
     let copied = fresh.len();
     let t1 = Instant::now();
     let preds = predictions();
@@ -256,7 +259,7 @@ fn rank_pass() {
     ranker.update(&seen, fresh, now, &cfg, &data, slurm_sys::NICE_OFFSET, &distrust_now(&declared, now));
     *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = Some(ranker.factors());
     log::debug(&format!(
-        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {snapshot_us} us (read locks), ranking {} us",
+        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {snapshot_us} us (read locks held; {waited_us} us waiting for them), ranking {} us",
         seen.len(),
         t1.elapsed().as_micros()
     ));
