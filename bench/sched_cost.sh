@@ -79,6 +79,9 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   [ "$mode" = stock ] && args+=(--no-plugins)
   [ "$NODES" = 5 ] || args+=(--nodes "$NODES")
   echo "== $mode: cluster up at $dir (port base $PB)" >&2
+  # A fresh slurmctld: no job records saved by an earlier run (they would count in its RSS).
+  "$CLI" cluster down --cancel-jobs "${args[@]}" >/dev/null 2>&1 || true
+  rm -rf "$dir/state"
   "$CLI" cluster up "${args[@]}" >&2
   UP_DIR=$dir
   eval "$("$CLI" cluster env "${args[@]}")"

@@ -55,7 +55,8 @@ static SOURCE: Mutex<Option<SourceStamp>> = Mutex::new(None);
 /// The node table's GPUs, shared by submissions and the re-planning thread.
 static NODES: Mutex<Option<NodeCache>> = Mutex::new(None);
 /// What the re-planning thread parsed from each pending DL job, and for which configuration.
-static REPLAN_JOBS: Mutex<Option<(usize, SnapshotCache<(PendingDl, String)>)>> = Mutex::new(None);
+/// (The configuration is held, so its address is never reused by a newer one while cached.)
+static REPLAN_JOBS: Mutex<Option<(Arc<Loaded>, SnapshotCache<(PendingDl, String)>)>> = Mutex::new(None);
 static THREAD: Mutex<Option<Replanner>> = Mutex::new(None);
 
 fn info(msg: &str) {
@@ -379,9 +380,8 @@ fn replan_pass() {
     }
     // The parse cache belongs to one configuration (its estimator and model catalog).
     let mut guard_jobs = REPLAN_JOBS.lock().unwrap_or_else(|e| e.into_inner());
-    let key = Arc::as_ptr(&l) as usize;
-    if guard_jobs.as_ref().map_or(true, |(k, _)| *k != key) {
-        *guard_jobs = Some((key, SnapshotCache::default()));
+    if guard_jobs.as_ref().map_or(true, |(k, _)| !Arc::ptr_eq(k, &l)) {
+        *guard_jobs = Some((l.clone(), SnapshotCache::default()));
     }
     let cache = &mut guard_jobs.as_mut().expect("set above").1;
     let t0 = Instant::now();
@@ -536,6 +536,13 @@ pub extern "C" fn fini() -> c_int {
             }
         }
         *LOADED.write().unwrap_or_else(|e| e.into_inner()) = None;
+        // Free the caches; never wait for a pass still running (it may wait for slurmctld's locks).
+        if let Ok(mut g) = REPLAN_JOBS.try_lock() {
+            *g = None;
+        }
+        if let Ok(mut g) = NODES.try_lock() {
+            *g = None;
+        }
         slurm_sys::SLURM_SUCCESS
     })
 }
