@@ -13,7 +13,7 @@
 //! catalog, so the caches fill up to their limits and evict.
 //!
 //! Prints RSS every 10,000 events and the spread after warm-up (the first
-//! 20,000 events); asserts nothing.
+//! 40,000 events, while the caches fill to their limits); asserts nothing.
 //!
 //! Run: `cargo bench -p cellsched-core --bench soak` (env `SOAK_EVENTS`, default 100000)
 use cellsched_core::asrpt::{order, AsrptConfig, PendingJob};
@@ -77,13 +77,16 @@ fn main() {
     let (mut submitted, mut completed, mut next_id) = (0u64, 0u64, 1u32);
     let cfg = AsrptConfig::default();
     let mut samples: Vec<(u64, u64)> = Vec::new();
+    let mut next_sample = 10_000u64;
     let t0 = Instant::now();
     println!("soak: {events} submissions and as many completions on a simulated 1,000-node cluster (fast clock)");
     println!("{:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>10} {:>8}", "events", "sim_h", "pending", "running", "rss_kib", "rank_hit", "rank_held", "snap");
     while completed < events {
-        // Poisson arrivals at 0.25 jobs/s until `events` were submitted; runs of 5 min to 3 h
-        // (about 70% of the GPUs busy on average).
-        now += -(1.0 - rng.next_f64()).ln() / 0.25;
+        // Poisson arrivals until `events` were submitted, in 12-hour days: 6 busy hours at
+        // 0.5 jobs/s (more than the GPUs take: a queue of thousands builds) and 6 quiet
+        // ones at 0.1 jobs/s (it drains); runs of 5 min to 3 h.
+        let rate = if (now / 3600.0) % 12.0 < 6.0 { 0.5 } else { 0.1 };
+        now += -(1.0 - rng.next_f64()).ln() / rate;
         if submitted < events {
             let spec = (rng.next_u64() % specs.len() as u64) as usize;
             let iters = 100 + rng.next_u64() % 20_000;
@@ -148,7 +151,8 @@ fn main() {
             std::hint::black_box(order(&q, now, &cfg));
         }
         let ev = submitted + completed;
-        if ev % 10_000 < 2 && samples.last().map_or(true, |s| ev / 10_000 != s.0 / 10_000) {
+        if ev >= next_sample {
+            next_sample += 10_000;
             let rss = rss_kib();
             samples.push((ev, rss));
             let (hits, misses, held, _) = ranks.stats();
@@ -162,11 +166,11 @@ fn main() {
             );
         }
     }
-    let warm: Vec<u64> = samples.iter().filter(|s| s.0 > 20_000).map(|s| s.1).collect();
+    let warm: Vec<u64> = samples.iter().filter(|s| s.0 > 40_000).map(|s| s.1).collect();
     if let (Some(min), Some(max)) = (warm.iter().min(), warm.iter().max()) {
         let mean = warm.iter().sum::<u64>() as f64 / warm.len() as f64;
         println!(
-            "after warm-up (events > 20,000, {} samples): RSS mean {:.0} KiB, min {min}, max {max}: {:+.1}% / {:+.1}% of the mean",
+            "after warm-up (events > 40,000, {} samples): RSS mean {:.0} KiB, min {min}, max {max}: {:+.1}% / {:+.1}% of the mean",
             warm.len(),
             mean,
             100.0 * (*min as f64 - mean) / mean,

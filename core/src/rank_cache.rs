@@ -13,8 +13,8 @@ use crate::bounded::BoundedMap;
 use crate::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use std::sync::{Arc, Mutex};
 
-/// Default number of rankings kept.
-pub const DEFAULT_CAPACITY: usize = 4096;
+/// Default number of rankings kept (each a few KiB: a few MiB at most).
+pub const DEFAULT_CAPACITY: usize = 1024;
 
 /// What a ranking depends on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
