@@ -466,15 +466,16 @@ pub extern "C" fn site_factor_p_update() {
         }
         let started = Instant::now();
         let mut changed = 0usize;
-        ctld::for_each_job(true, |job| {
-            if let Some(&f) = factors.get(&job.id()) {
-                if job.site_factor() != f {
+        // Only the ranked jobs, found through slurmctld's job hash: the other
+        // pending jobs (plain ones) are not even visited.
+        for (&id, &f) in factors.iter() {
+            ctld::with_job(id, |job| {
+                if job.is_pending() && job.site_factor() != f {
                     job.set_site_factor(f);
                     changed += 1;
                 }
-            }
-            ControlFlow::Continue(())
-        });
+            });
+        }
         // The cost of this call under the job write lock (shown with `scontrol setdebug debug`).
         log::debug(&format!(
             "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {} us",
