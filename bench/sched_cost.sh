@@ -77,7 +77,7 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   local mode=$1 dir="$DIR-$1" args
   args=(--dir "$dir" --port-base "$PB")
   [ "$mode" = stock ] && args+=(--no-plugins)
-  [ "$NODES" = 5 ] || args+=(--nodes "$NODES")
+  if [ "$NODES" = 5 ]; then args+=(--groups a100:2x4,v100:2x8,a10:1x4); else args+=(--nodes "$NODES"); fi
   echo "== $mode: cluster up at $dir (port base $PB)" >&2
   # A fresh slurmctld: no job records saved by an earlier run (they would count in its RSS).
   "$CLI" cluster down --cancel-jobs "${args[@]}" >/dev/null 2>&1 || true
