@@ -15,6 +15,8 @@
 #   make build-RELEASE                 build and install that Slurm release itself (optional, ~7 min)
 #   make live-RELEASE                  live check of the plugins on a cluster of that release (optional, not CI)
 #   All four are scripts/slurm.sh check|build|live RELEASE.
+#   make build-fe                      build Slurm 22.05.8 with --enable-front-end for the emulated
+#                                      >=1,000-node cluster (`cellsched cluster up --nodes N`; optional)
 # Installed files replace old ones by temp copy + rename: a running slurmctld
 # keeps its mapped copy instead of crashing on a file rewritten under it.
 SHELL         := /bin/bash
@@ -39,7 +41,7 @@ STOCK_PLUGINDIR := /usr/lib/x86_64-linux-gnu/slurm-wlm
 SLURM_RELEASES    := $(shell scripts/slurm.sh releases)
 SLURM_CI_RELEASES := $(shell scripts/slurm.sh releases --ci)
 
-.PHONY: all build dist install install-staged uninstall deb check-releases \
+.PHONY: all build dist install install-staged uninstall deb check-releases build-fe \
   $(addprefix check-,$(SLURM_RELEASES)) $(addprefix build-,$(SLURM_RELEASES)) $(addprefix live-,$(SLURM_RELEASES))
 all: build
 
@@ -103,3 +105,6 @@ $(addprefix build-,$(SLURM_RELEASES)): build-%:
 
 $(addprefix live-,$(SLURM_RELEASES)): live-%:
 	scripts/slurm.sh live $*
+
+build-fe:
+	scripts/build-slurm.sh 22.05.8 front-end

@@ -14,21 +14,31 @@
 # the read locks). Prints both modes and the plugin/stock ratios.
 #
 # Usage: bench/sched_cost.sh [N_JOBS]         (default 3000)
-# Env:   CELLSCHED_BENCH_DIR        cluster dir prefix (default /tmp/cs-bench-sched)
+# Env:   CELLSCHED_BENCH_NODES      nodes (default 5: the standard local cluster,
+#                                   one slurmd per node); more gives an emulated
+#                                   cluster (`cellsched cluster up --nodes N`: 40%
+#                                   a100x8, 40% v100x8, 20% a10x4, one front-end
+#                                   slurmd; needs scripts/build-slurm.sh 22.05.8 front-end)
+#        CELLSCHED_BENCH_DIR        cluster dir prefix (default /tmp/cs-bench-sched)
 #        CELLSCHED_BENCH_PORT_BASE  port base (default 18300)
 #        CELLSCHED_BENCH_WINDOW_S   measuring window in seconds (default 75)
 #        CELLSCHED_BENCH_PARALLEL   parallel submitters (default 4)
+#        CELLSCHED_BENCH_PERF=1     also sample slurmctld with `perf record -g` (199 Hz)
+#                                   during the window; `perf report` goes to
+#                                   $CELLSCHED_BENCH_DIR-<mode>.perf.txt
 # Needs: cargo build --release -p cellsched -p site_factor_cellsched -p job_submit_cellsched -p spank_cellsched
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLI=$ROOT/target/release/cellsched
 N=${1:-3000}
+NODES=${CELLSCHED_BENCH_NODES:-5}
 DIR=${CELLSCHED_BENCH_DIR:-/tmp/cs-bench-sched}
 PB=${CELLSCHED_BENCH_PORT_BASE:-18300}
 WINDOW=${CELLSCHED_BENCH_WINDOW_S:-75}
 PAR=${CELLSCHED_BENCH_PARALLEL:-4}
 
 case $N in '' | *[!0-9]*) echo "sched_cost.sh: N_JOBS must be a number, got '$N'" >&2; exit 2 ;; esac
+case $NODES in '' | *[!0-9]*) echo "sched_cost.sh: CELLSCHED_BENCH_NODES must be a number, got '$NODES'" >&2; exit 2 ;; esac
 [ -x "$CLI" ] || { echo "sched_cost.sh: $CLI missing; run cargo build --release -p cellsched first" >&2; exit 2; }
 for so in site_factor job_submit spank; do
   [ -f "$ROOT/target/release/lib${so}_cellsched.so" ] || {
@@ -67,20 +77,32 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   local mode=$1 dir="$DIR-$1" args
   args=(--dir "$dir" --port-base "$PB")
   [ "$mode" = stock ] && args+=(--no-plugins)
+  if [ "$NODES" = 5 ]; then args+=(--groups a100:2x4,v100:2x8,a10:1x4); else args+=(--nodes "$NODES"); fi
   echo "== $mode: cluster up at $dir (port base $PB)" >&2
+  # A fresh slurmctld: no job records saved by an earlier run (they would count in its RSS).
+  "$CLI" cluster down --cancel-jobs "${args[@]}" >/dev/null 2>&1 || true
+  rm -rf "$dir/state"
   "$CLI" cluster up "${args[@]}" >&2
   UP_DIR=$dir
   eval "$("$CLI" cluster env "${args[@]}")"
   mkdir -p "$dir/jobs"
   cd "$dir/jobs"
-  # Fill every GPU so every submitted job stays pending on Resources.
-  while read -r node gres; do
-    sbatch --parsable -J bench-blocker -N1 -w "$node" --gres="${gres%%(*}" --wrap "sleep 3600" >/dev/null
-  done < <(sinfo -h -N -o '%N %G' | sort -u)
+  # Fill every GPU so every submitted job stays pending on Resources: one
+  # blocker job per node group (same feature and GRES), holding all its nodes
+  # (one batch step each, so an emulated cluster runs three, not one per node).
+  local groups=0 nodes
+  nodes=$(sinfo -h -N -o %N | sort -u | wc -l)
+  while read -r count feature gres; do
+    sbatch --parsable -J bench-blocker -N "$count" -C "$feature" --gres="${gres%%(*}" --wrap "sleep 3600" >/dev/null
+    groups=$((groups + 1))
+  done < <(sinfo -h -N -o '%N %f %G' | sort -u | awk '{ n[$2 " " $3]++ } END { for (k in n) print n[k], k }')
   local t=0
-  while [ "$(squeue -h -t R -n bench-blocker | wc -l)" -lt "$(sinfo -h -N -o %N | sort -u | wc -l)" ]; do
-    sleep 1; t=$((t + 1)); [ $t -lt 60 ] || { echo "blockers did not start" >&2; squeue >&2; exit 1; }
+  while [ "$(squeue -h -t R -n bench-blocker | wc -l)" -lt "$groups" ]; do
+    sleep 1; t=$((t + 1)); [ $t -lt 90 ] || { echo "blockers did not start" >&2; squeue >&2; exit 1; }
   done
+  local ctld_pid rss_before
+  ctld_pid=$(cat "$dir/run/slurmctld.pid")
+  rss_before=$(ps -o rss= -p "$ctld_pid" | tr -d ' ')
   echo "== $mode: submitting $N jobs ($PAR in parallel)" >&2
   local t0 per from to pids=()
   t0=$(date +%s.%N)
@@ -103,14 +125,28 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   log_start=$(($(wc -c <"$log") + 1))
   scontrol setdebug debug
   sdiag -r >/dev/null
-  sleep "$WINDOW"
+  if [ "${CELLSCHED_BENCH_PERF:-0}" = 1 ]; then
+    perf record -q -F 199 -g -p "$ctld_pid" -o "$dir/perf.data" -- sleep "$WINDOW" >/dev/null 2>&1 || echo "perf record failed" >&2
+    { echo "# perf report of slurmctld ($mode, $N jobs submitted, $nodes nodes), ${WINDOW}s window, 199 Hz; by shared object:"
+      perf report -i "$dir/perf.data" --stdio --no-children --sort dso 2>/dev/null | grep -v '^$'
+      echo "# by symbol (>= 0.5%), call graphs folded:"
+      perf report -i "$dir/perf.data" --stdio --no-children --sort dso,sym --percent-limit 0.5 -g folded,0.5,caller,count 2>/dev/null | grep -v '^$'
+    } >"$DIR-$mode.perf.txt"
+  else
+    sleep "$WINDOW"
+  fi
   sd="$dir/sdiag-window.txt"
   sdiag >"$sd"
   scontrol setdebug info
   local tail_log="$dir/window.log"
   tail -c +"$log_start" "$log" >"$tail_log"
+  local rss_after
+  rss_after=$(ps -o rss= -p "$ctld_pid" | tr -d ' ')
   {
+    echo "nodes $nodes"
     echo "pending $pending"
+    echo "ctld_rss_before_kb ${rss_before:-NA}"
+    echo "ctld_rss_after_kb ${rss_after:-NA}"
     echo "submit_s $submit_s"
     echo "submit_rpc_mean_us ${submit_rpc_us:-NA}"
     echo "main_cycles $(sdiag_field "$sd" 'Main schedule statistics' 'Total cycles')"
@@ -148,13 +184,13 @@ run_mode stock
 run_mode plugins
 
 echo
-echo "slurmctld scheduling cost at $N pending jobs (half DL), window ${WINDOW}s; times in microseconds"
+echo "slurmctld scheduling cost at $N pending jobs (half DL) on $NODES nodes, window ${WINDOW}s; times in microseconds, RSS in KiB"
 printf '%-26s %14s %14s %8s\n' metric stock plugins ratio
-for k in pending submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
+for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
   bf_cycles bf_mean_us bf_max_us bf_mean_depth site_factor_updates site_factor_mean_us site_factor_max_us \
   rank_passes rank_snapshot_mean_us rank_snapshot_max_us rank_compute_mean_us \
   replan_passes replan_snapshot_mean_us replan_snapshot_max_us; do
   a=$(get stock "$k"); b=$(get plugins "$k")
-  case $k in *_us | submit_s) r=$(ratio "$b" "$a") ;; *) r="" ;; esac
+  case $k in *_us | *_kb | submit_s) r=$(ratio "$b" "$a") ;; *) r="" ;; esac
   printf '%-26s %14s %14s %8s\n' "$k" "${a:-NA}" "${b:-NA}" "$r"
 done

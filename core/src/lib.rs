@@ -6,6 +6,7 @@
 //! - [`cell`]: the shared vocabulary — [`cell::Cell`], [`cell::Plan`],
 //!   [`cell::Decision`] and their text forms (sbatch options, admin comments).
 pub mod asrpt;
+pub mod bounded;
 pub mod calibration;
 pub mod cell;
 pub mod config;
@@ -23,7 +24,9 @@ pub mod placement;
 pub mod plan_env;
 pub mod predictor;
 pub mod profile_db;
+pub mod rank_cache;
 pub mod slurm_conf;
+pub mod snapshot_cache;
 
 pub use cell::{Cell, Decision, Plan};
 pub use error::CoreError;

@@ -434,3 +434,9 @@ char *cellsched_node_gres_used(int i)
 		return NULL;
 	return ((gres_str_fn_t) f)(n->gres_list);
 }
+
+int64_t cellsched_last_node_update(void)
+{
+	SYM(v, "last_node_update");
+	return v ? (int64_t) *(time_t *) v : -1;
+}

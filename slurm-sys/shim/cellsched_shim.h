@@ -123,5 +123,9 @@ int cellsched_node_is_available(int i);     /* registered and not DOWN, DRAIN, F
 uint16_t cellsched_node_cpus(int i);
 /* GRES in use, e.g. "gpu:a100:2(IDX:0-1)"; caller frees with cellsched_xfree. */
 char *cellsched_node_gres_used(int i);
+/* slurmctld's last_node_update (Unix seconds; set whenever a node's state
+ * or allocation changes, e.g. a job starts or ends), or -1 outside slurmctld.
+ * Read under the node read lock. */
+int64_t cellsched_last_node_update(void);
 
 #endif

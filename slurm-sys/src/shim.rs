@@ -94,6 +94,7 @@ extern "C" {
     pub fn cellsched_node_is_available(i: c_int) -> c_int;
     pub fn cellsched_node_cpus(i: c_int) -> u16;
     pub fn cellsched_node_gres_used(i: c_int) -> *mut c_char;
+    pub fn cellsched_last_node_update() -> i64;
 }
 
 #[cfg(test)]

@@ -10,3 +10,4 @@ mod report;
 mod sim;
 mod doctor;
 mod whatif;
+mod emulated;

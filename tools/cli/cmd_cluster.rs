@@ -24,6 +24,11 @@ pub struct Args {
     /// (recorded in the cluster directory: later commands reuse them)
     #[arg(long, global = true, env = "CELLSCHED_CLUSTER_GROUPS", value_name = "GROUPS")]
     groups: Option<String>,
+    /// Emulated cluster of N nodes (40% a100x8, 40% v100x8, 20% a10x4) served by one
+    /// front-end slurmd; needs Slurm built by `scripts/build-slurm.sh 22.05.8 front-end`
+    /// (used from /opt/cellsched/slurm-22.05.8-fe unless CELLSCHED_SLURM_SBIN is set)
+    #[arg(long, global = true, env = "CELLSCHED_CLUSTER_NODES", value_name = "N", conflicts_with = "groups")]
+    nodes: Option<u32>,
 }
 
 #[derive(clap::Subcommand)]
@@ -58,10 +63,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         spec.port_base = p;
     }
     spec.with_plugins = !a.no_plugins;
-    match &a.groups {
-        Some(g) => spec.groups = cellsched_cluster::NodeGroup::parse_list(g)?,
-        // Without --groups, a cluster keeps the groups it was brought up with.
-        None => spec.use_saved_groups()?,
+    let own_sbin = std::env::var_os("CELLSCHED_SLURM_SBIN").is_some_and(|v| !v.is_empty());
+    match (&a.groups, a.nodes) {
+        (Some(g), _) => spec.groups = cellsched_cluster::NodeGroup::parse_list(g)?,
+        (None, Some(n)) => spec.emulate(n, own_sbin)?,
+        // Without --groups/--nodes, a cluster keeps the groups it was brought up with.
+        (None, None) => spec.use_saved_groups(own_sbin)?,
     }
     match a.action {
         Action::Up => up(&spec),
@@ -99,6 +106,11 @@ fn up(spec: &ClusterSpec) -> anyhow::Result<()> {
     let t = Instant::now();
     let c = match Cluster::up(spec) {
         Ok(c) => c,
+        Err(e @ ClusterError::MissingProgram { .. }) if spec.front_end => {
+            return Err(anyhow::Error::new(e).context(
+                "cannot bring the emulated cluster up (it needs Slurm built with --enable-front-end: run scripts/build-slurm.sh 22.05.8 front-end, or set CELLSCHED_SLURM_SBIN)",
+            ))
+        }
         Err(e) => return Err(hint(e)),
     };
     let secs = t.elapsed().as_secs_f64();

@@ -25,9 +25,11 @@ use crate::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use crate::job_env;
 use crate::model::{is_model_file, model_from_wire, MODEL_SPEC_ENV_KEY};
 use crate::options::{CellChoice, DlOptions, PlanChoice};
+use crate::rank_cache::RankCache;
 use crate::{Cell, CoreError, Decision};
 use request::GpuRequest;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// GPUs of one type on one node, from its configured and used GRES.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -398,6 +400,11 @@ fn submitted_options(req: &SubmitRequest) -> Result<DlOptions, Outcome> {
 
 /// Chooses the Cell of a submitted job (see the module doc).
 pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est: &Estimator) -> Outcome {
+    place_cached(req, nodes, cfg, est, None)
+}
+
+/// [`place`], with Cell rankings from `ranks` (the cache of `est`) when given.
+pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est: &Estimator, ranks: Option<&RankCache>) -> Outcome {
     let opts = match submitted_options(req) {
         Ok(o) => o,
         Err(out) => return out,
@@ -531,7 +538,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         match pinned_plan {
             Some(p) => best_for_plan(&job, &p, offers, est).map_err(|e| plan_err = e).ok().filter(|e| !in_time || meets(e)).map(|e| (e, None)),
             None => {
-                let mut ranked = ranked_for(&job, offers, cfg, want_gpus, est);
+                let mut ranked = ranked_for(&job, offers, cfg, want_gpus, est, ranks);
                 if in_time {
                     ranked.retain(|e| meets(e));
                 }
@@ -551,7 +558,7 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
         None => best(&capacity, true).map(|b| (b, "nothing fits in the free GPUs now: best of the whole cluster, the job waits for it")),
     };
     if found.is_none() && deadline.is_some() && opts.iters.is_some() {
-        let fastest = ranked_for(&job, &capacity, cfg, want_gpus, est).into_iter().next().or_else(|| pinned_plan.and_then(|p| best_for_plan(&job, &p, &capacity, est).ok()));
+        let fastest = ranked_for(&job, &capacity, cfg, want_gpus, est, ranks).into_iter().next().or_else(|| pinned_plan.and_then(|p| best_for_plan(&job, &p, &capacity, est).ok()));
         if let Some(f) = fastest {
             if let DeadlineVerdict::Misses(msg) = deadline_verdict(&f, opts.iters, deadline, req.now) {
                 if cfg.deadline_policy == DeadlinePolicy::Strict {
@@ -638,12 +645,21 @@ pub fn deadline_verdict(e: &Estimate, iters: Option<u64>, deadline: Option<i64>,
 /// The feasible Cells of `job` in `offers`, fastest first: of exactly
 /// `want_gpus` GPUs when the user fixed the count, else of at most the
 /// sizing cap over the fewest GPUs the job fits on.
-pub fn ranked_for(job: &JobSpec, offers: &[CellOffer], cfg: &PlacementConfig, want_gpus: Option<u32>, est: &Estimator) -> Vec<Estimate> {
-    let mut ranked = est.rank_cells(job, offers, cfg.max_gpus.max(want_gpus.unwrap_or(0)));
+/// `ranks` (a cache of `est`'s rankings) answers when given.
+pub fn ranked_for(job: &JobSpec, offers: &[CellOffer], cfg: &PlacementConfig, want_gpus: Option<u32>, est: &Estimator, ranks: Option<&RankCache>) -> Vec<Estimate> {
+    let mut ranked = Vec::clone(&rank_cells(est, ranks, job, offers, cfg.max_gpus.max(want_gpus.unwrap_or(0))));
     if let Some(n) = want_gpus {
         ranked.retain(|e| e.cell.gpus == n);
     }
     ranked
+}
+
+/// `est.rank_cells(..)`, answered by `ranks` (the cache of `est`) when given.
+pub fn rank_cells(est: &Estimator, ranks: Option<&RankCache>, job: &JobSpec, offers: &[CellOffer], max_gpus: u32) -> Arc<Vec<Estimate>> {
+    match ranks {
+        Some(c) => c.rank_cells(est, job, offers, max_gpus),
+        None => Arc::new(est.rank_cells(job, offers, max_gpus)),
+    }
 }
 
 /// The index of the Cell a job gets among `ranked` ([`ranked_for`]): the

@@ -13,6 +13,7 @@ use super::{offers, request, NodeGpus};
 use crate::config::PlacementConfig;
 use crate::declared::DeclaredConfig;
 use crate::estimator::{Estimate, Estimator, JobSpec};
+use crate::rank_cache::RankCache;
 use crate::Decision;
 
 /// A pending, automatically placed DL job.
@@ -89,6 +90,18 @@ fn reserve(pool: &mut [NodeGpus], gpu_type: &str, nodes: u32, per_node: u32) -> 
 
 /// The moves for `jobs` (highest priority first) on the free GPUs of `nodes`.
 pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig, declared: &DeclaredConfig, est: &Estimator) -> Vec<Move> {
+    plan_moves_cached(jobs, nodes, cfg, declared, est, None)
+}
+
+/// [`plan_moves`], with Cell rankings from `ranks` (the cache of `est`) when given.
+pub fn plan_moves_cached(
+    jobs: &[PendingDl],
+    nodes: &[NodeGpus],
+    cfg: &PlacementConfig,
+    declared: &DeclaredConfig,
+    est: &Estimator,
+    ranks: Option<&RankCache>,
+) -> Vec<Move> {
     let mut pool: Vec<NodeGpus> = nodes.to_vec();
     let mut moves = Vec::new();
     for j in jobs {
@@ -97,7 +110,7 @@ pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig,
         if reserve(&mut pool, &d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
             continue; // its Cell can start now
         }
-        let ranked = super::ranked_for(&j.job, &offers(&pool, cfg, false), cfg, j.fixed_gpus, est);
+        let ranked = super::ranked_for(&j.job, &offers(&pool, cfg, false), cfg, j.fixed_gpus, est, ranks);
         let Some(best) = super::choose_ranked(&ranked, cfg, j.fixed_gpus).map(|i| ranked[i].clone()) else {
             continue;
         };

@@ -348,6 +348,11 @@ pub struct NodeInfo {
     pub cpus: u16,
 }
 
+/// Entries in the node table (0 outside slurmctld).
+pub fn node_count() -> usize {
+    usize::try_from(unsafe { s::cellsched_node_count() }).unwrap_or(0)
+}
+
 /// Copies the node table (caller holds at least the node read lock). Empty outside slurmctld.
 pub fn nodes() -> Vec<NodeInfo> {
     let n = unsafe { s::cellsched_node_count() };
@@ -366,6 +371,14 @@ pub fn nodes() -> Vec<NodeInfo> {
             })
         })
         .collect()
+}
+
+/// slurmctld's `last_node_update` (Unix seconds): it changes whenever a
+/// node's state or allocation changes (a job starts or ends, a node goes
+/// down). `None` outside slurmctld. Read it under the node read lock.
+pub fn last_node_update() -> Option<i64> {
+    let t = unsafe { s::cellsched_last_node_update() };
+    (t >= 0).then_some(t)
 }
 
 /// Sets `name=value` in a job descriptor's `spank_job_env` (job_submit), keeping its size in step.
@@ -431,6 +444,8 @@ mod tests {
         assert_eq!(queue_scheduler(), Err(CtldError::NotInSlurmctld));
         assert_eq!(update_job(&JobUpdate { job_id: 1, ..Default::default() }), Err(CtldError::NotInSlurmctld));
         assert!(nodes().is_empty());
+        assert_eq!(last_node_update(), None);
+        assert_eq!(node_count(), 0);
     }
 
     #[test]

@@ -15,6 +15,8 @@
 //! [`cellsched_core::job_env`]: `spank_job_env` lookups), so the simulator,
 //! `whatif` and tests call the same code; this crate is the slurmctld host.
 //!
+//! - [`node_cache`]: the node table's GPUs, copied again only after it changed.
 //! - `plugin`: exported symbols and the thread.
 #![deny(missing_docs)]
+pub mod node_cache;
 mod plugin;

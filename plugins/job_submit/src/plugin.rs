@@ -2,14 +2,20 @@
 //!
 //! `job_submit()` runs under slurmctld's conf/job/node/part read locks: it
 //! uses the config and estimator loaded at `init` (or by the thread when the
-//! file changes) and the in-memory node table; no file I/O. The thread
-//! (slurmctld only) sleeps on a condvar, snapshots under the read locks,
-//! computes without locks, and applies moves through `update_job()` under the
-//! write locks, then asks the scheduler to run.
+//! file or the profile DB changes), the node table's GPUs (copied again only
+//! when slurmctld's `last_node_update` moved, [`crate::node_cache`]) and the
+//! Cell rankings cached by (model, batch, cluster shape)
+//! ([`cellsched_core::rank_cache`], rebuilt with the estimator); no file I/O.
+//! The thread (slurmctld only) sleeps on a condvar, snapshots under the read
+//! locks only the jobs that are new or changed since its last pass
+//! ([`cellsched_core::snapshot_cache`]), computes without locks, and applies
+//! moves through `update_job()` under the write locks, then asks the
+//! scheduler to run.
 //!
 //! A config file that fails to load leaves the last good configuration in
 //! force (logged); with none yet, DL jobs keep their own GPU request or are
 //! refused without one ([`placement::fallback`]).
+use crate::node_cache::NodeCache;
 use cellsched_core::job_env;
 use cellsched_core::placement::replan::{self, PendingDl};
 use cellsched_core::placement::{self, request, NodeGpus, Outcome, SubmitRequest};
@@ -20,6 +26,8 @@ use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
 use cellsched_core::options::{CellChoice, PlanChoice};
 use cellsched_core::profile_db::ProfileDb;
+use cellsched_core::rank_cache::RankCache;
+use cellsched_core::snapshot_cache::{self, SnapshotCache};
 use cellsched_core::Decision;
 use cellsched_plugin_common::ctld::{self, JobUpdate, LockKind};
 use cellsched_plugin_common::{cstr, guard, log, version};
@@ -34,11 +42,21 @@ cellsched_plugin_common::plugin_identity!(name: "cellsched Cell placement", kind
 struct Loaded {
     cfg: Config,
     est: Estimator,
+    /// Cell rankings of `est` (a new estimator comes with an empty cache).
+    ranks: RankCache,
 }
 
 static LOADED: RwLock<Option<Arc<Loaded>>> = RwLock::new(None);
-/// Path and modification time of the last config load attempt.
-static SOURCE: Mutex<Option<(PathBuf, Option<SystemTime>)>> = Mutex::new(None);
+/// What the last config load attempt read: the config path and its
+/// modification time, and those of the profile DB it named (a changed
+/// profile DB recalibrates the estimator, which empties the caches).
+type SourceStamp = (PathBuf, Option<SystemTime>, Option<(PathBuf, Option<SystemTime>)>);
+static SOURCE: Mutex<Option<SourceStamp>> = Mutex::new(None);
+/// The node table's GPUs, shared by submissions and the re-planning thread.
+static NODES: Mutex<Option<NodeCache>> = Mutex::new(None);
+/// What the re-planning thread parsed from each pending DL job, and for which configuration.
+/// (The configuration is held, so its address is never reused by a newer one while cached.)
+static REPLAN_JOBS: Mutex<Option<(Arc<Loaded>, SnapshotCache<(PendingDl, String)>)>> = Mutex::new(None);
 static THREAD: Mutex<Option<Replanner>> = Mutex::new(None);
 
 fn info(msg: &str) {
@@ -56,6 +74,13 @@ fn config_path() -> PathBuf {
 
 fn mtime(p: &PathBuf) -> Option<SystemTime> {
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+/// The profile DB named by the configuration in force, with its modification time.
+fn db_stamp() -> Option<(PathBuf, Option<SystemTime>)> {
+    let p = current()?.cfg.estimator.profile_db.clone()?;
+    let t = mtime(&p);
+    Some((p, t))
 }
 
 /// Builds the estimator; data files that fail are logged and skipped.
@@ -85,8 +110,8 @@ fn reload_if_changed() {
     let now = mtime(&path);
     {
         let src = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((p, t)) = src.as_ref() {
-            if *p == path && *t == now {
+        if let Some((p, t, db)) = src.as_ref() {
+            if *p == path && *t == now && *db == db_stamp() {
                 return;
             }
         }
@@ -101,7 +126,7 @@ fn reload_if_changed() {
                 cfg.placement.replan_interval_s,
                 cfg.placement.max_gpus
             ));
-            Some(Arc::new(Loaded { est: estimator(&cfg), cfg }))
+            Some(Arc::new(Loaded { est: estimator(&cfg), cfg, ranks: RankCache::default() }))
         }
         Err(e) => {
             let last = current();
@@ -117,19 +142,31 @@ fn reload_if_changed() {
         }
     };
     *LOADED.write().unwrap_or_else(|e| e.into_inner()) = new;
-    *SOURCE.lock().unwrap_or_else(|e| e.into_inner()) = Some((path, now));
+    let db = db_stamp();
+    *SOURCE.lock().unwrap_or_else(|e| e.into_inner()) = Some((path, now, db));
 }
 
 fn current() -> Option<Arc<Loaded>> {
     LOADED.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// GPUs per node from the node table (caller holds the node read lock).
-fn node_snapshot() -> Vec<NodeGpus> {
-    ctld::nodes()
-        .iter()
-        .flat_map(|n| placement::node_gpus(&n.name, n.gres.as_deref(), n.gres_used.as_deref(), n.available))
-        .collect()
+/// GPUs per node from the node table (caller holds the node read lock):
+/// the last copy while slurmctld's `last_node_update` says nothing changed.
+fn node_snapshot() -> Arc<Vec<NodeGpus>> {
+    let copy = || -> Vec<NodeGpus> {
+        ctld::nodes()
+            .iter()
+            .flat_map(|n| placement::node_gpus(&n.name, n.gres.as_deref(), n.gres_used.as_deref(), n.available))
+            .collect()
+    };
+    let Some(stamp) = ctld::last_node_update() else { return Arc::new(copy()) };
+    let count = ctld::node_count();
+    if let Some(n) = NODES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(NodeCache::default).get(stamp, count) {
+        return n;
+    }
+    let nodes = copy();
+    let now_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    NODES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(NodeCache::default).put(stamp, now_s, count, nodes)
 }
 
 unsafe fn opt_str(p: *const c_char) -> Option<String> {
@@ -224,7 +261,7 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
         let nodes = node_snapshot();
         // A panic in the placement logic must not cost the job its GPUs either.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match current() {
-            Some(l) => placement::place(&req, &nodes, &l.cfg.placement, &l.est),
+            Some(l) => placement::place_cached(&req, &nodes, &l.cfg.placement, &l.est, Some(&l.ranks)),
             None => placement::fallback(&req, &nodes, "no valid cellsched.toml"),
         }))
         .unwrap_or_else(|_| placement::fallback(&req, &nodes, "internal error in placement (see slurmctld log)"));
@@ -294,35 +331,63 @@ struct Replanner {
     handle: std::thread::JoinHandle<()>,
 }
 
-/// Pending DL jobs cellsched placed automatically, highest priority first (job read lock held).
-fn pending_auto_jobs(l: &Loaded) -> Vec<(PendingDl, String)> {
-    let mut out: Vec<(u32, PendingDl, String)> = Vec::new();
+/// A pending job with a cellsched decision, copied under the read locks
+/// because it is new or changed since the last pass.
+struct RawDl {
+    id: u32,
+    stamp: u64,
+    comment: String,
+    /// Its `CELLSCHED_*` `spank_job_env` entries only.
+    env: Vec<String>,
+    features: Option<String>,
+    typed: bool,
+}
+
+/// What the pass saw of each pending job with a cellsched decision: id,
+/// priority and the stamp of the fields parsing reads (AdminComment, features,
+/// GPU request; `spank_job_env` changes only with AdminComment).
+type Seen = (u32, u32, u64);
+
+/// Under the job read lock: every pending job with a cellsched decision, and
+/// copies of those `cache` does not hold at their current stamp.
+fn scan_jobs(cache: &SnapshotCache<(PendingDl, String)>) -> (Vec<Seen>, Vec<RawDl>) {
+    let (mut seen, mut fresh) = (Vec::new(), Vec::new());
     ctld::for_each_job(true, |job| {
         let Some(comment) = job.admin_comment().filter(|c| c.contains("cellsched:")) else {
             return std::ops::ControlFlow::Continue(());
         };
-        let env: Vec<String> = job.env().map(str::to_string).collect();
-        let typed = request::gpu_request(job.tres_per_node()).is_some_and(|g| g.gpu_type.is_some());
-        let parsed = (job.priority() > 0 && !typed)
-            .then(|| placement::dl_options(&env).ok().flatten())
-            .flatten()
-            .filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)
-            .and_then(|o| placement::job_spec(&o, &l.est, &env).ok().map(|spec| {
-                let fixed = placement::fixed_gpus(comment);
-                let tags = placement::dl_tags(&spec, &o, fixed, cellsched_core::deadline::recorded_deadline(comment));
-                let limited = placement::declared_limit(comment).and(o.iters);
-                (spec, tags, fixed, limited)
-            }))
-            .zip(Decision::parse_admin_comment(comment));
-        if let Some(((spec, tags, fixed_gpus, limited_iters), decision)) = parsed {
-            let features = job.features().map(str::to_string);
-            let p = PendingDl { id: job.id(), decision, job: spec, features, tags, fixed_gpus, limited_iters };
-            out.push((job.priority(), p, comment.to_string()));
+        let tres = job.tres_per_node();
+        let stamp = snapshot_cache::stamp(&[Some(comment), job.features(), tres]);
+        seen.push((job.id(), job.priority(), stamp));
+        if cache.wants(job.id(), stamp) {
+            fresh.push(RawDl {
+                id: job.id(),
+                stamp,
+                comment: comment.to_string(),
+                env: job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect(),
+                features: job.features().map(str::to_string),
+                typed: request::gpu_request(tres).is_some_and(|g| g.gpu_type.is_some()),
+            });
         }
         std::ops::ControlFlow::Continue(())
     });
-    out.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
-    out.into_iter().map(|(_, p, c)| (p, c)).collect()
+    (seen, fresh)
+}
+
+/// Without locks: the job as re-planning sees it, `None` unless cellsched
+/// placed it automatically (no typed GPUs, no pinned Cell or plan).
+fn parse_dl(r: &RawDl, l: &Loaded) -> Option<(PendingDl, String)> {
+    if r.typed {
+        return None;
+    }
+    let o = placement::dl_options(&r.env).ok().flatten().filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)?;
+    let spec = placement::job_spec(&o, &l.est, &r.env).ok()?;
+    let decision = Decision::parse_admin_comment(&r.comment)?;
+    let fixed_gpus = placement::fixed_gpus(&r.comment);
+    let tags = placement::dl_tags(&spec, &o, fixed_gpus, cellsched_core::deadline::recorded_deadline(&r.comment));
+    let limited_iters = placement::declared_limit(&r.comment).and(o.iters);
+    let p = PendingDl { id: r.id, decision, job: spec, features: r.features.clone(), tags, fixed_gpus, limited_iters };
+    Some((p, r.comment.clone()))
 }
 
 /// One re-planning pass.
@@ -332,26 +397,53 @@ fn replan_pass() {
     if !l.cfg.placement.enabled || !l.cfg.placement.replan {
         return;
     }
+    // The parse cache belongs to one configuration (its estimator and model catalog).
+    let mut guard_jobs = REPLAN_JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    if guard_jobs.as_ref().map_or(true, |(k, _)| !Arc::ptr_eq(k, &l)) {
+        *guard_jobs = Some((l.clone(), SnapshotCache::default()));
+    }
+    let cache = &mut guard_jobs.as_mut().expect("set above").1;
     let t0 = Instant::now();
-    let Ok((jobs, nodes)) = ctld::with_lock(LockKind::Read, || (pending_auto_jobs(&l), node_snapshot())) else {
+    let Ok(((seen, fresh), nodes, held)) = ctld::with_lock(LockKind::Read, || {
+        let held = Instant::now();
+        (scan_jobs(cache), node_snapshot(), held)
+    }) else {
         return;
     };
-    let snapshot_us = t0.elapsed().as_micros();
-    if jobs.is_empty() {
+    // Time the read locks were held (the cost to slurmctld), and the wait for them.
+    let snapshot_us = held.elapsed().as_micros();
+    let waited_us = held.duration_since(t0).as_micros();
+    let t1 = Instant::now();
+    let copied = fresh.len();
+    for r in &fresh {
+        cache.insert(r.id, r.stamp, parse_dl(r, &l));
+    }
+    cache.retain_live(&seen.iter().map(|s| s.0).collect::<std::collections::HashSet<u32>>());
+    // Held jobs (priority 0) are not moved; highest priority first.
+    let mut ranked: Vec<(u32, &(PendingDl, String))> =
+        seen.iter().filter(|s| s.1 > 0).filter_map(|s| cache.get(s.0).map(|p| (s.1, p))).collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1 .0.id.cmp(&b.1 .0.id)));
+    let comments: std::collections::HashMap<u32, String> = ranked.iter().map(|(_, (p, c))| (p.id, c.clone())).collect();
+    let pending: Vec<PendingDl> = ranked.into_iter().map(|(_, (p, _))| p.clone()).collect();
+    drop(guard_jobs);
+    if pending.is_empty() {
         return;
     }
-    let t1 = Instant::now();
-    let comments: std::collections::HashMap<u32, String> = jobs.iter().map(|(p, c)| (p.id, c.clone())).collect();
-    let pending: Vec<PendingDl> = jobs.into_iter().map(|(p, _)| p).collect();
-    let moves = replan::plan_moves(&pending, &nodes, &l.cfg.placement, &l.cfg.declared, &l.est);
+    let moves = replan::plan_moves_cached(&pending, &nodes, &l.cfg.placement, &l.cfg.declared, &l.est, Some(&l.ranks));
     // Costs of the pass (shown with `scontrol setdebug debug`): the snapshot
     // holds slurmctld's read locks, the planning holds none.
+    let (hits, misses, held, _) = l.ranks.stats();
     log::debug(&format!(
-        "job_submit/cellsched: re-planning pass over {} pending DL jobs: snapshot {} us (read locks), planning {} us, {} moves",
+        "job_submit/cellsched: re-planning pass over {} pending DL jobs: snapshot {} us (read locks held, {} jobs copied; {} us waiting for them), planning {} us, {} moves; rank cache {} hits, {} misses, {} held",
         pending.len(),
         snapshot_us,
+        copied,
+        waited_us,
         t1.elapsed().as_micros(),
-        moves.len()
+        moves.len(),
+        hits,
+        misses,
+        held
     ));
     if moves.is_empty() {
         return;
@@ -463,6 +555,13 @@ pub extern "C" fn fini() -> c_int {
             }
         }
         *LOADED.write().unwrap_or_else(|e| e.into_inner()) = None;
+        // Free the caches; never wait for a pass still running (it may wait for slurmctld's locks).
+        if let Ok(mut g) = REPLAN_JOBS.try_lock() {
+            *g = None;
+        }
+        if let Ok(mut g) = NODES.try_lock() {
+            *g = None;
+        }
         slurm_sys::SLURM_SUCCESS
     })
 }

@@ -218,6 +218,7 @@ fn rank_pass() {
     let declared = declared_cfg();
     let now = now_s();
     let snap = ctld::with_lock(LockKind::Read, || {
+        let held = Instant::now();
         let (mut seen, mut fresh, mut overran) = (Vec::new(), Vec::new(), Vec::new());
         ctld::for_each_job(false, |job| {
             let Some(comment) = job.admin_comment().filter(|c| c.contains("cellsched:")) else {
@@ -246,14 +247,16 @@ fn rank_pass() {
             seen.push((job.id(), stamp));
             ControlFlow::Continue(())
         });
-        (seen, fresh, overran)
+        (seen, fresh, overran, held)
     });
-    let Ok((seen, fresh, overran)) = snap else { return };
+    let Ok((seen, fresh, overran, held)) = snap else { return };
+    // Time the read locks were held (the cost to slurmctld), and the wait for them.
+    let snapshot_us = held.elapsed().as_micros();
+    let waited_us = held.duration_since(t0).as_micros();
     if record_overruns(&overran, &declared, now) {
         // Parses made with the old trust are stale; those jobs are parsed again next pass.
         ranker.invalidate();
     }
-    let snapshot_us = t0.elapsed().as_micros();
     let copied = fresh.len();
     let t1 = Instant::now();
     let preds = predictions();
@@ -261,7 +264,7 @@ fn rank_pass() {
     ranker.update(&seen, fresh, now, &cfg, &data, slurm_sys::NICE_OFFSET, &distrust_now(&declared, now));
     *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = Some(ranker.factors());
     log::debug(&format!(
-        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {snapshot_us} us (read locks), ranking {} us",
+        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {snapshot_us} us (read locks held; {waited_us} us waiting for them), ranking {} us",
         seen.len(),
         t1.elapsed().as_micros()
     ));
@@ -468,15 +471,16 @@ pub extern "C" fn site_factor_p_update() {
         }
         let started = Instant::now();
         let mut changed = 0usize;
-        ctld::for_each_job(true, |job| {
-            if let Some(&f) = factors.get(&job.id()) {
-                if job.site_factor() != f {
+        // Only the ranked jobs, found through slurmctld's job hash: the other
+        // pending jobs (plain ones) are not even visited.
+        for (&id, &f) in factors.iter() {
+            ctld::with_job(id, |job| {
+                if job.is_pending() && job.site_factor() != f {
                     job.set_site_factor(f);
                     changed += 1;
                 }
-            }
-            ControlFlow::Continue(())
-        });
+            });
+        }
         // The cost of this call under the job write lock (shown with `scontrol setdebug debug`).
         log::debug(&format!(
             "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {} us",

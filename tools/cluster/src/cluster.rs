@@ -122,7 +122,7 @@ impl Cluster {
         c.check_prerequisites()?;
         let _lock = DirLock::acquire(&spec.dir)?;
         let l = c.layout.clone();
-        l.create_dirs(&spec.node_names())?;
+        l.create_dirs(&spec.slurmd_names())?;
         c.make_gpu_files()?;
         plugins::link_stock_plugins(&spec.stock_plugin_dir, &l.plugins())?;
         let install = plugins::install_our_plugins(spec.with_plugins, &spec.plugin_build_dir, &l.plugins())?;
@@ -220,7 +220,7 @@ impl Cluster {
         let mut v = vec![mariadb::daemon(&self.layout, self.ports.mariadb)?, self.slurm_daemon("slurmdbd", "slurmdbd", vec!["-D".into()])];
         let conf = self.layout.slurm_conf().display().to_string();
         v.push(self.slurm_daemon("slurmctld", "slurmctld", vec!["-D".into(), "-f".into(), conf.clone()]));
-        for n in self.spec.node_names() {
+        for n in self.spec.slurmd_names() {
             v.push(self.slurm_daemon(&format!("slurmd-{n}"), "slurmd", vec!["-D".into(), "-N".into(), n.clone(), "-f".into(), conf.clone()]));
         }
         Ok(v)
@@ -273,6 +273,9 @@ impl Cluster {
     }
 
     fn make_gpu_files(&self) -> Result<()> {
+        if self.spec.front_end {
+            return Ok(()); // no per-node slurmd reads gres.conf (see render::gres_conf)
+        }
         for g in &self.spec.groups {
             for n in g.node_names() {
                 let d = self.layout.dev().join(&n);
@@ -296,7 +299,7 @@ impl Cluster {
             (e.join("plugstack.conf"), r.plugstack_conf.clone()),
             (e.join("slurmdbd.conf"), r.slurmdbd_conf.clone()),
             (e.join("cellsched.toml"), r.cellsched_toml.clone()),
-            (self.spec.saved_groups_file(), format!("{}\n", crate::spec::NodeGroup::list_text(&self.spec.groups))),
+            (self.spec.saved_groups_file(), self.spec.saved_groups_text()),
         ]
     }
 
@@ -326,7 +329,9 @@ impl Cluster {
         let out = self.client_ok("sinfo", &["-h", "-N", "-o", "%N %T"]).map_err(|e| e.to_string())?;
         let states = slurm_client::parse_node_states(&out);
         let names = self.spec.node_names();
-        let ok = names.iter().all(|n| states.iter().any(|(m, s)| m == n && slurm_client::is_usable_state(s)));
+        let usable: std::collections::HashSet<&str> =
+            states.iter().filter(|(_, s)| slurm_client::is_usable_state(s)).map(|(m, _)| m.as_str()).collect();
+        let ok = names.iter().all(|n| usable.contains(n.as_str()));
         if ok {
             Ok(())
         } else {

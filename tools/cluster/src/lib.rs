@@ -18,6 +18,10 @@
 //! - Other Slurm builds: `CELLSCHED_SLURM_SBIN` (its sibling `bin/` and
 //!   `lib/slurm/` are used when present). `CELLSCHED_CLUSTER_TOML` names a
 //!   file to use as `etc/cellsched.toml`.
+//! - Emulated large clusters ([`ClusterSpec::emulate`], `cluster up --nodes N`):
+//!   one front-end slurmd (`FrontendName=fe`) stands for every node and runs
+//!   every job, on a Slurm built with `--enable-front-end`
+//!   (`scripts/build-slurm.sh 22.05.8 front-end`, [`FRONT_END_PREFIX`]).
 //!
 //! ```no_run
 //! use cellsched_cluster::{Cluster, ClusterSpec, JobPolicy};
@@ -46,4 +50,4 @@ pub use layout::Layout;
 pub use plugins::{PluginSet, OUR_PLUGINS};
 pub use ports::{holder_of, is_free};
 pub use render::DEFAULT_CELLSCHED_TOML;
-pub use spec::{default_dir, default_plugin_build_dir, parse_port_base, ClusterSpec, NodeGroup, Ports, DEFAULT_PORT_BASE};
+pub use spec::{default_dir, default_plugin_build_dir, parse_port_base, ClusterSpec, NodeGroup, Ports, DEFAULT_PORT_BASE, FRONT_END_NAME, FRONT_END_PREFIX};

@@ -8,6 +8,15 @@ pub const DEFAULT_PORT_BASE: u16 = 17800;
 pub const DEFAULT_CLUSTER_NAME: &str = "cellsched";
 /// Where Debian installs the stock Slurm plugins.
 pub const STOCK_PLUGIN_DIR: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
+/// Where `scripts/build-slurm.sh 22.05.8 front-end` installs the Slurm build
+/// an emulated cluster ([`ClusterSpec::front_end`]) runs on by default.
+pub const FRONT_END_PREFIX: &str = "/opt/cellsched/slurm-22.05.8-fe";
+/// Name of the one slurmd of an emulated cluster (`FrontendName=`).
+pub const FRONT_END_NAME: &str = "fe";
+/// Most nodes per group with one slurmd per node.
+pub const MAX_GROUP_NODES: u32 = 64;
+/// Most nodes in all of an emulated (front-end) cluster.
+pub const MAX_EMULATED_NODES: u32 = 20_000;
 
 /// A group of identical nodes `PREFIX-1 .. PREFIX-COUNT`, each with
 /// `gpus_per_node` GPUs of `gpu_type` (also the node's `Feature=`).
@@ -41,8 +50,14 @@ impl NodeGroup {
     }
 
     /// Parses a node-group list `TYPE:NODESxGPUS[,...]`, e.g. `v100:2x8,p100:1x8`
-    /// (`CELLSCHED_CLUSTER_GROUPS`, `cellsched cluster --groups`).
+    /// (`CELLSCHED_CLUSTER_GROUPS`, `cellsched cluster --groups`), at most
+    /// [`MAX_GROUP_NODES`] nodes per group.
     pub fn parse_list(s: &str) -> Result<Vec<NodeGroup>> {
+        Self::parse_list_max(s, MAX_GROUP_NODES)
+    }
+
+    /// [`NodeGroup::parse_list`] with at most `max_nodes` nodes per group.
+    pub fn parse_list_max(s: &str, max_nodes: u32) -> Result<Vec<NodeGroup>> {
         let mut out: Vec<NodeGroup> = Vec::new();
         for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
             let bad = || ClusterError::InvalidSpec(format!("node group '{item}': expected TYPE:NODESxGPUS, e.g. v100:2x8"));
@@ -50,9 +65,9 @@ impl NodeGroup {
             let (n, g) = shape.split_once('x').ok_or_else(bad)?;
             let (n, g): (u32, u32) = (n.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?);
             let ty = ty.trim().to_ascii_lowercase();
-            if n == 0 || n > 64 || g == 0 || g > 64 || ty.is_empty() || !ty.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            if n == 0 || n > max_nodes || g == 0 || g > 64 || ty.is_empty() || !ty.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(ClusterError::InvalidSpec(format!(
-                    "node group '{item}': expected TYPE:NODESxGPUS with a letters-and-digits type, 1..=64 nodes and 1..=64 GPUs"
+                    "node group '{item}': expected TYPE:NODESxGPUS with a letters-and-digits type, 1..={max_nodes} nodes and 1..=64 GPUs"
                 )));
             }
             if out.iter().any(|o| o.gpu_type == ty) {
@@ -64,6 +79,19 @@ impl NodeGroup {
             return Err(ClusterError::InvalidSpec(format!("node groups '{s}': none given")));
         }
         Ok(out)
+    }
+
+    /// The node groups of an emulated cluster of `nodes` nodes (at least 3):
+    /// 40% `a100` with 8 GPUs each, 40% `v100` with 8, the rest `a10` with 4.
+    pub fn emulated(nodes: u32) -> Result<Vec<NodeGroup>> {
+        if !(3..=MAX_EMULATED_NODES).contains(&nodes) {
+            return Err(ClusterError::InvalidSpec(format!(
+                "--nodes {nodes}: an emulated cluster has 3..={MAX_EMULATED_NODES} nodes (three GPU types)"
+            )));
+        }
+        let a100 = (nodes * 2 / 5).max(1);
+        let v100 = (nodes * 2 / 5).max(1);
+        Ok(vec![NodeGroup::new("a100", a100, 8), NodeGroup::new("v100", v100, 8), NodeGroup::new("a10", nodes - a100 - v100, 4)])
     }
 
     /// The list form [`NodeGroup::parse_list`] reads.
@@ -115,6 +143,11 @@ pub struct ClusterSpec {
     pub auth_type: String,
     /// Slurm `CredType=`.
     pub cred_type: String,
+    /// Emulated cluster: one slurmd ([`FRONT_END_NAME`], `FrontendName=`)
+    /// stands for every node and runs every job, so thousands of nodes fit
+    /// on one machine. Needs a Slurm built with `--enable-front-end`
+    /// (`scripts/build-slurm.sh 22.05.8 front-end`); without it, one slurmd per node.
+    pub front_end: bool,
 }
 
 impl Default for ClusterSpec {
@@ -135,6 +168,7 @@ impl Default for ClusterSpec {
             stock_plugin_dir: PathBuf::from(STOCK_PLUGIN_DIR),
             auth_type: "auth/none".to_string(),
             cred_type: "cred/none".to_string(),
+            front_end: false,
         }
     }
 }
@@ -165,20 +199,37 @@ impl ClusterSpec {
             spec.plugin_build_dir = PathBuf::from(d);
         }
         if let Some(d) = env_nonempty("CELLSCHED_SLURM_SBIN") {
-            let sbin = PathBuf::from(d);
-            if let Some(parent) = sbin.parent() {
-                let bin = parent.join("bin");
-                if bin.is_dir() {
-                    spec.slurm_bin = bin;
-                }
-                let plugins = parent.join("lib/slurm");
-                if plugins.is_dir() {
-                    spec.stock_plugin_dir = plugins;
-                }
-            }
-            spec.slurm_sbin = sbin;
+            spec.set_slurm_sbin(PathBuf::from(d));
         }
         Ok(spec)
+    }
+
+    /// Uses the Slurm daemons in `sbin`; its sibling `bin/` (client commands)
+    /// and `lib/slurm/` (stock plugins) too when present.
+    pub fn set_slurm_sbin(&mut self, sbin: PathBuf) {
+        if let Some(parent) = sbin.parent() {
+            let bin = parent.join("bin");
+            if bin.is_dir() {
+                self.slurm_bin = bin;
+            }
+            let plugins = parent.join("lib/slurm");
+            if plugins.is_dir() {
+                self.stock_plugin_dir = plugins;
+            }
+        }
+        self.slurm_sbin = sbin;
+    }
+
+    /// Makes this an emulated cluster of `nodes` nodes ([`NodeGroup::emulated`],
+    /// [`ClusterSpec::front_end`]); unless `keep_sbin`, on the Slurm build in
+    /// [`FRONT_END_PREFIX`].
+    pub fn emulate(&mut self, nodes: u32, keep_sbin: bool) -> Result<()> {
+        self.groups = NodeGroup::emulated(nodes)?;
+        self.front_end = true;
+        if !keep_sbin {
+            self.set_slurm_sbin(Path::new(FRONT_END_PREFIX).join("sbin"));
+        }
+        Ok(())
     }
 
     /// File in the cluster directory recording the node groups of the last `up`.
@@ -186,12 +237,29 @@ impl ClusterSpec {
         self.dir.join("etc").join("node-groups")
     }
 
-    /// Takes the node groups the cluster in `dir` was last brought up with
-    /// (so `down`, `status` and `env` find its daemons), when recorded.
-    pub fn use_saved_groups(&mut self) -> Result<()> {
+    /// The text of [`ClusterSpec::saved_groups_file`]: the group list, and a
+    /// `front-end` line for an emulated cluster.
+    pub fn saved_groups_text(&self) -> String {
+        let fe = if self.front_end { "front-end\n" } else { "" };
+        format!("{}\n{fe}", NodeGroup::list_text(&self.groups))
+    }
+
+    /// Takes the node groups (and front-end mode, with its Slurm build unless
+    /// `keep_sbin`) the cluster in `dir` was last brought up with (so `down`,
+    /// `status` and `env` find its daemons), when recorded.
+    pub fn use_saved_groups(&mut self, keep_sbin: bool) -> Result<()> {
         match std::fs::read_to_string(self.saved_groups_file()) {
             Ok(text) => {
-                self.groups = NodeGroup::parse_list(text.trim())?;
+                let mut lines = text.lines();
+                let list = lines.next().unwrap_or("").trim();
+                let fe = lines.any(|l| l.trim() == "front-end");
+                self.groups = NodeGroup::parse_list_max(list, if fe { MAX_EMULATED_NODES } else { MAX_GROUP_NODES })?;
+                if fe && !self.front_end {
+                    self.front_end = true;
+                    if !keep_sbin {
+                        self.set_slurm_sbin(Path::new(FRONT_END_PREFIX).join("sbin"));
+                    }
+                }
                 Ok(())
             }
             Err(_) => Ok(()),
@@ -242,9 +310,18 @@ impl ClusterSpec {
         self.groups.iter().flat_map(|g| g.node_names()).collect()
     }
 
+    /// The `-N` name of each slurmd: one per node, or the one front end.
+    pub fn slurmd_names(&self) -> Vec<String> {
+        if self.front_end {
+            vec![FRONT_END_NAME.to_string()]
+        } else {
+            self.node_names()
+        }
+    }
+
     /// The port layout; fails when the range runs past 65535.
     pub fn ports(&self) -> Result<Ports> {
-        let n = self.groups.iter().map(|g| g.count).sum::<u32>();
+        let n = self.slurmd_names().len() as u32;
         let last = self.port_base as u32 + 3 + n;
         if self.port_base < 1024 || last > 65535 {
             return Err(ClusterError::InvalidSpec(format!(
@@ -255,7 +332,7 @@ impl ClusterSpec {
             )));
         }
         let b = self.port_base;
-        let slurmd = self.node_names().into_iter().enumerate().map(|(i, name)| (name, b + 3 + i as u16)).collect();
+        let slurmd = self.slurmd_names().into_iter().enumerate().map(|(i, name)| (name, b + 3 + i as u16)).collect();
         Ok(Ports { slurmctld: b, slurmdbd: b + 1, mariadb: b + 2, slurmd })
     }
 
@@ -278,7 +355,7 @@ pub struct Ports {
     pub slurmctld: u16,
     pub slurmdbd: u16,
     pub mariadb: u16,
-    /// (node name, port) per slurmd.
+    /// (slurmd name, port) per slurmd: node names, or the front end's.
     pub slurmd: Vec<(String, u16)>,
 }
 
@@ -370,6 +447,28 @@ mod tests {
         assert!(s.validate().unwrap_err().to_string().contains("alphanumeric"));
         let s = ClusterSpec { dir: "rel/dir".into(), ..ClusterSpec::default() };
         assert!(s.validate().unwrap_err().to_string().contains("absolute"));
+    }
+
+    #[test]
+    fn emulated_groups_and_saved_mode_round_trip() {
+        let g = NodeGroup::emulated(1000).unwrap();
+        assert_eq!(NodeGroup::list_text(&g), "a100:400x8,v100:400x8,a10:200x4");
+        assert_eq!(NodeGroup::emulated(3).unwrap().iter().map(|x| x.count).sum::<u32>(), 3);
+        assert!(NodeGroup::emulated(2).is_err() && NodeGroup::emulated(MAX_EMULATED_NODES + 1).is_err());
+        let d = std::env::temp_dir().join(format!("cs-saved-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("etc")).unwrap();
+        let mut s = ClusterSpec { dir: d.clone(), ..ClusterSpec::default() };
+        s.emulate(1000, true).unwrap();
+        std::fs::write(s.saved_groups_file(), s.saved_groups_text()).unwrap();
+        let mut back = ClusterSpec { dir: d.clone(), ..ClusterSpec::default() };
+        back.use_saved_groups(true).unwrap();
+        assert!(back.front_end);
+        assert_eq!(back.groups, s.groups);
+        assert_eq!(back.slurmd_names(), ["fe"]);
+        // A plain cluster's file is the group list alone, as before.
+        let plain = ClusterSpec { dir: d.clone(), ..ClusterSpec::default() };
+        assert_eq!(plain.saved_groups_text(), "a100:2x4,v100:2x8,a10:1x4\n");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

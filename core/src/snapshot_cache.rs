@@ -1,0 +1,135 @@
+//! Incremental snapshots of slurmctld's job table: a background pass copies
+//! under the locks only the jobs that are new or changed since the last
+//! pass, and keeps what it parsed from the others.
+//!
+//! Under the lock the caller computes a cheap [`stamp`] of the fields it
+//! reads and asks [`SnapshotCache::wants`]; only then does it copy the job.
+//! After releasing the lock it parses the copies ([`SnapshotCache::insert`])
+//! and drops the jobs that left the queue ([`SnapshotCache::retain_live`]).
+//! Memory is bounded by the pending queue, and by a hard limit on top.
+use std::collections::{HashMap, HashSet};
+
+/// Default hard limit of jobs held (far above slurmctld's default `MaxJobCount`).
+pub const DEFAULT_CAPACITY: usize = 1_000_000;
+
+/// A fast, non-cryptographic 64-bit hash of some optional strings, for
+/// change detection only (a changed field changes the stamp with
+/// overwhelming probability; `None` and `""` differ).
+pub fn stamp(parts: &[Option<&str>]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut mix = |v: u64| h = (h.rotate_left(5) ^ v).wrapping_mul(K);
+    for p in parts {
+        match p {
+            None => mix(u64::MAX),
+            Some(s) => {
+                let b = s.as_bytes();
+                mix(b.len() as u64);
+                let mut chunks = b.chunks_exact(8);
+                for c in &mut chunks {
+                    mix(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+                }
+                let mut last = [0u8; 8];
+                last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+                mix(u64::from_le_bytes(last));
+            }
+        }
+    }
+    h
+}
+
+/// What was parsed from each job, with the stamp it was parsed at.
+#[derive(Debug, Clone)]
+pub struct SnapshotCache<T> {
+    entries: HashMap<u32, (u64, Option<T>)>,
+    capacity: usize,
+}
+
+impl<T> Default for SnapshotCache<T> {
+    fn default() -> Self {
+        SnapshotCache::new(DEFAULT_CAPACITY)
+    }
+}
+
+impl<T> SnapshotCache<T> {
+    /// An empty cache holding at most `capacity` jobs.
+    pub fn new(capacity: usize) -> Self {
+        SnapshotCache { entries: HashMap::new(), capacity: capacity.max(1) }
+    }
+
+    /// True when job `id` must be copied: unknown, or its stamp changed.
+    pub fn wants(&self, id: u32, stamp: u64) -> bool {
+        self.entries.get(&id).map_or(true, |(s, _)| *s != stamp)
+    }
+
+    /// Records what job `id` parsed to at `stamp` (`None`: not of interest,
+    /// remembered so it is not copied again until it changes). Past the
+    /// hard limit everything is forgotten first (then re-copied once).
+    pub fn insert(&mut self, id: u32, stamp: u64, parsed: Option<T>) {
+        if self.entries.len() >= self.capacity && !self.entries.contains_key(&id) {
+            self.entries.clear();
+        }
+        self.entries.insert(id, (stamp, parsed));
+    }
+
+    /// What job `id` parsed to, if it is known and of interest.
+    pub fn get(&self, id: u32) -> Option<&T> {
+        self.entries.get(&id).and_then(|(_, p)| p.as_ref())
+    }
+
+    /// Forgets the jobs not in `live` (they left the queue).
+    pub fn retain_live(&mut self, live: &HashSet<u32>) {
+        self.entries.retain(|id, _| live.contains(id));
+    }
+
+    /// Forgets everything (the parser changed, e.g. a new configuration).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// Jobs held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when no job is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_tell_fields_apart() {
+        let a = stamp(&[Some("cellsched: cell=a100x4x1"), Some("a100"), None]);
+        assert_eq!(a, stamp(&[Some("cellsched: cell=a100x4x1"), Some("a100"), None]));
+        assert_ne!(a, stamp(&[Some("cellsched: cell=a100x8x1"), Some("a100"), None]));
+        assert_ne!(a, stamp(&[Some("cellsched: cell=a100x4x1"), Some("a100"), Some("")]));
+        assert_ne!(stamp(&[Some("ab"), Some("c")]), stamp(&[Some("a"), Some("bc")]));
+        assert_ne!(stamp(&[Some("12345678x")]), stamp(&[Some("12345678y")]));
+    }
+
+    #[test]
+    fn copies_only_new_or_changed_jobs_and_forgets_departed_ones() {
+        let mut c: SnapshotCache<String> = SnapshotCache::new(100);
+        assert!(c.wants(1, 10));
+        c.insert(1, 10, Some("one".into()));
+        c.insert(2, 20, None);
+        assert!(!c.wants(1, 10) && !c.wants(2, 20));
+        assert!(c.wants(1, 11), "changed stamp is copied again");
+        assert_eq!(c.get(1).map(String::as_str), Some("one"));
+        assert_eq!(c.get(2), None);
+        c.retain_live(&[2].into_iter().collect());
+        assert!(c.wants(1, 10) && c.len() == 1);
+        let mut small: SnapshotCache<u8> = SnapshotCache::new(3);
+        for id in 0..10 {
+            small.insert(id, 0, Some(1));
+            assert!(small.len() <= 3);
+        }
+        small.clear();
+        assert!(small.is_empty());
+    }
+}
