@@ -6,7 +6,6 @@
 //! - [`cell`]: the shared vocabulary — [`cell::Cell`], [`cell::Plan`],
 //!   [`cell::Decision`] and their text forms (sbatch options, admin comments).
 pub mod asrpt;
-pub mod calibration;
 pub mod cell;
 pub mod config;
 pub mod declared;

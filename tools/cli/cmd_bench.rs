@@ -4,6 +4,7 @@
 //! - `bench ablation --trace T.csv --cluster C.toml`: cellsched with each component off.
 //! - `bench speed [--jobs 100000]`: a synthetic trace on a ~1,700-node cluster; wall time and events/s.
 //! - `bench whatif [--pending 1000]`: `cellsched whatif` on a synthetic queue snapshot; wall time.
+//! - `bench estimator [--data DIR]`: the estimator's held-out error on ../shared/data and its speed.
 use crate::cmd_sim::{self, Inputs, Loaded, Tuning};
 use anyhow::{bail, Result};
 use cellsched_sim::policy::{Ablation, POLICY_NAMES};
@@ -28,6 +29,8 @@ enum BenchCmd {
     Replay(crate::cmd_bench_replay::Args),
     /// Time `cellsched whatif` on a synthetic queue snapshot.
     Whatif(WhatifArgs),
+    /// The estimator's error on ../shared/data with held-out protocols, and its speed.
+    Estimator(crate::cmd_bench_estimator::Args),
 }
 
 #[derive(clap::Args)]
@@ -98,6 +101,7 @@ pub fn run(a: Args) -> Result<()> {
         BenchCmd::Speed(s) => speed(s),
         BenchCmd::Replay(r) => crate::cmd_bench_replay::run(r),
         BenchCmd::Whatif(w) => crate::cmd_whatif::bench(w.pending, w.runs),
+        BenchCmd::Estimator(e) => crate::cmd_bench_estimator::run(e),
     }
 }
 

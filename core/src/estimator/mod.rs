@@ -8,13 +8,14 @@
 //! calibrated model or datasheet numbers. [`Estimator::rank_cells`] ranks all
 //! feasible Cells of the offered GPUs. Results are memoized per
 //! (model, batch, Cell, node size).
+pub mod calibration;
 mod plan_cost;
 mod search;
 mod topology;
 
 pub use plan_cost::{MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
 
-use crate::calibration::{Calibration, CalibrationPolicy, CalibrationReport};
+use calibration::{Calibration, CalibrationPolicy, CalibrationReport};
 use crate::cell::{Cell, Decision, EstimateSource, Plan};
 use crate::error::CoreError;
 use crate::gpu::{GpuCatalog, GpuSpec};

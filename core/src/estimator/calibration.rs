@@ -7,7 +7,7 @@
 //! (model, GPU type); a model × type factor is preferred when present.
 use crate::cell::{Cell, Plan};
 use crate::error::CoreError;
-use crate::estimator::{Estimator, JobSpec};
+use super::{Estimator, JobSpec};
 use crate::profile_db::ProfileRecord;
 use serde::Serialize;
 use std::collections::BTreeMap;
