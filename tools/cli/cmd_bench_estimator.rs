@@ -11,6 +11,9 @@
 //! - `(c) unseen model`: for each model, calibrate with the other models only,
 //!   score its single-GPU points (the only protocol that scores the H100 runs).
 //!
+//! Points whose configuration cannot be described to the estimator (Rubick's
+//! ZeRO-Offload runs) are scored but never calibrate.
+//!
 //! Each point is scored two ways: `estimate` (the plan the estimator picks, as
 //! `cellsched estimate` answers) and `measured plan` (the cost of the plan that
 //! was measured, where it is known).
@@ -19,7 +22,7 @@ use cellsched_core::cell::{Cell, Plan};
 use cellsched_core::estimator::calibration::{quantile, spearman, Calibration, CalibrationPolicy};
 use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
-use cellsched_core::model::ModelCatalog;
+use cellsched_core::model::{ModelCatalog, ModelFamily, Optimizer, Precision, Recompute, Runtime};
 use cellsched_core::profile_db::{parse_csv, ProfileRecord};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -51,6 +54,9 @@ pub struct Point {
     pub model: String,
     /// The measurement.
     pub rec: ProfileRecord,
+    /// False when the measured configuration cannot be described to the
+    /// estimator (ZeRO-Offload): scored, never used to calibrate.
+    pub calibratable: bool,
 }
 
 /// Runs the benchmark.
@@ -67,8 +73,31 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
-/// Loads every measured point under `dir`; datasets that are absent are skipped.
-pub fn load_points(dir: &Path, models: &ModelCatalog) -> Result<Vec<Point>> {
+/// How the H100 runs were trained (`h100/train.py`): Hugging Face GPT-2/BERT
+/// in PyTorch eager with bf16 autocast and AdamW, no recomputation, with the
+/// dimensions of the catalog entry of the same name at the time of the runs
+/// (BERT then had sequence length 512 and vocabulary 30522). Registered in
+/// `models` as `hf:<name>`; returns that name.
+pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
+    let mut m = models.get(name)?.clone();
+    m.name = format!("hf:{}", m.name);
+    m.precision = Precision::Bf16;
+    m.optimizer = Optimizer::Adam;
+    m.recompute = Recompute::Off;
+    m.runtime = Runtime::Ddp;
+    m.grad_overlap = None;
+    if m.family == ModelFamily::Bert {
+        m.seq_len = 512;
+        m.vocab = 30522;
+    }
+    let out = m.name.clone();
+    models.insert(m, &[]);
+    Ok(out)
+}
+
+/// Loads every measured point under `dir`; datasets that are absent are
+/// skipped. Adds the H100 runs' model descriptions to `models`.
+pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>> {
     let mut out = Vec::new();
     let gavel = dir.join("gavel/simulation_throughputs.json");
     if gavel.is_file() {
@@ -79,9 +108,10 @@ pub fn load_points(dir: &Path, models: &ModelCatalog) -> Result<Vec<Point>> {
     let h100 = dir.join("h100/measured-iter-times.csv");
     if h100.is_file() {
         let text = std::fs::read_to_string(&h100).with_context(|| format!("reading {}", h100.display()))?;
-        for rec in parse_csv(&text, &h100.display().to_string())? {
+        for mut rec in parse_csv(&text, &h100.display().to_string())? {
+            rec.model = h100_model(models, &rec.model)?;
             let per_gpu = rec.batch / rec.gpus().max(1);
-            out.push(Point { dataset: "h100", job: format!("h100:{} bs{per_gpu}", rec.model), model: String::new(), rec });
+            out.push(Point { dataset: "h100", job: format!("h100:{} bs{per_gpu}", rec.model), model: String::new(), rec, calibratable: true });
         }
     }
     for p in &mut out {
@@ -93,12 +123,18 @@ pub fn load_points(dir: &Path, models: &ModelCatalog) -> Result<Vec<Point>> {
 /// Gavel: `('<Model> (batch size N)', scale)` → aggregate steps/s of `scale`
 /// data-parallel workers with batch N each (weak scaling): one synchronous
 /// iteration of global batch N × scale takes scale / throughput seconds.
+/// `<type>_unconsolidated` tables are the same jobs with the workers spread
+/// over servers: one GPU per node, `scale` nodes.
 pub fn gavel_points(text: &str) -> Result<Vec<Point>> {
     let v: serde_json::Value = serde_json::from_str(text)?;
     let Some(types) = v.as_object() else { bail!("expected an object of GPU types") };
     let mut out = Vec::new();
     for (gpu, table) in types {
         let Some(obj) = table.as_object() else { continue };
+        let (gpu_type, spread) = match gpu.strip_suffix("_unconsolidated") {
+            Some(t) => (t.to_string(), true),
+            None => (gpu.clone(), false),
+        };
         for (key, val) in obj {
             let Some(tput) = val.get("null").and_then(|x| x.as_f64()).filter(|t| *t > 0.0) else { continue };
             let inner = key.trim_start_matches("('");
@@ -112,12 +148,13 @@ pub fn gavel_points(text: &str) -> Result<Vec<Point>> {
                 dataset: "gavel",
                 job: format!("gavel:{model} bs{bs}"),
                 model: String::new(),
+                calibratable: true,
                 rec: ProfileRecord {
                     model: model.to_ascii_lowercase(),
                     batch: bs * scale,
-                    gpu_type: gpu.clone(),
-                    nodes: 1,
-                    gpus_per_node: scale,
+                    gpu_type: gpu_type.clone(),
+                    nodes: if spread { scale } else { 1 },
+                    gpus_per_node: if spread { 1 } else { scale },
                     iter_time_s: scale as f64 / tput,
                     plan: Some(Plan { dp: scale, ..Plan::default() }),
                 },
@@ -158,6 +195,7 @@ pub fn rubick_points(dir: &Path) -> Result<Vec<Point>> {
                 dataset: "rubick-a800",
                 job: format!("rubick:{model} zero{zero}{}", if offload { "-offload" } else { "" }),
                 model: String::new(),
+                calibratable: !offload,
                 rec: ProfileRecord {
                     model: model.into(),
                     batch: g,
@@ -191,9 +229,11 @@ pub struct Protocol {
     pub splits: Vec<Split>,
 }
 
-/// The four protocols of the module doc over `points`.
+/// The four protocols of the module doc over `points` (points that are not
+/// calibratable are only ever tested).
 pub fn protocols(points: &[Point]) -> Vec<Protocol> {
     let all: Vec<usize> = (0..points.len()).collect();
+    let usable: Vec<usize> = all.iter().copied().filter(|i| points[*i].calibratable).collect();
     let single = |i: &usize| points[*i].rec.gpus() == 1;
     let mut models: Vec<&str> = points.iter().map(|p| p.model.as_str()).collect();
     models.sort_unstable();
@@ -204,18 +244,18 @@ pub fn protocols(points: &[Point]) -> Vec<Protocol> {
         let of = |i: &usize| points[*i].model == m;
         let test_b: Vec<usize> = all.iter().copied().filter(|i| of(i) && !single(i)).collect();
         if !test_b.is_empty() {
-            b.push(Split { calibrate: all.iter().copied().filter(|i| !of(i) || single(i)).collect(), test: test_b });
+            b.push(Split { calibrate: usable.iter().copied().filter(|i| !of(i) || single(i)).collect(), test: test_b });
         }
         let test_c: Vec<usize> = all.iter().copied().filter(|i| of(i) && single(i)).collect();
         if !test_c.is_empty() {
-            c.push(Split { calibrate: all.iter().copied().filter(|i| !of(i)).collect(), test: test_c });
+            c.push(Split { calibrate: usable.iter().copied().filter(|i| !of(i)).collect(), test: test_c });
         }
     }
     vec![
         Protocol { name: "datasheet (no calibration), all points", splits: vec![Split { calibrate: vec![], test: all.clone() }] },
         Protocol {
             name: "(a) calibrate with single-GPU points, test multi-GPU points",
-            splits: vec![Split { calibrate: all.iter().copied().filter(single).collect(), test: all.iter().copied().filter(|i| !single(i)).collect() }],
+            splits: vec![Split { calibrate: usable.iter().copied().filter(single).collect(), test: all.iter().copied().filter(|i| !single(i)).collect() }],
         },
         Protocol { name: "(b) leave one model out (other models + its single-GPU points), test its multi-GPU points", splits: b },
         Protocol { name: "(c) unseen model (other models only), test its single-GPU points", splits: c },
@@ -295,8 +335,8 @@ fn rank_correlations(points: &[Point], scored: &[Scored], pick: impl Fn(&Scored)
 }
 
 fn accuracy(dir: &Path, detail: bool) -> Result<()> {
-    let (gpus, models) = (GpuCatalog::builtin(), ModelCatalog::builtin());
-    let points = load_points(dir, &models)?;
+    let (gpus, mut models) = (GpuCatalog::builtin(), ModelCatalog::builtin());
+    let points = load_points(dir, &mut models)?;
     let count = |d: &str| points.iter().filter(|p| p.dataset == d).count();
     println!(
         "bench estimator: {} measured points from {} ({} Gavel k80/p100/v100, {} Rubick A800, {} H100); {} single-GPU, {} multi-GPU",
@@ -469,6 +509,7 @@ mod tests {
 
     fn pt(model: &str, gpus: u32) -> Point {
         Point {
+            calibratable: true,
             dataset: "gavel",
             job: format!("j:{model}"),
             model: model.into(),
@@ -478,10 +519,13 @@ mod tests {
 
     #[test]
     fn gavel_keys_become_weak_scaling_points() {
-        let text = r#"{"v100": {"('ResNet-50 (batch size 64)', 4)": {"null": 8.0, "x": [1, 2]}, "('A3C', 1)": {"null": 2.0}}}"#;
+        let text = r#"{"v100": {"('ResNet-50 (batch size 64)', 4)": {"null": 8.0, "x": [1, 2]}, "('A3C', 1)": {"null": 2.0}},
+                       "v100_unconsolidated": {"('ResNet-50 (batch size 64)', 4)": {"null": 6.0}}}"#;
         let pts = gavel_points(text).unwrap();
-        let r = pts.iter().find(|p| p.rec.model == "resnet-50").unwrap();
+        let r = pts.iter().find(|p| p.rec.model == "resnet-50" && p.rec.nodes == 1).unwrap();
         assert_eq!((r.rec.batch, r.rec.gpus_per_node), (256, 4));
+        let spread = pts.iter().find(|p| p.rec.model == "resnet-50" && p.rec.nodes == 4).unwrap();
+        assert_eq!((spread.rec.gpu_type.as_str(), spread.rec.gpus_per_node, spread.job.as_str()), ("v100", 1, r.job.as_str()));
         assert!((r.rec.iter_time_s - 0.5).abs() < 1e-12);
         assert_eq!(r.rec.plan.unwrap().dp, 4);
         assert!(gavel_points("{\"v100\": {\"('X', many)\": {\"null\": 1.0}}}").is_err());
@@ -492,7 +536,8 @@ mod tests {
     /// multi-GPU points.
     #[test]
     fn protocols_never_score_calibration_points() {
-        let points = vec![pt("m1", 1), pt("m1", 2), pt("m1", 4), pt("m2", 1), pt("m2", 8), pt("m3", 1)];
+        let mut points = vec![pt("m1", 1), pt("m1", 2), pt("m1", 4), pt("m2", 1), pt("m2", 8), pt("m3", 1), pt("m3", 2)];
+        points[6].calibratable = false;
         let ps = protocols(&points);
         assert_eq!(ps.len(), 4);
         for p in &ps {
@@ -501,12 +546,14 @@ mod tests {
                 assert!(!s.test.is_empty());
             }
         }
-        assert_eq!(ps[1].splits[0].test, vec![1, 2, 4]);
+        assert_eq!(ps[1].splits[0].test, vec![1, 2, 4, 6]);
         assert_eq!(ps[1].splits[0].calibrate, vec![0, 3, 5]);
         let b = &ps[2].splits;
-        assert_eq!(b.len(), 2); // m3 has no multi-GPU point
+        assert_eq!(b.len(), 3);
         assert_eq!(b[0].test, vec![1, 2]);
+        // m3's uncalibratable point is tested in its own split, never calibrates another's.
         assert_eq!(b[0].calibrate, vec![0, 3, 4, 5]);
+        assert_eq!(b[2].test, vec![6]);
         let c = &ps[3].splits;
         assert_eq!(c.len(), 3);
         assert_eq!(c[0].calibrate, vec![3, 4, 5]);
