@@ -125,8 +125,9 @@ pub enum Runtime {
     Megatron,
     /// DeepSpeed: DP with ZeRO 0-3 and pipelines, overlapped.
     Deepspeed,
-    /// JAX/Alpa: DP/TP/PP with sharded optimizer states; gradients synchronised
-    /// after accumulation (no overlap with backward).
+    /// JAX/Alpa: DP/TP/PP; intra-op sharding can shard states, gradients and
+    /// weights along the data axis (ZeRO 0-3); gradients synchronised after
+    /// accumulation (no overlap with backward).
     Alpa,
 }
 
@@ -139,7 +140,7 @@ impl Runtime {
             Runtime::Fsdp => tp == 1 && pp == 1 && (zero_stage == 0 || zero_stage == 3),
             Runtime::Megatron => zero_stage <= 1,
             Runtime::Deepspeed => tp == 1,
-            Runtime::Alpa => zero_stage <= 2,
+            Runtime::Alpa => true,
         }
     }
 
@@ -259,6 +260,14 @@ pub struct ModelCost {
     pub extra_act_per_sample: f64,
     /// Largest useful tensor-parallel degree (1 for CNNs and generic models).
     pub max_tp: u32,
+    /// MoE: parameters of all experts (sharded over the data-parallel group:
+    /// expert parallelism), 0 for dense models.
+    pub expert_params: f64,
+    /// MoE: experts per expert layer.
+    pub experts: u32,
+    /// MoE: bytes per sample one all-to-all moves, summed over expert layers
+    /// (tokens × top-k × capacity factor × hidden).
+    pub alltoall_bytes_per_sample: f64,
     /// Training precision.
     pub precision: Precision,
     /// Optimizer.
@@ -347,6 +356,9 @@ impl ModelSpec {
             boundary_bytes_per_sample: 0.0,
             extra_act_per_sample: 0.0,
             max_tp: 1,
+            expert_params: 0.0,
+            experts: 0,
+            alltoall_bytes_per_sample: 0.0,
             precision: self.precision,
             optimizer: self.optimizer,
             recompute: self.recompute,
@@ -425,7 +437,9 @@ impl ModelSpec {
         let scale = b / 2.0;
         let ffn_scale = f / (4.0 * h) * k * if self.gated_ffn { 1.5 } else { 1.0 };
         let max_tp = (0..=6).map(|e| 1u32 << e).filter(|t| self.heads.max(1) % t == 0).max().unwrap_or(1);
-        let layer = attn + norms + if moe { experts * ffn / interval } else { ffn };
+        // Largest layer gathered under ZeRO-3: experts are sharded (expert
+        // parallel), never gathered, so a dense layer.
+        let layer = attn + norms + ffn;
         ModelCost {
             params,
             active_params,
@@ -438,7 +452,7 @@ impl ModelSpec {
             gemm_width: h.min(f),
             kernels_per_layer: if moe { 30.0 } else { 20.0 },
             pipeline_layers: self.layers.max(1),
-            max_layer_params: layer.max(attn + norms + ffn * if moe { experts } else { 1.0 }),
+            max_layer_params: layer,
             act_fixed_per_sample_layer: s * h * 10.0 * scale,
             act_tp_per_sample_layer: s * h * (8.0 + 16.0 * ffn_scale) * scale + if materialised { 5.0 * heads * s * s * scale } else { 0.0 },
             ckpt_per_sample_layer: s * h * b,
@@ -446,6 +460,9 @@ impl ModelSpec {
             // Logits, their fp32 softmax and its gradient.
             extra_act_per_sample: s * v * (b + 8.0),
             max_tp,
+            expert_params: moe_layers * experts * ffn,
+            experts: if moe { self.experts } else { 0 },
+            alltoall_bytes_per_sample: moe_layers * k * cf * s * h * b,
             ..self.blank_cost()
         }
     }
@@ -1065,7 +1082,7 @@ mod tests {
         assert!(Runtime::Ddp.can_execute(1, 1, 0) && !Runtime::Ddp.can_execute(2, 1, 0) && !Runtime::Ddp.can_execute(1, 1, 1));
         assert!(Runtime::Fsdp.can_execute(1, 1, 3) && !Runtime::Fsdp.can_execute(1, 2, 3));
         assert!(Runtime::Megatron.can_execute(8, 4, 1) && !Runtime::Megatron.can_execute(1, 1, 2));
-        assert!(Runtime::Alpa.can_execute(2, 2, 2) && !Runtime::Alpa.can_execute(1, 1, 3));
+        assert!(Runtime::Alpa.can_execute(2, 2, 3));
         assert!(!Runtime::Deepspeed.can_execute(2, 1, 0));
     }
 

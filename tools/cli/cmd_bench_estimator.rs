@@ -362,6 +362,10 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
                 if !sub.is_empty() {
                     println!("{}", line(ds, &sub));
                 }
+                let described: Vec<f64> = v.iter().filter(|(i, _)| points[*i].dataset == ds && points[*i].calibratable).map(|x| x.1).collect();
+                if !described.is_empty() && described.len() < sub.len() {
+                    println!("{}", line(&format!("{ds} w/o offload"), &described));
+                }
             }
         }
         for (label, rhos) in [

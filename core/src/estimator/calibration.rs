@@ -12,7 +12,8 @@
 //!    enough points, else globally, minimising the median |log(pred/measured)|;
 //!    a new model with only a single-GPU profile inherits them.
 //! 3. (model, type) pairs measured only on several GPUs get their compute
-//!    level from those points, with the fitted framework constants.
+//!    level from those points, with the fitted framework constants (and so
+//!    does a GPU type without single-GPU points).
 //!
 //! The report says what was fitted from what, and flags profiles whose implied
 //! efficiency is implausible (a wrong model description).
@@ -288,9 +289,20 @@ impl Calibration {
                 }
             }
         }
+        // GPU types without single-GPU points get their type level from these too.
+        let mut type_only_multi: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for (key, logs) in &only_multi {
+            if !cal.per_type.contains_key(&key.1) {
+                type_only_multi.entry(key.1.clone()).or_default().extend(logs.iter().copied());
+            }
+        }
         for (key, logs) in only_multi {
             cal.report.per_model_type.push(FittedFactor { gpu_type: key.1.clone(), model: Some(key.0.clone()), factor: median(&logs).exp(), points: logs.len() });
             cal.per_model_type.insert(key, (median(&logs), logs.len()));
+        }
+        for (gpu, logs) in type_only_multi {
+            cal.report.per_type.push(FittedFactor { gpu_type: gpu.clone(), model: None, factor: median(&logs).exp(), points: logs.len() });
+            cal.per_type.insert(gpu, (median(&logs), logs.len()));
         }
         for p in &multis {
             cal.report.used.push(CalibrationPoint { record: p.rec.clone(), datasheet_s: p.datasheet_s, factor: 1.0 });

@@ -91,6 +91,8 @@ pub struct TimeBreakdown {
     pub tp_comm_s: f64,
     /// Pipeline point-to-point sends.
     pub pp_comm_s: f64,
+    /// MoE all-to-all token exchanges (expert parallelism over the DP group).
+    pub ep_comm_s: f64,
     /// Data-parallel gradient sync and ZeRO gathers left exposed after overlap.
     pub dp_comm_s: f64,
     /// Optimizer step (memory-bandwidth bound).
@@ -102,14 +104,14 @@ pub struct TimeBreakdown {
 impl TimeBreakdown {
     /// Sum of all parts (the sub-parts of `compute_s` are not added again).
     pub fn total(&self) -> f64 {
-        self.compute_s + self.bubble_s + self.tp_comm_s + self.pp_comm_s + self.dp_comm_s + self.optimizer_s + self.overhead_s
+        self.compute_s + self.bubble_s + self.tp_comm_s + self.pp_comm_s + self.ep_comm_s + self.dp_comm_s + self.optimizer_s + self.overhead_s
     }
 
     /// Relative error band of this prediction: compute is the best-anchored
     /// part (profiles pin it), communication, bubble and overheads the least.
     pub fn error_band(&self) -> f64 {
         let t = self.total().max(1e-12);
-        let comm = self.tp_comm_s + self.pp_comm_s + self.dp_comm_s + self.bubble_s;
+        let comm = self.tp_comm_s + self.pp_comm_s + self.ep_comm_s + self.dp_comm_s + self.bubble_s;
         0.1 * (self.compute_s + self.optimizer_s) / t + 0.5 * comm / t + 0.3 * self.overhead_s / t
     }
 }
@@ -186,7 +188,6 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let stage_share = layers_stage / c.pipeline_layers.max(1) as f64;
 
     // ---- memory ----
-    let p_gpu = c.params / (tp * pp);
     let mixed = c.precision.mixed();
     // PyTorch autocast keeps fp32 weights and gradients plus half copies of the
     // weights for the forward pass; Megatron/DeepSpeed/Alpa keep half weights
@@ -201,18 +202,29 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         (2.0, 2.0, 4.0 + opt_state)
     };
     let shard = |on: bool| if on { dp } else { 1.0 };
-    let states = p_gpu * (wb / shard(z >= 3) + gb / shard(z >= 2) + ob / shard(z >= 1));
-    let act_layer = (c.act_fixed_per_sample_layer + c.act_tp_per_sample_layer / tp) * mbs;
+    // MoE experts are sharded over the data-parallel group (expert
+    // parallelism): each rank holds experts / ep of them, whole.
+    let ep = if c.experts > 1 { dp.min(c.experts as f64) } else { 1.0 };
+    let expert_gpu = c.expert_params / (tp * pp * ep);
+    let dense_gpu = (c.params - c.expert_params) / (tp * pp);
+    let states = dense_gpu * (wb / shard(z >= 3) + gb / shard(z >= 2) + ob / shard(z >= 1)) + expert_gpu * (wb + gb + ob);
+    // Autocast runs norms and residual adds in fp32 (the unsplit activations
+    // double) and keeps a bf16 copy of the logits beside the fp32 loss
+    // buffers (b + 12 instead of b + 8 bytes per logit).
+    let (fixed_scale, extra_scale) = if autocast { (2.0, (2.0 + 12.0) / (2.0 + 8.0)) } else { (1.0, 1.0) };
+    let act_layer = (c.act_fixed_per_sample_layer * fixed_scale + c.act_tp_per_sample_layer / tp) * mbs;
     let inflight = if plan.pp > 1 { m.min(pp) } else { 1.0 };
     let activations = if ckpt {
         c.ckpt_per_sample_layer * mbs * layers_stage * inflight + act_layer
     } else {
         act_layer * layers_stage * inflight
-    } + c.extra_act_per_sample * mbs / tp;
+    } + c.extra_act_per_sample * extra_scale * mbs / tp;
     let gather = if z >= 3 { 2.0 * c.max_layer_params / tp * wb } else { 0.0 };
     // The step's temporaries: about one fp32 buffer per locally updated parameter.
-    let opt_params = p_gpu / shard(z >= 1);
-    let optimizer_temp = if opt_state > 0.0 { 4.0 * opt_params } else { 0.0 };
+    let opt_params = dense_gpu / shard(z >= 1) + expert_gpu;
+    // Unfactored optimizers (Adam, momentum) allocate about one fp32 buffer
+    // per locally updated parameter during the step.
+    let optimizer_temp = if opt_state >= 4.0 { 4.0 * opt_params } else { 0.0 };
     let memory = MemoryBreakdown { states, activations: activations * FRAGMENTATION, other: gather + RESERVED_BYTES, optimizer_temp };
     let fits = memory.total() <= MEMORY_HEADROOM * g.mem_bytes() as f64;
 
@@ -249,16 +261,25 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         0.0
     };
     let slots = m + pp - 1.0;
+    // MoE all-to-all: dispatch and combine, forward and backward (and the
+    // recomputed forward), each moving (ep − 1)/ep of the tokens' slots.
+    let t_ep_mb = if ep > 1.0 {
+        let a2a = if ckpt { 6.0 } else { 4.0 };
+        a2a * dp_group.all_gather_s(c.alltoall_bytes_per_sample * mbs * stage_share / tp, g) * fw.comm_scale
+    } else {
+        0.0
+    };
 
     // DP gradient sync (all-reduce, or reduce-scatter + all-gather under ZeRO),
     // ZeRO-2 reduce-scatter per micro-batch, ZeRO-3 parameter gathers per micro-batch.
-    let grad_bytes = p_gpu * gb.min(4.0);
+    // Expert gradients stay on their rank; only the dense part is synchronised.
+    let grad_bytes = dense_gpu * gb.min(4.0);
     let mut dp_comm = dp_group.all_reduce_s(grad_bytes, g);
     if z >= 2 {
         dp_comm += (m - 1.0) * dp_group.all_gather_s(grad_bytes, g);
     }
     if z >= 3 {
-        dp_comm += 2.0 * m * dp_group.all_gather_s(p_gpu * wb.min(4.0), g);
+        dp_comm += 2.0 * m * dp_group.all_gather_s(dense_gpu * wb.min(4.0), g);
     }
     dp_comm *= fw.comm_scale;
     let dp_exposed = if plan.dp <= 1 {
@@ -294,6 +315,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         bubble_s: (pp - 1.0) * t_compute_mb,
         tp_comm_s: slots * t_tp_mb,
         pp_comm_s: slots * t_pp_mb,
+        ep_comm_s: m * t_ep_mb,
         dp_comm_s: dp_exposed,
         optimizer_s,
         overhead_s: slots * fw.per_microbatch_s + fw.per_iter_s,

@@ -291,7 +291,7 @@ fn plan_search_respects_runtime_and_recompute() {
     let e = est();
     let alpa = job("gpt__1.3B", 64);
     let r = e.estimate(&alpa, &cell("a100x8"), 8).unwrap();
-    assert!(r.plan.checkpointing && r.plan.zero_stage <= 2, "{}", r.plan);
+    assert!(r.plan.checkpointing, "{}", r.plan);
     let mut ddp = job_any("gpt__1.3B", 64);
     ddp.model.runtime = crate::model::Runtime::Ddp;
     ddp.model.recompute = crate::model::Recompute::Off;
