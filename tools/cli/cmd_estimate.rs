@@ -201,7 +201,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 fn print_explain(job: &JobSpec, ev: &cellsched_core::estimator::PlanEval, why: Option<&cellsched_core::estimator::Explanation>) {
     let t = ev.time;
     let total = t.total().max(1e-12);
-    let row = |name: &str, v: f64| println!("  {name:<34} {v:>10.4} s  {:>5.1}%", v / total * 100.0);
     let m = &job.model;
     println!(
         "\nexplain      {} trained in {:?} precision with {:?}, recompute {:?}, runtime {:?} (gradient sync {} backward)",
@@ -213,18 +212,22 @@ fn print_explain(job: &JobSpec, ev: &cellsched_core::estimator::PlanEval, why: O
         if m.cost().grad_overlap { "overlaps" } else { "after" }
     );
     println!("time (model, before any measured override; error band +/-{:.0}%):", t.error_band() * 100.0);
-    row("compute, all micro-batches", t.compute_s);
-    row("  of which dense matmuls", t.gemm_s);
-    row("  of which attention (s^2)", t.attention_s);
-    row("  of which memory-bound ops", t.memory_bound_s);
-    row("  of which kernel-launch floor", t.launch_bound_s);
-    row("pipeline bubble", t.bubble_s);
-    row("exposed DP gradient sync / ZeRO", t.dp_comm_s);
-    row("TP all-reduces", t.tp_comm_s);
-    row("PP sends", t.pp_comm_s);
-    row("MoE all-to-all (expert parallel)", t.ep_comm_s);
-    row("optimizer step", t.optimizer_s);
-    row("framework overheads", t.overhead_s);
+    for (name, v) in [
+        ("compute, all micro-batches", t.compute_s),
+        ("  of which dense matmuls", t.gemm_s),
+        ("  of which attention (s^2)", t.attention_s),
+        ("  of which memory-bound ops", t.memory_bound_s),
+        ("  of which kernel-launch floor", t.launch_bound_s),
+        ("pipeline bubble", t.bubble_s),
+        ("exposed DP gradient sync / ZeRO", t.dp_comm_s),
+        ("TP all-reduces", t.tp_comm_s),
+        ("PP sends", t.pp_comm_s),
+        ("MoE all-to-all (expert parallel)", t.ep_comm_s),
+        ("optimizer step", t.optimizer_s),
+        ("framework overheads", t.overhead_s),
+    ] {
+        println!("  {name:<34} {v:>10.4} s  {:>5.1}%", v / total * 100.0);
+    }
     let gib = |b: f64| b / (1u64 << 30) as f64;
     let mm = ev.memory;
     println!(
