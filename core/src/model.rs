@@ -378,9 +378,10 @@ impl ModelSpec {
             active_params: params,
             fwd_flops_per_sample: fwd,
             gemm_flops_per_sample: fwd,
-            // Each stored activation is written once and read once more by an
-            // element-wise op in the forward pass.
-            mem_bytes_per_sample: 2.0 * act,
+            // No op-level description: memory-bound ops are unknown (the
+            // activation size is a memory figure, not traffic); calibration
+            // absorbs them.
+            mem_bytes_per_sample: 0.0,
             // Unknown shapes: a small GEMM (e.g. an LSTM step or a small conv).
             gemm_rows_per_sample: 32.0,
             gemm_width: 256.0,
@@ -516,7 +517,8 @@ impl ModelSpec {
             mem_bytes_per_sample: (2.0 * act + 2.0 * stem_act) * b,
             // Output pixels of the last stage per sample (the smallest GEMM rows).
             gemm_rows_per_sample: (img / 32.0).max(1.0).powi(2),
-            gemm_width: w * k,
+            // Reduction dimension of the 3×3 convolutions' implicit GEMM.
+            gemm_width: 9.0 * w * k,
             kernels_per_layer: 12.0,
             pipeline_layers: n_blocks,
             max_layer_params: max_layer,

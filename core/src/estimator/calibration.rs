@@ -280,20 +280,20 @@ impl Calibration {
         cal.fit_framework(base, &multis);
         // (model, type) pairs seen only on several GPUs: their level from those points.
         let mut only_multi: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+        // GPU types without single-GPU points get their type level from these
+        // too, net of each point's family residual (applied again on lookup).
+        let mut type_only_multi: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for p in &multis {
             let key = (p.job.model.name.clone(), p.gpu.clone());
             if policy.per_model && !cal.per_model_type.contains_key(&key) {
                 let fw = cal.framework_on(p.job.model.runtime, &p.gpu);
                 if let Ok((_, f)) = p.implied_factor(base, 1.0, &fw) {
                     only_multi.entry(key).or_default().push(f.ln());
+                    if !cal.per_type.contains_key(&p.gpu) {
+                        let resid = cal.per_family.get(&family_key(p.job.model.family)).map_or(0.0, |v| v.0);
+                        type_only_multi.entry(p.gpu.clone()).or_default().push(f.ln() - resid);
+                    }
                 }
-            }
-        }
-        // GPU types without single-GPU points get their type level from these too.
-        let mut type_only_multi: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for (key, logs) in &only_multi {
-            if !cal.per_type.contains_key(&key.1) {
-                type_only_multi.entry(key.1.clone()).or_default().extend(logs.iter().copied());
             }
         }
         for (key, logs) in only_multi {
