@@ -497,8 +497,9 @@ impl ModelSpec {
                 }
                 params += p;
                 flops += 2.0 * p * sp;
-                // conv, batch-norm and ReLU outputs of the three convolutions.
-                act += 3.0 * (2.0 * inner + out) * sp;
+                // conv and batch-norm outputs of the three convolutions (the
+                // ReLU runs in place on the batch-norm output).
+                act += 2.0 * (2.0 * inner + out) * sp;
                 boundary += out * sp;
                 max_layer = max_layer.max(p);
                 inc = out;
