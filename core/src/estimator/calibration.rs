@@ -34,6 +34,8 @@ const FACTOR_RANGE: (f64, f64) = (0.02, 50.0);
 const MODEL_PRIOR_POINTS: f64 = 0.25;
 /// Prior weight, in points, of type × family residual on a (family, type) level.
 const FAMILY_PRIOR_POINTS: f64 = 1.0;
+/// Most points one framework fit evaluates (about 350 plan evaluations each).
+const MAX_FIT_POINTS: usize = 400;
 /// Fewest multi-GPU points of one runtime for its own framework constants.
 const MIN_RUNTIME_POINTS: usize = 5;
 /// Implied efficiency (fraction of the precision's peak) outside which a
@@ -379,6 +381,11 @@ impl Calibration {
     /// Coordinate search in log space over the communication scale and the
     /// per-micro-batch cost; returns the constants and their median |log error|.
     fn fit_constants(&self, base: &Estimator, pts: &[&ResolvedPoint]) -> (Framework, f64) {
+        // Bounded work (the plugins fit at configuration load): an even
+        // subsample of at most MAX_FIT_POINTS points.
+        let stride = pts.len().div_ceil(MAX_FIT_POINTS).max(1);
+        let sampled: Vec<&ResolvedPoint> = pts.iter().step_by(stride).copied().collect();
+        let pts = &sampled[..];
         let loss = |fw: &Framework| -> f64 {
             let errs: Vec<f64> = pts
                 .iter()
