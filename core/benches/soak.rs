@@ -146,7 +146,7 @@ fn main() {
             // The site factor ranking of the queue.
             let q: Vec<PendingJob> = pending
                 .values()
-                .filter_map(|j| parsed.get(j.id).map(|(_, it)| PendingJob { id: j.id, submit_time_s: j.submit_s, remaining_s: *it * j.iters as f64 }))
+                .filter_map(|j| parsed.get(j.id).map(|(_, it)| PendingJob::new(j.id, j.submit_s, *it * j.iters as f64)))
                 .collect();
             std::hint::black_box(order(&q, now, &cfg));
         }

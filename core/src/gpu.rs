@@ -29,6 +29,9 @@ pub struct GpuSpec {
     pub fp16_tflops: f64,
     /// Peak fp32 TFLOP/s.
     pub fp32_tflops: f64,
+    /// Peak dense TF32 tensor TFLOP/s (None: no TF32 tensor cores, fp32 peak applies).
+    #[serde(default)]
+    pub tf32_tflops: Option<f64>,
     /// Device memory in GiB.
     pub mem_gib: f64,
     /// Device memory bandwidth in GB/s.
@@ -47,6 +50,16 @@ impl GpuSpec {
     /// Peak FLOP/s for a precision (`fp32 == true` for fp32 training).
     pub fn peak_flops(&self, fp32: bool) -> f64 {
         if fp32 { self.fp32_tflops * 1e12 } else { self.fp16_tflops.max(self.fp32_tflops) * 1e12 }
+    }
+
+    /// Peak FLOP/s of the matmuls of a training precision.
+    pub fn peak_for(&self, precision: crate::model::Precision) -> f64 {
+        use crate::model::Precision;
+        match precision {
+            Precision::Fp16 | Precision::Bf16 => self.peak_flops(false),
+            Precision::Tf32 => self.tf32_tflops.unwrap_or(self.fp32_tflops).max(self.fp32_tflops) * 1e12,
+            Precision::Fp32 => self.peak_flops(true),
+        }
     }
 
     /// Device memory in bytes.
@@ -86,6 +99,7 @@ impl<'de> Deserialize<'de> for Pos {
 struct GpuPatch {
     fp16_tflops: Option<Pos>,
     fp32_tflops: Option<Pos>,
+    tf32_tflops: Option<Pos>,
     mem_gib: Option<Pos>,
     mem_bw_gbs: Option<Pos>,
     intra_link: Option<Link>,
@@ -154,6 +168,7 @@ impl GpuCatalog {
                     name: name.clone(),
                     fp16_tflops: p.fp16_tflops.map_or(old.fp16_tflops, |v| v.0),
                     fp32_tflops: p.fp32_tflops.map_or(old.fp32_tflops, |v| v.0),
+                    tf32_tflops: p.tf32_tflops.map(|v| v.0).or(old.tf32_tflops),
                     mem_gib: p.mem_gib.map_or(old.mem_gib, |v| v.0),
                     mem_bw_gbs: p.mem_bw_gbs.map_or(old.mem_bw_gbs, |v| v.0),
                     intra_link: p.intra_link.unwrap_or(old.intra_link),
@@ -165,6 +180,7 @@ impl GpuCatalog {
                     name: name.clone(),
                     fp16_tflops: p.fp16_tflops.ok_or_else(|| missing("fp16_tflops"))?.0,
                     fp32_tflops: p.fp32_tflops.ok_or_else(|| missing("fp32_tflops"))?.0,
+                    tf32_tflops: p.tf32_tflops.map(|v| v.0),
                     mem_gib: p.mem_gib.ok_or_else(|| missing("mem_gib"))?.0,
                     mem_bw_gbs: p.mem_bw_gbs.ok_or_else(|| missing("mem_bw_gbs"))?.0,
                     intra_link: p.intra_link.ok_or_else(|| missing("intra_link"))?,

@@ -7,7 +7,6 @@
 //!   [`cell::Decision`] and their text forms (sbatch options, admin comments).
 pub mod asrpt;
 pub mod bounded;
-pub mod calibration;
 pub mod cell;
 pub mod config;
 pub mod deadline;

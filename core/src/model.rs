@@ -28,15 +28,131 @@ pub enum ModelFamily {
     Generic,
 }
 
-/// Training numeric precision.
+/// Training numeric precision of the matrix multiplies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
-    /// Mixed precision fp16/bf16 with fp32 master weights (Adam: 16 bytes/param).
+    /// Mixed precision fp16 with fp32 master weights (tensor-core peak).
     #[default]
     Fp16,
-    /// Plain fp32 (Adam: 16 bytes/param, activations 4 bytes).
+    /// Mixed precision bf16 (autocast; tensor-core peak).
+    Bf16,
+    /// fp32 storage with TF32 tensor-core matmuls (Ampere and later).
+    Tf32,
+    /// Plain fp32 (non-tensor peak; activations 4 bytes).
     Fp32,
+}
+
+impl Precision {
+    /// Bytes per activation / weight value in the forward pass.
+    pub fn value_bytes(self) -> f64 {
+        match self {
+            Precision::Fp16 | Precision::Bf16 => 2.0,
+            Precision::Tf32 | Precision::Fp32 => 4.0,
+        }
+    }
+
+    /// Whether weights are kept as fp32 masters beside half-precision copies.
+    pub fn mixed(self) -> bool {
+        matches!(self, Precision::Fp16 | Precision::Bf16)
+    }
+}
+
+/// Optimizer, for the state bytes it keeps per parameter and its step's memory traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Optimizer {
+    /// Adam / AdamW: two fp32 moments (8 bytes per parameter).
+    #[default]
+    #[serde(alias = "adamw")]
+    Adam,
+    /// SGD with momentum: one fp32 buffer (4 bytes).
+    SgdMomentum,
+    /// Plain SGD: no state.
+    Sgd,
+    /// Adafactor without momentum: factored second moment (well under 1 byte).
+    Adafactor,
+}
+
+impl Optimizer {
+    /// fp32 state bytes per parameter (moments), excluding master weights.
+    pub fn state_bytes(self) -> f64 {
+        match self {
+            Optimizer::Adam => 8.0,
+            Optimizer::SgdMomentum => 4.0,
+            Optimizer::Sgd => 0.0,
+            Optimizer::Adafactor => 0.1,
+        }
+    }
+
+    /// Passes over memory per parameter in the step (read p, g, states; write p, states).
+    pub fn step_bytes(self) -> f64 {
+        match self {
+            Optimizer::Adam => 28.0,
+            Optimizer::SgdMomentum => 20.0,
+            Optimizer::Sgd => 12.0,
+            Optimizer::Adafactor => 16.0,
+        }
+    }
+}
+
+/// Activation recomputation policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Recompute {
+    /// The plan search decides per plan.
+    #[default]
+    Auto,
+    /// Always recompute (every layer's activations are rebuilt in backward).
+    Full,
+    /// Never recompute.
+    Off,
+}
+
+/// The training runtime: which plans it can execute and how it syncs gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Runtime {
+    /// Unspecified: any plan (DP/TP/PP, ZeRO 0-3); gradient sync overlaps backward.
+    #[default]
+    Any,
+    /// PyTorch DistributedDataParallel: data parallel only, overlapped bucketed all-reduce.
+    Ddp,
+    /// PyTorch FSDP: data parallel with ZeRO-3 sharding, overlapped.
+    Fsdp,
+    /// Megatron-LM: DP/TP/PP with ZeRO-1 (distributed optimizer), overlapped.
+    Megatron,
+    /// DeepSpeed: DP with ZeRO 0-3 and pipelines, overlapped.
+    Deepspeed,
+    /// JAX/Alpa: DP/TP/PP; intra-op sharding can shard states, gradients and
+    /// weights along the data axis (ZeRO 0-3); gradients synchronised after
+    /// accumulation (no overlap with backward).
+    Alpa,
+}
+
+impl Runtime {
+    /// Whether the runtime can execute `plan` (`tp`, `pp`, ZeRO stage).
+    pub fn can_execute(self, tp: u32, pp: u32, zero_stage: u8) -> bool {
+        match self {
+            Runtime::Any => true,
+            Runtime::Ddp => tp == 1 && pp == 1 && zero_stage == 0,
+            Runtime::Fsdp => tp == 1 && pp == 1 && (zero_stage == 0 || zero_stage == 3),
+            Runtime::Megatron => zero_stage <= 1,
+            Runtime::Deepspeed => tp == 1,
+            Runtime::Alpa => true,
+        }
+    }
+
+    /// Whether gradient synchronisation overlaps the backward pass by default.
+    pub fn grad_overlap(self) -> bool {
+        !matches!(self, Runtime::Alpa)
+    }
+
+    /// Whether attention scores are materialised (s² memory traffic) rather than
+    /// computed by a fused flash-attention kernel.
+    pub fn materialised_attention(self) -> bool {
+        matches!(self, Runtime::Alpa)
+    }
 }
 
 /// A model architecture. Fields not used by a family are 0.
@@ -74,6 +190,27 @@ pub struct ModelSpec {
     pub image_size: u32,
     /// Training precision.
     pub precision: Precision,
+    /// Optimizer (state bytes, step traffic).
+    #[serde(default)]
+    pub optimizer: Optimizer,
+    /// Activation recomputation policy.
+    #[serde(default)]
+    pub recompute: Recompute,
+    /// Training runtime (executable plans, gradient-sync overlap).
+    #[serde(default)]
+    pub runtime: Runtime,
+    /// Overrides the runtime's gradient-sync overlap with backward.
+    #[serde(default)]
+    pub grad_overlap: Option<bool>,
+    /// MoE: an expert layer every `expert_interval` layers (1 = every layer; 0 = 1).
+    #[serde(default)]
+    pub expert_interval: u32,
+    /// MoE: expert capacity factor (0 = 1.0).
+    #[serde(default)]
+    pub capacity_factor: f64,
+    /// MoE: tokens per dispatch group (0 = sequence length).
+    #[serde(default)]
+    pub expert_group_size: u32,
     /// Explicit parameter count (`generic`).
     pub params_override: Option<f64>,
     /// Explicit forward FLOPs per sample (`generic`).
@@ -89,8 +226,23 @@ pub struct ModelCost {
     pub params: f64,
     /// Parameters touched per sample (MoE: attention + top-k experts).
     pub active_params: f64,
-    /// Forward FLOPs per sample (backward = 2 ×).
+    /// Forward FLOPs per sample, all kinds (backward = 2 ×).
     pub fwd_flops_per_sample: f64,
+    /// Forward dense matmul/convolution FLOPs per sample (incl. the vocabulary projection).
+    pub gemm_flops_per_sample: f64,
+    /// Forward attention score/value FLOPs per sample (the s² term).
+    pub attn_flops_per_sample: f64,
+    /// Forward MoE dispatch/combine einsum FLOPs per sample (low-efficiency batched matmuls).
+    pub dispatch_flops_per_sample: f64,
+    /// Forward memory-bound traffic per sample (norms, activations, dropout,
+    /// residuals, softmax, cross-entropy over the vocabulary), bytes.
+    pub mem_bytes_per_sample: f64,
+    /// Rows of the typical GEMM per sample (tokens; output pixels for CNNs).
+    pub gemm_rows_per_sample: f64,
+    /// Smallest typical GEMM dimension besides the rows (hidden size, channels).
+    pub gemm_width: f64,
+    /// Forward kernels per layer (launch floor).
+    pub kernels_per_layer: f64,
     /// Layers a pipeline can split.
     pub pipeline_layers: u32,
     /// Parameters of the largest layer (ZeRO-3 gather buffer).
@@ -103,16 +255,28 @@ pub struct ModelCost {
     pub ckpt_per_sample_layer: f64,
     /// Bytes per sample crossing a pipeline-stage boundary (and per TP all-reduce).
     pub boundary_bytes_per_sample: f64,
-    /// Extra activation bytes per sample once per model (logits, stem).
+    /// Extra activation bytes per sample once per model (logits, loss buffers, stem).
     pub extra_act_per_sample: f64,
     /// Largest useful tensor-parallel degree (1 for CNNs and generic models).
     pub max_tp: u32,
-    /// Bytes per weight/gradient value (2 mixed precision, 4 fp32).
-    pub value_bytes: f64,
-    /// Fraction of peak FLOP/s large kernels of this family reach.
-    pub max_efficiency: f64,
-    /// Whether fp32 peak applies.
-    pub fp32: bool,
+    /// MoE: parameters of all experts (sharded over the data-parallel group:
+    /// expert parallelism), 0 for dense models.
+    pub expert_params: f64,
+    /// MoE: experts per expert layer.
+    pub experts: u32,
+    /// MoE: bytes per sample one all-to-all moves, summed over expert layers
+    /// (tokens × top-k × capacity factor × hidden).
+    pub alltoall_bytes_per_sample: f64,
+    /// Training precision.
+    pub precision: Precision,
+    /// Optimizer.
+    pub optimizer: Optimizer,
+    /// Recomputation policy.
+    pub recompute: Recompute,
+    /// Runtime.
+    pub runtime: Runtime,
+    /// Whether gradient sync overlaps backward.
+    pub grad_overlap: bool,
 }
 
 impl ModelSpec {
@@ -126,6 +290,11 @@ impl ModelSpec {
         self.cost().fwd_flops_per_sample
     }
 
+    /// Whether attention scores are materialised (no flash kernel).
+    pub fn materialised_attention(&self) -> bool {
+        self.runtime.materialised_attention()
+    }
+
     /// A stable fingerprint of every field (for memoization keys).
     pub fn fingerprint(&self) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -133,12 +302,17 @@ impl ModelSpec {
         self.family.hash(&mut h);
         for v in [
             self.layers, self.hidden, self.heads, self.seq_len, self.vocab, self.ffn_hidden, self.experts,
-            self.top_k, self.depth, self.width, self.width_factor, self.image_size,
+            self.top_k, self.depth, self.width, self.width_factor, self.image_size, self.expert_interval, self.expert_group_size,
         ] {
             v.hash(&mut h);
         }
         self.gated_ffn.hash(&mut h);
         self.precision.hash(&mut h);
+        self.optimizer.hash(&mut h);
+        self.recompute.hash(&mut h);
+        self.runtime.hash(&mut h);
+        self.grad_overlap.hash(&mut h);
+        self.capacity_factor.to_bits().hash(&mut h);
         for o in [self.params_override, self.fwd_flops_override, self.act_bytes_override] {
             o.map(f64::to_bits).hash(&mut h);
         }
@@ -147,81 +321,153 @@ impl ModelSpec {
 
     /// Derives the estimator's quantities from the architecture.
     pub fn cost(&self) -> ModelCost {
-        let fp32 = self.precision == Precision::Fp32;
-        let b = if fp32 { 4.0 } else { 2.0 };
-        match self.family {
-            ModelFamily::Gpt | ModelFamily::Bert | ModelFamily::Moe => self.transformer_cost(b, fp32),
-            ModelFamily::WideResnet => self.resnet_cost(b, fp32),
-            ModelFamily::Generic => {
-                let params = self.params_override.unwrap_or(0.0);
-                let fwd = self.fwd_flops_override.unwrap_or(0.0);
-                let layers = self.layers.max(1);
-                let act = self.act_bytes_override.unwrap_or(fwd / 80.0) * b / 4.0;
-                ModelCost {
-                    params,
-                    active_params: params,
-                    fwd_flops_per_sample: fwd,
-                    pipeline_layers: layers,
-                    max_layer_params: params / layers as f64,
-                    act_fixed_per_sample_layer: act / layers as f64,
-                    act_tp_per_sample_layer: 0.0,
-                    ckpt_per_sample_layer: act / layers as f64 / 4.0,
-                    boundary_bytes_per_sample: act / layers as f64 / 10.0,
-                    extra_act_per_sample: 0.0,
-                    max_tp: 1,
-                    value_bytes: b,
-                    max_efficiency: 0.35,
-                    fp32,
-                }
-            }
+        let b = self.precision.value_bytes();
+        let mut c = match self.family {
+            ModelFamily::Gpt | ModelFamily::Bert | ModelFamily::Moe => self.transformer_cost(b),
+            ModelFamily::WideResnet => self.resnet_cost(b),
+            ModelFamily::Generic => self.generic_cost(b),
+        };
+        c.precision = self.precision;
+        c.optimizer = self.optimizer;
+        c.recompute = self.recompute;
+        c.runtime = self.runtime;
+        c.grad_overlap = self.grad_overlap.unwrap_or_else(|| self.runtime.grad_overlap());
+        c
+    }
+
+    fn blank_cost(&self) -> ModelCost {
+        ModelCost {
+            params: 0.0,
+            active_params: 0.0,
+            fwd_flops_per_sample: 0.0,
+            gemm_flops_per_sample: 0.0,
+            attn_flops_per_sample: 0.0,
+            dispatch_flops_per_sample: 0.0,
+            mem_bytes_per_sample: 0.0,
+            gemm_rows_per_sample: 1.0,
+            gemm_width: 1.0,
+            kernels_per_layer: 10.0,
+            pipeline_layers: 1,
+            max_layer_params: 0.0,
+            act_fixed_per_sample_layer: 0.0,
+            act_tp_per_sample_layer: 0.0,
+            ckpt_per_sample_layer: 0.0,
+            boundary_bytes_per_sample: 0.0,
+            extra_act_per_sample: 0.0,
+            max_tp: 1,
+            expert_params: 0.0,
+            experts: 0,
+            alltoall_bytes_per_sample: 0.0,
+            precision: self.precision,
+            optimizer: self.optimizer,
+            recompute: self.recompute,
+            runtime: self.runtime,
+            grad_overlap: true,
         }
     }
 
-    fn transformer_cost(&self, b: f64, fp32: bool) -> ModelCost {
+    fn generic_cost(&self, b: f64) -> ModelCost {
+        let params = self.params_override.unwrap_or(0.0);
+        let fwd = self.fwd_flops_override.unwrap_or(0.0);
+        let layers = self.layers.max(1);
+        let l = layers as f64;
+        let act = self.act_bytes_override.unwrap_or(fwd / 80.0) * b / 4.0;
+        ModelCost {
+            params,
+            active_params: params,
+            fwd_flops_per_sample: fwd,
+            gemm_flops_per_sample: fwd,
+            // No op-level description: memory-bound ops are unknown (the
+            // activation size is a memory figure, not traffic); calibration
+            // absorbs them.
+            mem_bytes_per_sample: 0.0,
+            // Unknown shapes: a small GEMM (e.g. an LSTM step or a small conv).
+            gemm_rows_per_sample: 32.0,
+            gemm_width: 256.0,
+            kernels_per_layer: 12.0,
+            pipeline_layers: layers,
+            max_layer_params: params / l,
+            act_fixed_per_sample_layer: act / l,
+            ckpt_per_sample_layer: act / l / 4.0,
+            boundary_bytes_per_sample: act / l / 10.0,
+            ..self.blank_cost()
+        }
+    }
+
+    fn transformer_cost(&self, b: f64) -> ModelCost {
         let h = self.hidden as f64;
         let s = self.seq_len as f64;
         let l = self.layers as f64;
         let v = self.vocab as f64;
+        let heads = self.heads.max(1) as f64;
         let f = if self.ffn_hidden == 0 { 4.0 * h } else { self.ffn_hidden as f64 };
         let mats = if self.gated_ffn { 3.0 } else { 2.0 };
         let ffn = mats * h * f;
         let attn = 4.0 * h * h;
         let moe = self.family == ModelFamily::Moe;
         let (experts, k) = if moe { (self.experts.max(1) as f64, self.top_k.max(1) as f64) } else { (1.0, 1.0) };
-        let layer = attn + experts * ffn + if moe { h * experts } else { 0.0 } + 4.0 * h;
-        let active_layer = attn + k * ffn + 4.0 * h;
-        let embed = v * h + s * h;
-        let params = l * layer + embed;
-        let active_params = l * active_layer + embed;
-        // Per token: 2 FLOPs per active weight, attention scores and values
-        // (2 · 2·s·h per layer), and the output projection onto the vocabulary.
-        let fwd_tok = 2.0 * l * active_layer + 4.0 * l * s * h + 2.0 * v * h;
-        // Korthikanti et al. per-token activation bytes at fp16 with a fused
-        // (flash) attention kernel: 10h unsplit, 24h split by TP (8h attention,
-        // 16h MLP scaled by FFN width and active experts).
+        let interval = self.expert_interval.max(1) as f64;
+        // Expert layers: every `interval`-th layer of a MoE model.
+        let moe_layers = if moe { (l / interval).floor().max(1.0) } else { 0.0 };
+        let dense_layers = l - moe_layers;
+        let cf = if self.capacity_factor > 0.0 { self.capacity_factor } else { 1.0 };
+        let group = if self.expert_group_size > 0 { self.expert_group_size as f64 } else { s };
+        let norms = 4.0 * h;
+        let params = l * (attn + norms) + dense_layers * ffn + moe_layers * (experts * ffn + h * experts) + v * h + s * h;
+        let active_params = l * (attn + norms) + dense_layers * ffn + moe_layers * k * ffn + v * h + s * h;
+        // Per token, forward: 2 FLOPs per active weight (experts process
+        // capacity-padded slots: × capacity factor), attention scores and
+        // values (2 · 2·s·h per layer), output projection onto the vocabulary.
+        let gemm_tok = 2.0 * (l * attn + dense_layers * ffn + moe_layers * (k * cf * ffn + h * experts)) + 2.0 * v * h;
+        let attn_tok = 4.0 * l * s * h;
+        // GShard dispatch and combine einsums: 2 · E · C · h each per token, C = k · cf · group / E.
+        let dispatch_tok = moe_layers * 2.0 * 2.0 * k * cf * group * h;
+        // Memory-bound traffic per token: per layer two norms, two residual
+        // adds, three dropouts, bias/activation over the FFN width (~18 h + 2 f
+        // values), materialised attention scores (4 passes over heads · s
+        // values: scores written, read and probabilities written by a fused softmax,
+        // read by the value matmul) unless a flash kernel computes them, and the cross-entropy
+        // over the vocabulary (logits, fp32 softmax, gradient: ~b + 12 bytes).
+        let materialised = self.materialised_attention();
+        let attn_scores = if materialised { 4.0 * heads * s * b } else { 0.0 };
+        let mem_tok = l * ((18.0 * h + 2.0 * f * k.min(2.0)) * b + attn_scores) + v * (b + 12.0);
+        // Korthikanti et al. per-token activation bytes at fp16: 10h unsplit,
+        // 24h split by TP (8h attention, 16h MLP scaled by FFN width and active
+        // experts), plus 5·heads·s for materialised attention scores.
         let scale = b / 2.0;
         let ffn_scale = f / (4.0 * h) * k * if self.gated_ffn { 1.5 } else { 1.0 };
-        let heads = self.heads.max(1);
-        let max_tp = (0..=6).map(|e| 1u32 << e).filter(|t| heads % t == 0).max().unwrap_or(1);
+        let max_tp = (0..=6).map(|e| 1u32 << e).filter(|t| self.heads.max(1) % t == 0).max().unwrap_or(1);
+        // Largest layer gathered under ZeRO-3: experts are sharded (expert
+        // parallel), never gathered, so a dense layer.
+        let layer = attn + norms + ffn;
         ModelCost {
             params,
             active_params,
-            fwd_flops_per_sample: fwd_tok * s,
+            fwd_flops_per_sample: (gemm_tok + attn_tok + dispatch_tok) * s,
+            gemm_flops_per_sample: gemm_tok * s,
+            attn_flops_per_sample: attn_tok * s,
+            dispatch_flops_per_sample: dispatch_tok * s,
+            mem_bytes_per_sample: mem_tok * s,
+            gemm_rows_per_sample: s,
+            gemm_width: h.min(f),
+            kernels_per_layer: if moe { 30.0 } else { 20.0 },
             pipeline_layers: self.layers.max(1),
             max_layer_params: layer,
             act_fixed_per_sample_layer: s * h * 10.0 * scale,
-            act_tp_per_sample_layer: s * h * (8.0 + 16.0 * ffn_scale) * scale,
+            act_tp_per_sample_layer: s * h * (8.0 + 16.0 * ffn_scale) * scale + if materialised { 5.0 * heads * s * s * scale } else { 0.0 },
             ckpt_per_sample_layer: s * h * b,
             boundary_bytes_per_sample: s * h * b,
-            extra_act_per_sample: s * v * (b + 4.0),
+            // Logits, their fp32 softmax and its gradient.
+            extra_act_per_sample: s * v * (b + 8.0),
             max_tp,
-            value_bytes: b,
-            max_efficiency: if moe { 0.40 } else { 0.50 },
-            fp32,
+            expert_params: moe_layers * experts * ffn,
+            experts: if moe { self.experts } else { 0 },
+            alltoall_bytes_per_sample: moe_layers * k * cf * s * h * b,
+            ..self.blank_cost()
         }
     }
 
-    fn resnet_cost(&self, b: f64, fp32: bool) -> ModelCost {
+    fn resnet_cost(&self, b: f64) -> ModelCost {
         let blocks: &[u32] = match self.depth {
             101 => &[3, 4, 23, 3],
             152 => &[3, 8, 36, 3],
@@ -250,8 +496,9 @@ impl ModelSpec {
                 }
                 params += p;
                 flops += 2.0 * p * sp;
-                // conv, batch-norm and ReLU outputs of the three convolutions.
-                act += 3.0 * (2.0 * inner + out) * sp;
+                // conv and batch-norm outputs of the three convolutions (the
+                // ReLU runs in place on the batch-norm output).
+                act += 2.0 * (2.0 * inner + out) * sp;
                 boundary += out * sp;
                 max_layer = max_layer.max(p);
                 inc = out;
@@ -265,17 +512,21 @@ impl ModelSpec {
             params,
             active_params: params,
             fwd_flops_per_sample: flops,
+            gemm_flops_per_sample: flops,
+            // Batch-norm and ReLU read and write every stored activation.
+            mem_bytes_per_sample: (2.0 * act + 2.0 * stem_act) * b,
+            // Output pixels of the last stage per sample (the smallest GEMM rows).
+            gemm_rows_per_sample: (img / 32.0).max(1.0).powi(2),
+            // Reduction dimension of the 3×3 convolutions' implicit GEMM.
+            gemm_width: 9.0 * w * k,
+            kernels_per_layer: 12.0,
             pipeline_layers: n_blocks,
             max_layer_params: max_layer,
             act_fixed_per_sample_layer: act * b / nb,
-            act_tp_per_sample_layer: 0.0,
             ckpt_per_sample_layer: boundary * b / nb,
             boundary_bytes_per_sample: boundary * b / nb,
             extra_act_per_sample: stem_act * b,
-            max_tp: 1,
-            value_bytes: b,
-            max_efficiency: 0.45,
-            fp32,
+            ..self.blank_cost()
         }
     }
 }
@@ -304,6 +555,16 @@ struct ModelToml {
     image_size: Option<u32>,
     #[serde(default)]
     precision: Precision,
+    #[serde(default)]
+    optimizer: Optimizer,
+    #[serde(default)]
+    recompute: Recompute,
+    #[serde(default)]
+    runtime: Runtime,
+    grad_overlap: Option<bool>,
+    expert_interval: Option<u32>,
+    capacity_factor: Option<f64>,
+    expert_group_size: Option<u32>,
     params: Option<f64>,
     fwd_flops_per_sample: Option<f64>,
     act_bytes_per_sample: Option<f64>,
@@ -349,6 +610,13 @@ impl ModelToml {
             width_factor: 0,
             image_size: 0,
             precision: self.precision,
+            optimizer: self.optimizer,
+            recompute: self.recompute,
+            runtime: self.runtime,
+            grad_overlap: self.grad_overlap,
+            expert_interval: 0,
+            capacity_factor: 0.0,
+            expert_group_size: 0,
             params_override: None,
             fwd_flops_override: None,
             act_bytes_override: None,
@@ -369,6 +637,23 @@ impl ModelToml {
                 if self.family == ModelFamily::Moe {
                     spec.experts = need(self.experts, "experts")?;
                     spec.top_k = self.top_k.unwrap_or(2).clamp(1, spec.experts);
+                    spec.expert_interval = need(self.expert_interval.or(Some(1)), "expert_interval")?;
+                    if spec.expert_interval > spec.layers {
+                        return Err(err(format!(
+                            "model '{name}': field 'expert_interval' ({}) must be at most 'layers' ({})",
+                            spec.expert_interval, spec.layers
+                        )));
+                    }
+                    let cf = pos(self.capacity_factor, "capacity_factor")?.unwrap_or(1.0);
+                    if cf > 16.0 {
+                        return Err(err(format!("model '{name}': field 'capacity_factor' must be at most 16, got {cf}")));
+                    }
+                    spec.capacity_factor = cf;
+                    spec.expert_group_size = self.expert_group_size.unwrap_or(0);
+                } else if self.expert_interval.is_some() || self.capacity_factor.is_some() || self.expert_group_size.is_some() {
+                    return Err(err(format!(
+                        "model '{name}': fields 'expert_interval', 'capacity_factor' and 'expert_group_size' need family = \"moe\""
+                    )));
                 }
             }
             ModelFamily::WideResnet => {
@@ -415,6 +700,7 @@ fn check_size_bounds(s: &ModelSpec) -> Result<(), String> {
         ("width", s.width),
         ("width_factor", s.width_factor),
         ("image_size", s.image_size),
+        ("expert_group_size", s.expert_group_size),
     ];
     for (k, v) in dims {
         if v > MAX_MODEL_DIM {
@@ -480,6 +766,13 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "width_factor": nz(s.width_factor),
         "image_size": nz(s.image_size),
         "precision": s.precision,
+        "optimizer": s.optimizer,
+        "recompute": s.recompute,
+        "runtime": s.runtime,
+        "grad_overlap": s.grad_overlap,
+        "expert_interval": nz(s.expert_interval),
+        "capacity_factor": (s.capacity_factor > 0.0).then_some(s.capacity_factor),
+        "expert_group_size": nz(s.expert_group_size),
         "params": s.params_override,
         "fwd_flops_per_sample": s.fwd_flops_override,
         "act_bytes_per_sample": s.act_bytes_override,
@@ -624,7 +917,7 @@ mod tests {
             assert!((p / nom - 1.0).abs() < 0.2, "{name}: {p:.3e} vs nominal {nom:.3e}");
             n += 1;
         }
-        assert_eq!(n, 7 + 7 + 5 + 7);
+        assert_eq!(n, 7 + 7 + 6 + 7);
         let r50 = c.get("ResNet-50").unwrap().cost();
         assert!((r50.params / 25.5e6 - 1.0).abs() < 0.05, "{}", r50.params);
         assert!((r50.fwd_flops_per_sample / 7.7e9 - 1.0).abs() < 0.1);
@@ -707,6 +1000,48 @@ mod tests {
         ] {
             assert!(model_from_wire(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The training description (precision, optimizer, recomputation, runtime,
+    /// MoE layout) parses, is validated with file and line, and changes the cost.
+    #[test]
+    fn training_fields_parse_validate_and_matter() {
+        let base = "family = 'moe'\nlayers = 16\nhidden = 1024\nheads = 16\nseq_len = 1024\nvocab = 32000\nexperts = 16\n";
+        let every = parse_model_toml(base, "m.toml", "m").unwrap();
+        let alpa = parse_model_toml(
+            &format!("{base}expert_interval = 2\nffn_hidden = 8192\ncapacity_factor = 1.25\nexpert_group_size = 2048\nruntime = 'alpa'\nrecompute = 'full'\noptimizer = 'adafactor'\n"),
+            "m.toml",
+            "m",
+        )
+        .unwrap();
+        assert_eq!((alpa.expert_interval, alpa.runtime, alpa.recompute, alpa.optimizer), (2, Runtime::Alpa, Recompute::Full, Optimizer::Adafactor));
+        let (ce, ca) = (every.cost(), alpa.cost());
+        assert!(ca.dispatch_flops_per_sample > 0.0 && !ca.grad_overlap && ce.grad_overlap);
+        assert!(ca.mem_bytes_per_sample > ce.mem_bytes_per_sample, "materialised attention costs memory traffic");
+        assert_eq!(model_from_wire(&model_to_wire(&alpa)).unwrap(), alpa);
+        let fp32 = parse_model_toml("family='gpt'\nlayers=2\nhidden=64\nheads=2\nseq_len=16\nprecision='fp32'\noptimizer='sgd_momentum'\n", "x", "x").unwrap();
+        assert_eq!(fp32.cost().precision.value_bytes(), 4.0);
+        for (bad, field, line) in [
+            ("family = 'gpt'\nlayers = 2\nhidden = 8\nheads = 2\nseq_len = 4\nexpert_interval = 2\n", "expert_interval", 1),
+            (&format!("{base}capacity_factor = 0\n") as &str, "capacity_factor", 1),
+            (&format!("{base}expert_interval = 17\n"), "expert_interval", 1),
+            (&format!("{base}runtime = 'horovod'\n"), "runtime", 8),
+            (&format!("{base}precision = 'fp8'\n"), "precision", 8),
+        ] {
+            let e = parse_model_toml(bad, "m.toml", "m").unwrap_err().to_string();
+            assert!(e.contains(&format!("m.toml:{line}")) && e.contains(field), "{bad}: {e}");
+        }
+        assert!(model_from_wire(r#"{"family":"moe","layers":2,"hidden":8,"heads":2,"seq_len":4,"experts":2,"capacity_factor":-1}"#).is_err());
+    }
+
+    #[test]
+    fn runtimes_execute_only_their_plans() {
+        assert!(Runtime::Any.can_execute(4, 4, 3));
+        assert!(Runtime::Ddp.can_execute(1, 1, 0) && !Runtime::Ddp.can_execute(2, 1, 0) && !Runtime::Ddp.can_execute(1, 1, 1));
+        assert!(Runtime::Fsdp.can_execute(1, 1, 3) && !Runtime::Fsdp.can_execute(1, 2, 3));
+        assert!(Runtime::Megatron.can_execute(8, 4, 1) && !Runtime::Megatron.can_execute(1, 1, 2));
+        assert!(Runtime::Alpa.can_execute(2, 2, 3));
+        assert!(!Runtime::Deepspeed.can_execute(2, 1, 0));
     }
 
     #[test]

@@ -64,7 +64,7 @@ fn bad_inputs_are_named() {
     assert!(err.contains("bad.csv:2") && err.contains("num_iteration"), "{err}");
     // A model the catalog lacks never aborts a run: the job runs stock and is counted.
     let unknown = dir.join("unknown.csv");
-    std::fs::write(&unknown, "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,10,moe__27B,600,64,1,a100\n2,0,10,resnet50,0,64,1,a100\n").unwrap();
+    std::fs::write(&unknown, "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,10,moe__1T,600,64,1,a100\n2,0,10,resnet50,0,64,1,a100\n").unwrap();
     for policy in ["slurm", "cellsched", "gavel", "srtf"] {
         let out = cellsched(&["sim", "--trace", unknown.to_str().unwrap(), "--cluster", "etc/sim/cluster.toml", "--policy", policy, "--json"]);
         assert!(out.status.success(), "{policy}: {}", String::from_utf8_lossy(&out.stderr));

@@ -7,6 +7,7 @@
 //!   cellsched's average JCT against the best of the others.
 //! - `bench speed [--jobs 100000]`: a synthetic trace on a ~1,700-node cluster; wall time and events/s.
 //! - `bench whatif [--pending 1000]`: `cellsched whatif` on a synthetic queue snapshot; wall time.
+//! - `bench estimator [--data DIR]`: the estimator's held-out error on ../shared/data and its speed.
 use crate::cmd_sim::{self, Inputs, Loaded, Tuning};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use anyhow::{bail, Result};
@@ -34,6 +35,8 @@ enum BenchCmd {
     Replay(crate::cmd_bench_replay::Args),
     /// Time `cellsched whatif` on a synthetic queue snapshot.
     Whatif(WhatifArgs),
+    /// The estimator's error on ../shared/data with held-out protocols, and its speed.
+    Estimator(crate::cmd_bench_estimator::Args),
 }
 
 #[derive(clap::Args)]
@@ -138,6 +141,7 @@ pub fn run(a: Args) -> Result<()> {
         BenchCmd::Speed(s) => speed(s),
         BenchCmd::Replay(r) => crate::cmd_bench_replay::run(r),
         BenchCmd::Whatif(w) => crate::cmd_whatif::bench(w.pending, w.runs),
+        BenchCmd::Estimator(e) => crate::cmd_bench_estimator::run(e),
     }
 }
 

@@ -102,6 +102,11 @@ pub struct Args {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print the breakdown: compute (GEMM, attention, memory-bound, launch
+    /// floor), exposed DP/TP/PP communication, bubble, optimizer, overheads,
+    /// memory terms, and which parameters were measured, fitted or defaulted.
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// Runs the subcommand.
@@ -143,6 +148,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return Err(last_err.map(anyhow::Error::from).unwrap_or_else(|| anyhow::anyhow!("no Cell to evaluate")));
     };
     let ev = est.evaluate_plan(&job, &e.cell, node, &e.plan)?;
+    let why = est.explain(&job, &e.cell, node).ok();
     if a.json {
         let v = serde_json::json!({
             "model": job.model.name,
@@ -151,6 +157,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "gpu_seconds_per_iter": e.gpu_seconds_per_iter(),
             "time_breakdown": ev.time,
             "memory_breakdown": ev.memory,
+            "error_band": ev.time.error_band(),
+            "efficiency_factor": why.as_ref().map(|w| w.efficiency_factor),
+            "framework": why.as_ref().map(|w| w.framework),
+            "sources": why.as_ref().map(|w| w.sources.iter().map(|(k, v)| serde_json::json!({"parameter": k, "source": v})).collect::<Vec<_>>()),
             "decision": e.to_decision().to_admin_comment(),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -178,8 +188,66 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         "model time   compute {:.4}  bubble {:.4}  tp {:.4}  pp {:.4}  dp {:.4}  optimizer {:.4}  overhead {:.4}",
         t.compute_s, t.bubble_s, t.tp_comm_s, t.pp_comm_s, t.dp_comm_s, t.optimizer_s, t.overhead_s
     );
+    if a.explain {
+        print_explain(&job, &ev, why.as_ref());
+    }
     if a.catalogs.db.is_some() {
         print!("{}", est.calibration());
     }
     Ok(())
+}
+
+/// The `--explain` breakdown.
+fn print_explain(job: &JobSpec, ev: &cellsched_core::estimator::PlanEval, why: Option<&cellsched_core::estimator::Explanation>) {
+    let t = ev.time;
+    let total = t.total().max(1e-12);
+    let m = &job.model;
+    println!(
+        "\nexplain      {} trained in {:?} precision with {:?}, recompute {:?}, runtime {:?} (gradient sync {} backward)",
+        m.name,
+        m.precision,
+        m.optimizer,
+        m.recompute,
+        m.runtime,
+        if m.cost().grad_overlap { "overlaps" } else { "after" }
+    );
+    println!("time (model, before any measured override; error band +/-{:.0}%):", t.error_band() * 100.0);
+    for (name, v) in [
+        ("compute, all micro-batches", t.compute_s),
+        ("  of which dense matmuls", t.gemm_s),
+        ("  of which attention (s^2)", t.attention_s),
+        ("  of which memory-bound ops", t.memory_bound_s),
+        ("  of which kernel-launch floor", t.launch_bound_s),
+        ("pipeline bubble", t.bubble_s),
+        ("exposed DP gradient sync / ZeRO", t.dp_comm_s),
+        ("TP all-reduces", t.tp_comm_s),
+        ("PP sends", t.pp_comm_s),
+        ("MoE all-to-all (expert parallel)", t.ep_comm_s),
+        ("optimizer step", t.optimizer_s),
+        ("framework overheads", t.overhead_s),
+    ] {
+        println!("  {name:<34} {v:>10.4} s  {:>5.1}%", v / total * 100.0);
+    }
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    let mm = ev.memory;
+    println!(
+        "memory per GPU: states {:.2} GiB, activations+logits {:.2} GiB, optimizer-step temporaries {:.2} GiB, context/buffers {:.2} GiB -> peak {:.2} GiB",
+        gib(mm.states),
+        gib(mm.activations),
+        gib(mm.optimizer_temp),
+        gib(mm.other),
+        gib(mm.total())
+    );
+    if let Some(w) = why {
+        println!(
+            "parameters: compute efficiency x{:.3}; communication x{:.2}, {:.2} ms per micro-batch, {:.1} ms per iteration",
+            w.efficiency_factor,
+            w.framework.comm_scale,
+            w.framework.per_microbatch_s * 1e3,
+            w.framework.per_iter_s * 1e3
+        );
+        for (k, v) in &w.sources {
+            println!("  {k:<38} {v}");
+        }
+    }
 }

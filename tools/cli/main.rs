@@ -10,6 +10,7 @@ mod cmd_report;
 mod cmd_sim;
 mod cmd_bench;
 mod cmd_bench_replay;
+mod cmd_bench_estimator;
 mod cmd_generate;
 mod cmd_doctor;
 mod cmd_whatif;

@@ -8,17 +8,18 @@
 //! calibrated model or datasheet numbers. [`Estimator::rank_cells`] ranks all
 //! feasible Cells of the offered GPUs. Results are memoized per
 //! (model, batch, Cell, node size).
+pub mod calibration;
 mod plan_cost;
 mod search;
 mod topology;
 
-pub use plan_cost::{MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
+pub use plan_cost::{Framework, MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
 
-use crate::calibration::{Calibration, CalibrationPolicy, CalibrationReport};
+use calibration::{Calibration, CalibrationPolicy, CalibrationReport};
 use crate::cell::{Cell, Decision, EstimateSource, Plan};
 use crate::error::CoreError;
 use crate::gpu::{GpuCatalog, GpuSpec};
-use crate::model::{ModelCatalog, ModelCost, ModelSpec};
+use crate::model::{ModelCatalog, ModelCost, ModelSpec, Recompute};
 use crate::profile_db::ProfileDb;
 use plan_cost::CellContext;
 use topology::Placement;
@@ -81,6 +82,21 @@ impl Estimate {
             source: self.source,
         }
     }
+}
+
+/// [`Estimator::explain`]'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    /// The estimate (best plan).
+    pub estimate: Estimate,
+    /// Its plan's time and memory breakdown (model numbers, before a measured override).
+    pub eval: PlanEval,
+    /// Compute efficiency multiplier applied (1 = datasheet).
+    pub efficiency_factor: f64,
+    /// Framework constants applied.
+    pub framework: Framework,
+    /// (parameter, where it came from).
+    pub sources: Vec<(String, String)>,
 }
 
 type MemoKey = (u64, u32, Cell, u32);
@@ -207,6 +223,22 @@ impl Estimator {
             ));
         }
         let cost = job.model.cost();
+        if !cost.runtime.can_execute(plan.tp, plan.pp, plan.zero_stage) {
+            return Err(CoreError::invalid(
+                "plan",
+                plan.to_string(),
+                format!("a plan the model's runtime ({:?}) can execute", cost.runtime).to_lowercase(),
+            ));
+        }
+        match (cost.recompute, plan.checkpointing) {
+            (Recompute::Full, false) => {
+                return Err(CoreError::invalid("plan", plan.to_string(), "ckpt=on (the model recomputes activations: recompute = \"full\")"))
+            }
+            (Recompute::Off, true) => {
+                return Err(CoreError::invalid("plan", plan.to_string(), "ckpt=off (the model never recomputes: recompute = \"off\")"))
+            }
+            _ => {}
+        }
         let cx = self.cell_context(job, gpu, &cost, placement);
         plan_cost::evaluate(&cx, plan).ok_or_else(|| {
             CoreError::invalid(
@@ -219,6 +251,30 @@ impl Estimator {
                     cost.max_tp
                 ),
             )
+        })
+    }
+
+    /// The best plan of `job` on `cell` with its time and memory breakdown and
+    /// where each parameter came from (measured, fitted or default).
+    pub fn explain(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Explanation, CoreError> {
+        let est = self.estimate(job, cell, gpus_per_node)?;
+        let eval = self.evaluate_plan(job, cell, gpus_per_node, &est.plan)?;
+        let (gpu, _) = self.setup(job, cell, gpus_per_node)?;
+        let fitted_compute = self.calibration.has_factor(&job.model.name, &gpu.name);
+        let fitted_framework = self.calibration.report.framework.iter().any(|w| w.runtime.map_or(true, |r| r == job.model.runtime));
+        let sources = vec![
+            ("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" }),
+            ("compute efficiency", if fitted_compute { "fitted (single-GPU profiles: model > family > type)" } else { "default (datasheet peak x GEMM/roofline model)" }),
+            ("communication alpha-beta", if fitted_framework { "fitted scale (multi-GPU profiles) over derated defaults" } else { "default (derated datasheet links)" }),
+            ("per-micro-batch / per-iteration costs", if fitted_framework { "fitted (multi-GPU profiles)" } else { "default" }),
+            ("memory", "model (states by precision/optimizer, activations, logits, step temporaries, fragmentation)"),
+        ];
+        Ok(Explanation {
+            estimate: est,
+            eval,
+            efficiency_factor: self.calibration.factor_for(&job.model.name, job.model.family, &gpu.name),
+            framework: self.calibration.framework_on(job.model.runtime, &gpu.name),
+            sources: sources.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         })
     }
 
@@ -307,7 +363,8 @@ impl Estimator {
             cost,
             global_batch: job.global_batch,
             placement,
-            efficiency_factor: self.calibration.factor(&job.model.name, &gpu.name),
+            efficiency_factor: self.calibration.factor_for(&job.model.name, job.model.family, &gpu.name),
+            framework: self.calibration.framework_on(job.model.runtime, &gpu.name),
         }
     }
 

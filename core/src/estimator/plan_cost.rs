@@ -1,85 +1,138 @@
 //! The analytical cost of one plan on one Cell: per-GPU memory (states with
-//! ZeRO sharding, activations per micro-batch and in-flight micro-batches)
-//! and iteration time (compute, exposed communication, pipeline bubble,
-//! optimizer step).
+//! ZeRO sharding by precision and optimizer, activations per micro-batch and
+//! in-flight micro-batches, logits, optimizer-step temporaries) and iteration
+//! time (roofline compute with size-dependent GEMM efficiency, memory-bound
+//! ops and a kernel-launch floor; α–β communication; 1F1B bubble; optimizer
+//! step; per-micro-batch and per-iteration framework costs).
 use super::topology::{p2p_s, Group, Placement};
 use crate::cell::Plan;
 use crate::gpu::GpuSpec;
-use crate::model::ModelCost;
+use crate::model::{ModelCost, Precision, Runtime};
 use serde::Serialize;
 
 /// Memory reserved per GPU for the CUDA context, allocator slack and workspaces.
 pub const RESERVED_BYTES: f64 = 1.5 * (1u64 << 30) as f64;
 /// Fraction of device memory a plan may use.
 pub const MEMORY_HEADROOM: f64 = 0.92;
-/// Work (seconds at peak) per micro-batch at which kernels reach half their best efficiency.
-const HALF_EFFICIENCY_S: f64 = 1.0e-3;
-/// Kernel-launch and framework overhead per layer per micro-batch (forward + backward).
-const LAYER_OVERHEAD_S: f64 = 60e-6;
-/// Fixed per-iteration overhead (data loading hand-off, Python step).
-const ITER_OVERHEAD_S: f64 = 2e-3;
-/// Upper bound on achieved fraction of peak, even after calibration.
-const MAX_EFFICIENCY: f64 = 0.9;
+/// Allocator fragmentation on activations (caching allocator block rounding).
+const FRAGMENTATION: f64 = 1.1;
+/// GEMM rows (tokens, pixels) at which tile/wave quantisation halves efficiency.
+const ROWS_HALF: f64 = 256.0;
+/// GEMM width (hidden size per TP rank, channels) at which efficiency halves.
+const WIDTH_HALF: f64 = 192.0;
+/// Best fraction of peak a large GEMM reaches, by precision (tensor-core
+/// fp16/bf16, TF32, fp32 SIMT).
+fn gemm_max_efficiency(p: Precision) -> f64 {
+    match p {
+        Precision::Fp16 | Precision::Bf16 => 0.70,
+        Precision::Tf32 => 0.60,
+        Precision::Fp32 => 0.80,
+    }
+}
+/// Attention's batched score/value matmuls relative to a GEMM of the same rows.
+const ATTENTION_EFFICIENCY: f64 = 0.6;
+/// MoE dispatch/combine einsums (sparse one-hot operands) relative to a GEMM.
+const DISPATCH_EFFICIENCY: f64 = 0.3;
+/// Fraction of peak memory bandwidth element-wise kernels reach.
+const MEM_BW_EFFICIENCY: f64 = 0.7;
+/// GPU-side floor per kernel: eager frameworks, and XLA's fused kernels.
+fn launch_floor_s(r: Runtime) -> f64 {
+    if r == Runtime::Alpa { 3e-6 } else { 6e-6 }
+}
 /// Share of the DP synchronisation that can never hide behind backward (last
 /// bucket, NCCL kernels slowing the overlapped compute).
 const MIN_EXPOSED_DP: f64 = 0.4;
 /// Fraction of the last micro-batch's backward pass that gradient buckets can
 /// overlap (buckets are ready only after their layers' backward finishes).
 const BACKWARD_OVERLAP: f64 = 0.3;
-/// Memory traffic per locally updated parameter of a mixed-precision step:
-/// unscale and overflow check, gradient norm, Adam (p, g, m, v), master →
-/// half copy, gradient zeroing — each a pass over memory.
-const OPT_BYTES_MIXED: f64 = 80.0;
-/// The same for plain fp32 training (no unscale/copy passes).
-const OPT_BYTES_FP32: f64 = 40.0;
 /// Fraction of peak memory bandwidth element-wise optimizer kernels reach.
 const OPT_BW_EFFICIENCY: f64 = 0.8;
 /// Parameter tensors per layer (weights, biases, norms) the optimizer visits.
 const OPT_TENSORS_PER_LAYER: f64 = 16.0;
-/// Launch cost per parameter tensor per step (~6 kernels × 5 µs).
-const OPT_LAUNCH_PER_TENSOR_S: f64 = 30e-6;
+/// Launch cost per parameter tensor per step (~6 kernels × 5 µs; XLA fuses them).
+fn opt_launch_per_tensor_s(r: Runtime) -> f64 {
+    if r == Runtime::Alpa { 5e-6 } else { 30e-6 }
+}
+
+/// Framework constants shared by every model: fitted from the multi-GPU
+/// points of the profile DB (see `calibration`), else these defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Framework {
+    /// Multiplier on every collective and point-to-point time (1 = α–β defaults).
+    pub comm_scale: f64,
+    /// Seconds per micro-batch per stage (scheduling, framework bookkeeping).
+    pub per_microbatch_s: f64,
+    /// Seconds per iteration (step launch, data hand-off).
+    pub per_iter_s: f64,
+}
+
+impl Default for Framework {
+    fn default() -> Self {
+        Framework { comm_scale: 1.0, per_microbatch_s: 0.3e-3, per_iter_s: 2e-3 }
+    }
+}
 
 /// Where the iteration time goes (seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct TimeBreakdown {
-    /// Forward/backward(/recompute) arithmetic of all micro-batches, bubble excluded.
+    /// Forward/backward(/recompute) work of all micro-batches, bubble excluded.
     pub compute_s: f64,
-    /// Pipeline bubble: (pp − 1) micro-batch slots.
+    /// Of `compute_s`: dense matmuls (incl. MoE dispatch einsums).
+    pub gemm_s: f64,
+    /// Of `compute_s`: attention's s² matmuls.
+    pub attention_s: f64,
+    /// Of `compute_s`: memory-bound ops (norms, activations, softmax, cross-entropy).
+    pub memory_bound_s: f64,
+    /// Of `compute_s`: time added because kernel launches outran the work (launch floor).
+    pub launch_bound_s: f64,
+    /// Pipeline bubble: (pp − 1) micro-batch slots of the slowest stage.
     pub bubble_s: f64,
     /// Tensor-parallel all-reduces (not overlapped).
     pub tp_comm_s: f64,
     /// Pipeline point-to-point sends.
     pub pp_comm_s: f64,
+    /// MoE all-to-all token exchanges (expert parallelism over the DP group).
+    pub ep_comm_s: f64,
     /// Data-parallel gradient sync and ZeRO gathers left exposed after overlap.
     pub dp_comm_s: f64,
     /// Optimizer step (memory-bandwidth bound).
     pub optimizer_s: f64,
-    /// Kernel-launch and per-iteration framework overhead.
+    /// Per-micro-batch and per-iteration framework overhead.
     pub overhead_s: f64,
 }
 
 impl TimeBreakdown {
-    /// Sum of all parts.
+    /// Sum of all parts (the sub-parts of `compute_s` are not added again).
     pub fn total(&self) -> f64 {
-        self.compute_s + self.bubble_s + self.tp_comm_s + self.pp_comm_s + self.dp_comm_s + self.optimizer_s + self.overhead_s
+        self.compute_s + self.bubble_s + self.tp_comm_s + self.pp_comm_s + self.ep_comm_s + self.dp_comm_s + self.optimizer_s + self.overhead_s
+    }
+
+    /// Relative error band of this prediction: compute is the best-anchored
+    /// part (profiles pin it), communication, bubble and overheads the least.
+    pub fn error_band(&self) -> f64 {
+        let t = self.total().max(1e-12);
+        let comm = self.tp_comm_s + self.pp_comm_s + self.ep_comm_s + self.dp_comm_s + self.bubble_s;
+        0.1 * (self.compute_s + self.optimizer_s) / t + 0.5 * comm / t + 0.3 * self.overhead_s / t
     }
 }
 
 /// Memory per GPU (bytes) by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct MemoryBreakdown {
-    /// Weights, gradients and optimizer states after ZeRO sharding.
+    /// Weights (and autocast copies), gradients and optimizer states after ZeRO sharding.
     pub states: f64,
-    /// Stored activations of in-flight micro-batches.
+    /// Stored activations of in-flight micro-batches, logits and loss buffers, with fragmentation.
     pub activations: f64,
     /// Gather buffers, context and workspaces.
     pub other: f64,
+    /// Optimizer-step temporaries (peak of the step phase, activations freed by then).
+    pub optimizer_temp: f64,
 }
 
 impl MemoryBreakdown {
-    /// Total bytes.
+    /// Peak bytes: the larger of the forward/backward phase and the optimizer step.
     pub fn total(&self) -> f64 {
-        self.states + self.activations + self.other
+        self.states + self.other + self.activations.max(self.optimizer_temp)
     }
 }
 
@@ -107,8 +160,10 @@ pub(crate) struct CellContext<'a> {
     pub cost: &'a ModelCost,
     pub global_batch: u32,
     pub placement: Placement,
-    /// Calibrated efficiency multiplier (1 = datasheet).
+    /// Calibrated efficiency multiplier on compute (1 = datasheet).
     pub efficiency_factor: f64,
+    /// Framework constants (fitted or default).
+    pub framework: Framework,
 }
 
 /// Samples per micro-batch, if the plan divides the global batch exactly.
@@ -121,6 +176,7 @@ pub(crate) fn micro_batch_size(global_batch: u32, plan: &Plan) -> Option<u32> {
 pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let c = cx.cost;
     let g = cx.gpu;
+    let fw = &cx.framework;
     let mbs = micro_batch_size(cx.global_batch, plan)? as f64;
     if plan.pp > c.pipeline_layers || plan.tp > c.max_tp.max(1) {
         return None;
@@ -129,84 +185,144 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let ckpt = plan.checkpointing;
     let z = plan.zero_stage;
     let layers_stage = (c.pipeline_layers as f64 / pp).ceil();
+    let stage_share = layers_stage / c.pipeline_layers.max(1) as f64;
 
     // ---- memory ----
-    let p_gpu = c.params / (tp * pp);
-    let (wb, gb, ob) = if c.fp32 { (4.0, 4.0, 8.0) } else { (2.0, 2.0, 12.0) };
+    let mixed = c.precision.mixed();
+    // PyTorch autocast keeps fp32 weights and gradients plus half copies of the
+    // weights for the forward pass; Megatron/DeepSpeed/Alpa keep half weights
+    // and gradients beside fp32 master weights.
+    let autocast = mixed && (c.precision == Precision::Bf16 || matches!(c.runtime, Runtime::Ddp | Runtime::Fsdp));
+    let opt_state = c.optimizer.state_bytes();
+    let (wb, gb, ob) = if !mixed {
+        (4.0, 4.0, opt_state)
+    } else if autocast {
+        (6.0, 4.0, opt_state)
+    } else {
+        (2.0, 2.0, 4.0 + opt_state)
+    };
     let shard = |on: bool| if on { dp } else { 1.0 };
-    let states = p_gpu * (wb / shard(z >= 3) + gb / shard(z >= 2) + ob / shard(z >= 1));
-    let act_layer = (c.act_fixed_per_sample_layer + c.act_tp_per_sample_layer / tp) * mbs;
+    // MoE experts are sharded over the data-parallel group (expert
+    // parallelism): each rank holds experts / ep of them, whole.
+    let ep = if c.experts > 1 { dp.min(c.experts as f64) } else { 1.0 };
+    let expert_gpu = c.expert_params / (tp * pp * ep);
+    let dense_gpu = (c.params - c.expert_params) / (tp * pp);
+    let states = dense_gpu * (wb / shard(z >= 3) + gb / shard(z >= 2) + ob / shard(z >= 1)) + expert_gpu * (wb + gb + ob);
+    // Autocast runs norms and residual adds in fp32 (the unsplit activations
+    // double) and keeps a bf16 copy of the logits beside the fp32 loss
+    // buffers (b + 12 instead of b + 8 bytes per logit).
+    let (fixed_scale, extra_scale) = if autocast { (2.0, (2.0 + 12.0) / (2.0 + 8.0)) } else { (1.0, 1.0) };
+    let act_layer = (c.act_fixed_per_sample_layer * fixed_scale + c.act_tp_per_sample_layer / tp) * mbs;
     let inflight = if plan.pp > 1 { m.min(pp) } else { 1.0 };
     let activations = if ckpt {
         c.ckpt_per_sample_layer * mbs * layers_stage * inflight + act_layer
     } else {
         act_layer * layers_stage * inflight
-    } + c.extra_act_per_sample * mbs / tp;
+    } + c.extra_act_per_sample * extra_scale * mbs / tp;
     let gather = if z >= 3 { 2.0 * c.max_layer_params / tp * wb } else { 0.0 };
-    let memory = MemoryBreakdown { states, activations, other: gather + RESERVED_BYTES };
+    // The step's temporaries: about one fp32 buffer per locally updated parameter.
+    let opt_params = dense_gpu / shard(z >= 1) + expert_gpu;
+    // Unfactored optimizers (Adam, momentum) allocate about one fp32 buffer
+    // per locally updated parameter during the step.
+    let optimizer_temp = if opt_state >= 4.0 { 4.0 * opt_params } else { 0.0 };
+    let memory = MemoryBreakdown { states, activations: activations * FRAGMENTATION, other: gather + RESERVED_BYTES, optimizer_temp };
     let fits = memory.total() <= MEMORY_HEADROOM * g.mem_bytes() as f64;
 
-    // ---- compute per micro-batch on one GPU ----
-    let peak = g.peak_flops(c.fp32);
+    // ---- compute per micro-batch on one GPU (slowest stage) ----
+    let peak = g.peak_for(c.precision);
     let passes = if ckpt { 4.0 } else { 3.0 };
-    let work = c.fwd_flops_per_sample * mbs * passes / (tp * pp);
-    let eff = (c.max_efficiency * work / (work + peak * HALF_EFFICIENCY_S) * cx.efficiency_factor).min(MAX_EFFICIENCY);
-    let t_compute_mb = work / (peak * eff);
+    let share = stage_share / tp;
+    let rows = c.gemm_rows_per_sample * mbs;
+    let width = c.gemm_width / tp;
+    let eff = gemm_max_efficiency(c.precision) * rows / (rows + ROWS_HALF) * width / (width + WIDTH_HALF);
+    let gemm = (c.gemm_flops_per_sample + c.dispatch_flops_per_sample / DISPATCH_EFFICIENCY) * mbs * passes * share / (peak * eff);
+    let attention = c.attn_flops_per_sample * mbs * passes * share / (peak * eff * ATTENTION_EFFICIENCY);
+    let bw = g.mem_bw_gbs * 1e9;
+    let mem_bound = c.mem_bytes_per_sample * mbs * passes * share / (bw * MEM_BW_EFFICIENCY);
+    let roofline_floor = (c.fwd_flops_per_sample * passes / peak + c.mem_bytes_per_sample * passes / bw) * mbs * share;
+    let work = ((gemm + attention + mem_bound) / cx.efficiency_factor).max(roofline_floor);
+    let launch = c.kernels_per_layer * layers_stage * passes * launch_floor_s(c.runtime);
+    let t_compute_mb = work.max(launch);
+    let launch_bound = t_compute_mb - work;
+    let scale_parts = work / (gemm + attention + mem_bound).max(1e-30);
 
-    // ---- communication ----
+    // ---- communication (α–β per collective, scaled by the fitted framework constant) ----
     let p = cx.placement;
     let tp_group = Group::new(plan.tp, 1, p);
     let dp_group = Group::new(plan.dp, plan.tp, p);
     let act_msg = c.boundary_bytes_per_sample * mbs;
     let tp_collectives = if plan.tp > 1 { layers_stage * if ckpt { 6.0 } else { 4.0 } } else { 0.0 };
-    let t_tp_mb = tp_collectives * tp_group.all_reduce_s(act_msg, g);
+    let t_tp_mb = tp_collectives * tp_group.all_reduce_s(act_msg, g) * fw.comm_scale;
     let stage_span = plan.tp * plan.dp;
     let pp_cross = plan.pp > 1 && p.nodes > 1 && stage_span >= p.per_node;
     let t_pp_mb = if plan.pp > 1 {
-        2.0 * p2p_s(act_msg / tp, pp_cross, g, (p.per_node / stage_span.max(1)).max(1) * plan.tp)
+        2.0 * p2p_s(act_msg / tp, pp_cross, g, (p.per_node / stage_span.max(1)).max(1) * plan.tp) * fw.comm_scale
     } else {
         0.0
     };
-    let t_over_mb = layers_stage * LAYER_OVERHEAD_S * if ckpt { 1.33 } else { 1.0 };
-    let t_mb = t_compute_mb + t_tp_mb + t_pp_mb + t_over_mb;
     let slots = m + pp - 1.0;
+    // MoE all-to-all: dispatch and combine, forward and backward (and the
+    // recomputed forward), each moving (ep − 1)/ep of the tokens' slots.
+    let t_ep_mb = if ep > 1.0 {
+        let a2a = if ckpt { 6.0 } else { 4.0 };
+        a2a * dp_group.all_gather_s(c.alltoall_bytes_per_sample * mbs * stage_share / tp, g) * fw.comm_scale
+    } else {
+        0.0
+    };
 
     // DP gradient sync (all-reduce, or reduce-scatter + all-gather under ZeRO),
     // ZeRO-2 reduce-scatter per micro-batch, ZeRO-3 parameter gathers per micro-batch.
-    let grad_bytes = p_gpu * gb;
+    // Expert gradients stay on their rank; only the dense part is synchronised.
+    let grad_bytes = dense_gpu * gb.min(4.0);
     let mut dp_comm = dp_group.all_reduce_s(grad_bytes, g);
     if z >= 2 {
         dp_comm += (m - 1.0) * dp_group.all_gather_s(grad_bytes, g);
     }
     if z >= 3 {
-        dp_comm += 2.0 * m * dp_group.all_gather_s(p_gpu * wb, g);
+        dp_comm += 2.0 * m * dp_group.all_gather_s(dense_gpu * wb.min(4.0), g);
     }
-    let window = t_compute_mb * 2.0 / 3.0 * BACKWARD_OVERLAP + if z >= 2 { (m - 1.0) * t_compute_mb } else { 0.0 };
-    let dp_exposed = if plan.dp > 1 { (dp_comm - window).max(MIN_EXPOSED_DP * dp_comm) } else { 0.0 };
+    dp_comm *= fw.comm_scale;
+    let dp_exposed = if plan.dp <= 1 {
+        0.0
+    } else if c.grad_overlap {
+        let window = t_compute_mb * 2.0 / 3.0 * BACKWARD_OVERLAP + if z >= 2 { (m - 1.0) * t_compute_mb } else { 0.0 };
+        (dp_comm - window).max(MIN_EXPOSED_DP * dp_comm)
+    } else {
+        dp_comm
+    };
 
-    // Adam step: memory-bound passes over the locally updated parameters plus
-    // per-tensor kernel launches.
-    let opt_params = p_gpu / shard(z >= 1);
-    let opt_bytes = if c.fp32 { OPT_BYTES_FP32 } else { OPT_BYTES_MIXED };
-    let optimizer_s = opt_params * opt_bytes / (g.mem_bw_gbs * 1e9 * OPT_BW_EFFICIENCY)
-        + layers_stage * OPT_TENSORS_PER_LAYER * OPT_LAUNCH_PER_TENSOR_S;
+    // Optimizer step: memory-bound passes over the locally updated parameters
+    // and per-tensor launches. Mixed precision with fp32 masters adds the half
+    // → fp32 gradient copy, unscale, overflow check, gradient norm, master →
+    // half copy and gradient zeroing (~30 bytes; XLA fuses them into the
+    // update, leaving the copy); autocast adds the gradient zeroing.
+    let step_bytes = c.optimizer.step_bytes()
+        + match (mixed, autocast, c.runtime) {
+            (true, false, Runtime::Alpa) => 6.0,
+            (true, false, _) => 30.0,
+            (true, true, _) => 4.0,
+            _ => 0.0,
+        };
+    let optimizer_s = opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY)
+        + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime);
 
     let time = TimeBreakdown {
         compute_s: m * t_compute_mb,
+        gemm_s: m * gemm * scale_parts,
+        attention_s: m * attention * scale_parts,
+        memory_bound_s: m * mem_bound * scale_parts,
+        launch_bound_s: m * launch_bound,
         bubble_s: (pp - 1.0) * t_compute_mb,
         tp_comm_s: slots * t_tp_mb,
         pp_comm_s: slots * t_pp_mb,
+        ep_comm_s: m * t_ep_mb,
         dp_comm_s: dp_exposed,
         optimizer_s,
-        overhead_s: slots * t_over_mb + ITER_OVERHEAD_S,
+        overhead_s: slots * fw.per_microbatch_s + fw.per_iter_s,
     };
-    debug_assert!((slots * t_mb + dp_exposed + optimizer_s + ITER_OVERHEAD_S - time.total()).abs() < 1e-9 * time.total().max(1.0));
-    Some(PlanEval {
-        plan: *plan,
-        iter_time_s: time.total(),
-        mem_per_gpu_bytes: memory.total() as u64,
-        fits,
-        time,
-        memory,
-    })
+    let total = time.total();
+    if !total.is_finite() || total <= 0.0 {
+        return None;
+    }
+    Some(PlanEval { plan: *plan, iter_time_s: total, mem_per_gpu_bytes: memory.total() as u64, fits, time, memory })
 }

@@ -1,6 +1,7 @@
 //! Plan search inside a Cell and the Cell sizes worth trying.
 use super::plan_cost::{evaluate, CellContext, PlanEval};
 use crate::cell::{Cell, Plan};
+use crate::model::Recompute;
 
 /// Most micro-batch counts tried per (dp, tp).
 const MAX_MICRO_BATCH_CHOICES: usize = 12;
@@ -60,8 +61,16 @@ pub(crate) fn best_plan(cx: &CellContext<'_>, cell: &Cell) -> Result<PlanEval, S
                 for m in micro_batch_counts(cx.global_batch / dp, cell.stages) {
                     any_divisible = true;
                     let zeros: &[u8] = if dp > 1 { &[0, 1, 2, 3] } else { &[0] };
+                    let ckpts: &[bool] = match cost.recompute {
+                        Recompute::Auto => &[false, true],
+                        Recompute::Full => &[true],
+                        Recompute::Off => &[false],
+                    };
                     for &zero_stage in zeros {
-                        for checkpointing in [false, true] {
+                        if !cost.runtime.can_execute(tp, cell.stages, zero_stage) {
+                            continue;
+                        }
+                        for &checkpointing in ckpts {
                             let plan = Plan { dp, tp, pp: cell.stages, micro_batches: m, zero_stage, checkpointing };
                             let Some(ev) = evaluate(cx, &plan) else { continue };
                             if smallest.as_ref().map_or(true, |s| ev.mem_per_gpu_bytes < s.mem_per_gpu_bytes) {
@@ -90,13 +99,16 @@ pub(crate) fn best_plan(cx: &CellContext<'_>, cell: &Cell) -> Result<PlanEval, S
             "global batch {} is not divisible by any data-parallel degree of {} GPUs per stage",
             cx.global_batch, per_stage
         )),
-        (None, None) => Err("no valid plan".into()),
+        (None, None) => Err(format!("no plan the model's runtime ({:?}) can execute on this Cell", cost.runtime).to_lowercase()),
     }
 }
 
-/// Faster wins; near-ties (0.1 %) go to less memory, then the simpler plan.
+/// Robust choice: the plan with the lower upper end of its error band wins
+/// (an advantage that rests on the least certain terms — communication,
+/// bubble, overheads — must survive their band); near-ties (0.1 %) go to less
+/// memory, then the simpler plan.
 fn better(a: &PlanEval, b: &PlanEval) -> bool {
-    let (ta, tb) = (a.iter_time_s, b.iter_time_s);
+    let (ta, tb) = (a.iter_time_s * (1.0 + a.time.error_band()), b.iter_time_s * (1.0 + b.time.error_band()));
     if (ta - tb).abs() > 1e-3 * ta.min(tb) {
         return ta < tb;
     }

@@ -11,6 +11,14 @@ fn job(model: &str, batch: u32) -> JobSpec {
     JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: batch }
 }
 
+/// The same architecture under an unconstrained runtime (every plan, recomputation chosen per plan).
+fn job_any(model: &str, batch: u32) -> JobSpec {
+    let mut j = job(model, batch);
+    j.model.runtime = crate::model::Runtime::Any;
+    j.model.recompute = crate::model::Recompute::Auto;
+    j
+}
+
 fn cell(s: &str) -> Cell {
     s.parse().unwrap()
 }
@@ -43,7 +51,7 @@ fn thirteen_billion_does_not_fit_one_16gb_gpu() {
 
 #[test]
 fn memory_decreases_with_zero_stage() {
-    let (j, c) = (job("gpt__1.3B", 64), cell("a100x8"));
+    let (j, c) = (job_any("gpt__1.3B", 64), cell("a100x8"));
     let mut last = u64::MAX;
     for z in 0..=3u8 {
         let plan = Plan { dp: 8, tp: 1, pp: 1, micro_batches: 2, zero_stage: z, checkpointing: false };
@@ -72,7 +80,7 @@ fn bad_inputs_are_rejected_with_clear_errors() {
     let bad = Plan { dp: 2, tp: 1, pp: 1, ..Plan::default() };
     let err = e.estimate_plan(&job("gpt__125M", 8), &cell("a100x4"), 8, &bad).unwrap_err().to_string();
     assert!(err.contains("dp=2"), "{err}");
-    let too_big = Plan { dp: 1, tp: 1, pp: 1, ..Plan::default() };
+    let too_big = Plan { dp: 1, tp: 1, pp: 1, checkpointing: true, ..Plan::default() };
     let err = e.estimate_plan(&job("gpt__6.7B", 8), &cell("t4x1"), 8, &too_big).unwrap_err();
     assert!(matches!(err, CoreError::Infeasible(_)), "{err}");
 }
@@ -82,7 +90,7 @@ fn pipeline_plans_pay_a_bubble() {
     let e = est();
     let j = job("gpt__2.6B", 32);
     let ev = |mb| {
-        let p = Plan { dp: 2, tp: 2, pp: 2, micro_batches: mb, zero_stage: 0, checkpointing: false };
+        let p = Plan { dp: 2, tp: 2, pp: 2, micro_batches: mb, zero_stage: 0, checkpointing: true };
         e.evaluate_plan(&j, &cell("a100x8x2"), 8, &p).unwrap()
     };
     let (few, many) = (ev(1), ev(8));
@@ -94,7 +102,7 @@ fn pipeline_plans_pay_a_bubble() {
 fn crossing_nodes_costs_more_than_staying_inside() {
     let e = est();
     let j = job("gpt__760M", 64);
-    let p = Plan { dp: 8, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: false };
+    let p = Plan { dp: 8, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: true };
     let inside = e.evaluate_plan(&j, &cell("v100x8"), 8, &p).unwrap();
     let across = e.evaluate_plan(&j, &cell("v100x8"), 4, &p).unwrap();
     assert!(across.time.dp_comm_s > 2.0 * inside.time.dp_comm_s, "{across:?} vs {inside:?}");
@@ -274,4 +282,48 @@ fn optimizer_step_is_memory_and_launch_bound() {
     assert!(one.time.optimizer_s > 0.015 && one.time.optimizer_s < 0.04, "{:?}", one.time);
     let z1 = e.evaluate_plan(&j, &cell("a800x8"), 8, &plan(8, 1)).unwrap();
     assert!(z1.time.optimizer_s < 0.6 * one.time.optimizer_s, "{:?}", z1.time);
+}
+
+/// The plan search stays inside what the model's runtime can execute and its
+/// recomputation policy, and a pinned plan outside it is refused with the reason.
+#[test]
+fn plan_search_respects_runtime_and_recompute() {
+    let e = est();
+    let alpa = job("gpt__1.3B", 64);
+    let r = e.estimate(&alpa, &cell("a100x8"), 8).unwrap();
+    assert!(r.plan.checkpointing, "{}", r.plan);
+    let mut ddp = job_any("gpt__1.3B", 64);
+    ddp.model.runtime = crate::model::Runtime::Ddp;
+    ddp.model.recompute = crate::model::Recompute::Off;
+    let d = e.estimate(&ddp, &cell("a100x8"), 8).unwrap();
+    assert!(d.plan.tp == 1 && d.plan.zero_stage == 0 && !d.plan.checkpointing, "{}", d.plan);
+    assert!(e.estimate(&ddp, &cell("a100x8x2"), 8).is_err(), "DDP runs no pipelines");
+    let pinned = Plan { dp: 4, tp: 2, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: false };
+    let err = e.estimate_plan(&ddp, &cell("a100x8"), 8, &pinned).unwrap_err().to_string();
+    assert!(err.contains("runtime (ddp)"), "{err}");
+}
+
+/// Without overlap (Alpa syncs after accumulation) the whole gradient sync is exposed.
+#[test]
+fn gradient_sync_without_overlap_is_fully_exposed() {
+    let e = est();
+    let p = Plan { dp: 8, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: true };
+    let no = e.evaluate_plan(&job("gpt__760M", 64), &cell("v100x8"), 8, &p).unwrap();
+    let mut ov = job("gpt__760M", 64);
+    ov.model.grad_overlap = Some(true);
+    let yes = e.evaluate_plan(&ov, &cell("v100x8"), 8, &p).unwrap();
+    assert!(no.time.dp_comm_s > yes.time.dp_comm_s * 1.5, "{} vs {}", no.time.dp_comm_s, yes.time.dp_comm_s);
+}
+
+/// Wide-ResNet trains in fp32: it gets the fp32 peak, far below the fp16 tensor peak.
+#[test]
+fn fp32_models_use_the_fp32_peak() {
+    let e = est();
+    let w = job("wide_resnet__1B", 64);
+    let mut half = w.clone();
+    half.model.precision = crate::model::Precision::Fp16;
+    let a = e.estimate(&w, &cell("a100x1"), 8).unwrap();
+    let b = e.estimate(&half, &cell("a100x1"), 8);
+    let b = b.unwrap();
+    assert!(a.iter_time_s > 5.0 * b.iter_time_s, "{} vs {}", a.iter_time_s, b.iter_time_s);
 }

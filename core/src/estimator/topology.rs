@@ -7,6 +7,14 @@ use crate::gpu::{GpuSpec, Link};
 /// Fraction of link bandwidth a ring collective achieves (NCCL bus bandwidth
 /// over link bandwidth: protocol overhead, chunking, kernel contention).
 const COLLECTIVE_EFFICIENCY: f64 = 0.75;
+/// Fraction of the catalog's per-node network rate a cross-node ring reaches
+/// when unmeasured (derated default: NCCL over sockets/untuned RDMA, shared
+/// switches; `cellsched profile comm` measures it).
+const INTER_NODE_EFFICIENCY: f64 = 0.5;
+/// Per-step latency of an intra-node ring (kernel launch, handshake).
+const ALPHA_INTRA_S: f64 = 6e-6;
+/// Per-step latency of a cross-node ring.
+const ALPHA_INTER_S: f64 = 25e-6;
 /// PCIe GPUs per CPU socket (one PCIe root complex / switch tree).
 const PCIE_GPUS_PER_SOCKET: f64 = 4.0;
 /// Bandwidth factor of a PCIe ring that crosses the CPU socket interconnect
@@ -69,21 +77,21 @@ impl Group {
         Group { size, nodes, sharing }
     }
 
-    /// Seconds to all-reduce `bytes` per member: ring inside a node, plus a
-    /// ring across nodes of the reduce-scattered shards (hierarchical) whose
-    /// traffic shares each node's network link with the other groups there.
+    /// Seconds to all-reduce `bytes` per member (α–β): ring inside a node, plus
+    /// a ring across nodes of the reduce-scattered shards (hierarchical) whose
+    /// traffic shares each node's network link with the other groups there;
+    /// each ring step costs a latency α.
     pub fn all_reduce_s(&self, bytes: f64, gpu: &GpuSpec) -> f64 {
         if self.size <= 1 || bytes <= 0.0 {
             return 0.0;
         }
         let q = (self.size / self.nodes).max(1) as f64;
         let intra = intra_ring_bw(gpu, q);
-        let inter = gpu.inter_node_gbs * 1e9 * COLLECTIVE_EFFICIENCY;
+        let inter = gpu.inter_node_gbs * 1e9 * INTER_NODE_EFFICIENCY;
         let n = self.nodes as f64;
         let intra_s = if q > 1.0 { 2.0 * (q - 1.0) / q * bytes / intra } else { 0.0 };
         let inter_s = if n > 1.0 { 2.0 * (n - 1.0) / n * bytes * self.sharing as f64 / inter } else { 0.0 };
-        // Per-collective latency (~launch + sync), grows with ring length.
-        let lat = 20e-6 * (q + n);
+        let lat = 2.0 * (q - 1.0) * ALPHA_INTRA_S + 2.0 * (n - 1.0) * ALPHA_INTER_S + ALPHA_INTRA_S;
         intra_s + inter_s + lat
     }
 
@@ -98,8 +106,12 @@ pub(crate) fn p2p_s(bytes: f64, cross_node: bool, gpu: &GpuSpec, sharing: u32) -
     if bytes <= 0.0 {
         return 0.0;
     }
-    let bw = if cross_node { gpu.inter_node_gbs * 1e9 / sharing.max(1) as f64 } else { gpu.intra_node_gbs * 1e9 };
-    bytes / bw + 10e-6
+    let bw = if cross_node {
+        gpu.inter_node_gbs * 1e9 * INTER_NODE_EFFICIENCY / sharing.max(1) as f64
+    } else {
+        gpu.intra_node_gbs * 1e9 * COLLECTIVE_EFFICIENCY
+    };
+    bytes / bw + if cross_node { ALPHA_INTER_S } else { ALPHA_INTRA_S }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! second or later. A copy taken within the stamp's own second is used
 //! once and re-taken next time, since a change in the same second would
 //! leave the stamp as it was.
-use crate::placement::NodeGpus;
+use cellsched_core::placement::NodeGpus;
 use std::sync::Arc;
 
 /// When the held copy was taken.

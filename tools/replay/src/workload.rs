@@ -332,15 +332,15 @@ mod tests {
     fn compresses_time_and_sizes_nodes() {
         let trace = vec![
             row("b", 400.0, 1000, "gpt__350M", 0.0, 8, "a100"),
-            row("a", 100.0, 2000, "resnet50", 7200.0, 3, "v100"),
+            row("a", 100.0, 2000, "resnet50", 7200.0, 2, "v100"),
         ];
         let jobs = prepare(&trace, &shapes(), &est(), None, &settings()).unwrap();
         // Sorted by submission; times divided by the speedup.
         assert_eq!(jobs[0].trace.job_id, "a");
         assert_eq!(jobs[0].submit_at_s, 5.0);
         assert_eq!(jobs[1].submit_at_s, 20.0);
-        // 3 v100 fit one 8-GPU node; 8 a100 need both 4-GPU nodes.
-        assert_eq!((jobs[0].nodes, jobs[0].gpus_per_node), (1, 3));
+        // 2 v100 fit one 8-GPU node; 8 a100 need both 4-GPU nodes.
+        assert_eq!((jobs[0].nodes, jobs[0].gpus_per_node), (1, 2));
         assert_eq!((jobs[1].nodes, jobs[1].gpus_per_node), (2, 4));
         // Without truth, the limit's iteration time is the estimator's for the requested Cell.
         let t = requested_iter_time(&est(), "gpt__350M", 64, "a100", 8, 4).unwrap();
@@ -392,7 +392,7 @@ mod tests {
         assert!(a.contains(&"--output=/tmp/out/replay-cellsched-x_1-%j.out".to_string()), "{a:?}");
         assert_eq!(a[a.len() - 3], "300");
         // An unknown model runs stock in cellsched mode too (the plugins would refuse its --dl-model).
-        let moe = row("m", 0.0, 100, "moe__27B", 600.0, 2, "a10");
+        let moe = row("m", 0.0, 100, "moe__1T", 600.0, 2, "a10");
         let j = &prepare(&[moe], &shapes(), &est(), None, &s).unwrap()[0];
         assert!(j.unknown_model);
         let a = sbatch_args(j, Mode::Cellsched, &s);

@@ -1,0 +1,627 @@
+//! Calibration of the analytical estimator from measured points, in log
+//! space and hierarchical:
+//!
+//! 1. **Compute level** from single-GPU points: for each point the datasheet
+//!    model's time is split into compute (scaled by efficiency) and the rest;
+//!    the factor that makes it match is `compute / (measured − rest)`. Logs of
+//!    factors are aggregated by median per GPU type, per (family, type) and
+//!    per (model, type); a (model, type) level shrinks toward its family × type
+//!    prior, which shrinks toward type × family-residual.
+//! 2. **Framework constants** (communication scale, per-micro-batch cost) are
+//!    fitted from every multi-GPU point across models, per runtime when it has
+//!    enough points, else globally, minimising the median |log(pred/measured)|;
+//!    a new model with only a single-GPU profile inherits them.
+//! 3. (model, type) pairs measured only on several GPUs get their compute
+//!    level from those points, with the fitted framework constants (and so
+//!    does a GPU type without single-GPU points).
+//!
+//! The report says what was fitted from what, and flags profiles whose implied
+//! efficiency is implausible (a wrong model description).
+use super::plan_cost::{evaluate, Framework};
+use super::{Estimator, JobSpec};
+use crate::cell::{Cell, Plan};
+use crate::error::CoreError;
+use crate::model::{ModelFamily, Runtime};
+use crate::profile_db::ProfileRecord;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Bounds on a fitted efficiency factor (guards against nonsense points).
+const FACTOR_RANGE: (f64, f64) = (0.02, 50.0);
+/// Prior weight, in points, of the family × type level on a (model, type) level
+/// (small: one profile point pins its model).
+const MODEL_PRIOR_POINTS: f64 = 0.25;
+/// Prior weight, in points, of type × family residual on a (family, type) level.
+const FAMILY_PRIOR_POINTS: f64 = 1.0;
+/// Most points one framework fit evaluates (about 350 plan evaluations each).
+const MAX_FIT_POINTS: usize = 400;
+/// Fewest multi-GPU points of one runtime for its own framework constants.
+const MIN_RUNTIME_POINTS: usize = 5;
+/// Implied efficiency (fraction of the precision's peak) outside which a
+/// profile is flagged as pointing at a wrong model description.
+pub const PLAUSIBLE_EFFICIENCY: (f64, f64) = (0.10, 0.80);
+
+/// Which measured points may calibrate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CalibrationPolicy {
+    /// Only points measured on one node (default false: multi-node points fit
+    /// the framework constants).
+    pub single_node_only: bool,
+    /// Only points with at most this many GPUs (`Some(1)`: single-GPU points).
+    pub max_gpus: Option<u32>,
+    /// Fit per (model, GPU type) levels as well as per GPU type (default true).
+    pub per_model: bool,
+}
+
+impl Default for CalibrationPolicy {
+    fn default() -> Self {
+        CalibrationPolicy { single_node_only: false, max_gpus: None, per_model: true }
+    }
+}
+
+/// A fitted factor and how many points support it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FittedFactor {
+    /// GPU type (empty for a family residual).
+    pub gpu_type: String,
+    /// Model (canonical name) for model × type factors, family name for family levels.
+    pub model: Option<String>,
+    /// Multiplier on the datasheet efficiency.
+    pub factor: f64,
+    /// Points used.
+    pub points: usize,
+}
+
+/// Framework constants fitted for one runtime (or all: `runtime` None),
+/// optionally on one GPU type's servers (its interconnect).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FittedFramework {
+    /// Runtime, or None for the global fit.
+    pub runtime: Option<Runtime>,
+    /// GPU type whose servers the fit describes, or None for all types.
+    pub gpu_type: Option<String>,
+    /// The constants.
+    pub constants: Framework,
+    /// Multi-GPU points used.
+    pub points: usize,
+    /// Median |log(pred/measured)| of those points after the fit.
+    pub median_log_error: f64,
+}
+
+/// One point used for calibration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CalibrationPoint {
+    /// Measured record.
+    pub record: ProfileRecord,
+    /// Datasheet prediction for it.
+    pub datasheet_s: f64,
+    /// The efficiency factor this point implies (1 for points that fitted framework constants).
+    pub factor: f64,
+}
+
+/// A profile whose implied efficiency is implausible.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlaggedProfile {
+    /// Measured record.
+    pub record: ProfileRecord,
+    /// Model FLOPs per second achieved over the precision's peak.
+    pub implied_efficiency: f64,
+    /// What to check.
+    pub message: String,
+}
+
+/// How the estimator was calibrated: what was fitted from what, points skipped, profiles flagged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CalibrationReport {
+    /// Per GPU type compute factors (single-GPU points).
+    pub per_type: Vec<FittedFactor>,
+    /// Per family residuals over the type level.
+    pub per_family: Vec<FittedFactor>,
+    /// Per (model, GPU type) compute factors.
+    pub per_model_type: Vec<FittedFactor>,
+    /// Framework constants (multi-GPU points).
+    pub framework: Vec<FittedFramework>,
+    /// Points used.
+    pub used: Vec<CalibrationPoint>,
+    /// Points not used, with the reason.
+    pub skipped: Vec<(ProfileRecord, String)>,
+    /// Profiles whose implied efficiency is outside [`PLAUSIBLE_EFFICIENCY`].
+    pub flagged: Vec<FlaggedProfile>,
+}
+
+impl fmt::Display for CalibrationReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.per_type.is_empty() && self.framework.is_empty() {
+            return writeln!(f, "not calibrated (no usable measured points; {} skipped)", self.skipped.len());
+        }
+        writeln!(f, "calibrated from {} measured points ({} skipped):", self.used.len(), self.skipped.len())?;
+        for t in &self.per_type {
+            writeln!(f, "  compute  {:<10} efficiency x{:.3} ({} single-GPU points)", t.gpu_type, t.factor, t.points)?;
+        }
+        for t in &self.per_family {
+            writeln!(f, "  compute  family {:<14} x{:.3} over its types ({} points)", t.model.as_deref().unwrap_or(""), t.factor, t.points)?;
+        }
+        for t in &self.per_model_type {
+            writeln!(f, "  compute  {:<10} {:<22} x{:.3} ({} points)", t.gpu_type, t.model.as_deref().unwrap_or(""), t.factor, t.points)?;
+        }
+        for w in &self.framework {
+            let mut who = w.runtime.map_or("all runtimes".to_string(), |r| format!("runtime {r:?}").to_lowercase());
+            if let Some(g) = &w.gpu_type {
+                who = format!("{who} on {g}");
+            }
+            writeln!(
+                f,
+                "  framework ({who}): comm x{:.2}, {:.2} ms per micro-batch, {:.1} ms per iteration ({} multi-GPU points, median |log error| {:.3})",
+                w.constants.comm_scale,
+                w.constants.per_microbatch_s * 1e3,
+                w.constants.per_iter_s * 1e3,
+                w.points,
+                w.median_log_error
+            )?;
+        }
+        for p in &self.flagged {
+            writeln!(f, "  WARNING {} x{} batch {} on {}: {}", p.record.model, p.record.gpus(), p.record.batch, p.record.gpu_type, p.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// Fitted levels used by the estimator.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Calibration {
+    /// log factor and points per GPU type.
+    per_type: BTreeMap<String, (f64, usize)>,
+    /// log residual over the type level per family.
+    per_family: BTreeMap<String, (f64, usize)>,
+    /// log factor per (family, type).
+    per_family_type: BTreeMap<(String, String), (f64, usize)>,
+    /// log factor per (model, type).
+    per_model_type: BTreeMap<(String, String), (f64, usize)>,
+    /// Framework constants per runtime.
+    framework_by_runtime: BTreeMap<String, Framework>,
+    /// Framework constants per (runtime, GPU type): the cluster's interconnect as measured.
+    framework_by_runtime_type: BTreeMap<(String, String), Framework>,
+    /// Framework constants from every multi-GPU point.
+    framework_global: Option<Framework>,
+    /// What was fitted from what.
+    pub report: CalibrationReport,
+}
+
+fn family_key(f: ModelFamily) -> String {
+    format!("{f:?}").to_lowercase()
+}
+
+fn runtime_key(r: Runtime) -> String {
+    format!("{r:?}").to_lowercase()
+}
+
+fn shrink(mean: f64, n: usize, prior: f64, prior_points: f64) -> f64 {
+    (mean * n as f64 + prior * prior_points) / (n as f64 + prior_points)
+}
+
+impl Calibration {
+    /// Compute efficiency multiplier for `model` (of `family`) on `gpu_type` (1 when uncalibrated).
+    pub fn factor_for(&self, model: &str, family: ModelFamily, gpu_type: &str) -> f64 {
+        let fam = family_key(family);
+        let Some(&(type_log, _)) = self.per_type.get(gpu_type) else {
+            // No single-GPU level for this type: only a (model, type) level fitted from multi-GPU points.
+            return self.per_model_type.get(&(model.to_string(), gpu_type.to_string())).map_or(1.0, |v| v.0.exp());
+        };
+        let prior = type_log + self.per_family.get(&fam).map_or(0.0, |v| v.0);
+        let fam_level = match self.per_family_type.get(&(fam, gpu_type.to_string())) {
+            Some(&(l, n)) => shrink(l, n, prior, FAMILY_PRIOR_POINTS),
+            None => prior,
+        };
+        match self.per_model_type.get(&(model.to_string(), gpu_type.to_string())) {
+            Some(&(l, n)) => shrink(l, n, fam_level, MODEL_PRIOR_POINTS).exp(),
+            None => fam_level.exp(),
+        }
+    }
+
+    /// [`Calibration::factor_for`] for a catalog model name (family looked up by the caller when known).
+    pub fn factor(&self, model: &str, gpu_type: &str) -> f64 {
+        self.per_model_type
+            .get(&(model.to_string(), gpu_type.to_string()))
+            .or_else(|| self.per_type.get(gpu_type))
+            .map_or(1.0, |v| v.0.exp())
+    }
+
+    /// Framework constants for a runtime: its own fit, else the global one, else defaults.
+    pub fn framework(&self, runtime: Runtime) -> Framework {
+        self.framework_by_runtime.get(&runtime_key(runtime)).copied().or(self.framework_global).unwrap_or_default()
+    }
+
+    /// Framework constants for a runtime on one GPU type's servers: the
+    /// (runtime, type) fit, else [`Calibration::framework`].
+    pub fn framework_on(&self, runtime: Runtime, gpu_type: &str) -> Framework {
+        self.framework_by_runtime_type.get(&(runtime_key(runtime), gpu_type.to_string())).copied().unwrap_or_else(|| self.framework(runtime))
+    }
+
+    /// Whether any compute factor applies to `model` on `gpu_type`.
+    pub fn has_factor(&self, model: &str, gpu_type: &str) -> bool {
+        self.per_type.contains_key(gpu_type) || self.per_model_type.contains_key(&(model.to_string(), gpu_type.to_string()))
+    }
+
+    /// A calibration with one compute factor for a GPU type (tests, what-if studies).
+    pub fn with_type_factor(mut self, gpu_type: &str, factor: f64) -> Calibration {
+        self.per_type.insert(gpu_type.to_string(), (factor.ln(), 1));
+        self
+    }
+
+    /// Fits the levels and constants from `records` with the datasheet estimator `base`.
+    pub fn fit<'a>(base: &Estimator, records: impl IntoIterator<Item = &'a ProfileRecord>, policy: &CalibrationPolicy) -> Calibration {
+        let mut cal = Calibration::default();
+        let mut singles: Vec<(ResolvedPoint, f64)> = Vec::new();
+        let mut multis: Vec<ResolvedPoint> = Vec::new();
+        for rec in records {
+            if policy.single_node_only && rec.nodes != 1 {
+                cal.report.skipped.push((rec.clone(), "multi-node point (policy: single-node points only)".into()));
+                continue;
+            }
+            if policy.max_gpus.is_some_and(|m| rec.gpus() > m) {
+                cal.report.skipped.push((rec.clone(), format!("more than {} GPUs", policy.max_gpus.unwrap_or(0))));
+                continue;
+            }
+            match resolve(base, rec) {
+                Ok(p) if rec.gpus() == 1 => match p.implied_factor(base, 1.0, &Framework::default()) {
+                    Ok((datasheet_s, factor)) => {
+                        if let Some(flag) = p.sanity(base) {
+                            cal.report.flagged.push(flag);
+                        }
+                        cal.report.used.push(CalibrationPoint { record: rec.clone(), datasheet_s, factor });
+                        singles.push((p, factor.ln()));
+                    }
+                    Err(e) => cal.report.skipped.push((rec.clone(), e.to_string())),
+                },
+                Ok(p) => multis.push(p),
+                Err(e) => cal.report.skipped.push((rec.clone(), e.to_string())),
+            }
+        }
+        cal.fit_compute(&singles, policy.per_model);
+        cal.fit_framework(base, &multis);
+        // (model, type) pairs seen only on several GPUs: their level from those points.
+        let mut only_multi: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+        // GPU types without single-GPU points get their type level from these
+        // too, net of each point's family residual (applied again on lookup).
+        let mut type_only_multi: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for p in &multis {
+            let key = (p.job.model.name.clone(), p.gpu.clone());
+            if policy.per_model && !cal.per_model_type.contains_key(&key) {
+                let fw = cal.framework_on(p.job.model.runtime, &p.gpu);
+                if let Ok((_, f)) = p.implied_factor(base, 1.0, &fw) {
+                    only_multi.entry(key).or_default().push(f.ln());
+                    if !cal.per_type.contains_key(&p.gpu) {
+                        let resid = cal.per_family.get(&family_key(p.job.model.family)).map_or(0.0, |v| v.0);
+                        type_only_multi.entry(p.gpu.clone()).or_default().push(f.ln() - resid);
+                    }
+                }
+            }
+        }
+        for (key, logs) in only_multi {
+            cal.report.per_model_type.push(FittedFactor { gpu_type: key.1.clone(), model: Some(key.0.clone()), factor: median(&logs).exp(), points: logs.len() });
+            cal.per_model_type.insert(key, (median(&logs), logs.len()));
+        }
+        for (gpu, logs) in type_only_multi {
+            cal.report.per_type.push(FittedFactor { gpu_type: gpu.clone(), model: None, factor: median(&logs).exp(), points: logs.len() });
+            cal.per_type.insert(gpu, (median(&logs), logs.len()));
+        }
+        for p in &multis {
+            cal.report.used.push(CalibrationPoint { record: p.rec.clone(), datasheet_s: p.datasheet_s, factor: 1.0 });
+        }
+        cal
+    }
+
+    fn fit_compute(&mut self, singles: &[(ResolvedPoint, f64)], per_model: bool) {
+        let mut by_type: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut by_model_type: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+        let mut by_family_type: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+        for (p, l) in singles {
+            by_type.entry(p.gpu.clone()).or_default().push(*l);
+            by_model_type.entry((p.job.model.name.clone(), p.gpu.clone())).or_default().push(*l);
+            by_family_type.entry((family_key(p.job.model.family), p.gpu.clone())).or_default().push(*l);
+        }
+        self.per_type = by_type.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
+        let mut resid: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for (p, l) in singles {
+            resid.entry(family_key(p.job.model.family)).or_default().push(l - self.per_type[&p.gpu].0);
+        }
+        self.per_family = resid.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
+        self.per_family_type = by_family_type.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
+        if per_model {
+            self.per_model_type = by_model_type.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
+        }
+        self.report.per_type = by_type.iter().map(|(k, v)| FittedFactor { gpu_type: k.clone(), model: None, factor: median(v).exp(), points: v.len() }).collect();
+        self.report.per_family =
+            self.per_family.iter().map(|(k, v)| FittedFactor { gpu_type: String::new(), model: Some(k.clone()), factor: v.0.exp(), points: v.1 }).collect();
+        self.report.per_model_type = self
+            .per_model_type
+            .iter()
+            .map(|((m, g), v)| FittedFactor { gpu_type: g.clone(), model: Some(m.clone()), factor: v.0.exp(), points: v.1 })
+            .collect();
+    }
+
+    /// Framework constants per runtime (≥ [`MIN_RUNTIME_POINTS`] points) and globally.
+    fn fit_framework(&mut self, base: &Estimator, multis: &[ResolvedPoint]) {
+        if multis.is_empty() {
+            return;
+        }
+        let all: Vec<&ResolvedPoint> = multis.iter().collect();
+        let (global, err) = self.fit_constants(base, &all);
+        self.framework_global = Some(global);
+        self.report.framework.push(FittedFramework { runtime: None, gpu_type: None, constants: global, points: all.len(), median_log_error: err });
+        let mut by_rt: BTreeMap<String, (Runtime, Vec<&ResolvedPoint>)> = BTreeMap::new();
+        for p in multis {
+            by_rt.entry(runtime_key(p.job.model.runtime)).or_insert_with(|| (p.job.model.runtime, Vec::new())).1.push(p);
+        }
+        for (key, (rt, pts)) in by_rt {
+            if pts.len() >= MIN_RUNTIME_POINTS && pts.len() < all.len() {
+                let (fw, err) = self.fit_constants(base, &pts);
+                self.framework_by_runtime.insert(key.clone(), fw);
+                self.report.framework.push(FittedFramework { runtime: Some(rt), gpu_type: None, constants: fw, points: pts.len(), median_log_error: err });
+            } else if pts.len() == all.len() {
+                self.framework_by_runtime.insert(key.clone(), global);
+            }
+            let mut by_type: BTreeMap<String, Vec<&ResolvedPoint>> = BTreeMap::new();
+            for p in &pts {
+                by_type.entry(p.gpu.clone()).or_default().push(p);
+            }
+            if by_type.len() > 1 {
+                for (gpu, tp) in by_type {
+                    if tp.len() >= MIN_RUNTIME_POINTS {
+                        let (fw, err) = self.fit_constants(base, &tp);
+                        self.framework_by_runtime_type.insert((key.clone(), gpu.clone()), fw);
+                        self.report.framework.push(FittedFramework { runtime: Some(rt), gpu_type: Some(gpu), constants: fw, points: tp.len(), median_log_error: err });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Coordinate search in log space over the communication scale and the
+    /// per-micro-batch cost; returns the constants and their median |log error|.
+    fn fit_constants(&self, base: &Estimator, pts: &[&ResolvedPoint]) -> (Framework, f64) {
+        // Bounded work (the plugins fit at configuration load): an even
+        // subsample of at most MAX_FIT_POINTS points.
+        let stride = pts.len().div_ceil(MAX_FIT_POINTS).max(1);
+        let sampled: Vec<&ResolvedPoint> = pts.iter().step_by(stride).copied().collect();
+        let pts = &sampled[..];
+        let loss = |fw: &Framework| -> f64 {
+            let errs: Vec<f64> = pts
+                .iter()
+                .filter_map(|p| {
+                    let f = self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu);
+                    p.predict(base, f, fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
+                })
+                .collect();
+            if errs.is_empty() { f64::INFINITY } else { median(&errs) + 0.1 * errs.iter().sum::<f64>() / errs.len() as f64 }
+        };
+        let mut best = Framework::default();
+        let mut best_loss = loss(&best);
+        for _round in 0..2 {
+            for k in -8..=16 {
+                let cand = Framework { comm_scale: 2f64.powf(k as f64 / 4.0), ..best };
+                let l = loss(&cand);
+                if l < best_loss {
+                    (best, best_loss) = (cand, l);
+                }
+            }
+            for ms in [0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0] {
+                let cand = Framework { per_microbatch_s: ms * 1e-3, ..best };
+                let l = loss(&cand);
+                if l < best_loss {
+                    (best, best_loss) = (cand, l);
+                }
+            }
+        }
+        let errs: Vec<f64> = pts
+            .iter()
+            .filter_map(|p| p.predict(base, self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), &best).map(|t| (t / p.rec.iter_time_s).ln().abs()))
+            .collect();
+        (best, median(&errs))
+    }
+}
+
+/// A measured point resolved against the catalogs: job, Cell and plan.
+struct ResolvedPoint {
+    rec: ProfileRecord,
+    job: JobSpec,
+    gpu: String,
+    cell: Cell,
+    plan: Plan,
+    datasheet_s: f64,
+}
+
+fn resolve(base: &Estimator, rec: &ProfileRecord) -> Result<ResolvedPoint, CoreError> {
+    let mut model = base.model_catalog().get(&rec.model)?.clone();
+    model.name = base.model_catalog().canonical_name(&rec.model).unwrap_or(&rec.model).to_string();
+    let gpu = base.gpu_catalog().get(&rec.gpu_type)?.name.clone();
+    let job = JobSpec { model, global_batch: rec.batch };
+    let stages = rec.plan.map_or(1, |p| p.pp);
+    let cell = Cell::new(&gpu, rec.gpus(), stages)?;
+    let plan: Plan = match rec.plan {
+        Some(p) => p,
+        None => base.estimate(&job, &cell, rec.gpus_per_node)?.plan,
+    };
+    let datasheet_s = base.evaluate_plan(&job, &cell, rec.gpus_per_node, &plan)?.iter_time_s;
+    Ok(ResolvedPoint { rec: rec.clone(), job, gpu, cell, plan, datasheet_s })
+}
+
+impl ResolvedPoint {
+    /// Predicted time with a compute factor and framework constants.
+    fn predict(&self, base: &Estimator, factor: f64, fw: &Framework) -> Option<f64> {
+        let (gpu, placement) = base.setup(&self.job, &self.cell, self.rec.gpus_per_node).ok()?;
+        let cost = self.job.model.cost();
+        let mut cx = base.cell_context(&self.job, gpu, &cost, placement);
+        cx.efficiency_factor = factor;
+        cx.framework = *fw;
+        evaluate(&cx, &self.plan).map(|e| e.iter_time_s)
+    }
+
+    /// (prediction at factor `f0`, the compute factor that makes it match the measurement).
+    fn implied_factor(&self, base: &Estimator, f0: f64, fw: &Framework) -> Result<(f64, f64), CoreError> {
+        let (gpu, placement) = base.setup(&self.job, &self.cell, self.rec.gpus_per_node)?;
+        let cost = self.job.model.cost();
+        let mut cx = base.cell_context(&self.job, gpu, &cost, placement);
+        cx.efficiency_factor = f0;
+        cx.framework = *fw;
+        let ev = evaluate(&cx, &self.plan).ok_or_else(|| CoreError::invalid("plan", self.plan.to_string(), "a plan that divides the batch"))?;
+        let compute = ev.time.compute_s - ev.time.launch_bound_s + ev.time.bubble_s;
+        let rest = ev.iter_time_s - compute;
+        let left = (self.rec.iter_time_s - rest).max(0.1 * self.rec.iter_time_s);
+        Ok((ev.iter_time_s, (f0 * compute / left).clamp(FACTOR_RANGE.0, FACTOR_RANGE.1)))
+    }
+
+    /// Flags a single-GPU profile whose implied model-FLOPs efficiency is implausible.
+    fn sanity(&self, base: &Estimator) -> Option<FlaggedProfile> {
+        let gpu = base.gpu_catalog().get(&self.gpu).ok()?;
+        let cost = self.job.model.cost();
+        let passes = if self.plan.checkpointing { 4.0 } else { 3.0 };
+        let flops = cost.fwd_flops_per_sample * passes * self.rec.batch as f64;
+        let eff = flops / (self.rec.iter_time_s * gpu.peak_for(cost.precision));
+        let (lo, hi) = PLAUSIBLE_EFFICIENCY;
+        (eff < lo || eff > hi).then(|| FlaggedProfile {
+            record: self.rec.clone(),
+            implied_efficiency: eff,
+            message: format!(
+                "implied efficiency {:.0}% of the {:?} peak is outside {:.0}-{:.0}%: check the model description (precision, recomputation, sequence length, vocabulary, FFN width, MoE layout)",
+                eff * 100.0,
+                cost.precision,
+                lo * 100.0,
+                hi * 100.0
+            )
+            .to_lowercase(),
+        })
+    }
+}
+
+/// Median (mean of the middle two for even lengths); 0 for empty input.
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 { s[n / 2] } else { 0.5 * (s[n / 2 - 1] + s[n / 2]) }
+}
+
+/// The `q` quantile (0..=1) by linear interpolation; 0 for empty input.
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let pos = q.clamp(0.0, 1.0) * (s.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+}
+
+/// Spearman rank correlation of paired samples (average ranks for ties);
+/// `None` with fewer than 2 pairs or a constant side.
+pub fn spearman(a: &[f64], b: &[f64]) -> Option<f64> {
+    if a.len() != b.len() || a.len() < 2 {
+        return None;
+    }
+    let (ra, rb) = (ranks(a), ranks(b));
+    let n = a.len() as f64;
+    let (ma, mb) = (ra.iter().sum::<f64>() / n, rb.iter().sum::<f64>() / n);
+    let cov: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let va: f64 = ra.iter().map(|x| (x - ma).powi(2)).sum();
+    let vb: f64 = rb.iter().map(|y| (y - mb).powi(2)).sum();
+    (va > 0.0 && vb > 0.0).then(|| cov / (va * vb).sqrt())
+}
+
+fn ranks(v: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&i, &j| v[i].total_cmp(&v[j]));
+    let mut r = vec![0.0; v.len()];
+    let mut i = 0;
+    while i < idx.len() {
+        let mut j = i;
+        while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
+            j += 1;
+        }
+        let avg = (i + j) as f64 / 2.0 + 1.0;
+        for k in i..=j {
+            r[idx[k]] = avg;
+        }
+        i = j + 1;
+    }
+    r
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::GpuCatalog;
+    use crate::model::ModelCatalog;
+
+    #[test]
+    fn stats_helpers() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!((quantile(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.9) - 4.6).abs() < 1e-12);
+        assert!((spearman(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]).unwrap() + 1.0).abs() < 1e-12);
+        assert_eq!(spearman(&[1.0, 1.0], &[1.0, 2.0]), None);
+    }
+
+    fn rec(model: &str, batch: u32, gpus: u32, nodes: u32, t: f64, plan: Plan) -> ProfileRecord {
+        ProfileRecord { model: model.into(), batch, gpu_type: "v100".into(), nodes, gpus_per_node: gpus / nodes, iter_time_s: t, plan: Some(plan) }
+    }
+
+    /// Points generated by a "true" estimator whose compute efficiency is 0.6×
+    /// the datasheet's and whose communication is 3× slower are recovered: the
+    /// compute level from single-GPU points, the communication scale from
+    /// multi-GPU points of other models; an unmeasured Cell then gets the
+    /// slower, calibrated prediction.
+    #[test]
+    fn recovers_compute_level_and_framework_constants() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let mut truth = Calibration::default().with_type_factor("v100", 0.6);
+        let true_fw = Framework { comm_scale: 2f64.powf(6.0 / 4.0), ..Framework::default() };
+        truth.framework_global = Some(true_fw);
+        let slow = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(truth);
+        let mut recs = Vec::new();
+        for model in ["gpt__350M", "bert__350M", "gpt__125M"] {
+            let m = ModelCatalog::builtin().resolve(model).unwrap();
+            for (batch, gpus, nodes) in [(8, 1, 1), (16, 1, 1), (32, 4, 1), (32, 8, 1), (64, 16, 2)] {
+                let job = JobSpec { model: m.clone(), global_batch: batch };
+                let plan = Plan { dp: gpus, tp: 1, pp: 1, micro_batches: batch / gpus / 4, zero_stage: 0, checkpointing: true };
+                let e = slow.estimate_plan(&job, &Cell::new("v100", gpus, 1).unwrap(), 8, &plan).unwrap();
+                recs.push(rec(model, batch, gpus, nodes, e.iter_time_s, plan));
+            }
+        }
+        let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
+        let f = cal.factor_for("gpt__350M", ModelFamily::Gpt, "v100");
+        assert!((f - 0.6).abs() < 0.03, "{f}");
+        let fw = cal.framework(Runtime::Alpa);
+        assert!((fw.comm_scale / true_fw.comm_scale - 1.0).abs() < 0.2, "{fw:?}");
+        assert!(cal.report.framework.iter().any(|w| w.runtime.is_none() && w.points == 9));
+        assert_eq!(cal.factor("gpt__350M", "a100"), 1.0);
+        assert!(cal.report.to_string().contains("framework"));
+        // Single-GPU points only: no framework fit, defaults stay.
+        let cal1 = Calibration::fit(&base, &recs, &CalibrationPolicy { max_gpus: Some(1), ..Default::default() });
+        assert_eq!(cal1.framework(Runtime::Alpa), Framework::default());
+        let unknown = ProfileRecord { model: "no_such_model".into(), ..recs[0].clone() };
+        let cal2 = Calibration::fit(&base, [&unknown], &CalibrationPolicy::default());
+        assert!(cal2.report.per_type.is_empty() && cal2.report.skipped[0].1.contains("no_such_model"));
+    }
+
+    /// A profile far faster than the model's FLOPs allow is flagged, a plausible one is not.
+    #[test]
+    fn implausible_profiles_are_flagged() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let plan = Plan { dp: 1, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: true };
+        let ok = base.estimate_plan(&JobSpec { model: ModelCatalog::builtin().resolve("gpt__350M").unwrap(), global_batch: 8 }, &Cell::new("v100", 1, 1).unwrap(), 8, &plan).unwrap();
+        let good = rec("gpt__350M", 8, 1, 1, ok.iter_time_s, plan);
+        let too_fast = rec("gpt__350M", 16, 1, 1, ok.iter_time_s / 10.0, plan);
+        let cal = Calibration::fit(&base, [&good, &too_fast], &CalibrationPolicy::default());
+        assert_eq!(cal.report.flagged.len(), 1, "{:?}", cal.report.flagged);
+        assert_eq!(cal.report.flagged[0].record.batch, 16);
+        assert!(cal.report.flagged[0].message.contains("model description"));
+    }
+}
