@@ -37,12 +37,20 @@ const PORT_OFFSET: u16 = 60;
 /// The private cluster's cellsched.toml: fast re-planning, a generous
 /// slowdown bound, a profile DB that does not exist (the "missing data"
 /// case: logged once, datasheet estimates used) and the job history of
-/// [`history`] for the iteration predictor.
+/// [`history`] for the iteration predictor. Cell sizing is greedy here
+/// (the fastest Cell, up to `max_gpus`), so that the tests of ordering and
+/// re-planning see large Cells that cannot run side by side; the sizing
+/// rule's own test puts the defaults back ([`sizing_toml`]).
 fn private_toml(dir: &std::path::Path) -> String {
+    format!("{}max_gpu_factor = 16.0\nmin_marginal_efficiency = 0.0\n", sizing_toml(dir))
+}
+
+/// [`private_toml`] with the default Cell sizing (marginal value).
+fn sizing_toml(dir: &std::path::Path) -> String {
     format!(
         "# cellsched e2e placement tests\n\
-[placement]\nreplan_interval_s = 2\nreplan_max_slowdown = 10.0\n\
-[estimator]\nprofile_db = \"/nonexistent/cellsched-e2e/profiles.csv\"\nhistory = \"{}\"\n",
+[estimator]\nprofile_db = \"/nonexistent/cellsched-e2e/profiles.csv\"\nhistory = \"{}\"\n\
+[placement]\nreplan_interval_s = 2\nreplan_max_slowdown = 10.0\n",
         dir.join("history.csv").display()
     )
 }
@@ -154,18 +162,38 @@ struct RestoreToml<'a>(&'a Private, PathBuf, String);
 
 impl Drop for RestoreToml<'_> {
     fn drop(&mut self) {
+        let from = self.0.ctld_log().len();
         let _ = std::fs::write(&self.1, &self.2);
         let _ = self.0.cmd("scontrol", &["reconfigure"]);
+        self.0.wait_job_submit_reload(from);
     }
 }
 
 impl Private {
-    /// Writes `text` as cellsched.toml and reconfigures; the good file comes back when the guard drops.
+    /// Waits (bounded) until job_submit/cellsched has read cellsched.toml
+    /// again after log offset `from` (its re-planning thread notices a
+    /// changed file within `replan_interval_s`): a `loaded` or `config error` line.
+    fn wait_job_submit_reload(&self, from: usize) {
+        let t = Instant::now();
+        while t.elapsed() < WAIT {
+            let log = self.ctld_log();
+            let new = &log[from.min(log.len())..];
+            if new.lines().any(|l| l.contains("job_submit/cellsched") && (l.contains(": loaded ") || l.contains("config error"))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Writes `text` as cellsched.toml and reconfigures, and waits until
+    /// job_submit has read it; the good file comes back when the guard drops.
     fn replace_toml(&self, text: &str) -> RestoreToml<'_> {
         let path = self.cluster.layout.cellsched_toml();
         let guard = RestoreToml(self, path.clone(), common::read(&path));
+        let from = self.ctld_log().len();
         std::fs::write(&path, text).unwrap();
         self.ok("scontrol", &["reconfigure"]);
+        self.wait_job_submit_reload(from);
         guard
     }
 
@@ -332,7 +360,8 @@ fn job_spec() -> JobSpec {
     JobSpec { model: ModelCatalog::builtin().resolve(MODEL).expect("test model in the catalog"), global_batch: BATCH }
 }
 
-/// The estimator's best Cell on `offers` (the plugin's default `max_gpus` = 16).
+/// The estimator's best Cell on `offers` (the plugin's default `max_gpus` = 16;
+/// greedy sizing, as [`private_toml`] configures it).
 fn best(offers: &[CellOffer]) -> Estimate {
     estimator().rank_cells(&job_spec(), offers, 16).into_iter().next().expect("a feasible Cell for the test model")
 }
@@ -1081,4 +1110,119 @@ fn a_job_overrunning_its_declared_work_is_bounded_and_its_user_distrusted() {
     assert!(h.1 > l.1, "the distrusted user's 1-iteration claim must rank below the other's: distrusted {l:?}, trusted {h:?}");
     p.cancel(&[again, fair]);
     p.cancel(&blockers);
+}
+
+/// The Cell `place()` (core) gives a `model`/`batch` job with no GPU request
+/// on the private cluster with every GPU free, under `cfg`.
+fn placed_on_idle(p: &Private, model: &str, batch: u32, cfg: &cellsched_core::config::PlacementConfig) -> Estimate {
+    use cellsched_core::placement::{self, NodeGpus, Outcome, SubmitRequest};
+    let nodes: Vec<NodeGpus> =
+        p.nodes().into_iter().map(|(node, gpu_type, total)| NodeGpus { node, gpu_type, total, free: total }).collect();
+    let req = SubmitRequest { env: vec![format!("CELLSCHED_DL_MODEL={model}"), format!("CELLSCHED_DL_BATCH={batch}")], ..Default::default() };
+    match placement::place(&req, &nodes, cfg, &estimator()) {
+        Outcome::Place(pl) => pl.estimate,
+        other => panic!("{model} batch {batch} not placed: {other:?}"),
+    }
+}
+
+/// (Issue 13) A batch-8 350M job with no GPU request gets the Cell the
+/// marginal-value rule picks (core's `place()`), not the cluster's fastest
+/// Cell over two nodes; a 20-task array of it runs tasks side by side,
+/// each on such a Cell, and all complete.
+#[test]
+fn small_jobs_and_arrays_get_the_cells_that_pay() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    p.reset();
+    let _sizing = p.replace_toml(&sizing_toml(&p.spec.dir));
+    let cfg = cellsched_core::config::PlacementConfig { replan_interval_s: 2, replan_max_slowdown: 10.0, ..Default::default() };
+    let model = SHORT_MODEL;
+    let want = placed_on_idle(p, model, 8, &cfg);
+    let spec = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: 8 };
+    let fastest = estimator().rank_cells(&spec, &p.offers(&[]), cfg.max_gpus).into_iter().next().unwrap();
+    assert!(want.cell.gpus < fastest.cell.gpus, "precondition: the rule must pick fewer GPUs ({}) than the fastest Cell ({})", want.cell, fastest.cell);
+
+    // One job, held so it stays pending: its decision is the rule's Cell.
+    let name = common::unique_name("small");
+    let id = p.submit(&["-J", &name, "-H", "--dl-model", model, "--dl-batch", "8", "--wrap", "true"]).expect("submit small DL job");
+    let d = decision_of(&p.admin_comment(id));
+    assert_eq!((d.cell.clone(), d.nodes), (want.cell.clone(), want.nodes), "expected {} on {} node(s)", want.cell, want.nodes);
+    p.cancel(&[id]);
+
+    // A 20-task array: one decision for the array (job_submit sees it once), tasks side by side.
+    let name = common::unique_name("array");
+    let out = p.jobs_dir.join(format!("{name}-%a.out"));
+    let out_s = out.to_string_lossy().into_owned();
+    let arr = p
+        .submit(&["-J", &name, "--array=1-20", "--dl-model", model, "--dl-batch", "8", "--dl-iters", "100", "-o", &out_s, "--wrap", "sleep 3"])
+        .expect("submit the array");
+    assert_eq!(decision_of(&p.admin_comment(arr)).cell.gpus, want.cell.gpus);
+    let (t, mut most) = (Instant::now(), 0usize);
+    loop {
+        let running = p.ok("squeue", &["-h", "-j", &arr.to_string(), "-t", "RUNNING", "-o", "%i"]);
+        most = most.max(running.lines().filter(|l| !l.trim().is_empty()).count());
+        if p.ok("squeue", &["-h", "-j", &arr.to_string(), "-o", "%i"]).trim().is_empty() {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(240), "array {arr} still queued after 240 s");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let capacity: u32 = p.nodes().iter().filter(|(_, ty, _)| *ty == want.cell.gpu_type).map(|(_, _, g)| g).sum();
+    assert!(most >= 2 && most as u32 >= capacity / want.cell.gpus.max(1), "at most {most} tasks ran at once on {capacity} {} GPUs", want.cell.gpu_type);
+    let rows = p.ok("sacct", &["-X", "-n", "-P", "-j", &arr.to_string(), "-o", "JobID,State,AllocTRES"]);
+    let tasks: Vec<&str> = rows.lines().filter(|l| l.contains('_')).collect();
+    assert_eq!(tasks.len(), 20, "{rows}");
+    for row in tasks {
+        assert!(row.contains("COMPLETED"), "{row}");
+        let gpus: u32 = row.split(',').find_map(|t| t.strip_prefix("gres/gpu=")).and_then(|n| n.parse().ok()).unwrap_or(0);
+        assert!(gpus >= 1 && gpus <= cfg.max_gpu_factor as u32, "a task got {gpus} GPUs: {row}");
+    }
+}
+
+/// (Issue 13) `--dl-deadline` no Cell can meet: warned at submit (default
+/// `deadline_policy = "warn"`) with the job accepted and its deadline in
+/// AdminComment, refused with `"strict"`; a reachable deadline says nothing.
+#[test]
+fn deadlines_too_close_are_warned_about_or_refused() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let sbatch = |extra: &[&str]| {
+        let name = common::unique_name("deadline");
+        let mut args = vec!["--parsable", "-H", "-J", name.as_str(), "--dl-model", SMALL_MODEL, "--dl-batch", "8"];
+        args.extend_from_slice(extra);
+        args.extend(["--wrap", "true"]);
+        let o = p.cmd("sbatch", &args);
+        (o.status.success(), String::from_utf8_lossy(&o.stdout).trim().to_string(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    // A billion iterations due in a minute: no Cell can; warned, accepted, recorded.
+    let (ok, out, err) = sbatch(&["--dl-iters", "1000000000", "--dl-deadline", "now+60"]);
+    assert!(ok, "warn policy must accept: {err}");
+    assert!(err.contains("warning") && err.contains("--dl-deadline") && err.contains("predicted"), "{err}");
+    let id: u32 = out.split(';').next().unwrap().parse().unwrap();
+    let recorded = cellsched_core::deadline::recorded_deadline(&p.admin_comment(id)).expect("deadline= in AdminComment");
+    assert!((before + 60..=before + 60 + 30).contains(&recorded), "deadline {recorded} vs submit {before}");
+    // Ten iterations in a day: nothing to say.
+    let (ok, out2, err) = sbatch(&["--dl-iters", "10", "--dl-deadline", "now+1d"]);
+    assert!(ok && !err.contains("warning"), "{err}");
+    let id2: u32 = out2.split(';').next().unwrap().parse().unwrap();
+    p.cancel(&[id, id2]);
+    // Strict: refused, and no job is created.
+    let strict = format!("{}deadline_policy = \"strict\"\n", private_toml(&p.spec.dir));
+    let _t = p.replace_toml(&strict);
+    let (ok, _, err) = sbatch(&["--dl-iters", "1000000000", "--dl-deadline", "now+60"]);
+    assert!(!ok && err.contains("strict") && err.contains("--dl-deadline"), "strict policy must refuse: {err}");
+    let (ok, _, err) = sbatch(&["--dl-deadline", "now+1h"]);
+    assert!(!ok && err.contains("--dl-iters"), "strict needs declared work: {err}");
+    // A malformed deadline is refused at submit whatever the policy.
+    let (ok, _, err) = sbatch(&["--dl-deadline", "soonish"]);
+    assert!(!ok && err.contains("--dl-deadline"), "{err}");
 }
