@@ -118,7 +118,11 @@ pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingDat
         Some(i) => asrpt::remaining_time_s(i, 0.0, decision.iter_s, freeze_profile(job, data).as_ref()),
         None => job.time_limit_min.map(|m| f64::from(m) * 60.0).unwrap_or(cfg.default_remaining_s),
     };
-    Some(PendingJob::new(job.id, job.submit_time_s as f64, remaining_s).with_gpus(decision.cell.gpus.max(1)))
+    let job_view = PendingJob::new(job.id, job.submit_time_s as f64, remaining_s).with_gpus(decision.cell.gpus.max(1));
+    // The deadline job_submit resolved and recorded (AdminComment, not the
+    // user's text); ignored for a user whose declarations are distrusted.
+    let deadline = job.admin_comment.and_then(cellsched_core::deadline::recorded_deadline).filter(|_| !job.distrusted);
+    Some(job_view.with_deadline(deadline.map(|d| d as f64)))
 }
 
 /// The A-SRPT settings for the site factor scale.
@@ -169,6 +173,21 @@ mod tests {
     fn job<'a>(id: u32, submit: i64, c: Option<&'a str>, iters: Option<u64>) -> JobFields<'a> {
         let env = iters.map(|i| vec![format!("SPANK_CELLSCHED_DL_ITERS={i}")]).unwrap_or_default();
         JobFields { id, user_id: 1000, submit_time_s: submit, admin_comment: c, env, time_limit_min: Some(60), distrusted: false }
+    }
+
+    #[test]
+    fn recorded_deadlines_reach_the_ranking_unless_the_user_is_distrusted() {
+        let c = format!("{} model=m batch=8 deadline=5000", comment(0.5));
+        let j = job(1, 100, Some(&c), Some(1000));
+        let cfg = OrderingConfig::default();
+        assert_eq!(pending_job(&j, &cfg, &data()).unwrap().deadline_s, Some(5000.0));
+        let liar = JobFields { distrusted: true, ..job(1, 100, Some(&c), Some(1000)) };
+        assert_eq!(pending_job(&liar, &cfg, &data()).unwrap().deadline_s, None);
+        // A deadline in the user's own text (not AdminComment) is not read.
+        let plain = comment(0.5);
+        let mut forged = job(2, 100, Some(&plain), Some(1000));
+        forged.env.push("SPANK_CELLSCHED_DL_DEADLINE=now+60".into());
+        assert_eq!(pending_job(&forged, &cfg, &data()).unwrap().deadline_s, None);
     }
 
     fn catalog() -> &'static ModelCatalog {
