@@ -26,9 +26,29 @@ pub enum Deadline {
     /// `now+N`: seconds after submission.
     After(i64),
     /// A local calendar time.
-    At { year: i32, month: u32, day: u32, hour: u32, minute: u32, second: u32 },
+    At {
+        /// Year (1970-9999).
+        year: i32,
+        /// Month (1-12).
+        month: u32,
+        /// Day of the month.
+        day: u32,
+        /// Hour (0-23).
+        hour: u32,
+        /// Minute (0-59).
+        minute: u32,
+        /// Second (0-59).
+        second: u32,
+    },
     /// A local time of day: the next one from submission.
-    TimeOfDay { hour: u32, minute: u32, second: u32 },
+    TimeOfDay {
+        /// Hour (0-23).
+        hour: u32,
+        /// Minute (0-59).
+        minute: u32,
+        /// Second (0-59).
+        second: u32,
+    },
 }
 
 fn hms(s: &str) -> Result<(u32, u32, u32), &'static str> {

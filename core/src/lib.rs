@@ -5,6 +5,21 @@
 //!
 //! - [`cell`]: the shared vocabulary — [`cell::Cell`], [`cell::Plan`],
 //!   [`cell::Decision`] and their text forms (sbatch options, admin comments).
+//! - [`gpu`], [`model`]: the GPU and model catalogs (data in `core/data/`).
+//! - [`estimator`]: Cell → best plan and iteration time (with its
+//!   calibration); [`profile_db`]: measured iteration times.
+//! - [`placement`]: which Cell a DL job gets (submit, re-planning, sizing by
+//!   marginal value, GRES strings); [`deadline`]: `--dl-deadline`;
+//!   [`declared`]: what a declared `--dl-iters` bounds.
+//! - [`asrpt`]: the order of pending jobs; [`predictor`], [`history`]: the
+//!   iteration predictor; [`freezing`]: layer freezing.
+//! - [`options`], [`job_env`]: the DL option table and the job-environment
+//!   contract; [`plan_env`]: the plan as environment variables for tasks.
+//! - [`config`]: `cellsched.toml`; [`slurm_conf`]: slurm.conf/gres.conf text.
+//! - [`bounded`], [`rank_cache`], [`snapshot_cache`]: bounded caches for
+//!   long-lived processes (slurmctld).
+//! - [`error`]: the crate's error type.
+#![deny(missing_docs)]
 pub mod asrpt;
 pub mod bounded;
 pub mod cell;
