@@ -1,10 +1,7 @@
 //! `cellsched estimate`: Predict the best plan and iteration time of a job on one Cell.
-use anyhow::{bail, Context};
+use anyhow::bail;
 use cellsched_core::cell::{Cell, Plan};
 use cellsched_core::estimator::{Estimate, Estimator, JobSpec};
-use cellsched_core::gpu::GpuCatalog;
-use cellsched_core::model::ModelCatalog;
-use cellsched_core::profile_db::ProfileDb;
 use std::path::PathBuf;
 
 /// Catalog and database options shared by `estimate` and `cells`.
@@ -25,25 +22,12 @@ pub struct CatalogArgs {
 impl CatalogArgs {
     /// Builds the estimator these options describe.
     pub fn estimator(&self) -> anyhow::Result<Estimator> {
-        let gpus = match &self.gpu_catalog {
-            Some(p) => {
-                let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-                let mut c = GpuCatalog::builtin();
-                c.apply_overrides_toml(&text, &p.display().to_string())?;
-                c
-            }
-            None => GpuCatalog::builtin(),
-        };
-        let mut models = ModelCatalog::builtin();
-        if let Some(p) = &self.model_catalog {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            models.add_models_toml(&text, &p.display().to_string())?;
+        let cfg = cellsched_core::config::EstimatorConfig { profile_db: self.db.clone(), gpu_catalog: self.gpu_catalog.clone(), history: None };
+        let a = Estimator::from_config(&cfg, self.model_catalog.as_deref());
+        if let Some(p) = a.problems.first() {
+            anyhow::bail!("{p}");
         }
-        let est = Estimator::new(gpus, models);
-        Ok(match &self.db {
-            Some(p) => est.with_db(ProfileDb::load_csv(p)?),
-            None => est,
-        })
+        Ok(a.estimator)
     }
 }
 

@@ -14,8 +14,6 @@
 use anyhow::{bail, Context, Result};
 use cellsched_core::config::{resolve_config_path, Config, PlacementConfig, CONFIG_ENV};
 use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
-use cellsched_core::gpu::GpuCatalog;
-use cellsched_core::model::ModelCatalog;
 use cellsched_core::profile_db::ProfileDb;
 use cellsched_core::placement::{self, NodeGpus, Outcome, SubmitRequest};
 use cellsched_sim::core_times::CoreTimes;
@@ -265,20 +263,11 @@ pub fn load_config(path: Option<&PathBuf>) -> Result<(Config, String)> {
 
 /// An estimator from the config's GPU catalog and profile DB.
 pub fn estimator(cfg: &Config) -> Result<(Estimator, Option<ProfileDb>)> {
-    let mut gpus = GpuCatalog::builtin();
-    if let Some(p) = &cfg.estimator.gpu_catalog {
-        let text = std::fs::read_to_string(p).with_context(|| format!("estimator.gpu_catalog {}", p.display()))?;
-        gpus.apply_overrides_toml(&text, &p.display().to_string())?;
+    let a = Estimator::from_config(&cfg.estimator, None);
+    if let Some(p) = a.problems.first() {
+        bail!("{p}");
     }
-    let db = match &cfg.estimator.profile_db {
-        Some(p) => Some(ProfileDb::load_csv(p).with_context(|| format!("estimator.profile_db {}", p.display()))?),
-        None => None,
-    };
-    let mut est = Estimator::new(gpus, ModelCatalog::builtin());
-    if let Some(db) = &db {
-        est = est.with_db(db.clone());
-    }
-    Ok((est, db))
+    Ok((a.estimator, a.db))
 }
 
 fn slurm(prog: &str, args: &[&str]) -> Result<String> {
@@ -458,6 +447,8 @@ pub fn bench(pending: usize, runs: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cellsched_core::gpu::GpuCatalog;
+    use cellsched_core::model::ModelCatalog;
     use cellsched_sim::snapshot::{SnapNode, SnapPending, SnapRunning, RemainingFrom};
 
     fn node(name: &str, t: &str, g: u32) -> SnapNode {

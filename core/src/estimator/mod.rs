@@ -9,10 +9,12 @@
 //! feasible Cells of the offered GPUs. Results are memoized per
 //! (model, batch, Cell, node size).
 pub mod calibration;
+mod assemble;
 mod plan_cost;
 mod search;
 mod topology;
 
+pub use assemble::Assembled;
 pub use plan_cost::{Framework, MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
 
 use calibration::{Calibration, CalibrationPolicy, CalibrationReport};

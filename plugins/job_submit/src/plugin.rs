@@ -22,10 +22,7 @@ use cellsched_core::placement::{self, request, NodeGpus, Outcome, SubmitRequest}
 use cellsched_core::config::{resolve_config_path, Config, CONFIG_ENV};
 use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::Estimator;
-use cellsched_core::gpu::GpuCatalog;
-use cellsched_core::model::ModelCatalog;
 use cellsched_core::options::{CellChoice, PlanChoice};
-use cellsched_core::profile_db::ProfileDb;
 use cellsched_core::rank_cache::RankCache;
 use cellsched_core::snapshot_cache::{self, SnapshotCache};
 use cellsched_core::Decision;
@@ -85,23 +82,11 @@ fn db_stamp() -> Option<(PathBuf, Option<SystemTime>)> {
 
 /// Builds the estimator; data files that fail are logged and skipped.
 fn estimator(cfg: &Config) -> Estimator {
-    let mut gpus = GpuCatalog::builtin();
-    if let Some(p) = &cfg.estimator.gpu_catalog {
-        match std::fs::read_to_string(p).map_err(|e| e.to_string()).and_then(|t| {
-            gpus.apply_overrides_toml(&t, &p.display().to_string()).map_err(|e| e.to_string())
-        }) {
-            Ok(()) => {}
-            Err(e) => error(&format!("estimator.gpu_catalog {}: {e}; using built-in GPU data", p.display())),
-        }
+    let a = Estimator::from_config(&cfg.estimator, None);
+    for p in &a.problems {
+        error(p);
     }
-    let mut est = Estimator::new(gpus, ModelCatalog::builtin());
-    if let Some(p) = &cfg.estimator.profile_db {
-        match ProfileDb::load_csv(p) {
-            Ok(db) => est = est.with_db(db),
-            Err(e) => error(&format!("estimator.profile_db: {e}; using analytical estimates only")),
-        }
-    }
-    est
+    a.estimator
 }
 
 /// (Re)loads the config if its file changed since the last attempt (outside locks).

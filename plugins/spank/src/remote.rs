@@ -41,7 +41,6 @@ use cellsched_core::estimator::Estimator;
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::job_env;
 use cellsched_core::model::ModelCatalog;
-use cellsched_core::profile_db::ProfileDb;
 use cellsched_core::Decision;
 
 /// Looks `key` up in the job environment by `cellsched_core::job_env`'s
@@ -225,31 +224,18 @@ fn estimator(args: &PluginArgs) -> Estimator {
         None,
         std::env::var("SLURM_CONF").ok().as_deref(),
     );
-    let mut gpus = GpuCatalog::builtin();
-    let mut db = None;
     match Config::load(&conf_path) {
         Ok(cfg) => {
-            if let Some(p) = &cfg.estimator.gpu_catalog {
-                match std::fs::read_to_string(p).map_err(|e| e.to_string()).and_then(|t| {
-                    GpuCatalog::with_overrides_toml(&t).map_err(|e| e.to_string())
-                }) {
-                    Ok(c) => gpus = c,
-                    Err(e) => ffi::log(ffi::Level::Error, &format!("GPU catalog {}: {e}; using built-in", p.display())),
-                }
+            let a = Estimator::from_config(&cfg.estimator, None);
+            for p in &a.problems {
+                ffi::log(ffi::Level::Verbose, p);
             }
-            if let Some(p) = &cfg.estimator.profile_db {
-                match ProfileDb::load_csv(p) {
-                    Ok(d) => db = Some(d),
-                    Err(e) => ffi::log(ffi::Level::Verbose, &format!("profile DB: {e}")),
-                }
-            }
+            a.estimator
         }
-        Err(e) => ffi::log(ffi::Level::Debug, &format!("config: {e}; using built-in catalogs")),
-    }
-    let est = Estimator::new(gpus, ModelCatalog::builtin());
-    match db {
-        Some(d) => est.with_db(d),
-        None => est,
+        Err(e) => {
+            ffi::log(ffi::Level::Debug, &format!("config: {e}; using built-in catalogs"));
+            Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
+        }
     }
 }
 
