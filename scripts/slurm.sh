@@ -8,7 +8,7 @@
 #   get RELEASE FIELD          one field of a row: source, suite, headers, ci, configure
 #   env RELEASE                SLURM_SRC_DIR=... and SLURM_INCLUDE_DIR=... lines to build against RELEASE
 #   check RELEASE [CRATE...|--no-plugins]
-#                              unit tests of slurm-sys and cellsched-plugin-common, release builds of those,
+#                              unit tests of slurm-sys and cellsched-slurm-ffi, release builds of those,
 #                              the smoke-test example plugin and each CRATE (default: the three plugins)
 #                              against RELEASE; then for every .so: plugin_version equals RELEASE's
 #                              SLURM_VERSION_NUMBER, plugin_name/plugin_type exported, no BIND_NOW
@@ -89,15 +89,15 @@ cmd_check() {
   log "Slurm source $SRC, headers $INC (SLURM_VERSION_NUMBER $expected), CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
 
   if [ "${CHECK_TESTS:-1}" != 0 ]; then
-    log "unit tests: slurm-sys, cellsched-plugin-common"
-    cargo test -q -p slurm-sys -p cellsched-plugin-common
+    log "unit tests: slurm-sys, cellsched-slurm-ffi"
+    cargo test -q -p slurm-sys -p cellsched-slurm-ffi
   fi
-  local pkgs=(-p slurm-sys -p cellsched-plugin-common) c
+  local pkgs=(-p slurm-sys -p cellsched-slurm-ffi) c
   for c in "${CRATES[@]+"${CRATES[@]}"}"; do pkgs+=(-p "$c"); done
   log "cargo build --release ${pkgs[*]}"
   cargo build --release "${pkgs[@]}"
   log "cargo build --release --example site_factor_cellsched_smoke"
-  cargo build --release -p cellsched-plugin-common --example site_factor_cellsched_smoke
+  cargo build --release -p cellsched-slurm-ffi --example site_factor_cellsched_smoke
 
   check_so site_factor_cellsched_smoke "$CARGO_TARGET_DIR/release/examples/libsite_factor_cellsched_smoke.so"
   for c in "${CRATES[@]+"${CRATES[@]}"}"; do check_so "$c" "$CARGO_TARGET_DIR/release/lib$c.so"; done

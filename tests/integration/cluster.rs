@@ -2,7 +2,7 @@
 //! jobs landing on the right nodes and in `sacct`, our plugins loaded (or
 //! stock Slurm when they are not built), and clear start-up errors.
 use crate::common::{self, cluster, require_e2e, sacct_fields_when, slurm_ok, submit, unique_name, wait_for_state};
-use cellsched_cluster::{Cluster, ClusterError, ClusterSpec, JobPolicy, UpOutcome};
+use cellsched_devcluster::{Cluster, ClusterError, ClusterSpec, JobPolicy, UpOutcome};
 use std::path::PathBuf;
 use std::time::Duration;
 

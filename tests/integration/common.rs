@@ -10,7 +10,7 @@
 //! down with `cellsched cluster down`.
 #![allow(dead_code)]
 
-use cellsched_cluster::{Cluster, ClusterSpec};
+use cellsched_devcluster::{Cluster, ClusterSpec};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

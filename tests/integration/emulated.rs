@@ -4,7 +4,7 @@
 //! 2 cores), so it runs only with `CELLSCHED_E2E_BIG=1` (and
 //! `CELLSCHED_E2E=1`); with the variable set, a missing build fails the test.
 use crate::common::{self, require_e2e, TERMINAL_STATES};
-use cellsched_cluster::{Cluster, JobPolicy};
+use cellsched_devcluster::{Cluster, JobPolicy};
 use std::time::{Duration, Instant};
 
 /// Brings the cluster down (cancelling its jobs) when the test ends, pass or fail.

@@ -12,7 +12,7 @@
 //! Expectations are computed with `cellsched_core::estimator` on the same
 //! built-in catalogs the plugin uses, never hard-coded.
 use crate::common::{self, require_e2e};
-use cellsched_cluster::{Cluster, ClusterSpec};
+use cellsched_devcluster::{Cluster, ClusterSpec};
 use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
@@ -110,7 +110,7 @@ extern "C" fn private_down() {
     let _ = std::panic::catch_unwind(|| {
         let guard = PRIVATE.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = guard.as_ref() {
-            let _ = p.cluster.down(cellsched_cluster::JobPolicy::Cancel);
+            let _ = p.cluster.down(cellsched_devcluster::JobPolicy::Cancel);
             let _ = std::fs::remove_dir_all(&p.spec.dir);
         }
     });

@@ -7,7 +7,7 @@
 //! choice and the runner-up once. The same cluster then checks
 //! `cellsched report --openmetrics` (queue per type, jobs left stock).
 use crate::common::{self, require_e2e};
-use cellsched_cluster::{Cluster, ClusterSpec, JobPolicy};
+use cellsched_devcluster::{Cluster, ClusterSpec, JobPolicy};
 use cellsched_core::{Cell, Decision};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@
 //! `cellsched.toml` as `[estimator] profile_db`). The live cluster's node
 //! groups (`--groups`) are GPU types the truth table covers.
 use anyhow::{bail, Context, Result};
-use cellsched_cluster::{parse_port_base, ClusterSpec, NodeGroup};
+use cellsched_devcluster::{parse_port_base, ClusterSpec, NodeGroup};
 use cellsched_core::estimator::Estimator;
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;

@@ -2,7 +2,7 @@
 //! or down, show its state, or print the shell lines that point Slurm's
 //! commands at it.
 use anyhow::Context;
-use cellsched_cluster::{parse_port_base, Cluster, ClusterError, ClusterSpec, JobPolicy, UpOutcome};
+use cellsched_devcluster::{parse_port_base, Cluster, ClusterError, ClusterSpec, JobPolicy, UpOutcome};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -65,7 +65,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     spec.with_plugins = !a.no_plugins;
     let own_sbin = std::env::var_os("CELLSCHED_SLURM_SBIN").is_some_and(|v| !v.is_empty());
     match (&a.groups, a.nodes) {
-        (Some(g), _) => spec.groups = cellsched_cluster::NodeGroup::parse_list(g)?,
+        (Some(g), _) => spec.groups = cellsched_devcluster::NodeGroup::parse_list(g)?,
         (None, Some(n)) => spec.emulate(n, own_sbin)?,
         // Without --groups/--nodes, a cluster keeps the groups it was brought up with.
         (None, None) => spec.use_saved_groups(own_sbin)?,

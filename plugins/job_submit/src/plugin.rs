@@ -26,14 +26,14 @@ use cellsched_core::options::{CellChoice, PlanChoice};
 use cellsched_core::rank_cache::RankCache;
 use cellsched_core::snapshot_cache::{self, SnapshotCache};
 use cellsched_core::Decision;
-use cellsched_plugin_common::ctld::{self, JobUpdate, LockKind};
-use cellsched_plugin_common::{cstr, guard, log, version};
+use cellsched_slurm_ffi::ctld::{self, JobUpdate, LockKind};
+use cellsched_slurm_ffi::{cstr, guard, log, version};
 use std::ffi::{c_char, c_int};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
-cellsched_plugin_common::plugin_identity!(name: "cellsched Cell placement", kind: "job_submit/cellsched");
+cellsched_slurm_ffi::plugin_identity!(name: "cellsched Cell placement", kind: "job_submit/cellsched");
 
 /// Config and estimator in force; `None` = stock behaviour.
 struct Loaded {
@@ -515,7 +515,7 @@ pub extern "C" fn init() -> c_int {
         *SOURCE.lock().unwrap_or_else(|e| e.into_inner()) = None;
         reload_if_changed();
         if ctld::in_slurmctld() {
-            cellsched_plugin_common::plugin::pin_library();
+            cellsched_slurm_ffi::plugin::pin_library();
             start_thread();
         }
         slurm_sys::SLURM_SUCCESS

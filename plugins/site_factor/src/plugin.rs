@@ -19,8 +19,8 @@ use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
 use cellsched_core::job_env;
 use cellsched_core::model::ModelCatalog;
-use cellsched_plugin_common::ctld::{self, Job, LockKind};
-use cellsched_plugin_common::{guard, log, version};
+use cellsched_slurm_ffi::ctld::{self, Job, LockKind};
+use cellsched_slurm_ffi::{guard, log, version};
 use slurm_sys::shim::cellsched_job_t;
 use std::ffi::c_int;
 use std::ops::ControlFlow;
@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-cellsched_plugin_common::plugin_identity!(name: "cellsched A-SRPT site factor", kind: "site_factor/cellsched");
+cellsched_slurm_ffi::plugin_identity!(name: "cellsched A-SRPT site factor", kind: "site_factor/cellsched");
 
 /// The ordering settings in force; `None` = stock behaviour (no good config yet, or ordering disabled).
 static ORDERING: RwLock<Option<Arc<OrderingConfig>>> = RwLock::new(None);
@@ -383,7 +383,7 @@ pub extern "C" fn init() -> c_int {
         let history = load_config();
         spawn_reload(move || load_predictions(history));
         if ctld::in_slurmctld() {
-            cellsched_plugin_common::plugin::pin_library();
+            cellsched_slurm_ffi::plugin::pin_library();
             start_ranker();
         }
         slurm_sys::SLURM_SUCCESS

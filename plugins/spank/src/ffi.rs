@@ -218,10 +218,10 @@ fn cstrings(name: &str, value: &str) -> Result<(CString, CString), String> {
     ))
 }
 
-pub use cellsched_plugin_common::log::Level;
+pub use cellsched_slurm_ffi::log::Level;
 
 /// Logs through Slurm's logger with a fixed `%s` format (the shared plugin
 /// logger), prefixed `cellsched: `. In sbatch/srun, errors go to the user's terminal.
 pub fn log(level: Level, msg: &str) {
-    cellsched_plugin_common::log::log(level, &format!("cellsched: {msg}"));
+    cellsched_slurm_ffi::log::log(level, &format!("cellsched: {msg}"));
 }

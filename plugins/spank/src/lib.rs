@@ -51,7 +51,7 @@ fn plugin_args() -> PluginArgs {
 /// Runs a callback body: panics and errors are logged, and mapped to the
 /// return code (`fail_rc` on error; 0 where the job must not be disturbed).
 fn guard(what: &str, fail_rc: c_int, f: impl FnOnce() -> Result<(), error::SpankError>) -> c_int {
-    cellsched_plugin_common::guard(&format!("cellsched: {what}"), fail_rc, || match f() {
+    cellsched_slurm_ffi::guard(&format!("cellsched: {what}"), fail_rc, || match f() {
         Ok(()) => 0,
         Err(e) => {
             ffi::log(ffi::Level::Error, &e.to_string());

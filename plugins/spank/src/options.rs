@@ -62,7 +62,7 @@ pub fn accept(key: DlKey, value: &str, check_catalog: bool) -> Result<(), String
 /// The SPANK option callback shared by all `--dl-*` options (`val` is the
 /// index in [`DlKey::ALL`]).
 unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int) -> c_int {
-    let rc = cellsched_plugin_common::guard("cellsched: option callback", Err("internal error in option callback".into()), || {
+    let rc = cellsched_slurm_ffi::guard("cellsched: option callback", Err("internal error in option callback".into()), || {
         let key = *usize::try_from(val).ok().and_then(|i| DlKey::ALL.get(i)).ok_or("unknown option value")?;
         if optarg.is_null() {
             if !key.takes_value() {

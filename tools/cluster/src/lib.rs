@@ -24,13 +24,13 @@
 //!   (`scripts/build-slurm.sh 22.05.8 front-end`, [`FRONT_END_PREFIX`]).
 //!
 //! ```no_run
-//! use cellsched_cluster::{Cluster, ClusterSpec, JobPolicy};
+//! use cellsched_devcluster::{Cluster, ClusterSpec, JobPolicy};
 //! let spec = ClusterSpec::from_env()?;
 //! let cluster = Cluster::up(&spec)?;          // idempotent
 //! println!("{}", cluster.env_lines().join("\n"));
 //! print!("{}", cluster.status());
 //! cluster.down(JobPolicy::Keep)?; // idempotent; jobs kept (JobPolicy::Cancel cancels them)
-//! # Ok::<(), cellsched_cluster::ClusterError>(())
+//! # Ok::<(), cellsched_devcluster::ClusterError>(())
 //! ```
 mod cluster;
 mod daemon;

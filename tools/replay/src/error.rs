@@ -27,7 +27,7 @@ pub enum ReplayError {
     },
     /// The local cluster could not be brought up, down or queried.
     #[error("cluster: {0}")]
-    Cluster(#[from] cellsched_cluster::ClusterError),
+    Cluster(#[from] cellsched_devcluster::ClusterError),
     /// A Slurm client command failed.
     #[error("{tool}: {msg}")]
     Slurm {

@@ -11,7 +11,7 @@ use crate::interrupt;
 use crate::results::{ModeResult, Problem};
 use crate::slurm::{never_runnable, Slurm, TERMINAL_STATES};
 use crate::workload::{sbatch_args, Mode, ReplayJob, Settings};
-use cellsched_cluster::{Cluster, ClusterSpec};
+use cellsched_devcluster::{Cluster, ClusterSpec};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -52,7 +52,7 @@ pub fn run_modes(jobs: &[ReplayJob], modes: &[Mode], s: &Settings, opts: &LiveOp
     }
     if !opts.keep_up {
         sink("bringing the cluster down");
-        match Cluster::open(&opts.spec).and_then(|c| c.down(cellsched_cluster::JobPolicy::Cancel)) {
+        match Cluster::open(&opts.spec).and_then(|c| c.down(cellsched_devcluster::JobPolicy::Cancel)) {
             Ok(_) => {}
             Err(e) if outcome.is_ok() => outcome = Err(e.into()),
             Err(e) => sink(&format!("warning: bringing the cluster down failed too: {e}")),

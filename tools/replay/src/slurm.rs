@@ -3,7 +3,7 @@
 //! environment (no inherited `SBATCH_*`/`SLURM_*`/`CELLSCHED_DL_*` values
 //! that would change the submitted jobs).
 use crate::error::ReplayError;
-use cellsched_cluster::Cluster;
+use cellsched_devcluster::Cluster;
 use cellsched_core::job_env;
 use cellsched_report::record::{parse_display_output, parse_sacct_output, set_display};
 use cellsched_report::{JobRecord, Query};

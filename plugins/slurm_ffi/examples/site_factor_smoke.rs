@@ -1,5 +1,5 @@
 //! `site_factor/cellsched_smoke`: a throwaway site_factor plugin proving that
-//! plugins built on cellsched-plugin-common load into slurmctld, log through
+//! plugins built on cellsched-slurm-ffi load into slurmctld, log through
 //! Slurm, read job fields through the slurm-sys shim, and do not break client
 //! commands. Install as `site_factor_cellsched_smoke.so` in PluginDir.
 //!
@@ -7,9 +7,9 @@
 //! slurmctld write lock every 2 s, and for each pending job named
 //! `cs-update*` without an AdminComment runs `update_job` (AdminComment),
 //! writes `CELLSCHED_DECISION` into its `spank_job_env`, and reads the node table.
-use cellsched_plugin_common::ctld::{self, Job, JobUpdate, LockKind};
-use cellsched_plugin_common::slurm_sys::{NICE_OFFSET, SLURM_ERROR, SLURM_SUCCESS};
-use cellsched_plugin_common::{guard, log, plugin_identity, version};
+use cellsched_slurm_ffi::ctld::{self, Job, JobUpdate, LockKind};
+use cellsched_slurm_ffi::slurm_sys::{NICE_OFFSET, SLURM_ERROR, SLURM_SUCCESS};
+use cellsched_slurm_ffi::{guard, log, plugin_identity, version};
 use std::ops::ControlFlow;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,7 +78,7 @@ pub extern "C" fn init() -> c_int {
         }
         log::info(&format!(
             "site_factor/cellsched_smoke: loaded (built for Slurm {}, in_slurmctld={})",
-            cellsched_plugin_common::slurm_sys::RELEASE,
+            cellsched_slurm_ffi::slurm_sys::RELEASE,
             ctld::in_slurmctld()
         ));
         if ctld::in_slurmctld() {

@@ -1,7 +1,7 @@
 //! The helpers against the real libslurm, loaded the way srun/sbatch have it
 //! (global scope), in a process of its own. Skips with a note when libslurm
 //! is not installed (`CELLSCHED_LIBSLURM` overrides the path).
-use cellsched_plugin_common::{ctld, cstr, log, version};
+use cellsched_slurm_ffi::{ctld, cstr, log, version};
 use std::ffi::{CStr, CString};
 
 fn load_libslurm() -> bool {
@@ -42,7 +42,7 @@ fn helpers_work_with_the_real_libslurm() {
     }
 
     // Job-descriptor environment through Slurm's env_array_overwrite.
-    let mut desc: cellsched_plugin_common::slurm_sys::job_desc_msg_t = Default::default();
+    let mut desc: cellsched_slurm_ffi::slurm_sys::job_desc_msg_t = Default::default();
     ctld::desc_env_set(&mut desc, "CELLSCHED_DL_MODEL", "gpt2").unwrap();
     ctld::desc_env_set(&mut desc, "CELLSCHED_DECISION", "cell=v100x8x1").unwrap();
     ctld::desc_env_set(&mut desc, "CELLSCHED_DL_MODEL", "bert").unwrap();
@@ -53,19 +53,19 @@ fn helpers_work_with_the_real_libslurm() {
 
     // Logging goes through Slurm's logger; libslurm alone is not slurmctld.
     assert!(log::slurm_logger_present());
-    log::info("cellsched-plugin-common test: %s %n must print literally");
+    log::info("cellsched-slurm-ffi test: %s %n must print literally");
     assert!(!ctld::in_slurmctld());
 
     // The running API version is libslurm's; it matches the build only for the same major release.
     let running = version::running_api_version().expect("slurm_api_version");
     assert_eq!(
         version::check_running_slurm().is_ok(),
-        running == cellsched_plugin_common::slurm_sys::SLURM_API_VERSION
+        running == cellsched_slurm_ffi::slurm_sys::SLURM_API_VERSION
     );
     eprintln!(
         "libslurm API {running:#x}, built for {} (API {:#x}): {:?}",
-        cellsched_plugin_common::slurm_sys::RELEASE,
-        cellsched_plugin_common::slurm_sys::SLURM_API_VERSION,
+        cellsched_slurm_ffi::slurm_sys::RELEASE,
+        cellsched_slurm_ffi::slurm_sys::SLURM_API_VERSION,
         version::check_running_slurm()
     );
 }

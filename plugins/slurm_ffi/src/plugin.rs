@@ -2,7 +2,7 @@
 //! for plugins that run background threads.
 //!
 //! ```ignore
-//! cellsched_plugin_common::plugin_identity!(
+//! cellsched_slurm_ffi::plugin_identity!(
 //!     name: "cellsched A-SRPT site factor",
 //!     kind: "site_factor/cellsched",
 //! );
