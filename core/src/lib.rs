@@ -11,7 +11,7 @@
 //! - [`placement`]: which Cell a DL job gets (submit, re-planning, sizing by
 //!   marginal value, GRES strings); [`deadline`]: `--dl-deadline`;
 //!   [`declared`]: what a declared `--dl-iters` bounds.
-//! - [`asrpt`]: the order of pending jobs; [`predictor`], [`history`]: the
+//! - [`asrpt`]: the order of pending jobs; [`ordering`]: job records → site factors (site_factor/cellsched); [`predictor`], [`history`]: the
 //!   iteration predictor; [`freezing`]: layer freezing.
 //! - [`options`], [`job_env`]: the DL option table and the job-environment
 //!   contract; [`plan_env`]: the plan as environment variables for tasks.
@@ -34,6 +34,7 @@ pub mod history;
 pub mod job_env;
 pub mod model;
 pub mod options;
+pub mod ordering;
 pub mod placement;
 pub mod plan_env;
 pub mod predictor;

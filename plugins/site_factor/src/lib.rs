@@ -7,15 +7,16 @@
 //! remaining time first, aging guard); other jobs keep the stock value, so
 //! `sprio` shows the factor and `PriorityWeight*` still weigh the rest.
 //!
-//! - [`ordering`]: pure computation (tested without Slurm).
-//! - [`prediction`]: the iteration predictor fitted on the job history.
+//! - The decision itself is pure and lives in core
+//!   ([`cellsched_core::ordering`]: job records → site factors, with the
+//!   iteration predictor fitted on the job history); [`users`]: the uid
+//!   lookup it is given.
 //! - [`ranker`]: the ranking computed by a background thread off the job
 //!   write lock, which `site_factor_p_update` only copies.
 //! - [`slurm_conf`]: the running daemon's config paths.
 //! - `plugin`: the exported symbols, each behind a panic guard.
 #![deny(missing_docs)]
-pub mod ordering;
 mod plugin;
-pub mod prediction;
+pub mod users;
 pub mod ranker;
 pub mod slurm_conf;

@@ -11,8 +11,8 @@
 //! every job (one consistent order; the error is logged); with no good
 //! configuration yet, or `ordering.enabled = false`, site factors are stock,
 //! and pending DL jobs ranked earlier get the stock factor back at the next update.
-use crate::ordering::{self, JobFields, OrderingData};
-use crate::prediction::Predictions;
+use cellsched_core::ordering::{self, JobFields, OrderingData};
+use cellsched_core::ordering::predictions::Predictions;
 use crate::ranker::{Distrust, Ranker, Snap, Stamp};
 use cellsched_core::declared::{DeclaredConfig, OverrunPolicy};
 use cellsched_core::asrpt::PendingJob;
@@ -127,7 +127,7 @@ fn load_predictions(history: Option<Option<PathBuf>>) {
     let Some(history) = history else { return };
     let new = history.and_then(|path| {
         let t = Instant::now();
-        match Predictions::load(&path) {
+        match Predictions::load(&path, crate::users::uid_of) {
             Ok(p) if p.is_trained() => {
                 info(&format!(
                     "fitted the iteration predictor on {} jobs of {} in {:.1} s; jobs without --dl-iters use its predictions",

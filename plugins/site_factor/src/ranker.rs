@@ -10,7 +10,7 @@
 //!
 //! Memory is bounded by the pending queue: jobs that left it are evicted
 //! at every pass.
-use crate::ordering::{self, JobFields, OrderingData};
+use cellsched_core::ordering::{self, JobFields, OrderingData};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::OrderingConfig;
 use std::collections::hash_map::DefaultHasher;

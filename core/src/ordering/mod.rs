@@ -1,4 +1,4 @@
-//! From pending jobs to site factors: the pure part of the plugin.
+//! From pending jobs to site factors: site_factor/cellsched's decision (pure; the plugin feeds it job records and copies the factors).
 //!
 //! A job takes part in the A-SRPT order only when job_submit/cellsched
 //! recorded a placement [`Decision`] in its `AdminComment`: that gives the
@@ -10,14 +10,16 @@
 //! effective remaining time ([`FreezeProfile`]: faster iterations as layers
 //! freeze, more iterations for the accuracy penalty). Jobs without a
 //! decision keep Slurm's stock site factor.
-use crate::prediction::Predictions;
-use cellsched_core::asrpt::{self, AsrptConfig, PendingJob};
-use cellsched_core::config::OrderingConfig;
-use cellsched_core::freezing::{FreezeMode, FreezeProfile};
-use cellsched_core::model::ModelCatalog;
-use cellsched_core::options::DlOptions;
-use cellsched_core::predictor::HistoryQuery;
-use cellsched_core::Decision;
+pub mod predictions;
+
+use predictions::Predictions;
+use crate::asrpt::{self, AsrptConfig, PendingJob};
+use crate::config::OrderingConfig;
+use crate::freezing::{FreezeMode, FreezeProfile};
+use crate::model::ModelCatalog;
+use crate::options::DlOptions;
+use crate::predictor::HistoryQuery;
+use crate::Decision;
 
 /// The job's DL options from its `spank_job_env` entries, read through
 /// core's option table and precedence rule; a bad value (only possible when
@@ -42,7 +44,7 @@ pub struct JobFields<'a> {
     /// Time limit in minutes; `None` when unset or infinite.
     pub time_limit_min: Option<u32>,
     /// The user overran declared work recently: their declared iterations
-    /// are not used (see `cellsched_core::declared`).
+    /// are not used (see `crate::declared`).
     pub distrusted: bool,
 }
 
@@ -102,9 +104,9 @@ pub fn declared_in_comment(admin_comment: &str) -> Option<u64> {
 /// True when a running DL job has overrun the work it declared: its
 /// AdminComment holds the decision (iteration time) and the declared
 /// iterations, and it has run `elapsed_s` seconds.
-pub fn running_overran(admin_comment: &str, elapsed_s: f64, cfg: &cellsched_core::declared::DeclaredConfig) -> bool {
+pub fn running_overran(admin_comment: &str, elapsed_s: f64, cfg: &crate::declared::DeclaredConfig) -> bool {
     match (Decision::parse_admin_comment(admin_comment), declared_in_comment(admin_comment)) {
-        (Some(d), Some(iters)) => cellsched_core::declared::overran(iters, d.iter_s, elapsed_s, cfg),
+        (Some(d), Some(iters)) => crate::declared::overran(iters, d.iter_s, elapsed_s, cfg),
         _ => false,
     }
 }
@@ -121,7 +123,7 @@ pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingDat
     let job_view = PendingJob::new(job.id, job.submit_time_s as f64, remaining_s).with_gpus(decision.cell.gpus.max(1));
     // The deadline job_submit resolved and recorded (AdminComment, not the
     // user's text); ignored for a user whose declarations are distrusted.
-    let deadline = job.admin_comment.and_then(cellsched_core::deadline::recorded_deadline).filter(|_| !job.distrusted);
+    let deadline = job.admin_comment.and_then(crate::deadline::recorded_deadline).filter(|_| !job.distrusted);
     Some(job_view.with_deadline(deadline.map(|d| d as f64)))
 }
 
@@ -158,7 +160,7 @@ pub fn site_factor_one(job: &PendingJob, now_s: f64, cfg: &OrderingConfig, base:
 mod tests {
     use super::*;
 
-    use cellsched_core::options::DlKey;
+    use crate::options::DlKey;
 
     const ITERS_KEY: &str = DlKey::Iters.spec().env_key;
     const MODEL_KEY: &str = DlKey::Model.spec().env_key;
@@ -210,7 +212,7 @@ mod tests {
 
     /// History: alice's gpt__350M runs ~5,000 iterations, bob's ~400,000.
     fn predictions() -> Predictions {
-        let rec = |user: &str, iters: u64, i: u64| cellsched_core::history::HistoryRecord {
+        let rec = |user: &str, iters: u64, i: u64| crate::history::HistoryRecord {
             user: user.into(),
             model: "gpt__350M".into(),
             batch: 32,
@@ -344,7 +346,7 @@ mod tests {
         wide.gpus = 8;
         wide.remaining_s = 900.0;
         assert_eq!(site_factors(&[wide, narrow], 10.0, &cfg, BASE)[0].0, 1);
-        let by_time = OrderingConfig { rank_by: cellsched_core::asrpt::RankBy::Time, ..cfg };
+        let by_time = OrderingConfig { rank_by: crate::asrpt::RankBy::Time, ..cfg };
         assert_eq!(site_factors(&[wide, narrow], 10.0, &by_time, BASE)[0].0, 2);
     }
 
@@ -361,7 +363,7 @@ mod tests {
         assert!((h.remaining_s - 0.5).abs() < 1e-9, "{h:?}");
         assert!((l.remaining_s - 36_000.0).abs() < 1e-9, "the time limit stands in: {l:?}");
         // Overruns are read from the AdminComment tags only.
-        let d = cellsched_core::declared::DeclaredConfig::default();
+        let d = crate::declared::DeclaredConfig::default();
         let tagged = format!("{c} model=gpt2 batch=32 iters=10");
         assert!(!running_overran(&tagged, 14.0, &d));
         assert!(running_overran(&tagged, 16.0, &d));

@@ -1,15 +1,15 @@
 //! Predicted iterations for DL jobs submitted without `--dl-iters`.
 //!
 //! [`Predictions::load`] reads the `[estimator] history` CSV, fits a
-//! [`IterationPredictor`] and resolves the history's user names to uids; it
-//! does file and NSS I/O and may take seconds, so the plugin calls it from a
+//! [`IterationPredictor`] and resolves the history's user names to uids with
+//! the host's lookup (site_factor passes an NSS `getpwnam_r`); it does file
+//! and NSS I/O and may take seconds, so the plugin calls it from a
 //! background thread, never under slurmctld's locks. [`Predictions::predict`]
 //! is pure memory (plus a small cache), safe under the job write lock.
-use cellsched_core::history::{self, HistoryRecord};
-use cellsched_core::predictor::{HistoryQuery, IterationPredictor};
-use cellsched_core::CoreError;
+use crate::history::{self, HistoryRecord};
+use crate::predictor::{HistoryQuery, IterationPredictor};
+use crate::CoreError;
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -31,8 +31,8 @@ impl Predictions {
     }
 
     /// Loads the history CSV at `path`, fits, and resolves its user names to
-    /// uids on this host (names without an account are kept out of the map).
-    pub fn load(path: &Path) -> Result<Predictions, CoreError> {
+    /// uids with `uid_of` (names without an account are kept out of the map).
+    pub fn load(path: &Path, uid_of: impl Fn(&str) -> Option<u32>) -> Result<Predictions, CoreError> {
         let records = history::load_csv(path)?;
         let mut users = HashMap::new();
         for r in &records {
@@ -75,17 +75,6 @@ impl Predictions {
         cache.insert(key, v);
         v
     }
-}
-
-/// The uid of user `name` on this host (NSS lookup: may block, call outside locks).
-fn uid_of(name: &str) -> Option<u32> {
-    let cname = CString::new(name).ok()?;
-    let mut pwd = unsafe { std::mem::zeroed::<libc::passwd>() };
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    let mut out: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: all pointers are valid for the call; `buf` outlives it.
-    let rc = unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pwd, buf.as_mut_ptr(), buf.len(), &mut out) };
-    (rc == 0 && !out.is_null()).then_some(pwd.pw_uid)
 }
 
 #[cfg(test)]
@@ -136,15 +125,16 @@ mod tests {
     }
 
     #[test]
-    fn load_reads_csv_and_resolves_root() {
+    fn load_reads_csv_and_resolves_names_with_the_hosts_lookup() {
         let dir = std::env::temp_dir().join(format!("cs-sf-pred-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("history.csv");
         std::fs::write(&path, history::to_csv_string(&runs("root", "gpt__350M", 5_000, 40))).unwrap();
-        let p = Predictions::load(&path).unwrap();
+        let uid_of = |n: &str| (n == "root").then_some(0);
+        let p = Predictions::load(&path, uid_of).unwrap();
         assert!(p.is_trained());
         assert_eq!(p.user_name(0), "root", "root resolves to uid 0");
-        let e = Predictions::load(&dir.join("missing.csv")).unwrap_err().to_string();
+        let e = Predictions::load(&dir.join("missing.csv"), uid_of).unwrap_err().to_string();
         assert!(e.contains("missing.csv"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
     }
