@@ -153,15 +153,6 @@ impl Default for PlacementConfig {
 }
 
 impl PlacementConfig {
-    /// The Cell-sizing rule these settings give.
-    pub fn sizing(&self) -> crate::placement::sizing::SizingRule {
-        crate::placement::sizing::SizingRule {
-            max_gpus: self.max_gpus,
-            max_gpu_factor: self.max_gpu_factor,
-            min_marginal_efficiency: self.min_marginal_efficiency,
-        }
-    }
-
     /// Whether the plugin may choose `gpu_type` (case-insensitive).
     pub fn allows(&self, gpu_type: &str) -> bool {
         self.allowed_gpu_types.is_empty() || self.allowed_gpu_types.iter().any(|t| t.eq_ignore_ascii_case(gpu_type))

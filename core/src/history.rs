@@ -19,7 +19,7 @@
 //! [`synthetic`] generates realistic recurring-job histories for tests and
 //! benchmarks.
 use crate::error::CoreError;
-use crate::predictor::rng::SplitMix64;
+use crate::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;

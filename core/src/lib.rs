@@ -38,10 +38,54 @@ pub mod ordering;
 pub mod placement;
 pub mod plan_env;
 pub mod predictor;
+
 pub mod profile_db;
 pub mod rank_cache;
+pub mod rng;
 pub mod slurm_conf;
 pub mod snapshot_cache;
 
 pub use cell::{Cell, Decision, Plan};
 pub use error::CoreError;
+
+#[cfg(test)]
+mod structure_tests {
+    /// No module of core imports another that imports it back (top-level
+    /// modules; `crate::X` paths outside comments and test modules).
+    #[test]
+    fn no_module_imports_one_that_imports_it_back() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut deps: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                let rel = p.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+                let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
+                if top == "lib" || !rel.ends_with(".rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&p).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap_or("");
+                for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                    for part in line.split("crate::").skip(1) {
+                        let m: String = part.chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+                        if !m.is_empty() && m != top {
+                            deps.entry(top.clone()).or_default().insert(m);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(deps.len() > 10, "read too few modules: {deps:?}");
+        for (a, ds) in &deps {
+            for b in ds {
+                assert!(!deps.get(b).is_some_and(|x| x.contains(a)), "core::{a} and core::{b} import each other");
+            }
+        }
+    }
+}

@@ -506,7 +506,7 @@ mod tests {
         // The plugin's rule: the sizing choice on the free offers.
         let (c, _) = choose(&s, &e, &cfg, &job, &req(None));
         let ranked = e.rank_cells(&job, &offers(&s, &cfg, false), cfg.max_gpus);
-        assert_eq!(c.unwrap(), ranked[cfg.sizing().choose(&ranked, None).unwrap()]);
+        assert_eq!(c.unwrap(), ranked[cellsched_core::placement::sizing::SizingRule::from_config(&cfg).choose(&ranked, None).unwrap()]);
         // Everything busy: the best Cell of the whole cluster, with the reason.
         for n in ["v100-1", "v100-2", "a10-1"] {
             let g = s.nodes.iter().find(|x| x.name == n).unwrap().gpus;
@@ -515,7 +515,7 @@ mod tests {
         }
         let (c, why) = choose(&s, &e, &cfg, &job, &req(None));
         let ranked = e.rank_cells(&job, &offers(&s, &cfg, true), cfg.max_gpus);
-        assert_eq!(c.unwrap(), ranked[cfg.sizing().choose(&ranked, None).unwrap()]);
+        assert_eq!(c.unwrap(), ranked[cellsched_core::placement::sizing::SizingRule::from_config(&cfg).choose(&ranked, None).unwrap()]);
         assert!(why.contains("waits"), "{why}");
         // A typed request pins the Cell.
         let pinned = Request { typed: Some(("v100".into(), 8)), ..req(None) };

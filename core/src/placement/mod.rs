@@ -668,7 +668,7 @@ pub fn rank_cells(est: &Estimator, ranks: Option<&RankCache>, job: &JobSpec, off
 pub fn choose_ranked(ranked: &[Estimate], cfg: &PlacementConfig, want_gpus: Option<u32>) -> Option<usize> {
     match want_gpus {
         Some(_) => (!ranked.is_empty()).then_some(0),
-        None => cfg.sizing().choose(ranked, None),
+        None => sizing::SizingRule::from_config(cfg).choose(ranked, None),
     }
 }
 
@@ -778,7 +778,7 @@ mod tests {
         let Outcome::Place(p) = place(&r, &c, &cfg, &e) else { panic!("not placed") };
         let job = job_spec(&dl_options(&r.env).unwrap().unwrap(), &e, &r.env).unwrap();
         let ranked = e.rank_cells(&job, &offers(&c, &cfg, false), cfg.max_gpus);
-        let expect = ranked[cfg.sizing().choose(&ranked, None).unwrap()].clone();
+        let expect = ranked[sizing::SizingRule::from_config(&cfg).choose(&ranked, None).unwrap()].clone();
         assert_eq!(p.estimate, expect);
         assert!(!p.pinned);
         let w = p.rewrite.unwrap();
@@ -808,9 +808,9 @@ mod tests {
         let Outcome::Place(p) = place(&r, &c, &cfg, &e) else { panic!("not placed") };
         let job = job_spec(&dl_options(&r.env).unwrap().unwrap(), &e, &r.env).unwrap();
         let ranked = e.rank_cells(&job, &offers(&c, &cfg, false), cfg.max_gpus);
-        let first = &ranked[cfg.sizing().choose(&ranked, None).unwrap()];
+        let first = &ranked[sizing::SizingRule::from_config(&cfg).choose(&ranked, None).unwrap()];
         let others: Vec<Estimate> = ranked.iter().filter(|x| (&x.cell.gpu_type, x.cell.gpus) != (&first.cell.gpu_type, first.cell.gpus)).cloned().collect();
-        let second = &others[cfg.sizing().choose(&others, None).expect("two Cells")];
+        let second = &others[sizing::SizingRule::from_config(&cfg).choose(&others, None).expect("two Cells")];
         let msg = p.explanation.clone().expect("an explanation");
         assert!(msg.starts_with(&format!("cellsched: chose {} ", first.cell)), "{msg}");
         assert!(msg.contains(&format!("runner-up {} ", second.cell)) && msg.contains(&format!("{:.4} s/iteration", second.iter_time_s)), "{msg}");

@@ -52,6 +52,11 @@ impl Sizable for Estimate {
 }
 
 impl SizingRule {
+    /// The rule `[placement]` configures.
+    pub fn from_config(cfg: &crate::config::PlacementConfig) -> SizingRule {
+        SizingRule { max_gpus: cfg.max_gpus, max_gpu_factor: cfg.max_gpu_factor, min_marginal_efficiency: cfg.min_marginal_efficiency }
+    }
+
     /// The GPU cap for a job whose base is `base` GPUs.
     pub fn cap(&self, base: u32) -> u32 {
         let grown = (f64::from(base.max(1)) * self.max_gpu_factor).floor();

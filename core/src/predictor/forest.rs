@@ -5,7 +5,7 @@
 //! the threshold that most reduces the squared error; growth stops at
 //! `max_depth`, at `min_samples_leaf`, or on a pure node. The forest predicts
 //! the mean of its trees. Everything is deterministic given the seed.
-use super::rng::SplitMix64;
+use crate::rng::SplitMix64;
 use crate::error::CoreError;
 
 /// Forest hyper-parameters.

@@ -24,12 +24,11 @@
 //! lines, fully deterministic from a seed, and tested here
 //! (`forest::tests`, plus the holdout test below).
 pub mod forest;
-pub mod rng;
 
 use crate::error::CoreError;
 use crate::history::HistoryRecord;
 use forest::{ForestConfig, RandomForest};
-use rng::SplitMix64;
+use crate::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
