@@ -29,17 +29,26 @@ pub enum UpOutcome {
     Started,
     /// Partly running with the same configuration: the daemons that were
     /// down were started (these labels); nothing else was touched.
-    Repaired { started: Vec<String> },
+    Repaired {
+        /// Labels of the daemons that were started.
+        started: Vec<String>,
+    },
     /// Was (partly) running with a different configuration or plugins;
     /// restarted (jobs kept).
-    Restarted { reason: String },
+    Restarted {
+        /// Why: "configuration changed" or "plugin files changed".
+        reason: String,
+    },
 }
 
 /// A local cluster described by a [`ClusterSpec`].
 #[derive(Debug, Clone)]
 pub struct Cluster {
+    /// The spec this cluster was opened or brought up with.
     pub spec: ClusterSpec,
+    /// Paths under the spec's directory.
     pub layout: Layout,
+    /// The ports derived from the spec's port base.
     pub ports: Ports,
     /// What the last `up` did (`None` for a handle from [`Cluster::open`]).
     pub outcome: Option<UpOutcome>,
@@ -50,14 +59,18 @@ pub struct Cluster {
 /// One daemon's state for `status`.
 #[derive(Debug, Clone)]
 pub struct DaemonState {
+    /// The daemon's label ("mariadb", "slurmdbd", "slurmctld", "slurmd-NODE").
     pub label: String,
+    /// Its PID when running, `None` when stopped.
     pub pid: Option<i32>,
 }
 
 /// Result of [`Cluster::status`].
 #[derive(Debug, Clone)]
 pub struct Status {
+    /// The cluster directory.
     pub dir: PathBuf,
+    /// Every daemon's state, in start order.
     pub daemons: Vec<DaemonState>,
     /// `sinfo` summary when slurmctld answers.
     pub sinfo: Option<String>,

@@ -6,15 +6,30 @@ use std::path::PathBuf;
 pub enum ClusterError {
     /// The daemons run as `SlurmUser=root`, so the caller must be root.
     #[error("the local cluster must be run as root (SlurmUser=root); current uid is {uid}")]
-    NotRoot { uid: u32 },
+    NotRoot {
+        /// The caller's effective uid.
+        uid: u32,
+    },
 
     /// A program the cluster needs is not installed.
     #[error("{what} not found (looked for {path}); run scripts/install-deps.sh to install Slurm and MariaDB")]
-    MissingProgram { what: String, path: PathBuf },
+    MissingProgram {
+        /// What is missing, for the message (e.g. "Slurm daemon `slurmd`").
+        what: String,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
 
     /// A port the cluster wants is already bound by someone else.
     #[error("port {port} (for {purpose}) is already in use{holder}; stop that process or choose another --port-base / CELLSCHED_PORT_BASE")]
-    PortInUse { port: u16, purpose: String, holder: String },
+    PortInUse {
+        /// The busy port.
+        port: u16,
+        /// What the cluster wanted it for (e.g. "slurmctld", "slurmd a100-1").
+        purpose: String,
+        /// " by COMM (pid PID)" when the listener is known, else empty.
+        holder: String,
+    },
 
     /// The spec itself is unusable (bad port base, empty node group, ...).
     #[error("invalid cluster spec: {0}")]
@@ -22,19 +37,50 @@ pub enum ClusterError {
 
     /// A file or directory operation failed.
     #[error("{action} {path}: {source}")]
-    Io { action: &'static str, path: PathBuf, #[source] source: std::io::Error },
+    Io {
+        /// What was being done (e.g. "cannot write").
+        action: &'static str,
+        /// The file or directory it was done on.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: std::io::Error,
+    },
 
     /// A start-up step failed; carries the tail of the relevant log.
     #[error("{step} failed: {detail}\n--- last lines of {} ---\n{tail}", log.display())]
-    StepFailed { step: String, detail: String, log: PathBuf, tail: String },
+    StepFailed {
+        /// The step that failed (e.g. "starting slurmctld").
+        step: String,
+        /// Why it failed.
+        detail: String,
+        /// The log file whose tail is shown.
+        log: PathBuf,
+        /// The last lines of `log` (may be empty).
+        tail: String,
+    },
 
     /// A helper command (sacctmgr, scontrol, mariadb client, ...) failed.
     #[error("`{cmd}` failed ({status}): {output}")]
-    Command { cmd: String, status: String, output: String },
+    Command {
+        /// The command line that was run.
+        cmd: String,
+        /// Its exit status, as text.
+        status: String,
+        /// Its trimmed stderr (or stdout when stderr is empty).
+        output: String,
+    },
 
     /// Stopping a daemon failed (it survived SIGKILL or could not be signalled).
     #[error("could not stop {name} (pid {pid}): {detail}")]
-    Stop { name: String, pid: i32, detail: String },
+    Stop {
+        /// The daemon's label (e.g. "slurmctld", "slurmd-a100-1").
+        name: String,
+        /// The PID it was running as.
+        pid: i32,
+        /// What went wrong.
+        detail: String,
+    },
 }
 
 impl ClusterError {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 /// Paths under the cluster directory.
 #[derive(Debug, Clone)]
 pub struct Layout {
+    /// The cluster directory everything lives under.
     pub root: PathBuf,
 }
 

@@ -32,6 +32,7 @@
 //! cluster.down(JobPolicy::Keep)?; // idempotent; jobs kept (JobPolicy::Cancel cancels them)
 //! # Ok::<(), cellsched_devcluster::ClusterError>(())
 //! ```
+#![deny(missing_docs)]
 mod cluster;
 mod daemon;
 mod error;

@@ -19,8 +19,11 @@ const SKIPPED_STOCK: [&str; 1] = ["mpi_pmix"];
 /// Which of our plugins are installed and get configured.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PluginSet {
+    /// `site_factor/cellsched` (`PrioritySiteFactorPlugin` in slurm.conf).
     pub site_factor: bool,
+    /// `job_submit/cellsched` (`JobSubmitPlugins` in slurm.conf).
     pub job_submit: bool,
+    /// `spank_cellsched.so` (in plugstack.conf).
     pub spank: bool,
 }
 

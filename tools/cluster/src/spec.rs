@@ -352,8 +352,11 @@ impl ClusterSpec {
 /// `base+2` MariaDB, `base+3..` one per slurmd in node order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ports {
+    /// slurmctld's port (`base`).
     pub slurmctld: u16,
+    /// slurmdbd's port (`base+1`).
     pub slurmdbd: u16,
+    /// MariaDB's port on 127.0.0.1 (`base+2`).
     pub mariadb: u16,
     /// (slurmd name, port) per slurmd: node names, or the front end's.
     pub slurmd: Vec<(String, u16)>,
