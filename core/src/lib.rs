@@ -18,7 +18,7 @@
 //! - [`config`]: `cellsched.toml`; [`slurm_conf`]: slurm.conf/gres.conf text.
 //! - [`bounded`], [`rank_cache`], [`snapshot_cache`]: bounded caches for
 //!   long-lived processes (slurmctld).
-//! - [`error`]: the crate's error type.
+//! - `error` (private): the crate's error type, [`CoreError`].
 #![deny(missing_docs)]
 pub mod asrpt;
 pub mod bounded;
@@ -26,7 +26,7 @@ pub mod cell;
 pub mod config;
 pub mod deadline;
 pub mod declared;
-pub mod error;
+mod error;
 pub mod estimator;
 pub mod freezing;
 pub mod gpu;
