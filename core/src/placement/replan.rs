@@ -35,6 +35,9 @@ pub struct PendingDl {
     /// them (`limit_min=` in AdminComment): a move resets the limit for the
     /// new Cell's iteration time.
     pub limited_iters: Option<u64>,
+    /// Declared iterations and the seconds left to its `--dl-deadline` at
+    /// the snapshot: a move goes only to a Cell predicted to finish in time.
+    pub deadline_work: Option<(u64, f64)>,
 }
 
 /// One re-placement.
@@ -110,7 +113,10 @@ pub fn plan_moves_cached(
         if reserve(&mut pool, &d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
             continue; // its Cell can start now
         }
-        let ranked = super::ranked_for(&j.job, &offers(&pool, cfg, false), cfg, j.fixed_gpus, est, ranks);
+        let mut ranked = super::ranked_for(&j.job, &offers(&pool, cfg, false), cfg, j.fixed_gpus, est, ranks);
+        if let Some((iters, left_s)) = j.deadline_work {
+            ranked.retain(|e| iters as f64 * e.iter_time_s <= left_s);
+        }
         let Some(best) = super::choose_ranked(&ranked, cfg, j.fixed_gpus).map(|i| ranked[i].clone()) else {
             continue;
         };
@@ -179,6 +185,7 @@ mod tests {
             tags: "model=m batch=32 iters=9".into(),
             fixed_gpus: None,
             limited_iters: None,
+            deadline_work: None,
         };
         // a100s busy, v100s free: the job moves to v100 (if not too slow).
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
@@ -216,6 +223,15 @@ mod tests {
         assert_eq!(mv[0].time_limit_min, want);
         assert!(mv[0].admin_comment().contains(&format!("limit_min={} replanned_from=", want.unwrap())), "{}", mv[0].admin_comment());
         assert_eq!(m[0].time_limit_min, None, "no declared limit, none set");
+        // A deadline: the move goes only where the work is predicted to finish in time.
+        let t = m[0].to.iter_time_s;
+        let in_time = PendingDl { deadline_work: Some((1000, 1000.0 * t * 1.01)), ..job.clone() };
+        for mv in plan_moves(std::slice::from_ref(&in_time), &busy, &cfg, &DeclaredConfig::default(), &e) {
+            assert!(1000.0 * mv.to.iter_time_s <= 1000.0 * t * 1.01, "{mv:?}");
+        }
+        let hopeless = PendingDl { deadline_work: Some((1000, 1000.0 * t * 0.5)), ..job.clone() };
+        let faster_free = plan_moves(std::slice::from_ref(&hopeless), &busy, &cfg, &DeclaredConfig::default(), &e);
+        assert!(faster_free.iter().all(|mv| 1000.0 * mv.to.iter_time_s <= 1000.0 * t * 0.5), "{faster_free:?}");
         let odd = PendingDl { fixed_gpus: Some(3), ..job };
         assert!(plan_moves(std::slice::from_ref(&odd), &busy, &cfg, &DeclaredConfig::default(), &e).iter().all(|mv| mv.to.cell.gpus == 3));
     }
@@ -225,7 +241,7 @@ mod tests {
         let e = est();
         let d = on_a100(&e);
         let jobs: Vec<PendingDl> =
-            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None }).collect();
+            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None }).collect();
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
         let moves = plan_moves(&jobs, &busy, &cfg, &DeclaredConfig::default(), &e);

@@ -371,7 +371,12 @@ fn parse_dl(r: &RawDl, l: &Loaded) -> Option<(PendingDl, String)> {
     let fixed_gpus = placement::fixed_gpus(&r.comment);
     let tags = placement::dl_tags(&spec, &o, fixed_gpus, cellsched_core::deadline::recorded_deadline(&r.comment));
     let limited_iters = placement::declared_limit(&r.comment).and(o.iters);
-    let p = PendingDl { id: r.id, decision, job: spec, features: r.features.clone(), tags, fixed_gpus, limited_iters };
+    let deadline_work = match (cellsched_core::deadline::recorded_deadline(&r.comment), o.iters) {
+        // A deadline already passed no longer steers the move.
+        (Some(d), Some(n)) if d > now_unix() => Some((n, (d - now_unix()) as f64)),
+        _ => None,
+    };
+    let p = PendingDl { id: r.id, decision, job: spec, features: r.features.clone(), tags, fixed_gpus, limited_iters, deadline_work };
     Some((p, r.comment.clone()))
 }
 
