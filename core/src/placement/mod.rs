@@ -558,7 +558,11 @@ pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConf
         None => best(&capacity, true).map(|b| (b, "nothing fits in the free GPUs now: best of the whole cluster, the job waits for it")),
     };
     if found.is_none() && deadline.is_some() && opts.iters.is_some() {
-        let fastest = ranked_for(&job, &capacity, cfg, want_gpus, est, ranks).into_iter().next().or_else(|| pinned_plan.and_then(|p| best_for_plan(&job, &p, &capacity, est).ok()));
+        // A pinned plan stays pinned: its fastest Cell, never another plan's.
+        let fastest = match pinned_plan {
+            Some(p) => best_for_plan(&job, &p, &capacity, est).ok(),
+            None => ranked_for(&job, &capacity, cfg, want_gpus, est, ranks).into_iter().next(),
+        };
         if let Some(f) = fastest {
             if let DeadlineVerdict::Misses(msg) = deadline_verdict(&f, opts.iters, deadline, req.now) {
                 if cfg.deadline_policy == DeadlinePolicy::Strict {
@@ -616,7 +620,7 @@ impl DeadlineVerdict {
     /// The warning for the user, if any.
     pub fn notice(self) -> Option<String> {
         match self {
-            DeadlineVerdict::Misses(m) => Some(format!("cellsched: warning: {m}; the job is placed on its fastest Cell anyway")),
+            DeadlineVerdict::Misses(m) => Some(format!("cellsched: warning: {m}; the job is placed anyway (placement.deadline_policy = warn)")),
             DeadlineVerdict::Unchecked => Some("cellsched: warning: --dl-deadline without --dl-iters cannot be checked; it is recorded and orders the job among deadline jobs".into()),
             DeadlineVerdict::None | DeadlineVerdict::Meets => None,
         }
@@ -895,6 +899,11 @@ mod tests {
         let past = SubmitRequest { env: r(&["CELLSCHED_DL_DEADLINE=2020-01-01"]).env, now, ..Default::default() };
         assert!(matches!(place(&past, &c, &cfg, &e), Outcome::Reject(m) if m.contains("future")));
         assert!(matches!(place(&r(&["CELLSCHED_DL_DEADLINE=soon"]), &c, &cfg, &e), Outcome::Reject(m) if m.contains("--dl-deadline") || m.contains("CELLSCHED_DL_DEADLINE")));
+        // A pinned plan no Cell can finish in time keeps its plan (warned), never another plan's Cell.
+        let pinned = r(&[&format!("CELLSCHED_DL_ITERS={iters}"), "CELLSCHED_DL_DEADLINE=now+60", "CELLSCHED_DL_PLAN=dp=4,tp=1,pp=1,zero=1,ckpt=on"]);
+        let Outcome::Place(pp) = place(&pinned, &c, &cfg, &e) else { panic!("pinned plan not placed") };
+        assert_eq!((pp.decision.plan.dp, pp.decision.plan.tp, pp.decision.plan.pp, pp.decision.cell.gpus), (4, 1, 1, 4));
+        assert!(pp.notice.as_deref().is_some_and(|n| n.contains("warning")), "{:?}", pp.notice);
     }
 
     #[test]

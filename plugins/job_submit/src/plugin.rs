@@ -230,6 +230,7 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
         if !job_env::has_dl_options(&env) {
             return slurm_sys::SLURM_SUCCESS; // not a DL job: untouched
         }
+        let now = now_unix();
         let req = unsafe {
             SubmitRequest {
                 gres_prefix: slurm_sys::compat::TRES_GRES_PREFIX,
@@ -239,8 +240,8 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
                 tres_per_job: opt_str(desc.tres_per_job),
                 min_nodes: (desc.min_nodes != slurm_sys::NO_VAL && desc.min_nodes > 0).then_some(desc.min_nodes),
                 het_component: desc.het_job_offset != slurm_sys::NO_VAL,
-                now: now_unix(),
-                utc_offset_s: local_utc_offset(now_unix()),
+                now,
+                utc_offset_s: local_utc_offset(now),
             }
         };
         let nodes = node_snapshot();
@@ -371,11 +372,9 @@ fn parse_dl(r: &RawDl, l: &Loaded) -> Option<(PendingDl, String)> {
     let fixed_gpus = placement::fixed_gpus(&r.comment);
     let tags = placement::dl_tags(&spec, &o, fixed_gpus, cellsched_core::deadline::recorded_deadline(&r.comment));
     let limited_iters = placement::declared_limit(&r.comment).and(o.iters);
-    let deadline_work = match (cellsched_core::deadline::recorded_deadline(&r.comment), o.iters) {
-        // A deadline already passed no longer steers the move.
-        (Some(d), Some(n)) if d > now_unix() => Some((n, (d - now_unix()) as f64)),
-        _ => None,
-    };
+    // Seconds left to the recorded deadline; one already passed no longer steers the move.
+    let left = cellsched_core::deadline::recorded_deadline(&r.comment).map(|d| d - now_unix()).filter(|l| *l > 0);
+    let deadline_work = left.zip(o.iters).map(|(l, n)| (n, l as f64));
     let p = PendingDl { id: r.id, decision, job: spec, features: r.features.clone(), tags, fixed_gpus, limited_iters, deadline_work };
     Some((p, r.comment.clone()))
 }
