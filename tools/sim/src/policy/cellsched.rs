@@ -412,9 +412,8 @@ impl CellschedPolicy {
 
     /// The Cell the sizing rule picks among `cells` for job `i` (the same
     /// rule job_submit applies, `core::placement::sizing`).
-    fn sized<'c>(&self, sim: &Sim<'_>, i: usize, cells: &[&'c CellChoice]) -> Option<&'c CellChoice> {
-        let own: Vec<Sized<'_>> = cells.iter().map(|c| Sized(c)).collect();
-        self.sizing().choose(&own, Some(sim.job(i).spec.num_gpu.max(1))).map(|k| cells[k])
+    fn sized(&self, sim: &Sim<'_>, i: usize, cells: &[&CellChoice]) -> Option<usize> {
+        self.sizing().choose(cells, Some(sim.job(i).spec.num_gpu.max(1)))
     }
 
     /// Offers of the free GPUs (or of an idle cluster), skipping `held` types.
@@ -468,7 +467,7 @@ impl CellschedPolicy {
             let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
             let ranked = sim.times().rank_cells(&m, b, &offers, max);
             let fit: Vec<&CellChoice> = ranked.iter().filter(|c| Self::group_for(sim, c, true).is_some()).collect();
-            self.sized(sim, i, &fit).cloned()
+            self.sized(sim, i, &fit).map(|k| fit[k].clone())
         } else {
             if !requested_admissible(sim, i) {
                 return None;
@@ -589,8 +588,7 @@ impl CellschedPolicy {
             .filter_map(|c| Self::group_for(sim, c, false).map(|s| (c, s)))
             .collect();
         let cells: Vec<&CellChoice> = fit.iter().map(|(c, _)| *c).collect();
-        let Some(c) = self.sized(sim, i, &cells) else { return Some(ClassPick::NoCell) };
-        let s = fit.iter().find(|(x, _)| std::ptr::eq(*x, c)).map(|(_, s)| *s)?;
+        let Some((c, s)) = self.sized(sim, i, &cells).map(|k| fit[k]) else { return Some(ClassPick::NoCell) };
         let (plan_iter, plan_gpus) = (plan.iter_s, plan.gpus);
         if c.iter_s > plan_iter * (1.0 + 1e-9) {
             return Some(ClassPick::Slower(s, c.iter_s, ft.earliest(sim, plan_t, plan_gpus)));
@@ -600,14 +598,12 @@ impl CellschedPolicy {
 }
 
 /// A ranked Cell as the core's sizing rule sees it.
-struct Sized<'c>(&'c CellChoice);
-
-impl Sizable for Sized<'_> {
+impl Sizable for &CellChoice {
     fn gpus(&self) -> u32 {
-        self.0.gpus
+        self.gpus
     }
     fn iter_s(&self) -> f64 {
-        self.0.iter_s
+        self.iter_s
     }
 }
 
