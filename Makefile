@@ -107,4 +107,4 @@ $(addprefix live-,$(SLURM_RELEASES)): live-%:
 	scripts/slurm.sh live $*
 
 build-fe:
-	scripts/build-slurm.sh 22.05.8 front-end
+	scripts/slurm.sh build 22.05.8 front-end

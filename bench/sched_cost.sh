@@ -18,7 +18,7 @@
 #                                   one slurmd per node); more gives an emulated
 #                                   cluster (`cellsched cluster up --nodes N`: 40%
 #                                   a100x8, 40% v100x8, 20% a10x4, one front-end
-#                                   slurmd; needs scripts/build-slurm.sh 22.05.8 front-end)
+#                                   slurmd; needs scripts/slurm.sh build 22.05.8 front-end)
 #        CELLSCHED_BENCH_DIR        cluster dir prefix (default /tmp/cs-bench-sched)
 #        CELLSCHED_BENCH_PORT_BASE  port base (default 18300)
 #        CELLSCHED_BENCH_WINDOW_S   measuring window in seconds (default 75)

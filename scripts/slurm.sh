@@ -12,8 +12,11 @@
 #                              the smoke-test example plugin and each CRATE (default: the three plugins)
 #                              against RELEASE; then for every .so: plugin_version equals RELEASE's
 #                              SLURM_VERSION_NUMBER, plugin_name/plugin_type exported, no BIND_NOW
-#   build RELEASE              builds and installs RELEASE itself from its source tree (optional, not CI;
-#                              ~7 min on 2 cores; idempotent), for `live`
+#   build RELEASE [MODE]       builds and installs RELEASE itself from its source tree (optional, not CI;
+#                              7-15 min on 2 cores; idempotent). MODE multiple-slurmd (default): for `live`
+#                              and the 5-node local cluster; front-end: one slurmd serves every node, for
+#                              the emulated large cluster (`cellsched cluster up --nodes N`), in PREFIX-fe
+#                              (/opt/cellsched/slurm-RELEASE-fe)
 #   live RELEASE               live check (optional, not CI, root): the three plugins on a local cluster
 #                              running RELEASE's daemons and client commands
 #
@@ -21,8 +24,9 @@
 #                                made by scripts/install-deps.sh)
 #       CARGO_TARGET_DIR         check's build dir (default target-RELEASE, kept apart from the normal build)
 #       CHECK_TESTS=0            check: skip the unit tests
-#       CELLSCHED_SLURM_PREFIX   build/live: install prefix (default /opt/cellsched/slurm-RELEASE)
-#       CELLSCHED_SLURM_BUILD_DIR  build/live: scratch build copy (default /opt/cellsched/build/slurm-RELEASE)
+#       CELLSCHED_SLURM_PREFIX   build/live: install prefix (default /opt/cellsched/slurm-RELEASE, -fe appended
+#                                for front-end)
+#       CELLSCHED_SLURM_BUILD_DIR  build/live: scratch build copy (default /opt/cellsched/build/<prefix name>)
 #       JOBS                     build: parallel make jobs (default: nproc)
 #       LIVE_DIR                 live: cluster directory (default /tmp/cs-RELEASE)
 #       LIVE_PORT_BASE           live: first port (default 18800: 18800..18808)
@@ -129,56 +133,106 @@ check_so() { # name path (uses $expected, $REL)
 
 
 
-# build_is_complete PREFIX BUILD: RELEASE installed with what the live cluster needs.
+# build_is_complete PREFIX BUILD DEFINE: RELEASE installed, built in the mode
+# DEFINE names (config.h), with what the local cluster needs; a front-end
+# build also carries the registration patch below and is newer than it.
 build_is_complete() {
   [ -x "$1/sbin/slurmctld" ] && "$1/sbin/slurmctld" -V 2>/dev/null | grep -qx "slurm $REL" \
     && [ -f "$1/lib/slurm/accounting_storage_mysql.so" ] \
-    && grep -q '^#define MULTIPLE_SLURMD 1' "$2/config.h" 2>/dev/null
+    && grep -q "^$3" "$2/config.h" 2>/dev/null \
+    && { [ "$MODE" != front-end ] || { grep -q 'cellsched emulator' "$2/src/slurmctld/node_mgr.c" \
+      && [ "$1/sbin/slurmctld" -nt "$2/src/slurmctld/node_mgr.c" ]; }; }
 }
 
+# Front-end mode and GRES: the one slurmd registers for every node but, having
+# no NodeName of its own, reports no GRES, so stock 22.05 sets every GPU node
+# DOWN ("gres/gpu count reported lower than configured (0 < 8)") at each
+# front-end registration (start, reconfigure, and about every 7 min), killing
+# its jobs. The emulator keeps the configured GRES instead when
+# SlurmdParameters=config_overrides is set (as the local cluster sets it).
+# Registration only; nothing in the scheduling path changes. Run in BUILD.
+patch_front_end() {
+  grep -q 'cellsched emulator' src/slurmctld/node_mgr.c && return 0
+  log "patching src/slurmctld/node_mgr.c: front-end registration keeps configured GRES under config_overrides"
+  perl -0pi -e 's/(\t\t\t&reason_down\);\n\t\tif \(rc)(\) \{\n\t\t\tif \(!IS_NODE_DOWN\(node_ptr\)\) \{\n\t\t\t\terror\("Setting node %s state to DOWN")/$1 \&\& !(slurm_conf.conf_flags \& CTL_CONF_OR) \/* cellsched emulator *\/$2/' \
+    src/slurmctld/node_mgr.c
+  grep -q 'cellsched emulator' src/slurmctld/node_mgr.c || die "could not patch src/slurmctld/node_mgr.c (front-end GRES registration)"
+}
+
+# build RELEASE [multiple-slurmd|front-end]
 # The shared source tree stays untouched (cellsched builds against its
-# headers): it is copied to the build dir and configured there with the prefix.
-# Result: $PREFIX/sbin/{slurmctld,slurmd}, $PREFIX/bin/{sbatch,scontrol,...},
-# stock plugins in $PREFIX/lib/slurm (use it as the PluginDir source).
-# The local test cluster needs several slurmd on one host (--enable-multiple-slurmd,
-# from the table's configure column) and slurmdbd's MySQL storage plugin
-# (libmariadb-dev at configure time).
+# headers): it is copied to the build dir and configured there with the prefix
+# (a build dir already configured for this prefix and mode is reused: make is
+# incremental). Result: $PREFIX/sbin/{slurmctld,slurmd,slurmdbd},
+# $PREFIX/bin/{sbatch,scontrol,...}, stock plugins in $PREFIX/lib/slurm (the
+# local cluster's PluginDir source). The table's configure column gives the
+# flags; multiple-slurmd (the default) is the 5-node local cluster, several
+# slurmd on one host; front-end swaps --enable-multiple-slurmd for
+# --enable-front-end (one slurmd serves every node: the emulated >=1,000-node
+# cluster of `cellsched cluster up --nodes N`), installs into PREFIX-fe and
+# applies patch_front_end. Neither mode changes a header cellsched's bindings
+# read (HAVE_FRONT_END and MULTIPLE_SLURMD appear only in .c files and
+# config.h), so plugins built against the install-deps tree of the same
+# release load in either build. slurmdbd's MySQL storage plugin needs
+# libmariadb-dev at configure time. Only src/ is built: Debian's source tree
+# lacks the man pages doc/ wants.
 cmd_build() {
   need_release "${1:-}"
-  local SRC PREFIX BUILD JOBS flags
+  MODE=${2:-multiple-slurmd}
+  local SRC PREFIX BUILD JOBS flags define suffix
+  case $MODE in
+    multiple-slurmd) define='#define MULTIPLE_SLURMD 1'; suffix="" ;;
+    front-end) define='#define HAVE_FRONT_END 1'; suffix=-fe ;;
+    *) die "build MODE must be multiple-slurmd or front-end, got '$MODE'" ;;
+  esac
   SRC=$(src_dir "$REL")
-  PREFIX=${CELLSCHED_SLURM_PREFIX:-/opt/cellsched/slurm-$REL}
-  BUILD=${CELLSCHED_SLURM_BUILD_DIR:-/opt/cellsched/build/slurm-$REL}
+  PREFIX=${CELLSCHED_SLURM_PREFIX:-/opt/cellsched/slurm-$REL$suffix}
+  BUILD=${CELLSCHED_SLURM_BUILD_DIR:-/opt/cellsched/build/$(basename "$PREFIX")}
   JOBS=${JOBS:-$(nproc)}
   flags=$(field "$REL" configure); [ "$flags" = - ] && flags=""
-  if build_is_complete "$PREFIX" "$BUILD"; then log "Slurm $REL already installed in $PREFIX"; return 0; fi
+  flags=${flags//,/ }
+  if [ "$MODE" = front-end ]; then
+    flags=$(printf '%s\n' $flags | grep -vx -- --enable-multiple-slurmd | tr '\n' ' ')
+    flags="$flags--enable-front-end"
+  fi
+  if build_is_complete "$PREFIX" "$BUILD" "$define"; then log "Slurm $REL ($MODE) already installed in $PREFIX"; return 0; fi
   command -v mysql_config >/dev/null || command -v mariadb_config >/dev/null \
     || die "mysql_config not found: apt-get install libmariadb-dev libmariadb-dev-compat (slurmdbd's storage plugin needs it)"
   [ -x "$SRC/configure" ] || die "no Slurm $REL source tree at $SRC (run scripts/install-deps.sh or set CELLSCHED_SRC_ROOT)"
   grep -q "^#define SLURM_VERSION_STRING \"$REL\"" "$SRC/config.h" 2>/dev/null \
     || grep -q "SLURM_VERSION_STRING \"$REL\"" "$SRC/slurm/slurm_version.h" 2>/dev/null \
     || die "$SRC is not Slurm $REL"
-  local t; for t in make gcc; do command -v $t >/dev/null || die "$t not found (apt-get install build-essential)"; done
+  local t; for t in make gcc perl; do command -v $t >/dev/null || die "$t not found (apt-get install build-essential perl)"; done
   local t0=$SECONDS
-  log "copying $SRC to $BUILD"
-  rm -rf "$BUILD"; mkdir -p "$(dirname "$BUILD")"
-  cp -a "$SRC" "$BUILD"
+  if grep -q "^$define" "$BUILD/config.h" 2>/dev/null && grep -q "prefix=$PREFIX" "$BUILD/config.log" 2>/dev/null \
+     && grep -q '^#define HAVE_MYSQL 1' "$BUILD/config.h"; then
+    log "reusing the configured build dir $BUILD"
+  else
+    log "copying $SRC to $BUILD"
+    rm -rf "$BUILD"; mkdir -p "$(dirname "$BUILD")"
+    cp -a "$SRC" "$BUILD"
+    (
+      cd "$BUILD"
+      make distclean >/dev/null 2>&1 || true
+      log "configure --prefix=$PREFIX $flags (log: $BUILD/configure.log)"
+      # shellcheck disable=SC2086
+      ./configure --prefix="$PREFIX" --sysconfdir="$PREFIX/etc" --enable-silent-rules $flags >configure.log 2>&1 \
+        || die "configure failed; see $BUILD/configure.log"
+      grep -q '^#define HAVE_MYSQL 1' config.h || die "configure found no MySQL/MariaDB client library; see $BUILD/configure.log"
+      grep -q "^$define" config.h || die "configure did not set '$define'; see $BUILD/configure.log"
+    )
+  fi
   (
     cd "$BUILD"
-    make distclean >/dev/null 2>&1 || true
-    log "configure --prefix=$PREFIX ${flags//,/ } (log: $BUILD/configure.log)"
-    # shellcheck disable=SC2086
-    ./configure --prefix="$PREFIX" --sysconfdir="$PREFIX/etc" --enable-silent-rules ${flags//,/ } >configure.log 2>&1 \
-      || die "configure failed; see $BUILD/configure.log"
-    grep -q '^#define HAVE_MYSQL 1' config.h || die "configure found no MySQL/MariaDB client library; see $BUILD/configure.log"
-    log "make -j$JOBS (log: $BUILD/make.log)"
-    make -j"$JOBS" >make.log 2>&1 || die "make failed; see $BUILD/make.log (tail: $(tail -3 make.log | tr '\n' ' '))"
-    log "make install"
-    make install >install.log 2>&1 || die "make install failed; see $BUILD/install.log"
+    [ "$MODE" != front-end ] || patch_front_end
+    log "make -C src -j$JOBS (log: $BUILD/make.log)"
+    make -C src -j"$JOBS" >make.log 2>&1 || die "make failed; see $BUILD/make.log (tail: $(tail -3 make.log | tr '\n' ' '))"
+    log "make -C src install"
+    make -C src install >install.log 2>&1 || die "make install failed; see $BUILD/install.log"
   )
   "$PREFIX/sbin/slurmctld" -V | grep -qx "slurm $REL" || die "$PREFIX/sbin/slurmctld -V is not 'slurm $REL'"
-  build_is_complete "$PREFIX" "$BUILD" || die "$PREFIX lacks multiple-slurmd support or accounting_storage_mysql.so after the build"
-  log "installed Slurm $REL in $PREFIX in $((SECONDS - t0)) s: sbin/slurmctld, bin/scontrol, plugins in $PREFIX/lib/slurm"
+  build_is_complete "$PREFIX" "$BUILD" "$define" || die "$PREFIX lacks $MODE support or accounting_storage_mysql.so after the build"
+  log "installed Slurm $REL ($MODE) in $PREFIX in $((SECONDS - t0)) s: sbin/slurmctld, bin/scontrol, plugins in $PREFIX/lib/slurm"
 }
 
 # Steps: (1) RELEASE installed by `build` (run here when missing or

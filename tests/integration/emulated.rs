@@ -1,6 +1,6 @@
 //! End-to-end test on an emulated 1,000-node cluster (`cluster up --nodes
 //! 1000`: one front-end slurmd stands for every node). Needs the front-end
-//! Slurm build (`scripts/build-slurm.sh 22.05.8 front-end`, about 10 min on
+//! Slurm build (`scripts/slurm.sh build 22.05.8 front-end`, about 10 min on
 //! 2 cores), so it runs only with `CELLSCHED_E2E_BIG=1` (and
 //! `CELLSCHED_E2E=1`); with the variable set, a missing build fails the test.
 use crate::common::{self, require_e2e, TERMINAL_STATES};
@@ -32,7 +32,7 @@ fn wait_terminal(sl: &common::SlurmAt, id: u32) -> String {
 fn emulated_1000_node_cluster_places_dl_jobs_and_leaves_plain_ones() {
     require_e2e!();
     if std::env::var("CELLSCHED_E2E_BIG").map_or(true, |v| v != "1") {
-        eprintln!("skipped: set CELLSCHED_E2E_BIG=1 (needs scripts/build-slurm.sh 22.05.8 front-end)");
+        eprintln!("skipped: set CELLSCHED_E2E_BIG=1 (needs scripts/slurm.sh build 22.05.8 front-end)");
         return;
     }
     let mut spec = common::test_spec();
@@ -78,7 +78,7 @@ fn emulated_1000_node_cluster_places_dl_jobs_and_leaves_plain_ones() {
     let kv = common::parse_key_values(&sl.ok("scontrol", &["show", "job", "-o", &plain.to_string()]));
     assert!(kv["NodeList"].starts_with("a10-"), "{:?}", kv["NodeList"]);
 
-    // No node went DOWN at the front end's registrations (see scripts/build-slurm.sh).
+    // No node went DOWN at the front end's registrations (see patch_front_end in scripts/slurm.sh).
     let log = std::fs::read_to_string(c.0.layout.log().join("slurmctld.log")).unwrap_or_default();
     assert!(!log.contains("state to DOWN"), "nodes were set DOWN: {}", log.lines().find(|l| l.contains("DOWN")).unwrap_or(""));
 }

@@ -14,8 +14,6 @@
 use anyhow::{bail, Context, Result};
 use cellsched_devcluster::{parse_port_base, ClusterSpec, NodeGroup};
 use cellsched_core::estimator::Estimator;
-use cellsched_core::gpu::GpuCatalog;
-use cellsched_core::model::ModelCatalog;
 use cellsched_replay::results::{live_table, sim_table};
 use cellsched_replay::workload::sbatch_args;
 use cellsched_replay::{interrupt, runner, sim, Comparison, LiveOptions, Mode, Settings};
@@ -158,6 +156,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         toml.push_str(&format!("\n[estimator]\nprofile_db = {:?}\n", k.display().to_string()));
     }
+    let plugin_cfg = cellsched_core::config::Config::from_toml_str(&toml, "the replay's cellsched.toml")?;
     spec.cellsched_toml = Some(toml);
     let script = match &a.script {
         Some(p) => absolute(p)?,
@@ -174,10 +173,14 @@ pub fn run(a: Args) -> Result<()> {
         run_tag,
         truth: truth_path.clone(),
     };
-    let mut est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
-    if let Some(k) = &knowledge {
-        est = est.with_db(cellsched_core::profile_db::ProfileDb::load_csv(k)?);
-    }
+    // The plugins' estimator, assembled from the cellsched.toml they get.
+    let est = {
+        let a = Estimator::from_config(&plugin_cfg.estimator, None);
+        if let Some(p) = a.problems.first() {
+            bail!("the replay's cellsched.toml: {p}");
+        }
+        a.estimator
+    };
     let shapes = cellsched_replay::shapes_of_cluster(&spec);
     let jobs = cellsched_replay::prepare(&trace, &shapes, &est, Some(&truth_table), &settings)?;
     let unknown = jobs.iter().filter(|j| j.unknown_model).count();

@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(long, global = true, env = "CELLSCHED_CLUSTER_GROUPS", value_name = "GROUPS")]
     groups: Option<String>,
     /// Emulated cluster of N nodes (40% a100x8, 40% v100x8, 20% a10x4) served by one
-    /// front-end slurmd; needs Slurm built by `scripts/build-slurm.sh 22.05.8 front-end`
+    /// front-end slurmd; needs Slurm built by `scripts/slurm.sh build 22.05.8 front-end`
     /// (used from /opt/cellsched/slurm-22.05.8-fe unless CELLSCHED_SLURM_SBIN is set)
     #[arg(long, global = true, env = "CELLSCHED_CLUSTER_NODES", value_name = "N", conflicts_with = "groups")]
     nodes: Option<u32>,
@@ -108,7 +108,7 @@ fn up(spec: &ClusterSpec) -> anyhow::Result<()> {
         Ok(c) => c,
         Err(e @ ClusterError::MissingProgram { .. }) if spec.front_end => {
             return Err(anyhow::Error::new(e).context(
-                "cannot bring the emulated cluster up (it needs Slurm built with --enable-front-end: run scripts/build-slurm.sh 22.05.8 front-end, or set CELLSCHED_SLURM_SBIN)",
+                "cannot bring the emulated cluster up (it needs Slurm built with --enable-front-end: run scripts/slurm.sh build 22.05.8 front-end, or set CELLSCHED_SLURM_SBIN)",
             ))
         }
         Err(e) => return Err(hint(e)),

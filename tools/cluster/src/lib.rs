@@ -21,7 +21,7 @@
 //! - Emulated large clusters ([`ClusterSpec::emulate`], `cluster up --nodes N`):
 //!   one front-end slurmd (`FrontendName=fe`) stands for every node and runs
 //!   every job, on a Slurm built with `--enable-front-end`
-//!   (`scripts/build-slurm.sh 22.05.8 front-end`, [`FRONT_END_PREFIX`]).
+//!   (`scripts/slurm.sh build 22.05.8 front-end`, [`FRONT_END_PREFIX`]).
 //!
 //! ```no_run
 //! use cellsched_devcluster::{Cluster, ClusterSpec, JobPolicy};

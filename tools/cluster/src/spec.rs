@@ -8,7 +8,7 @@ pub const DEFAULT_PORT_BASE: u16 = 17800;
 pub const DEFAULT_CLUSTER_NAME: &str = "cellsched";
 /// Where Debian installs the stock Slurm plugins.
 pub const STOCK_PLUGIN_DIR: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
-/// Where `scripts/build-slurm.sh 22.05.8 front-end` installs the Slurm build
+/// Where `scripts/slurm.sh build 22.05.8 front-end` installs the Slurm build
 /// an emulated cluster ([`ClusterSpec::front_end`]) runs on by default.
 pub const FRONT_END_PREFIX: &str = "/opt/cellsched/slurm-22.05.8-fe";
 /// Name of the one slurmd of an emulated cluster (`FrontendName=`).
@@ -146,7 +146,7 @@ pub struct ClusterSpec {
     /// Emulated cluster: one slurmd ([`FRONT_END_NAME`], `FrontendName=`)
     /// stands for every node and runs every job, so thousands of nodes fit
     /// on one machine. Needs a Slurm built with `--enable-front-end`
-    /// (`scripts/build-slurm.sh 22.05.8 front-end`); without it, one slurmd per node.
+    /// (`scripts/slurm.sh build 22.05.8 front-end`); without it, one slurmd per node.
     pub front_end: bool,
 }
 

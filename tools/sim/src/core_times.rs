@@ -10,8 +10,8 @@ use crate::cluster::ClusterSpec;
 use crate::error::SimError;
 use crate::times::{CellChoice, IterTimeSource, Offer};
 use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
+use cellsched_core::config::EstimatorConfig;
 use cellsched_core::gpu::GpuCatalog;
-use cellsched_core::model::ModelCatalog;
 use cellsched_core::profile_db::ProfileDb;
 use cellsched_core::Cell;
 use std::cell::RefCell;
@@ -25,7 +25,9 @@ pub struct CoreTimes {
 }
 
 impl CoreTimes {
-    /// An estimator for the cluster's GPU types; errors name unknown types.
+    /// An estimator for the cluster's GPU types (assembled by
+    /// `Estimator::builder`, with each group's `inter_node_gbps` as GPU data
+    /// overrides and `db` as the profile DB); errors name unknown types.
     pub fn new(spec: &ClusterSpec, db: Option<ProfileDb>) -> Result<Self, SimError> {
         let mut overrides = String::new();
         let mut seen: HashMap<&str, f64> = HashMap::new();
@@ -49,12 +51,14 @@ impl CoreTimes {
                 }
             }
         }
-        let gpus = GpuCatalog::with_overrides_toml(&overrides)?;
-        let mut est = Estimator::new(gpus, ModelCatalog::builtin());
-        if let Some(db) = &db {
-            est = est.with_db(db.clone());
+        let a = Estimator::builder(&EstimatorConfig::default())
+            .gpu_overrides("the cluster spec's inter_node_gbps", overrides)
+            .profile_db(db)
+            .assemble();
+        if let Some(p) = a.problems.first() {
+            return Err(SimError::input("cluster spec", None, "inter_node_gbps", p.clone()));
         }
-        Ok(CoreTimes { est, db, jobs: RefCell::new(HashMap::new()) })
+        Ok(CoreTimes { est: a.estimator, db: a.db, jobs: RefCell::new(HashMap::new()) })
     }
 
     /// Wraps an estimator built elsewhere (e.g. from the plugins'
