@@ -16,12 +16,21 @@
 //! - [`options`], [`job_env`]: the DL option table and the job-environment
 //!   contract; [`plan_env`]: the plan as environment variables for tasks.
 //! - [`config`]: `cellsched.toml`; [`slurm_conf`]: slurm.conf/gres.conf text.
-//! - [`bounded`], [`rank_cache`], [`snapshot_cache`]: bounded caches for
-//!   long-lived processes (slurmctld).
-//! - `error` (private): the crate's error type, [`CoreError`].
+//! - [`rank_cache`], [`snapshot_cache`]: bounded caches for long-lived
+//!   processes (slurmctld), over the private `bounded` map.
+//! - `error` (private): the crate's error type, [`CoreError`]; `rng`
+//!   (private): [`SplitMix64`].
+//!
+//! The public surface is chosen, not everything that exists: the modules
+//! above are namespaces, and every module below them is private, with what
+//! other crates use re-exported by its parent (`placement::SizingRule`, not
+//! `placement::sizing::SizingRule`; `estimator::Calibration`, not
+//! `estimator::calibration::Calibration`). The vocabulary every host uses
+//! is at the root: [`Cell`], [`Plan`], [`Decision`], [`CoreError`],
+//! [`SplitMix64`]. A test keeps it that way.
 #![deny(missing_docs)]
 pub mod asrpt;
-pub mod bounded;
+mod bounded;
 pub mod cell;
 pub mod config;
 pub mod deadline;
@@ -41,15 +50,50 @@ pub mod predictor;
 
 pub mod profile_db;
 pub mod rank_cache;
-pub mod rng;
+mod rng;
 pub mod slurm_conf;
 pub mod snapshot_cache;
 
 pub use cell::{Cell, Decision, Plan};
 pub use error::CoreError;
+pub use rng::SplitMix64;
 
 #[cfg(test)]
 mod structure_tests {
+    /// Modules below the top level are private (their parent re-exports
+    /// what other crates use), and every public top-level module is mapped
+    /// in the crate doc.
+    #[test]
+    fn submodules_are_private_and_top_modules_are_mapped() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let lib = std::fs::read_to_string(root.join("lib.rs")).unwrap();
+        let doc: String = lib.lines().filter(|l| l.starts_with("//!")).collect::<Vec<_>>().join("\n");
+        let mut public = 0;
+        for line in lib.lines().filter(|l| l.starts_with("pub mod ")) {
+            let m = line.trim_start_matches("pub mod ").trim_end_matches(';');
+            assert!(doc.contains(&format!("[`{m}`]")), "core::{m} is public but the crate doc does not map it");
+            public += 1;
+        }
+        assert!(public > 10, "read too few public modules");
+        let mut stack = vec![root.clone()];
+        let mut read = 0;
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p != root.join("lib.rs") && p.extension().is_some_and(|x| x == "rs") {
+                    read += 1;
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    for l in text.lines() {
+                        assert!(!l.trim_start().starts_with("pub mod "), "{}: '{}': submodules are private; re-export what other crates need", p.display(), l.trim());
+                    }
+                }
+            }
+        }
+        assert!(read > 20, "read too few files: {read}");
+    }
+
     /// No module of core imports another that imports it back (top-level
     /// modules; `crate::X` paths outside comments and test modules).
     #[test]

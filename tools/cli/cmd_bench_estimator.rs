@@ -19,7 +19,7 @@
 //! was measured, where it is known).
 use anyhow::{bail, Context, Result};
 use cellsched_core::cell::{Cell, Plan};
-use cellsched_core::estimator::calibration::{quantile, spearman, Calibration, CalibrationPolicy};
+use cellsched_core::estimator::{quantile, spearman, Calibration, CalibrationPolicy};
 use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::{ModelCatalog, ModelFamily, Optimizer, Precision, Recompute, Runtime};

@@ -229,7 +229,7 @@ pub fn request(a: &Args) -> Result<Request> {
     let parse = |s: &str, per_node: bool| -> Result<(Option<String>, u32)> {
         let s = if per_node { s.trim().to_string() } else { format!("gpu:{}", s.trim()) };
         let counted = s.rsplit(':').next().is_some_and(|n| n.trim().parse::<u32>().is_ok());
-        let Some((t, n)) = cellsched_core::placement::request::gpu_entries(&s).into_iter().next().filter(|_| counted) else {
+        let Some((t, n)) = cellsched_core::placement::gpu_entries(&s).into_iter().next().filter(|_| counted) else {
             bail!("cannot read the GPU request '{s}': expected gpu:N or gpu:TYPE:N (--gres), N or TYPE:N (--gpus)")
         };
         Ok((t, if per_node { n.saturating_mul(nodes) } else { n }))
@@ -506,7 +506,7 @@ mod tests {
         // The plugin's rule: the sizing choice on the free offers.
         let (c, _) = choose(&s, &e, &cfg, &job, &req(None));
         let ranked = e.rank_cells(&job, &offers(&s, &cfg, false), cfg.max_gpus);
-        assert_eq!(c.unwrap(), ranked[cellsched_core::placement::sizing::SizingRule::from_config(&cfg).choose(&ranked, None).unwrap()]);
+        assert_eq!(c.unwrap(), ranked[cellsched_core::placement::SizingRule::from_config(&cfg).choose(&ranked, None).unwrap()]);
         // Everything busy: the best Cell of the whole cluster, with the reason.
         for n in ["v100-1", "v100-2", "a10-1"] {
             let g = s.nodes.iter().find(|x| x.name == n).unwrap().gpus;
@@ -515,7 +515,7 @@ mod tests {
         }
         let (c, why) = choose(&s, &e, &cfg, &job, &req(None));
         let ranked = e.rank_cells(&job, &offers(&s, &cfg, true), cfg.max_gpus);
-        assert_eq!(c.unwrap(), ranked[cellsched_core::placement::sizing::SizingRule::from_config(&cfg).choose(&ranked, None).unwrap()]);
+        assert_eq!(c.unwrap(), ranked[cellsched_core::placement::SizingRule::from_config(&cfg).choose(&ranked, None).unwrap()]);
         assert!(why.contains("waits"), "{why}");
         // A typed request pins the Cell.
         let pinned = Request { typed: Some(("v100".into(), 8)), ..req(None) };

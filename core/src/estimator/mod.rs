@@ -8,16 +8,19 @@
 //! calibrated model or datasheet numbers. [`Estimator::rank_cells`] ranks all
 //! feasible Cells of the offered GPUs. Results are memoized per
 //! (model, batch, Cell, node size).
-pub mod calibration;
 mod assemble;
+mod calibration;
 mod plan_cost;
 mod search;
 mod topology;
 
-pub use assemble::Assembled;
+pub use assemble::{Assembled, EstimatorSources};
+pub use calibration::{
+    median, quantile, spearman, Calibration, CalibrationPoint, CalibrationPolicy, CalibrationReport, FittedFactor,
+    FittedFramework, FlaggedProfile, PLAUSIBLE_EFFICIENCY,
+};
 pub use plan_cost::{Framework, MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
 
-use calibration::{Calibration, CalibrationPolicy, CalibrationReport};
 use crate::cell::{Cell, Decision, EstimateSource, Plan};
 use crate::error::CoreError;
 use crate::gpu::{GpuCatalog, GpuSpec};

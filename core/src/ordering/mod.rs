@@ -10,9 +10,9 @@
 //! effective remaining time ([`FreezeProfile`]: faster iterations as layers
 //! freeze, more iterations for the accuracy penalty). Jobs without a
 //! decision keep Slurm's stock site factor.
-pub mod predictions;
+mod predictions;
 
-use predictions::Predictions;
+pub use predictions::Predictions;
 use crate::asrpt::{self, AsrptConfig, PendingJob};
 use crate::config::OrderingConfig;
 use crate::freezing::{FreezeMode, FreezeProfile};

@@ -14,9 +14,16 @@
 //! estimate) the user's own request is kept, a pinned Cell is written as a
 //! plain request, and a DL job with no GPU request at all is refused with a
 //! message that says what to add.
-pub mod replan;
-pub mod request;
-pub mod sizing;
+mod replan;
+mod request;
+mod sizing;
+
+pub use replan::{plan_moves, plan_moves_cached, Move, PendingDl};
+pub use request::{
+    gpu_entries, gpu_request, strip_tres_gres_prefix, with_type_feature, with_untyped_gpus, without_gpus,
+    without_type_feature, GpuRequest, GRES_PREFIX_2205,
+};
+pub use sizing::{Sizable, SizingRule};
 
 use crate::config::PlacementConfig;
 use crate::deadline::DeadlinePolicy;
@@ -27,7 +34,6 @@ use crate::model::{is_model_file, model_from_wire, MODEL_SPEC_ENV_KEY};
 use crate::options::{CellChoice, DlOptions, PlanChoice};
 use crate::rank_cache::RankCache;
 use crate::{Cell, CoreError, Decision};
-use request::GpuRequest;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

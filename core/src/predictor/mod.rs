@@ -18,16 +18,16 @@
 //! had fewer than [`PredictorConfig::min_records`] records, or the query's
 //! model never appears in it; callers then use the requested time.
 //!
-//! Why our own forest ([`forest`]) instead of smartcore or linfa: both pull
+//! Why our own forest (`forest`, re-exported as [`RandomForest`]) instead of smartcore or linfa: both pull
 //! in large dependency trees (ndarray, BLAS-style numerics, rand) into a
 //! crate that is linked into slurmctld plugins, while CART + bagging is ~250
 //! lines, fully deterministic from a seed, and tested here
 //! (`forest::tests`, plus the holdout test below).
-pub mod forest;
+mod forest;
 
 use crate::error::CoreError;
 use crate::history::HistoryRecord;
-use forest::{ForestConfig, RandomForest};
+pub use forest::{ForestConfig, RandomForest};
 use crate::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

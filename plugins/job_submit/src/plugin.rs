@@ -17,8 +17,7 @@
 //! refused without one ([`placement::fallback`]).
 use crate::node_cache::NodeCache;
 use cellsched_core::job_env;
-use cellsched_core::placement::replan::{self, PendingDl};
-use cellsched_core::placement::{self, request, NodeGpus, Outcome, SubmitRequest};
+use cellsched_core::placement::{self, NodeGpus, Outcome, PendingDl, SubmitRequest};
 use cellsched_core::config::{resolve_config_path, Config, CONFIG_ENV};
 use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::Estimator;
@@ -192,7 +191,7 @@ unsafe fn rewrite_request(desc: &mut slurm_sys::job_desc_msg_t, w: &placement::R
     cstr::replace_xstr(&mut desc.tres_per_node, &w.tres_per_node).map_err(|e| e.to_string())?;
     for field in [&mut desc.tres_per_job, &mut desc.tres_per_socket, &mut desc.tres_per_task] {
         if !field.is_null() {
-            match request::without_gpus(opt_str(*field).as_deref()) {
+            match placement::without_gpus(opt_str(*field).as_deref()) {
                 Some(rest) => cstr::replace_xstr(field, &rest).map_err(|e| e.to_string())?,
                 None => {
                     slurm_sys::shim::cellsched_xfree((*field).cast());
@@ -352,7 +351,7 @@ fn scan_jobs(cache: &SnapshotCache<(PendingDl, String)>) -> (Vec<Seen>, Vec<RawD
                 comment: comment.to_string(),
                 env: job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect(),
                 features: job.features().map(str::to_string),
-                typed: request::gpu_request(tres).is_some_and(|g| g.gpu_type.is_some()),
+                typed: placement::gpu_request(tres).is_some_and(|g| g.gpu_type.is_some()),
             });
         }
         std::ops::ControlFlow::Continue(())
@@ -418,7 +417,7 @@ fn replan_pass() {
     if pending.is_empty() {
         return;
     }
-    let moves = replan::plan_moves_cached(&pending, &nodes, &l.cfg.placement, &l.cfg.declared, &l.est, Some(&l.ranks));
+    let moves = placement::plan_moves_cached(&pending, &nodes, &l.cfg.placement, &l.cfg.declared, &l.est, Some(&l.ranks));
     // Costs of the pass (shown with `scontrol setdebug debug`): the snapshot
     // holds slurmctld's read locks, the planning holds none.
     let (hits, misses, held, _) = l.ranks.stats();

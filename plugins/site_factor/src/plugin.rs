@@ -12,7 +12,7 @@
 //! configuration yet, or `ordering.enabled = false`, site factors are stock,
 //! and pending DL jobs ranked earlier get the stock factor back at the next update.
 use cellsched_core::ordering::{self, JobFields, OrderingData};
-use cellsched_core::ordering::predictions::Predictions;
+use cellsched_core::ordering::Predictions;
 use crate::ranker::{Distrust, Ranker, Snap, Stamp};
 use cellsched_core::declared::{DeclaredConfig, OverrunPolicy};
 use cellsched_core::asrpt::PendingJob;

@@ -1,5 +1,5 @@
 //! User names to uids on this host, for the iteration predictor's history
-//! (`cellsched_core::ordering::predictions::Predictions::load`).
+//! (`cellsched_core::ordering::Predictions::load`).
 use std::ffi::CString;
 
 /// The uid of user `name` on this host (NSS lookup: may block, call outside locks).

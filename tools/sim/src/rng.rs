@@ -1,26 +1,24 @@
-//! A tiny seeded PRNG (SplitMix64) so generated traces are reproducible
-//! across platforms and dependency versions.
+//! A seeded PRNG so generated traces are reproducible across platforms and
+//! dependency versions: core's SplitMix64 with the simulator's distributions
+//! (uniform range, normal, exponential, weighted choice) on top.
+use cellsched_core::SplitMix64;
 
-/// SplitMix64.
+/// SplitMix64, seeded as the simulator always has (`seed` mixed with a constant).
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// A generator from a seed.
     pub fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+        Rng(SplitMix64::new(seed ^ 0x9E37_79B9_7F4A_7C15))
     }
     /// Next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// Uniform in [0, 1).
     pub fn f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        self.0.next_f64()
     }
     /// Uniform in [lo, hi).
     pub fn range(&mut self, lo: f64, hi: f64) -> f64 {

@@ -20,7 +20,7 @@ use crate::policy::{CellschedOptions, CellschedPolicy};
 use crate::times::TimeCache;
 use crate::trace::TraceJob;
 use cellsched_core::slurm_conf::hostlist_contains;
-use cellsched_core::placement::request::gpu_entries;
+use cellsched_core::placement::gpu_entries;
 use cellsched_core::Decision;
 use std::collections::HashMap;
 

@@ -59,7 +59,7 @@ use crate::progress_model::SpeedProfile;
 use crate::times::{CellChoice, Offer};
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
-use cellsched_core::placement::sizing::{Sizable, SizingRule};
+use cellsched_core::placement::{Sizable, SizingRule};
 use std::collections::HashMap;
 use std::rc::Rc;
 
