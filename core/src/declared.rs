@@ -12,7 +12,11 @@
 //!   prediction or the time limit stands in); with
 //!   [`OverrunPolicy::Demote`] their pending DL jobs get the stock site
 //!   factor instead.
+//! - [`Overruns`] remembers each user's last overrun; site_factor keeps it
+//!   in slurmctld's StateSaveLocation so that distrust survives a restart.
+use crate::CoreError;
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
 
 /// What cellsched does about jobs that overrun their declared work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -87,9 +91,100 @@ pub fn overran(iters: u64, iter_s: f64, elapsed_s: f64, cfg: &DeclaredConfig) ->
     cfg.policy != OverrunPolicy::Off && iter_s.is_finite() && elapsed_s > allowed_s(iters, iter_s, cfg)
 }
 
+/// Each user's last overrun of declared work (uid → Unix seconds): who is
+/// distrusted now, and a text form (`uid unix_seconds` per line, `#`
+/// comments) that site_factor writes to StateSaveLocation so a slurmctld
+/// restart does not forgive anyone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overruns {
+    last: BTreeMap<u32, f64>,
+}
+
+impl Overruns {
+    /// The file's name in slurmctld's StateSaveLocation.
+    pub const FILE_NAME: &'static str = "cellsched-overruns";
+
+    /// Records an overrun by `uid` seen at `now`.
+    pub fn record(&mut self, uid: u32, now: f64) {
+        let t = self.last.entry(uid).or_insert(now);
+        *t = t.max(now);
+    }
+
+    /// Users distrusted at `now`: their last overrun is less than `distrust_s` ago.
+    pub fn distrusted(&self, now: f64, cfg: &DeclaredConfig) -> HashSet<u32> {
+        self.last.iter().filter(|(_, t)| now - **t < cfg.distrust_s).map(|(u, _)| *u).collect()
+    }
+
+    /// Forgets overruns older than `distrust_s`.
+    pub fn expire(&mut self, now: f64, cfg: &DeclaredConfig) {
+        self.last.retain(|_, t| now - *t < cfg.distrust_s);
+    }
+
+    /// Users with a remembered overrun.
+    pub fn len(&self) -> usize {
+        self.last.len()
+    }
+
+    /// True when no overrun is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.last.is_empty()
+    }
+
+    /// The file's text.
+    pub fn to_text(&self) -> String {
+        let mut out = String::from("# cellsched site_factor: uid and Unix time of each user's last overrun of declared work (--dl-iters)\n");
+        for (uid, t) in &self.last {
+            out.push_str(&format!("{uid} {}\n", t.round() as i64));
+        }
+        out
+    }
+
+    /// Parses [`Overruns::to_text`]'s form; errors name `origin`, the line and the field.
+    pub fn parse(text: &str, origin: &str) -> Result<Overruns, CoreError> {
+        let mut o = Overruns::default();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let err = |msg: String| CoreError::File { path: origin.to_string(), line: Some(i + 1), msg };
+            let mut f = line.split_whitespace();
+            let (Some(uid), Some(t), None) = (f.next(), f.next(), f.next()) else {
+                return Err(err(format!("expected 'uid unix_seconds', got '{line}'")));
+            };
+            let uid: u32 = uid.parse().map_err(|_| err(format!("uid '{uid}' is not a number")))?;
+            let t: f64 = t.parse().ok().filter(|t: &f64| t.is_finite() && *t >= 0.0).ok_or_else(|| err(format!("time '{t}' is not Unix seconds")))?;
+            o.record(uid, t);
+        }
+        Ok(o)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overruns_survive_their_text_form_and_expire() {
+        let cfg = DeclaredConfig { distrust_s: 100.0, ..Default::default() };
+        let mut o = Overruns::default();
+        o.record(1000, 50.0);
+        o.record(1000, 40.0);
+        o.record(1001, 10.0);
+        assert_eq!(o.distrusted(115.0, &cfg), [1000].into_iter().collect());
+        let back = Overruns::parse(&o.to_text(), "f").unwrap();
+        assert_eq!(back, o, "{}", o.to_text());
+        let mut e = back.clone();
+        e.expire(115.0, &cfg);
+        assert_eq!(e.len(), 1);
+        e.expire(151.0, &cfg);
+        assert!(e.is_empty());
+        for (bad, what) in [("1000\n", "expected"), ("x 5\n", "uid 'x'"), ("1000 soon\n", "time 'soon'"), ("# c\n7 1 2\n", "expected")] {
+            let msg = Overruns::parse(bad, "/state/cellsched-overruns").unwrap_err().to_string();
+            assert!(msg.contains(what) && msg.contains("/state/cellsched-overruns"), "{bad:?}: {msg}");
+        }
+        assert!(Overruns::parse("# only a comment\n\n", "f").unwrap().is_empty());
+    }
 
     #[test]
     fn bound_covers_the_declared_work_with_slack_and_grace() {

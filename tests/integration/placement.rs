@@ -19,7 +19,7 @@ use cellsched_core::model::ModelCatalog;
 use cellsched_core::Decision;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Output;
+use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -1093,6 +1093,23 @@ fn a_job_overrunning_its_declared_work_is_bounded_and_its_user_distrusted() {
     }
     assert!(p.ctld_log().contains(&line), "no overrun logged for uid {liar_uid}");
     p.cancel(&[lie]);
+    // Distrust survives a slurmctld restart: site_factor keeps it in StateSaveLocation.
+    let kept = p.cluster.layout.state().join(cellsched_core::declared::Overruns::FILE_NAME);
+    let kept_text = common::read(&kept);
+    assert!(kept_text.lines().any(|l| l.starts_with(&format!("{liar_uid} "))), "{} lacks uid {liar_uid}:\n{kept_text}", kept.display());
+    let pid = common::read(&p.cluster.layout.pid_file("slurmctld")).trim().to_string();
+    assert!(Command::new("kill").arg(&pid).status().unwrap().success(), "kill slurmctld {pid}");
+    let t = Instant::now();
+    // Gone, or a zombie of this process (the cluster started it with -D).
+    let alive = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| !r.trim_start().starts_with('Z')));
+    while alive(&pid) {
+        assert!(t.elapsed() < WAIT, "slurmctld {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Cluster::up(&p.spec).unwrap_or_else(|e| panic!("slurmctld restart: {e}"));
+    let log = p.ctld_log_current();
+    assert!(log.contains("user(s) with overruns of declared work remembered"), "the restarted slurmctld did not read {}", kept.display());
+    assert!(!log.contains(&line), "the restarted slurmctld saw the overrun again instead of remembering it");
     let mut blockers = Vec::new();
     for (n, t, g) in p.nodes() {
         blockers.push(p.block(&n, &t, g));

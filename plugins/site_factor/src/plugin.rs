@@ -14,7 +14,7 @@
 use cellsched_core::ordering::{self, JobFields, OrderingData};
 use cellsched_core::ordering::Predictions;
 use crate::ranker::{Distrust, Ranker, Snap, Stamp};
-use cellsched_core::declared::{DeclaredConfig, OverrunPolicy};
+use cellsched_core::declared::{DeclaredConfig, OverrunPolicy, Overruns};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
 use cellsched_core::job_env;
@@ -45,8 +45,8 @@ static RANKER: Mutex<Option<Ranker>> = Mutex::new(None);
 static FACTORS: RwLock<Option<Arc<std::collections::HashMap<u32, u32>>>> = RwLock::new(None);
 /// What happens to jobs that overrun their declared work (`[declared]`).
 static DECLARED: RwLock<Option<Arc<DeclaredConfig>>> = RwLock::new(None);
-/// uid → time (Unix seconds) of that user's last overrun of declared work.
-static OVERRUNS: Mutex<Option<std::collections::HashMap<u32, f64>>> = Mutex::new(None);
+/// Each user's last overrun of declared work, and where it is kept across restarts.
+static OVERRUNS: Mutex<OverrunState> = Mutex::new(OverrunState { log: None, file: None, written_at: 0.0, dirty: false });
 /// Set by reloads: the next ranking pass parses every job again.
 static INVALIDATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// A background thread's stop flag (set, then notified) and its handle.
@@ -55,6 +55,20 @@ type StoppableThread = (Arc<(Mutex<bool>, std::sync::Condvar)>, JoinHandle<()>);
 static RANK_THREAD: Mutex<Option<StoppableThread>> = Mutex::new(None);
 /// The background (re)load thread: config on reconfigure, history fit.
 static RELOAD: Mutex<Reload> = Mutex::new(Reload { handle: None, running: false, again: false });
+
+/// The overrun log and its file (`StateSaveLocation/cellsched-overruns`).
+struct OverrunState {
+    log: Option<Overruns>,
+    file: Option<PathBuf>,
+    /// When the file was last written (Unix seconds).
+    written_at: f64,
+    /// The log changed since the file was written.
+    dirty: bool,
+}
+
+/// How often, at most, the overrun file is rewritten only because a
+/// still-running job overran again (a new distrusted user writes at once).
+const OVERRUN_WRITE_EVERY_S: f64 = 300.0;
 
 /// State of the reload thread; a reconfigure while it runs makes it run once more.
 struct Reload {
@@ -168,20 +182,57 @@ fn declared_cfg() -> Arc<DeclaredConfig> {
 
 /// Users who overran declared work within `distrust_s`, and the policy for them.
 fn distrust_now(cfg: &DeclaredConfig, now: f64) -> Distrust {
-    let users = OVERRUNS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .map(|m| m.iter().filter(|(_, t)| now - **t < cfg.distrust_s).map(|(u, _)| *u).collect())
-        .unwrap_or_default();
+    let users = OVERRUNS.lock().unwrap_or_else(|e| e.into_inner()).log.as_ref().map(|m| m.distrusted(now, cfg)).unwrap_or_default();
     Distrust { users, demote: cfg.policy == OverrunPolicy::Demote }
+}
+
+/// Reads the overrun log a previous slurmctld left in StateSaveLocation
+/// (slurmctld start, before the ranking thread): a restart forgives no one.
+fn load_overruns() {
+    let Some(dir) = crate::slurm_conf::state_save_location() else {
+        info("no StateSaveLocation: distrust of users who overran declared work is kept in memory only");
+        return;
+    };
+    let file = PathBuf::from(dir).join(Overruns::FILE_NAME);
+    let log = match std::fs::read_to_string(&file) {
+        Ok(text) => match Overruns::parse(&text, &file.display().to_string()) {
+            Ok(o) => {
+                if !o.is_empty() {
+                    info(&format!("{}: {} user(s) with overruns of declared work remembered", file.display(), o.len()));
+                }
+                o
+            }
+            Err(e) => {
+                error(&format!("{e}; starting with no remembered overruns (the file is rewritten at the next overrun)"));
+                Overruns::default()
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Overruns::default(),
+        Err(e) => {
+            error(&format!("cannot read {}: {e}; starting with no remembered overruns", file.display()));
+            Overruns::default()
+        }
+    };
+    let mut g = OVERRUNS.lock().unwrap_or_else(|e| e.into_inner());
+    g.log = Some(log);
+    g.file = Some(file);
+}
+
+/// Writes the overrun log (ranking thread, no slurmctld lock held): to a
+/// temporary file renamed over the old one, so a crash leaves either.
+fn write_overruns(file: &std::path::Path, text: &str) {
+    let tmp = file.with_extension("new");
+    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, file)) {
+        error(&format!("cannot write {}: {e}; distrust would not survive a restart", file.display()));
+    }
 }
 
 /// Records overruns seen by a ranking pass; true when the set of distrusted users changed.
 fn record_overruns(seen: &[(u32, u32, i64)], cfg: &DeclaredConfig, now: f64) -> bool {
     let mut g = OVERRUNS.lock().unwrap_or_else(|e| e.into_inner());
-    let m = g.get_or_insert_with(Default::default);
-    let before: std::collections::HashSet<u32> = m.iter().filter(|(_, t)| now - **t < cfg.distrust_s).map(|(u, _)| *u).collect();
+    let m = g.log.get_or_insert_with(Default::default);
+    let before = m.distrusted(now, cfg);
+    let had = m.len();
     for (job, uid, start) in seen {
         if !before.contains(uid) {
             info(&format!(
@@ -192,10 +243,20 @@ fn record_overruns(seen: &[(u32, u32, i64)], cfg: &DeclaredConfig, now: f64) -> 
                 cfg.distrust_s
             ));
         }
-        m.insert(*uid, now);
+        m.record(*uid, now);
     }
-    m.retain(|_, t| now - *t < cfg.distrust_s);
-    let after: std::collections::HashSet<u32> = m.keys().copied().collect();
+    m.expire(now, cfg);
+    let after = m.distrusted(now, cfg);
+    let changed = before != after || m.len() != had;
+    g.dirty |= changed || !seen.is_empty();
+    let write = g.dirty && (changed || now - g.written_at >= OVERRUN_WRITE_EVERY_S);
+    if let Some(file) = g.file.clone().filter(|_| write) {
+        let text = g.log.as_ref().map(Overruns::to_text).unwrap_or_default();
+        g.dirty = false;
+        g.written_at = now;
+        drop(g); // site_factor_p_set reads the log under slurmctld's locks: no I/O while holding it
+        write_overruns(&file, &text);
+    }
     before != after
 }
 
@@ -383,6 +444,7 @@ pub extern "C" fn init() -> c_int {
         let history = load_config();
         spawn_reload(move || load_predictions(history));
         if ctld::in_slurmctld() {
+            load_overruns();
             cellsched_slurm_ffi::plugin::pin_library();
             start_ranker();
         }

@@ -17,3 +17,14 @@ pub fn conf_paths() -> (Option<String>, Option<String>) {
     // SAFETY: `slurm_conf` is libslurm's global config; layout from the same release's header.
     unsafe { (owned((*p).site_factor_params), owned((*p).slurm_conf)) }
 }
+
+/// slurmctld's `StateSaveLocation`; `None` without libslurm or when unset.
+pub fn state_save_location() -> Option<String> {
+    // SAFETY: as in `conf_paths`.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"slurm_conf".as_ptr()) } as *const slurm_sys::slurm_conf_t;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as in `conf_paths`.
+    unsafe { owned((*p).state_save_location) }.filter(|s| !s.is_empty())
+}
