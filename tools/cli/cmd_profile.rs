@@ -86,6 +86,13 @@ struct RunArgs {
     /// Profile database to update (CSV; created if missing). Without it, measure only.
     #[arg(long)]
     db: Option<PathBuf>,
+    /// TOML file with `[gpu.NAME]` overrides/extensions of the GPU catalog (the
+    /// site's `estimator.gpu_catalog`): its types and aliases name the GPU type recorded.
+    #[arg(long)]
+    gpu_catalog: Option<PathBuf>,
+    /// TOML file with extra `[[model]]` entries (for the estimator's plan).
+    #[arg(long)]
+    model_catalog: Option<PathBuf>,
     /// Do not use NVML (no GPU sampling; for machines without the driver).
     #[arg(long)]
     no_nvml: bool,
@@ -278,10 +285,12 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
         db: a.db.clone(),
         warn_below_iters: a.warn_iters,
     };
+    let est = crate::cmd_estimate::CatalogArgs { db: None, gpu_catalog: a.gpu_catalog.clone(), model_catalog: a.model_catalog.clone() }.estimator()?;
     let interrupt = runner::interrupt_flag()?;
     let (bar, tick) = progress::bar(req.duration);
     let res = session::profile(
         &req,
+        &est,
         &interrupt,
         |n| bar.println(format!("note: {n}")),
         tick,

@@ -12,7 +12,6 @@
 use crate::error::ProfilerError;
 use cellsched_core::estimator::{Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
-use cellsched_core::model::ModelCatalog;
 use cellsched_core::options::DlKey;
 use cellsched_core::plan_env::{plan_env as core_plan_env, PlanEnv, Workers};
 use cellsched_core::{Cell, Plan};
@@ -36,11 +35,12 @@ pub struct ProfilePlan {
     pub plan_source: &'static str,
 }
 
-/// The GPU type key recorded for a user or NVML name: core's canonical type
-/// (`Tesla V100-SXM2-16GB` → `v100`), else the name lower-cased with every
-/// other character than letters, digits, `_`, `-` turned into `_`.
-pub fn gpu_type_key(name: &str) -> String {
-    cellsched_core::gpu::canonical_gpu_type(name).unwrap_or_else(|| {
+/// The GPU type key recorded for a user or NVML name: the catalog's type
+/// (`Tesla V100-SXM2-16GB` → `v100`; a site's `estimator.gpu_catalog` types
+/// and aliases included), else the name lower-cased with every other
+/// character than letters, digits, `_`, `-` turned into `_`.
+pub fn gpu_type_key(gpus: &GpuCatalog, name: &str) -> String {
+    gpus.canonical(name).unwrap_or_else(|| {
         name.trim()
             .to_ascii_lowercase()
             .chars()
@@ -58,8 +58,10 @@ pub fn gpu_type_key(name: &str) -> String {
 /// Builds the plan: a pinned `--plan` (must use exactly `gpus` GPUs), else the
 /// estimator's best plan for the model on this Cell, else plain data
 /// parallelism `dp=gpus` (the estimator needs the model and GPU in its
-/// catalogs; `note` receives why it was not used).
+/// catalogs; `note` receives why it was not used). `est` is the site's
+/// estimator (`Estimator::from_config`).
 pub fn choose_plan(
+    est: &Estimator,
     model: &str,
     batch: u32,
     gpu_type: &str,
@@ -81,7 +83,7 @@ pub fn choose_plan(
             "a positive global batch",
         ));
     }
-    let gpu_type = gpu_type_key(gpu_type);
+    let gpu_type = gpu_type_key(est.gpu_catalog(), gpu_type);
     let cell = Cell::new(&gpu_type, gpus, pinned.map_or(1, |p| p.pp)).map_err(|e| {
         ProfilerError::invalid(
             "GPU type / plan",
@@ -89,8 +91,7 @@ pub fn choose_plan(
             e.to_string(),
         )
     })?;
-    let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
-    let job = ModelCatalog::builtin().resolve(model).map(|m| JobSpec {
+    let job = est.model_catalog().resolve(model).map(|m| JobSpec {
         model: m,
         global_batch: batch,
     });
@@ -180,27 +181,43 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    fn est() -> Estimator {
+        Estimator::from_config(&Default::default(), None).estimator
+    }
+
+    #[test]
+    fn a_sites_own_gpu_type_is_recorded_under_its_key() {
+        let site = Estimator::builder(&Default::default())
+            .gpu_overrides("site gpus.toml", "[gpu.acme9000]\nfp16_tflops = 989\nfp32_tflops = 67\ntf32_tflops = 494.5\nmem_gib = 80\nmem_bw_gbs = 3350\nintra_link = \"nvlink\"\nintra_node_gbs = 450\ninter_node_gbs = 50\ngpus_per_node = 8\naliases = [\"Acme Tensor 9000\"]\n".into())
+            .assemble();
+        assert!(site.problems.is_empty(), "{:?}", site.problems);
+        assert_eq!(gpu_type_key(site.estimator.gpu_catalog(), "Acme Tensor 9000 PCIe"), "acme9000");
+        assert_eq!(gpu_type_key(&GpuCatalog::builtin(), "Acme Tensor 9000 PCIe"), "acme_tensor_9000_pcie", "the built-in catalog lacks it");
+        let pp = choose_plan(&site.estimator, "gpt2", 8, "Acme Tensor 9000 PCIe", 2, None, |_| {}).unwrap();
+        assert_eq!((pp.gpu_type.as_str(), pp.plan_source), ("acme9000", "estimator"));
+    }
+
     #[test]
     fn pinned_plan_must_use_the_gpus() {
         let p: Plan = "dp=2,tp=2,pp=1".parse().unwrap();
-        let pp = choose_plan("no-such-model", 8, "a100", 4, Some(p), |_| {}).unwrap();
+        let pp = choose_plan(&est(), "no-such-model", 8, "a100", 4, Some(p), |_| {}).unwrap();
         assert_eq!(
             (pp.plan, pp.plan_source, pp.estimate_s),
             (p, "pinned", None)
         );
-        let e = choose_plan("gpt2", 8, "a100", 8, Some(p), |_| {}).unwrap_err();
+        let e = choose_plan(&est(), "gpt2", 8, "a100", 8, Some(p), |_| {}).unwrap_err();
         assert!(
             e.to_string().contains("--plan") && e.exit_code() == 2,
             "{e}"
         );
-        assert!(choose_plan("gpt2", 8, "a100", 0, None, |_| {}).is_err());
-        assert!(choose_plan("gpt2", 0, "a100", 1, None, |_| {}).is_err());
+        assert!(choose_plan(&est(), "gpt2", 8, "a100", 0, None, |_| {}).is_err());
+        assert!(choose_plan(&est(), "gpt2", 0, "a100", 1, None, |_| {}).is_err());
     }
 
     #[test]
     fn unknown_model_falls_back_to_data_parallel() {
         let mut notes = Vec::new();
-        let pp = choose_plan("my-private-net", 32, "a100", 4, None, |n| notes.push(n)).unwrap();
+        let pp = choose_plan(&est(), "my-private-net", 32, "a100", 4, None, |n| notes.push(n)).unwrap();
         assert_eq!(
             (pp.plan.dp, pp.plan.tp, pp.plan.pp, pp.plan_source),
             (4, 1, 1, "default")
@@ -210,10 +227,10 @@ mod tests {
 
     #[test]
     fn gpu_names_become_keys() {
-        assert_eq!(gpu_type_key("Tesla V100-SXM2-16GB"), "v100");
-        assert_eq!(gpu_type_key("NVIDIA A100-SXM4-80GB"), "a100");
-        assert_eq!(gpu_type_key("Acme Tensor 9000"), "acme_tensor_9000");
-        let pp = choose_plan("x", 8, "Tesla V100-SXM2-16GB", 2, None, |_| {}).unwrap();
+        assert_eq!(gpu_type_key(&GpuCatalog::builtin(), "Tesla V100-SXM2-16GB"), "v100");
+        assert_eq!(gpu_type_key(&GpuCatalog::builtin(), "NVIDIA A100-SXM4-80GB"), "a100");
+        assert_eq!(gpu_type_key(&GpuCatalog::builtin(), "Acme Tensor 9000"), "acme_tensor_9000");
+        let pp = choose_plan(&est(), "x", 8, "Tesla V100-SXM2-16GB", 2, None, |_| {}).unwrap();
         assert_eq!(pp.gpu_type, "v100");
     }
 

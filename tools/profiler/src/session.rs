@@ -92,6 +92,7 @@ pub struct Outcome {
 /// Runs a session; `notes` receives informational messages, `progress` ticks.
 pub fn profile(
     req: &Request,
+    est: &cellsched_core::estimator::Estimator,
     interrupt: &AtomicBool,
     mut notes: impl FnMut(String),
     progress: impl FnMut(Progress),
@@ -130,6 +131,7 @@ pub fn profile(
         }
     };
     let plan = choose_plan(
+        est,
         &req.model, req.batch, &gpu_type, req.gpus, req.plan, &mut notes,
     )?;
     let env = plan_env(&plan, std::env::var_os("CUDA_VISIBLE_DEVICES").is_some());
@@ -245,6 +247,10 @@ mod tests {
     use super::*;
     use cellsched_core::profile_db::ProfileDb;
 
+    fn est() -> cellsched_core::estimator::Estimator {
+        cellsched_core::estimator::Estimator::from_config(&Default::default(), None).estimator
+    }
+
     fn req(script: &str, db: Option<PathBuf>) -> Request {
         Request {
             model: "my-net".into(),
@@ -285,6 +291,7 @@ mod tests {
         let mut notes = Vec::new();
         let o = profile(
             &req(script, Some(db.clone())),
+            &est(),
             &AtomicBool::new(false),
             |n| notes.push(n),
             |_| {},
@@ -315,6 +322,7 @@ mod tests {
                 "echo 'cellsched-iter 1'; echo 'cellsched-iter 1'; echo 'cellsched-iter 1'",
                 Some(db.clone()),
             ),
+            &est(),
             &AtomicBool::new(false),
             |_| {},
             |_| {},
@@ -336,6 +344,7 @@ mod tests {
                 "while true; do echo 'cellsched-iter 0.01'; sleep 0.01; done",
                 Some(db.clone()),
             ),
+            &est(),
             &flag,
             |_| {},
             |p| {
@@ -354,7 +363,9 @@ mod tests {
     fn no_nvml_db_write_needs_a_gpu_type() {
         let mut r = req("true", Some(PathBuf::from("/tmp/never-written.csv")));
         r.gpu_type = None;
-        let e = profile(&r, &AtomicBool::new(false), |_| {}, |_| {}).unwrap_err();
+        let e = profile(
+            &r,
+            &est(), &AtomicBool::new(false), |_| {}, |_| {}).unwrap_err();
         assert!(e.to_string().contains("--gpu-type"), "{e}");
     }
 
@@ -405,7 +416,9 @@ mod tests {
     fn few_iteration_lines_give_a_warning_in_the_outcome() {
         let mut r = req("for t in 1 1 0.1 0.1 0.1; do echo \"cellsched-iter $t\"; done", None);
         r.warn_below_iters = 6;
-        let o = profile(&r, &AtomicBool::new(false), |_| {}, |_| {}).unwrap();
+        let o = profile(
+            &r,
+            &est(), &AtomicBool::new(false), |_| {}, |_| {}).unwrap();
         assert_eq!(o.stats.seen, 5);
         assert_eq!(o.warnings.len(), 1, "{:?}", o.warnings);
         assert!(o.warnings[0].contains("only 5 iteration lines"));
@@ -413,6 +426,8 @@ mod tests {
         assert!(json["warnings"][0].as_str().unwrap().contains("fewer than 6"));
         assert!(o.gpu_window.is_some() && o.gpus.is_empty(), "a window but no NVML readings");
         r.warn_below_iters = 5;
-        assert!(profile(&r, &AtomicBool::new(false), |_| {}, |_| {}).unwrap().warnings.is_empty());
+        assert!(profile(
+            &r,
+            &est(), &AtomicBool::new(false), |_| {}, |_| {}).unwrap().warnings.is_empty());
     }
 }
