@@ -17,6 +17,7 @@
 pub mod replan;
 pub mod request;
 pub mod sizing;
+pub mod wait;
 
 use crate::config::PlacementConfig;
 use crate::deadline::DeadlinePolicy;

@@ -60,6 +60,7 @@ use crate::times::{CellChoice, Offer};
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
 use cellsched_core::placement::sizing::{Sizable, SizingRule};
+use cellsched_core::placement::wait;
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -484,7 +485,9 @@ impl CellschedPolicy {
     /// free Cell is acceptable for the job's whole class (not just this job).
     /// `queue_wait_s` is the extra wait for the planned Cell caused by the
     /// work queued ahead of the job on its type ([`Backlog::wait_s`]).
-    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, no_cell: &mut bool) -> Option<(Shape, f64)> {
+    /// `urgent`: the job is in the urgent band (see [`wait`]).
+    #[allow(clippy::too_many_arguments)]
+    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, urgent: bool, no_cell: &mut bool) -> Option<(Shape, f64)> {
         let held = view.held;
         let plan = &self.plan(i).ideal;
         // A job pinned to its request is handled like a stock one here
@@ -531,6 +534,13 @@ impl CellschedPolicy {
                 // Waiting means: the plan's GPUs free up, the work queued
                 // ahead on that type runs, then the job runs there.
                 let rem_plan = self.plan(i).rem_plan_s;
+                // Later arrivals with less work pass a waiting job, so the
+                // queue ahead understates its wait: one that has waited long
+                // expects to wait as long again (core::placement::wait).
+                let (plan_gpus, plan_iter) = (self.plan(i).ideal.gpus, self.plan(i).ideal.iter_s);
+                let correct = wait::corrects_wait(urgent, s.gpus(), it, plan_gpus, plan_iter);
+                let waited = sim.now() - sim.job(i).spec.submission_time;
+                let queue_wait_s = wait::expected_queue_wait_s(queue_wait_s, waited, correct);
                 debug_assert_eq!(rem_plan, sim.remaining_s(i, self.plan(i).ideal.iter_s));
                 let loss = self.picks[slot].2;
                 if rem_plan >= loss.rem_plan_s && queue_wait_s <= loss.queue_wait_s {
@@ -591,7 +601,11 @@ impl CellschedPolicy {
         let Some((c, s)) = self.sized(sim, i, &cells).map(|k| fit[k]) else { return Some(ClassPick::NoCell) };
         let (plan_iter, plan_gpus) = (plan.iter_s, plan.gpus);
         if c.iter_s > plan_iter * (1.0 + 1e-9) {
-            return Some(ClassPick::Slower(s, c.iter_s, ft.earliest(sim, plan_t, plan_gpus)));
+            // When the planned shape fits, not just when enough GPUs are free
+            // (fragmentation: 8 free GPUs over several nodes are no 8-GPU node).
+            let (nodes, per_node) = (plan.nodes, plan.gpus_per_node);
+            let at = ft.earliest(sim, plan_t, plan_gpus).max(sim.earliest_fit(plan_t, nodes, per_node));
+            return Some(ClassPick::Slower(s, c.iter_s, at));
         }
         Some(ClassPick::Start(s, c.iter_s))
     }
@@ -755,7 +769,7 @@ impl Policy for CellschedPolicy {
                 }
                 let queue_wait = backlog.wait_s(plan_t);
                 let mut no_cell = false;
-                let mut chosen = self.choose(sim, i, View { held: &held, slot: 0 }, &mut ft, queue_wait, &mut no_cell);
+                let mut chosen = self.choose(sim, i, View { held: &held, slot: 0 }, &mut ft, queue_wait, aged, &mut no_cell);
                 if no_cell && replanning {
                     self.no_cell_epoch[class] = self.epoch;
                 }
@@ -771,7 +785,7 @@ impl Policy for CellschedPolicy {
                             *extra -= shape.gpus() as u64;
                         } else {
                             let mut unused = false;
-                            chosen = self.choose(sim, i, View { held: &reserved, slot: 1 }, &mut ft, queue_wait, &mut unused);
+                            chosen = self.choose(sim, i, View { held: &reserved, slot: 1 }, &mut ft, queue_wait, aged, &mut unused);
                         }
                     }
                 }
