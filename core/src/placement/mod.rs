@@ -635,7 +635,7 @@ pub fn deadline_verdict(e: &Estimate, iters: Option<u64>, deadline: Option<i64>,
     let Some(n) = iters else { return DeadlineVerdict::Unchecked };
     let run = n as f64 * e.iter_time_s;
     let left = (d - now) as f64;
-    if run <= left {
+    if (sizing::DeadlineWork { iters: n as f64, left_s: left }).met_by(e.iter_time_s) {
         DeadlineVerdict::Meets
     } else {
         DeadlineVerdict::Misses(format!(

@@ -59,7 +59,7 @@ use crate::progress_model::SpeedProfile;
 use crate::times::{CellChoice, Offer};
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
-use cellsched_core::placement::sizing::{Sizable, SizingRule};
+use cellsched_core::placement::sizing::{DeadlineWork, Sizable, SizingRule};
 use cellsched_core::placement::wait;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -413,8 +413,24 @@ impl CellschedPolicy {
 
     /// The Cell the sizing rule picks among `cells` for job `i` (the same
     /// rule job_submit applies, `core::placement::sizing`).
-    fn sized(&self, sim: &Sim<'_>, i: usize, cells: &[&CellChoice]) -> Option<usize> {
-        self.sizing().choose(cells, Some(sim.job(i).spec.num_gpu.max(1)))
+    /// With a deadline (`work`), only the Cells predicted to meet it count
+    /// (`SizingRule::choose_in_time`, as job_submit and re-planning do);
+    /// `None` then means none of `cells` does.
+    fn sized(&self, sim: &Sim<'_>, i: usize, cells: &[&CellChoice], work: Option<DeadlineWork>) -> Option<usize> {
+        self.sizing().choose_in_time(cells, Some(sim.job(i).spec.num_gpu.max(1)), work)
+    }
+
+    /// Job `i`'s deadline work now (trace column `due`): the iterations it
+    /// has left as the scheduler knows them and the seconds to its deadline.
+    /// None without a deadline or Cell search.
+    fn deadline_work(&self, sim: &Sim<'_>, i: usize) -> Option<DeadlineWork> {
+        let j = sim.job(i);
+        let due = j.spec.due_s.filter(|d| d.is_finite())?;
+        if !self.opts.cell_search || j.stock || j.pinned {
+            return None;
+        }
+        // Remaining time at 1 s per iteration = iterations left (freezing included).
+        Some(DeadlineWork { iters: sim.remaining_s(i, 1.0), left_s: j.spec.submission_time + due - sim.now() })
     }
 
     /// Offers of the free GPUs (or of an idle cluster), skipping `held` types.
@@ -468,7 +484,13 @@ impl CellschedPolicy {
             let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
             let ranked = sim.times().rank_cells(&m, b, &offers, max);
             let fit: Vec<&CellChoice> = ranked.iter().filter(|c| Self::group_for(sim, c, true).is_some()).collect();
-            self.sized(sim, i, &fit).map(|k| fit[k].clone())
+            // With a deadline: the sizing choice among the Cells that meet
+            // it; when none does, the fastest Cell (job_submit's rule).
+            let work = self.deadline_work(sim, i);
+            let k = self.sized(sim, i, &fit, work).or_else(|| {
+                work.and_then(|_| (0..fit.len()).min_by(|&a, &b| fit[a].iter_s.total_cmp(&fit[b].iter_s)))
+            });
+            k.map(|k| fit[k].clone())
         } else {
             if !requested_admissible(sim, i) {
                 return None;
@@ -516,16 +538,21 @@ impl CellschedPolicy {
         }
         let class = self.plan(i).class;
         let slot = 2 * class + view.slot;
-        let pick = if self.picks[slot].0 == self.epoch {
+        // A deadline job's choice depends on its own work and time left:
+        // it bypasses the class caches.
+        let work = self.deadline_work(sim, i);
+        let pick = if work.is_some() {
+            self.class_pick(sim, i, view, ft, work)?
+        } else if self.picks[slot].0 == self.epoch {
             self.picks[slot].1
         } else {
-            let p = self.class_pick(sim, i, view, ft)?;
+            let p = self.class_pick(sim, i, view, ft, None)?;
             self.picks[slot] = (self.epoch, p, Loss::NONE);
             p
         };
         match pick {
             ClassPick::NoCell => {
-                *no_cell = true;
+                *no_cell = work.is_none();
                 None
             }
             ClassPick::Start(s, it) => Some((s, it)),
@@ -542,7 +569,7 @@ impl CellschedPolicy {
                 let waited = sim.now() - sim.job(i).spec.submission_time;
                 let queue_wait_s = wait::expected_queue_wait_s(queue_wait_s, waited, correct);
                 debug_assert_eq!(rem_plan, sim.remaining_s(i, self.plan(i).ideal.iter_s));
-                let loss = self.picks[slot].2;
+                let loss = if work.is_none() { self.picks[slot].2 } else { Loss::NONE };
                 if rem_plan >= loss.rem_plan_s && queue_wait_s <= loss.queue_wait_s {
                     // A class mate with less work already lost under at
                     // least this queue wait (see below).
@@ -558,7 +585,7 @@ impl CellschedPolicy {
                     // a queue wait no longer than this one (the queue wait
                     // only grows during a pass). Only recorded when the loss
                     // is far above rounding error.
-                    if here - wait > 1e-9 * (here.abs() + wait.abs()) {
+                    if work.is_none() && here - wait > 1e-9 * (here.abs() + wait.abs()) {
                         let l = &mut self.picks[slot].2;
                         if queue_wait_s > l.queue_wait_s {
                             *l = Loss { rem_plan_s: rem_plan, queue_wait_s };
@@ -577,7 +604,11 @@ impl CellschedPolicy {
     /// the current free GPUs: the fastest ranked Cell within the slowdown
     /// bound that fits now, and when it is slower than the plan, when the
     /// plan's GPUs free up. Cached per class and epoch by the caller.
-    fn class_pick(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes) -> Option<ClassPick> {
+    /// With `work` (a deadline job), only free Cells that meet the deadline
+    /// count; when none does and its plan would, it waits for the plan (a
+    /// re-planned job moves only to a Cell in time); when not even the plan
+    /// would, the deadline is ignored.
+    fn class_pick(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, work: Option<DeadlineWork>) -> Option<ClassPick> {
         let (held, slot) = (view.held, 2 * self.plan(i).class + view.slot);
         let ranked = if self.ranked[slot].0 == self.epoch {
             self.ranked[slot].1.clone()
@@ -598,7 +629,8 @@ impl CellschedPolicy {
             .filter_map(|c| Self::group_for(sim, c, false).map(|s| (c, s)))
             .collect();
         let cells: Vec<&CellChoice> = fit.iter().map(|(c, _)| *c).collect();
-        let Some((c, s)) = self.sized(sim, i, &cells).map(|k| fit[k]) else { return Some(ClassPick::NoCell) };
+        let work = work.filter(|w| w.met_by(plan.iter_s));
+        let Some((c, s)) = self.sized(sim, i, &cells, work).map(|k| fit[k]) else { return Some(ClassPick::NoCell) };
         let (plan_iter, plan_gpus) = (plan.iter_s, plan.gpus);
         if c.iter_s > plan_iter * (1.0 + 1e-9) {
             // When the planned shape fits, not just when enough GPUs are free
@@ -612,7 +644,7 @@ impl CellschedPolicy {
 }
 
 /// A ranked Cell as the core's sizing rule sees it.
-impl Sizable for &CellChoice {
+impl Sizable for CellChoice {
     fn gpus(&self) -> u32 {
         self.gpus
     }
@@ -762,7 +794,7 @@ impl Policy for CellschedPolicy {
                     (p.class, p.plan_type, p.ideal.gpus, p.rem_plan_s)
                 };
                 let replanning = self.opts.cell_search && self.opts.replan;
-                if replanning && self.no_cell_epoch[class] == self.epoch {
+                if replanning && self.no_cell_epoch[class] == self.epoch && sim.job(i).spec.due_s.is_none() {
                     // Same class, same free GPUs: still no acceptable Cell.
                     backlog.add(aged && guarded, plan_t, plan_gpus, rem_plan);
                     continue;
