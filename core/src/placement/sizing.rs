@@ -163,6 +163,21 @@ mod tests {
     }
 
     #[test]
+    fn a_deadline_keeps_only_the_cells_that_meet_it() {
+        // 1 GPU at 1.0 s, 2 at 0.75 s: 0.33 efficiency, below 0.5: 1 GPU.
+        let ranked = [C(2, 0.75), C(1, 1.0)];
+        let r = rule(2.0, 0.5);
+        assert_eq!(r.choose_in_time(&ranked, Some(1), None), Some(1));
+        // 1,000 iterations in 800 s: only the 2-GPU Cell.
+        let tight = DeadlineWork { iters: 1000.0, left_s: 800.0 };
+        assert!(tight.met_by(0.75) && !tight.met_by(1.0));
+        assert_eq!(r.choose_in_time(&ranked, Some(1), Some(tight)), Some(0));
+        // A loose deadline changes nothing; an impossible one leaves no Cell.
+        assert_eq!(r.choose_in_time(&ranked, Some(1), Some(DeadlineWork { iters: 1000.0, left_s: 1e4 })), Some(1));
+        assert_eq!(r.choose_in_time(&ranked, Some(1), Some(DeadlineWork { iters: 1000.0, left_s: 500.0 })), None);
+    }
+
+    #[test]
     fn grows_only_while_the_extra_gpus_pay() {
         // 1 → 2 GPUs: 1.8× faster (marginal 0.8); 2 → 4: 1.25× (0.25); 4 → 8 from 2: 1.5× over 4× GPUs (0.17).
         let ranked = [C(8, 0.3), C(4, 0.4), C(2, 0.5), C(1, 0.9)];

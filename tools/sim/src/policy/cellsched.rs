@@ -605,9 +605,9 @@ impl CellschedPolicy {
     /// bound that fits now, and when it is slower than the plan, when the
     /// plan's GPUs free up. Cached per class and epoch by the caller.
     /// With `work` (a deadline job), only free Cells that meet the deadline
-    /// count; when none does and its plan would, it waits for the plan (a
-    /// re-planned job moves only to a Cell in time); when not even the plan
-    /// would, the deadline is ignored.
+    /// count; when none does, it waits for its plan (a re-planned job moves
+    /// only to a Cell in time); when not even the plan would meet it, the
+    /// fastest free Cell (job_submit's rule when no Cell is in time).
     fn class_pick(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, work: Option<DeadlineWork>) -> Option<ClassPick> {
         let (held, slot) = (view.held, 2 * self.plan(i).class + view.slot);
         let ranked = if self.ranked[slot].0 == self.epoch {
@@ -629,8 +629,12 @@ impl CellschedPolicy {
             .filter_map(|c| Self::group_for(sim, c, false).map(|s| (c, s)))
             .collect();
         let cells: Vec<&CellChoice> = fit.iter().map(|(c, _)| *c).collect();
-        let work = work.filter(|w| w.met_by(plan.iter_s));
-        let Some((c, s)) = self.sized(sim, i, &cells, work).map(|k| fit[k]) else { return Some(ClassPick::NoCell) };
+        let k = match work {
+            // Not even the plan meets the deadline: the fastest Cell (job_submit's fallback).
+            Some(w) if !w.met_by(plan.iter_s) => (0..cells.len()).min_by(|&a, &b| cells[a].iter_s.total_cmp(&cells[b].iter_s)),
+            _ => self.sized(sim, i, &cells, work),
+        };
+        let Some((c, s)) = k.map(|k| fit[k]) else { return Some(ClassPick::NoCell) };
         let (plan_iter, plan_gpus) = (plan.iter_s, plan.gpus);
         if c.iter_s > plan_iter * (1.0 + 1e-9) {
             // When the planned shape fits, not just when enough GPUs are free
@@ -908,6 +912,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Deadlines in the Cell choice (`core::placement::sizing::choose_in_time`,
+    /// as job_submit): a job the sizing rule keeps on one GPU (the second
+    /// GPU, on another node, speeds it up only 1.33x, below the default
+    /// marginal efficiency 0.5) gets the faster 2-GPU Cell when only that
+    /// one finishes by its deadline; without the deadline it keeps the
+    /// cheaper, slower Cell; with a deadline no Cell meets, the fastest.
+    #[test]
+    fn a_deadline_job_gets_a_cell_that_meets_its_deadline() {
+        // Two one-GPU a100 nodes; spanning two nodes costs 50%:
+        // 1 GPU: 1 s/iteration; 2 GPUs over 2 nodes: 0.75 s/iteration.
+        let c = || cluster("[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 1\n");
+        let t = || LinearTimes::new(0.5).with("m", "a100", 1.0);
+        let start_of = |due: Option<f64>| {
+            let mut j = job("1", 10.0, 1000, 1, "a100", 1e6);
+            j.due_s = due;
+            let mut pol = CellschedPolicy::new(CellschedOptions { max_gpu_factor: 2.0, ..Default::default() }).unwrap();
+            let mut rec = Recording { inner: &mut pol, starts: Vec::new() };
+            let (m, jct) = run(&mut rec, c(), &[j], t());
+            let (_, ty, gpus, nodes) = rec.starts.first().cloned().unwrap_or_else(|| panic!("never started: {m:?}"));
+            (ty, gpus, nodes, jct[0].unwrap(), m.deadline_met_ratio)
+        };
+        // No deadline: the cheaper Cell, 1,000 s.
+        let (ty, gpus, nodes, jct, met) = start_of(None);
+        assert_eq!((ty.as_str(), gpus, nodes, met), ("a100", 1, 1, None));
+        assert!((jct - 1000.0).abs() < 1e-6, "{jct}");
+        // Due in 800 s: only the 2-GPU Cell (750 s) meets it.
+        let (_, gpus, nodes, jct, met) = start_of(Some(800.0));
+        assert_eq!((gpus, nodes, met), (2, 2, Some(1.0)));
+        assert!((jct - 750.0).abs() < 1e-6, "{jct}");
+        // Due in 1,200 s: the cheaper Cell meets it too and is kept.
+        assert_eq!(start_of(Some(1200.0)).1, 1);
+        // Due in 500 s: no Cell meets it: the fastest (job_submit's fallback).
+        let (_, gpus, _, _, met) = start_of(Some(500.0));
+        assert_eq!((gpus, met), (2, Some(0.0)));
     }
 
     /// One policy, two hosts: the same jobs on the same free GPUs get the
