@@ -6,11 +6,15 @@
 //!   time is within `max_slowdown` x the job's best Cell on an idle cluster
 //!   and if starting there now is predicted to finish no later than waiting
 //!   for the planned Cell — otherwise the job waits. Waiting is estimated as
-//!   the earliest time enough GPUs of the planned type free up (running
-//!   jobs' predicted ends), plus the work queued ahead of the job on that
-//!   type (GPU-seconds of the non-aged jobs earlier in the A-SRPT order
-//!   that did not start, over the type's GPUs: `Backlog`), plus its run time
-//!   there. Without the queue term every job in a long queue for a fast type
+//!   the earliest time the planned Cell's shape fits (running jobs' GPUs
+//!   released node by node at their predicted ends, [`Sim::earliest_fit`]),
+//!   plus the work queued ahead of the job on that type (GPU-seconds of the
+//!   non-aged jobs earlier in the A-SRPT order that did not start, over the
+//!   type's GPUs: `Backlog`) — at least the time the job has already waited
+//!   when the free Cell uses no more GPU-time than the plan and the job is
+//!   not urgent (`core::placement::wait`) — plus its run time there. A job
+//!   with a deadline (trace column `due`) plans on and takes only Cells
+//!   predicted to meet it (`SizingRule::choose_in_time`, as job_submit). Without the queue term every job in a long queue for a fast type
 //!   believes it is next and slower free types idle (100k-job speed
 //!   workload: t4/v100 unused, avg JCT above slurm's). Off: the requested type/count.
 //! - **A-SRPT** (`core::asrpt`): pending jobs by predicted remaining work
