@@ -14,9 +14,11 @@
 //!   when the free Cell uses no more GPU-time than the plan and the job is
 //!   not urgent (`core::placement::wait`) — plus its run time there. A job
 //!   with a deadline (trace column `due`) plans on and takes only Cells
-//!   predicted to meet it (`SizingRule::choose_in_time`, as job_submit). Without the queue term every job in a long queue for a fast type
+//!   predicted to meet it (`SizingRule::choose_in_time`, as job_submit).
+//!   Without the queue term every job in a long queue for a fast type
 //!   believes it is next and slower free types idle (100k-job speed
-//!   workload: t4/v100 unused, avg JCT above slurm's). Off: the requested type/count.
+//!   workload: t4/v100 unused, avg JCT above slurm's). Off: the requested
+//!   type/count.
 //! - **A-SRPT** (`core::asrpt`): pending jobs by predicted remaining work
 //!   on their best Cell (`core::asrpt::remaining_time_s`, freezing
 //!   included; GPU-seconds with the default `rank_by = area`), urgent jobs
