@@ -17,13 +17,15 @@
 mod replan;
 mod request;
 mod sizing;
+mod wait;
 
 pub use replan::{plan_moves, plan_moves_cached, Move, PendingDl};
 pub use request::{
     gpu_entries, gpu_request, strip_tres_gres_prefix, with_type_feature, with_untyped_gpus, without_gpus,
     without_type_feature, GpuRequest, GRES_PREFIX_2205,
 };
-pub use sizing::{Sizable, SizingRule};
+pub use sizing::{DeadlineWork, Sizable, SizingRule};
+pub use wait::{corrects_wait, expected_queue_wait_s, uses_no_more_gpu_time};
 
 use crate::config::PlacementConfig;
 use crate::deadline::DeadlinePolicy;
@@ -640,7 +642,7 @@ pub fn deadline_verdict(e: &Estimate, iters: Option<u64>, deadline: Option<i64>,
     let Some(n) = iters else { return DeadlineVerdict::Unchecked };
     let run = n as f64 * e.iter_time_s;
     let left = (d - now) as f64;
-    if run <= left {
+    if (sizing::DeadlineWork { iters: n as f64, left_s: left }).met_by(e.iter_time_s) {
         DeadlineVerdict::Meets
     } else {
         DeadlineVerdict::Misses(format!(

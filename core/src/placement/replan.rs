@@ -115,7 +115,8 @@ pub fn plan_moves_cached(
         }
         let mut ranked = super::ranked_for(&j.job, &offers(&pool, cfg, false), cfg, j.fixed_gpus, est, ranks);
         if let Some((iters, left_s)) = j.deadline_work {
-            ranked.retain(|e| iters as f64 * e.iter_time_s <= left_s);
+            let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
+            ranked.retain(|e| work.met_by(e.iter_time_s));
         }
         let Some(best) = super::choose_ranked(&ranked, cfg, j.fixed_gpus).map(|i| ranked[i].clone()) else {
             continue;

@@ -103,6 +103,46 @@ impl SizingRule {
     }
 }
 
+/// The work a deadline job has left and the time left to its deadline:
+/// a Cell meets the deadline when `iters` × its seconds per iteration fit
+/// in `left_s` (predicted, if it started now).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeadlineWork {
+    /// Iterations left (declared or known; fractional for a job under way).
+    pub iters: f64,
+    /// Seconds left until the deadline.
+    pub left_s: f64,
+}
+
+impl DeadlineWork {
+    /// Whether `iters` iterations at `iter_s` seconds each finish in time.
+    pub fn met_by(&self, iter_s: f64) -> bool {
+        self.iters * iter_s <= self.left_s
+    }
+}
+
+impl SizingRule {
+    /// [`Self::choose`] for a job that may have a deadline: with `work`,
+    /// only the Cells that meet it count, and `None` means none of
+    /// `ranked` does (callers decide: job_submit takes the fastest Cell of
+    /// the cluster, re-planning moves nothing). Without `work`, [`Self::choose`].
+    pub fn choose_in_time<T: Sizable>(&self, ranked: &[T], hint: Option<u32>, work: Option<DeadlineWork>) -> Option<usize> {
+        let Some(w) = work else { return self.choose(ranked, hint) };
+        let in_time: Vec<usize> = (0..ranked.len()).filter(|&i| w.met_by(ranked[i].iter_s())).collect();
+        let view: Vec<&T> = in_time.iter().map(|&i| &ranked[i]).collect();
+        self.choose(&view, hint).map(|k| in_time[k])
+    }
+}
+
+impl<T: Sizable> Sizable for &T {
+    fn gpus(&self) -> u32 {
+        (*self).gpus()
+    }
+    fn iter_s(&self) -> f64 {
+        (*self).iter_s()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +160,21 @@ mod tests {
 
     fn rule(factor: f64, theta: f64) -> SizingRule {
         SizingRule { max_gpus: 16, max_gpu_factor: factor, min_marginal_efficiency: theta }
+    }
+
+    #[test]
+    fn a_deadline_keeps_only_the_cells_that_meet_it() {
+        // 1 GPU at 1.0 s, 2 at 0.75 s: 0.33 efficiency, below 0.5: 1 GPU.
+        let ranked = [C(2, 0.75), C(1, 1.0)];
+        let r = rule(2.0, 0.5);
+        assert_eq!(r.choose_in_time(&ranked, Some(1), None), Some(1));
+        // 1,000 iterations in 800 s: only the 2-GPU Cell.
+        let tight = DeadlineWork { iters: 1000.0, left_s: 800.0 };
+        assert!(tight.met_by(0.75) && !tight.met_by(1.0));
+        assert_eq!(r.choose_in_time(&ranked, Some(1), Some(tight)), Some(0));
+        // A loose deadline changes nothing; an impossible one leaves no Cell.
+        assert_eq!(r.choose_in_time(&ranked, Some(1), Some(DeadlineWork { iters: 1000.0, left_s: 1e4 })), Some(1));
+        assert_eq!(r.choose_in_time(&ranked, Some(1), Some(DeadlineWork { iters: 1000.0, left_s: 500.0 })), None);
     }
 
     #[test]

@@ -732,6 +732,43 @@ impl<'t> Sim<'t> {
         self.ends[t].iter().map(move |&(b, i)| (f64::from_bits(b).max(now), self.jobs[i].gpus()))
     }
 
+    /// Earliest time a Cell of `nodes` nodes × `gpus_per_node` GPUs of type
+    /// `t` fits in one group of that type, releasing running jobs' GPUs
+    /// node by node at their predicted ends (infinite: never, e.g. the
+    /// shape is larger than every group). Unlike a count of free GPUs, this
+    /// sees fragmentation: 8 GPUs free over several 8-GPU nodes do not make
+    /// an 8-GPU one-node Cell free. O(running jobs of the type + its nodes).
+    pub fn earliest_fit(&self, t: usize, nodes: u32, gpus_per_node: u32) -> f64 {
+        let c = &self.cluster;
+        let groups = &c.type_groups[t];
+        let fits = |free: &[u32]| free.iter().filter(|&&f| f >= gpus_per_node).count() >= nodes as usize;
+        let mut free: Vec<Option<Vec<u32>>> = vec![None; c.groups.len()];
+        for &g in groups {
+            let gs = &c.groups[g];
+            if gs.spec.gpus_per_node < gpus_per_node || gs.spec.nodes < nodes {
+                continue;
+            }
+            if gs.nodes_with_free(gpus_per_node) >= nodes as usize {
+                return self.now;
+            }
+            free[g] = Some(gs.free_per_node().to_vec());
+        }
+        if free.iter().all(Option::is_none) {
+            return f64::INFINITY;
+        }
+        for &(b, i) in &self.ends[t] {
+            let Some(a) = &self.jobs[i].alloc else { continue };
+            let Some(f) = free[a.shape.group].as_mut() else { continue };
+            for &n in &a.nodes {
+                f[n as usize] += a.shape.gpus_per_node;
+            }
+            if fits(f) {
+                return f64::from_bits(b).max(self.now);
+            }
+        }
+        f64::INFINITY
+    }
+
     /// Busy GPU-seconds per type so far.
     pub fn busy_gpu_s(&self) -> &[f64] {
         &self.busy_gpu_s

@@ -6,13 +6,19 @@
 //!   time is within `max_slowdown` x the job's best Cell on an idle cluster
 //!   and if starting there now is predicted to finish no later than waiting
 //!   for the planned Cell — otherwise the job waits. Waiting is estimated as
-//!   the earliest time enough GPUs of the planned type free up (running
-//!   jobs' predicted ends), plus the work queued ahead of the job on that
-//!   type (GPU-seconds of the non-aged jobs earlier in the A-SRPT order
-//!   that did not start, over the type's GPUs: `Backlog`), plus its run time
-//!   there. Without the queue term every job in a long queue for a fast type
+//!   the earliest time the planned Cell's shape fits (running jobs' GPUs
+//!   released node by node at their predicted ends, [`Sim::earliest_fit`]),
+//!   plus the work queued ahead of the job on that type (GPU-seconds of the
+//!   non-aged jobs earlier in the A-SRPT order that did not start, over the
+//!   type's GPUs: `Backlog`) — at least the time the job has already waited
+//!   when the free Cell uses no more GPU-time than the plan and the job is
+//!   not urgent (`core::placement::wait`) — plus its run time there. A job
+//!   with a deadline (trace column `due`) plans on and takes only Cells
+//!   predicted to meet it (`SizingRule::choose_in_time`, as job_submit).
+//!   Without the queue term every job in a long queue for a fast type
 //!   believes it is next and slower free types idle (100k-job speed
-//!   workload: t4/v100 unused, avg JCT above slurm's). Off: the requested type/count.
+//!   workload: t4/v100 unused, avg JCT above slurm's). Off: the requested
+//!   type/count.
 //! - **A-SRPT** (`core::asrpt`): pending jobs by predicted remaining work
 //!   on their best Cell (`core::asrpt::remaining_time_s`, freezing
 //!   included; GPU-seconds with the default `rank_by = area`), urgent jobs
@@ -59,7 +65,7 @@ use crate::progress_model::SpeedProfile;
 use crate::times::{CellChoice, Offer};
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
-use cellsched_core::placement::{Sizable, SizingRule};
+use cellsched_core::placement::{self, DeadlineWork, Sizable, SizingRule};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -412,8 +418,24 @@ impl CellschedPolicy {
 
     /// The Cell the sizing rule picks among `cells` for job `i` (the same
     /// rule job_submit applies, `core::placement::sizing`).
-    fn sized(&self, sim: &Sim<'_>, i: usize, cells: &[&CellChoice]) -> Option<usize> {
-        self.sizing().choose(cells, Some(sim.job(i).spec.num_gpu.max(1)))
+    /// With a deadline (`work`), only the Cells predicted to meet it count
+    /// (`SizingRule::choose_in_time`, as job_submit and re-planning do);
+    /// `None` then means none of `cells` does.
+    fn sized(&self, sim: &Sim<'_>, i: usize, cells: &[&CellChoice], work: Option<DeadlineWork>) -> Option<usize> {
+        self.sizing().choose_in_time(cells, Some(sim.job(i).spec.num_gpu.max(1)), work)
+    }
+
+    /// Job `i`'s deadline work now (trace column `due`): the iterations it
+    /// has left as the scheduler knows them and the seconds to its deadline.
+    /// None without a deadline or Cell search.
+    fn deadline_work(&self, sim: &Sim<'_>, i: usize) -> Option<DeadlineWork> {
+        let j = sim.job(i);
+        let due = j.spec.due_s.filter(|d| d.is_finite())?;
+        if !self.opts.cell_search || j.stock || j.pinned {
+            return None;
+        }
+        // Remaining time at 1 s per iteration = iterations left (freezing included).
+        Some(DeadlineWork { iters: sim.remaining_s(i, 1.0), left_s: j.spec.submission_time + due - sim.now() })
     }
 
     /// Offers of the free GPUs (or of an idle cluster), skipping `held` types.
@@ -467,7 +489,13 @@ impl CellschedPolicy {
             let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
             let ranked = sim.times().rank_cells(&m, b, &offers, max);
             let fit: Vec<&CellChoice> = ranked.iter().filter(|c| Self::group_for(sim, c, true).is_some()).collect();
-            self.sized(sim, i, &fit).map(|k| fit[k].clone())
+            // With a deadline: the sizing choice among the Cells that meet
+            // it; when none does, the fastest Cell (job_submit's rule).
+            let work = self.deadline_work(sim, i);
+            let k = self.sized(sim, i, &fit, work).or_else(|| {
+                work.and_then(|_| (0..fit.len()).min_by(|&a, &b| fit[a].iter_s.total_cmp(&fit[b].iter_s)))
+            });
+            k.map(|k| fit[k].clone())
         } else {
             if !requested_admissible(sim, i) {
                 return None;
@@ -484,7 +512,9 @@ impl CellschedPolicy {
     /// free Cell is acceptable for the job's whole class (not just this job).
     /// `queue_wait_s` is the extra wait for the planned Cell caused by the
     /// work queued ahead of the job on its type ([`Backlog::wait_s`]).
-    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, no_cell: &mut bool) -> Option<(Shape, f64)> {
+    /// `urgent`: the job is in the urgent band (see [`wait`]).
+    #[allow(clippy::too_many_arguments)]
+    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, urgent: bool, no_cell: &mut bool) -> Option<(Shape, f64)> {
         let held = view.held;
         let plan = &self.plan(i).ideal;
         // A job pinned to its request is handled like a stock one here
@@ -513,16 +543,21 @@ impl CellschedPolicy {
         }
         let class = self.plan(i).class;
         let slot = 2 * class + view.slot;
-        let pick = if self.picks[slot].0 == self.epoch {
+        // A deadline job's choice depends on its own work and time left:
+        // it bypasses the class caches.
+        let work = self.deadline_work(sim, i);
+        let pick = if work.is_some() {
+            self.class_pick(sim, i, view, ft, work)?
+        } else if self.picks[slot].0 == self.epoch {
             self.picks[slot].1
         } else {
-            let p = self.class_pick(sim, i, view, ft)?;
+            let p = self.class_pick(sim, i, view, ft, None)?;
             self.picks[slot] = (self.epoch, p, Loss::NONE);
             p
         };
         match pick {
             ClassPick::NoCell => {
-                *no_cell = true;
+                *no_cell = work.is_none();
                 None
             }
             ClassPick::Start(s, it) => Some((s, it)),
@@ -531,8 +566,15 @@ impl CellschedPolicy {
                 // Waiting means: the plan's GPUs free up, the work queued
                 // ahead on that type runs, then the job runs there.
                 let rem_plan = self.plan(i).rem_plan_s;
+                // Later arrivals with less work pass a waiting job, so the
+                // queue ahead understates its wait: one that has waited long
+                // expects to wait as long again (core::placement::wait).
+                let (plan_gpus, plan_iter) = (self.plan(i).ideal.gpus, self.plan(i).ideal.iter_s);
+                let correct = placement::corrects_wait(urgent, s.gpus(), it, plan_gpus, plan_iter);
+                let waited = sim.now() - sim.job(i).spec.submission_time;
+                let queue_wait_s = placement::expected_queue_wait_s(queue_wait_s, waited, correct);
                 debug_assert_eq!(rem_plan, sim.remaining_s(i, self.plan(i).ideal.iter_s));
-                let loss = self.picks[slot].2;
+                let loss = if work.is_none() { self.picks[slot].2 } else { Loss::NONE };
                 if rem_plan >= loss.rem_plan_s && queue_wait_s <= loss.queue_wait_s {
                     // A class mate with less work already lost under at
                     // least this queue wait (see below).
@@ -548,7 +590,7 @@ impl CellschedPolicy {
                     // a queue wait no longer than this one (the queue wait
                     // only grows during a pass). Only recorded when the loss
                     // is far above rounding error.
-                    if here - wait > 1e-9 * (here.abs() + wait.abs()) {
+                    if work.is_none() && here - wait > 1e-9 * (here.abs() + wait.abs()) {
                         let l = &mut self.picks[slot].2;
                         if queue_wait_s > l.queue_wait_s {
                             *l = Loss { rem_plan_s: rem_plan, queue_wait_s };
@@ -567,7 +609,11 @@ impl CellschedPolicy {
     /// the current free GPUs: the fastest ranked Cell within the slowdown
     /// bound that fits now, and when it is slower than the plan, when the
     /// plan's GPUs free up. Cached per class and epoch by the caller.
-    fn class_pick(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes) -> Option<ClassPick> {
+    /// With `work` (a deadline job), only free Cells that meet the deadline
+    /// count; when none does, it waits for its plan (a re-planned job moves
+    /// only to a Cell in time); when not even the plan would meet it, the
+    /// fastest free Cell (job_submit's rule when no Cell is in time).
+    fn class_pick(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, work: Option<DeadlineWork>) -> Option<ClassPick> {
         let (held, slot) = (view.held, 2 * self.plan(i).class + view.slot);
         let ranked = if self.ranked[slot].0 == self.epoch {
             self.ranked[slot].1.clone()
@@ -588,17 +634,26 @@ impl CellschedPolicy {
             .filter_map(|c| Self::group_for(sim, c, false).map(|s| (c, s)))
             .collect();
         let cells: Vec<&CellChoice> = fit.iter().map(|(c, _)| *c).collect();
-        let Some((c, s)) = self.sized(sim, i, &cells).map(|k| fit[k]) else { return Some(ClassPick::NoCell) };
+        let k = match work {
+            // Not even the plan meets the deadline: the fastest Cell (job_submit's fallback).
+            Some(w) if !w.met_by(plan.iter_s) => (0..cells.len()).min_by(|&a, &b| cells[a].iter_s.total_cmp(&cells[b].iter_s)),
+            _ => self.sized(sim, i, &cells, work),
+        };
+        let Some((c, s)) = k.map(|k| fit[k]) else { return Some(ClassPick::NoCell) };
         let (plan_iter, plan_gpus) = (plan.iter_s, plan.gpus);
         if c.iter_s > plan_iter * (1.0 + 1e-9) {
-            return Some(ClassPick::Slower(s, c.iter_s, ft.earliest(sim, plan_t, plan_gpus)));
+            // When the planned shape fits, not just when enough GPUs are free
+            // (fragmentation: 8 free GPUs over several nodes are no 8-GPU node).
+            let (nodes, per_node) = (plan.nodes, plan.gpus_per_node);
+            let at = ft.earliest(sim, plan_t, plan_gpus).max(sim.earliest_fit(plan_t, nodes, per_node));
+            return Some(ClassPick::Slower(s, c.iter_s, at));
         }
         Some(ClassPick::Start(s, c.iter_s))
     }
 }
 
 /// A ranked Cell as the core's sizing rule sees it.
-impl Sizable for &CellChoice {
+impl Sizable for CellChoice {
     fn gpus(&self) -> u32 {
         self.gpus
     }
@@ -748,14 +803,14 @@ impl Policy for CellschedPolicy {
                     (p.class, p.plan_type, p.ideal.gpus, p.rem_plan_s)
                 };
                 let replanning = self.opts.cell_search && self.opts.replan;
-                if replanning && self.no_cell_epoch[class] == self.epoch {
+                if replanning && self.no_cell_epoch[class] == self.epoch && sim.job(i).spec.due_s.is_none() {
                     // Same class, same free GPUs: still no acceptable Cell.
                     backlog.add(aged && guarded, plan_t, plan_gpus, rem_plan);
                     continue;
                 }
                 let queue_wait = backlog.wait_s(plan_t);
                 let mut no_cell = false;
-                let mut chosen = self.choose(sim, i, View { held: &held, slot: 0 }, &mut ft, queue_wait, &mut no_cell);
+                let mut chosen = self.choose(sim, i, View { held: &held, slot: 0 }, &mut ft, queue_wait, aged, &mut no_cell);
                 if no_cell && replanning {
                     self.no_cell_epoch[class] = self.epoch;
                 }
@@ -771,7 +826,7 @@ impl Policy for CellschedPolicy {
                             *extra -= shape.gpus() as u64;
                         } else {
                             let mut unused = false;
-                            chosen = self.choose(sim, i, View { held: &reserved, slot: 1 }, &mut ft, queue_wait, &mut unused);
+                            chosen = self.choose(sim, i, View { held: &reserved, slot: 1 }, &mut ft, queue_wait, aged, &mut unused);
                         }
                     }
                 }
@@ -862,6 +917,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Deadlines in the Cell choice (`core::placement::sizing::choose_in_time`,
+    /// as job_submit): a job the sizing rule keeps on one GPU (the second
+    /// GPU, on another node, speeds it up only 1.33x, below the default
+    /// marginal efficiency 0.5) gets the faster 2-GPU Cell when only that
+    /// one finishes by its deadline; without the deadline it keeps the
+    /// cheaper, slower Cell; with a deadline no Cell meets, the fastest.
+    #[test]
+    fn a_deadline_job_gets_a_cell_that_meets_its_deadline() {
+        // Two one-GPU a100 nodes; spanning two nodes costs 50%:
+        // 1 GPU: 1 s/iteration; 2 GPUs over 2 nodes: 0.75 s/iteration.
+        let c = || cluster("[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 1\n");
+        let t = || LinearTimes::new(0.5).with("m", "a100", 1.0);
+        let start_of = |due: Option<f64>| {
+            let mut j = job("1", 10.0, 1000, 1, "a100", 1e6);
+            j.due_s = due;
+            let mut pol = CellschedPolicy::new(CellschedOptions { max_gpu_factor: 2.0, ..Default::default() }).unwrap();
+            let mut rec = Recording { inner: &mut pol, starts: Vec::new() };
+            let (m, jct) = run(&mut rec, c(), &[j], t());
+            let (_, ty, gpus, nodes) = rec.starts.first().cloned().unwrap_or_else(|| panic!("never started: {m:?}"));
+            (ty, gpus, nodes, jct[0].unwrap(), m.deadline_met_ratio)
+        };
+        // No deadline: the cheaper Cell, 1,000 s.
+        let (ty, gpus, nodes, jct, met) = start_of(None);
+        assert_eq!((ty.as_str(), gpus, nodes, met), ("a100", 1, 1, None));
+        assert!((jct - 1000.0).abs() < 1e-6, "{jct}");
+        // Due in 800 s: only the 2-GPU Cell (750 s) meets it.
+        let (_, gpus, nodes, jct, met) = start_of(Some(800.0));
+        assert_eq!((gpus, nodes, met), (2, 2, Some(1.0)));
+        assert!((jct - 750.0).abs() < 1e-6, "{jct}");
+        // Due in 1,200 s: the cheaper Cell meets it too and is kept.
+        assert_eq!(start_of(Some(1200.0)).1, 1);
+        // Due in 500 s: no Cell meets it: the fastest (job_submit's fallback).
+        let (_, gpus, _, _, met) = start_of(Some(500.0));
+        assert_eq!((gpus, met), (2, Some(0.0)));
     }
 
     /// One policy, two hosts: the same jobs on the same free GPUs get the
