@@ -413,11 +413,12 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
             for s in &scored {
                 let p = &points[s.idx];
                 println!(
-                    "    {:<12} {:<36} {:<5} x{:<2} measured {:>9.4}s estimate {:>9} measured-plan {:>9}{}",
+                    "    {:<12} {:<36} {:<5} x{:<2} n{:<2} measured {:>9.4}s estimate {:>9} measured-plan {:>9}{}",
                     p.dataset,
                     p.job,
                     p.rec.gpu_type,
                     p.rec.gpus(),
+                    p.rec.nodes,
                     p.rec.iter_time_s,
                     s.est.map_or("-".into(), |t| format!("{t:.4}")),
                     s.pinned.map_or("-".into(), |t| format!("{:.4}", t.0)),

@@ -152,8 +152,9 @@ impl fmt::Display for CalibrationReport {
             }
             writeln!(
                 f,
-                "  framework ({who}): comm x{:.2}, {:.2} ms per micro-batch, {:.1} ms per iteration ({} multi-GPU points, median |log error| {:.3})",
+                "  framework ({who}): comm x{:.2} in a node, x{:.2} across nodes, {:.2} ms per micro-batch, {:.1} ms per iteration ({} multi-GPU points, median |log error| {:.3})",
                 w.constants.comm_scale,
+                w.constants.net_scale,
                 w.constants.per_microbatch_s * 1e3,
                 w.constants.per_iter_s * 1e3,
                 w.points,
@@ -378,7 +379,8 @@ impl Calibration {
         }
     }
 
-    /// Coordinate search in log space over the communication scale and the
+    /// Coordinate search in log space over the intra-node communication scale,
+    /// the network scale (when some points span nodes) and the
     /// per-micro-batch cost; returns the constants and their median |log error|.
     fn fit_constants(&self, base: &Estimator, pts: &[&ResolvedPoint]) -> (Framework, f64) {
         // Bounded work (the plugins fit at configuration load): an even
@@ -404,6 +406,15 @@ impl Calibration {
                 let l = loss(&cand);
                 if l < best_loss {
                     (best, best_loss) = (cand, l);
+                }
+            }
+            if pts.iter().any(|p| p.rec.nodes > 1) {
+                for k in -8..=16 {
+                    let cand = Framework { net_scale: 2f64.powf(k as f64 / 4.0), ..best };
+                    let l = loss(&cand);
+                    if l < best_loss {
+                        (best, best_loss) = (cand, l);
+                    }
                 }
             }
             for ms in [0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0] {

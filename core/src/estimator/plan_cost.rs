@@ -4,7 +4,7 @@
 //! time (roofline compute with size-dependent GEMM efficiency, memory-bound
 //! ops and a kernel-launch floor; α–β communication; 1F1B bubble; optimizer
 //! step; per-micro-batch and per-iteration framework costs).
-use super::topology::{p2p_s, Group, Placement};
+use super::topology::{p2p_s, Group, LinkScale, Placement};
 use crate::cell::Plan;
 use crate::gpu::GpuSpec;
 use crate::model::{ModelCost, Precision, Runtime};
@@ -58,8 +58,11 @@ fn opt_launch_per_tensor_s(r: Runtime) -> f64 {
 /// points of the profile DB (see `calibration`), else these defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Framework {
-    /// Multiplier on every collective and point-to-point time (1 = α–β defaults).
+    /// Multiplier on intra-node collective and point-to-point times (1 = α–β defaults).
     pub comm_scale: f64,
+    /// Multiplier on the cross-node (network) part of collectives and sends:
+    /// fitted apart from `comm_scale` because the network is other hardware.
+    pub net_scale: f64,
     /// Seconds per micro-batch per stage (scheduling, framework bookkeeping).
     pub per_microbatch_s: f64,
     /// Seconds per iteration (step launch, data hand-off).
@@ -68,7 +71,14 @@ pub struct Framework {
 
 impl Default for Framework {
     fn default() -> Self {
-        Framework { comm_scale: 1.0, per_microbatch_s: 0.3e-3, per_iter_s: 2e-3 }
+        Framework { comm_scale: 1.0, net_scale: 1.0, per_microbatch_s: 0.3e-3, per_iter_s: 2e-3 }
+    }
+}
+
+impl Framework {
+    /// The link scales of these constants.
+    pub(crate) fn links(&self) -> LinkScale {
+        LinkScale { intra: self.comm_scale, net: self.net_scale }
     }
 }
 
@@ -252,11 +262,12 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let dp_group = Group::new(plan.dp, plan.tp, p);
     let act_msg = c.boundary_bytes_per_sample * mbs;
     let tp_collectives = if plan.tp > 1 { layers_stage * if ckpt { 6.0 } else { 4.0 } } else { 0.0 };
-    let t_tp_mb = tp_collectives * tp_group.all_reduce_s(act_msg, g) * fw.comm_scale;
+    let k = fw.links();
+    let t_tp_mb = tp_collectives * tp_group.all_reduce_s(act_msg, g, k);
     let stage_span = plan.tp * plan.dp;
     let pp_cross = plan.pp > 1 && p.nodes > 1 && stage_span >= p.per_node;
     let t_pp_mb = if plan.pp > 1 {
-        2.0 * p2p_s(act_msg / tp, pp_cross, g, (p.per_node / stage_span.max(1)).max(1) * plan.tp) * fw.comm_scale
+        2.0 * p2p_s(act_msg / tp, pp_cross, g, (p.per_node / stage_span.max(1)).max(1) * plan.tp, k)
     } else {
         0.0
     };
@@ -265,7 +276,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     // recomputed forward), each moving (ep − 1)/ep of the tokens' slots.
     let t_ep_mb = if ep > 1.0 {
         let a2a = if ckpt { 6.0 } else { 4.0 };
-        a2a * dp_group.all_gather_s(c.alltoall_bytes_per_sample * mbs * stage_share / tp, g) * fw.comm_scale
+        a2a * dp_group.all_gather_s(c.alltoall_bytes_per_sample * mbs * stage_share / tp, g, k)
     } else {
         0.0
     };
@@ -274,14 +285,13 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     // ZeRO-2 reduce-scatter per micro-batch, ZeRO-3 parameter gathers per micro-batch.
     // Expert gradients stay on their rank; only the dense part is synchronised.
     let grad_bytes = dense_gpu * gb.min(4.0);
-    let mut dp_comm = dp_group.all_reduce_s(grad_bytes, g);
+    let mut dp_comm = dp_group.all_reduce_s(grad_bytes, g, k);
     if z >= 2 {
-        dp_comm += (m - 1.0) * dp_group.all_gather_s(grad_bytes, g);
+        dp_comm += (m - 1.0) * dp_group.all_gather_s(grad_bytes, g, k);
     }
     if z >= 3 {
-        dp_comm += 2.0 * m * dp_group.all_gather_s(dense_gpu * wb.min(4.0), g);
+        dp_comm += 2.0 * m * dp_group.all_gather_s(dense_gpu * wb.min(4.0), g, k);
     }
-    dp_comm *= fw.comm_scale;
     let dp_exposed = if plan.dp <= 1 {
         0.0
     } else if c.grad_overlap {
