@@ -14,6 +14,10 @@
 //! 3. (model, type) pairs measured only on several GPUs get their compute
 //!    level from those points, with the fitted framework constants (and so
 //!    does a GPU type without single-GPU points).
+//! 4. **Per-job refit** (Rubick): a model whose history holds at least
+//!    [`MIN_JOB_CONFIGS`] measured configurations, one of them multi-GPU, gets
+//!    two multipliers of its own on top of levels 1–3 — compute and
+//!    communication — fitted to those points and used for its other Cells.
 //!
 //! The report says what was fitted from what, and flags profiles whose implied
 //! efficiency is implausible (a wrong model description).
@@ -38,6 +42,13 @@ const FAMILY_PRIOR_POINTS: f64 = 1.0;
 const MAX_FIT_POINTS: usize = 400;
 /// Fewest multi-GPU points of one runtime for its own framework constants.
 const MIN_RUNTIME_POINTS: usize = 5;
+/// Fewest distinct measured configurations (GPU type, GPUs, nodes, batch) of
+/// one model, at least one of them multi-GPU, for its per-job refit.
+pub const MIN_JOB_CONFIGS: usize = 2;
+/// Penalty per unit |log scale| in the per-job fit: with two or three
+/// points, keep the scales near the hierarchical model unless the points
+/// need otherwise.
+const JOB_PRIOR_WEIGHT: f64 = 0.02;
 /// Implied efficiency (fraction of the precision's peak) outside which a
 /// profile is flagged as pointing at a wrong model description.
 pub const PLAUSIBLE_EFFICIENCY: (f64, f64) = (0.10, 0.80);
@@ -52,12 +63,33 @@ pub struct CalibrationPolicy {
     pub max_gpus: Option<u32>,
     /// Fit per (model, GPU type) levels as well as per GPU type (default true).
     pub per_model: bool,
+    /// Refit compute and communication multipliers per model from its own
+    /// history (≥ [`MIN_JOB_CONFIGS`] configurations; default true).
+    pub per_job: bool,
 }
 
 impl Default for CalibrationPolicy {
     fn default() -> Self {
-        CalibrationPolicy { single_node_only: false, max_gpus: None, per_model: true }
+        CalibrationPolicy { single_node_only: false, max_gpus: None, per_model: true, per_job: true }
     }
+}
+
+/// A model's own multipliers, fitted from its measured configurations on top
+/// of the hierarchical calibration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobRefit {
+    /// Model (canonical name).
+    pub model: String,
+    /// Multiplier on its compute efficiency.
+    pub compute_scale: f64,
+    /// Multiplier on its communication times (both links).
+    pub comm_scale: f64,
+    /// Distinct configurations used.
+    pub configs: usize,
+    /// Median |log(pred/measured)| over its points before the refit.
+    pub log_error_before: f64,
+    /// The same after the refit.
+    pub log_error_after: f64,
 }
 
 /// A fitted factor and how many points support it.
@@ -122,6 +154,8 @@ pub struct CalibrationReport {
     pub per_model_type: Vec<FittedFactor>,
     /// Framework constants (multi-GPU points).
     pub framework: Vec<FittedFramework>,
+    /// Per-job refits.
+    pub per_job: Vec<JobRefit>,
     /// Points used.
     pub used: Vec<CalibrationPoint>,
     /// Points not used, with the reason.
@@ -161,6 +195,13 @@ impl fmt::Display for CalibrationReport {
                 w.median_log_error
             )?;
         }
+        for j in &self.per_job {
+            writeln!(
+                f,
+                "  per-job  {:<22} compute x{:.3}, communication x{:.2} ({} configurations; median |log error| {:.3} -> {:.3})",
+                j.model, j.compute_scale, j.comm_scale, j.configs, j.log_error_before, j.log_error_after
+            )?;
+        }
         for p in &self.flagged {
             writeln!(f, "  WARNING {} x{} batch {} on {}: {}", p.record.model, p.record.gpus(), p.record.batch, p.record.gpu_type, p.message)?;
         }
@@ -185,6 +226,8 @@ pub struct Calibration {
     framework_by_runtime_type: BTreeMap<(String, String), Framework>,
     /// Framework constants from every multi-GPU point.
     framework_global: Option<Framework>,
+    /// Per-model (compute, communication) multipliers of the per-job refit.
+    per_job: BTreeMap<String, (f64, f64)>,
     /// What was fitted from what.
     pub report: CalibrationReport,
 }
@@ -237,6 +280,24 @@ impl Calibration {
     /// (runtime, type) fit, else [`Calibration::framework`].
     pub fn framework_on(&self, runtime: Runtime, gpu_type: &str) -> Framework {
         self.framework_by_runtime_type.get(&(runtime_key(runtime), gpu_type.to_string())).copied().unwrap_or_else(|| self.framework(runtime))
+    }
+
+    /// Compute factor and framework constants for `model` on `gpu_type`:
+    /// the hierarchical levels and, when the model has one, its per-job refit.
+    pub fn job_constants(&self, model: &str, family: ModelFamily, runtime: Runtime, gpu_type: &str) -> (f64, Framework) {
+        let mut f = self.factor_for(model, family, gpu_type);
+        let mut fw = self.framework_on(runtime, gpu_type);
+        if let Some(&(c, m)) = self.per_job.get(model) {
+            f *= c;
+            fw.comm_scale *= m;
+            fw.net_scale *= m;
+        }
+        (f, fw)
+    }
+
+    /// Whether `model` has a per-job refit.
+    pub fn has_job_refit(&self, model: &str) -> bool {
+        self.per_job.contains_key(model)
     }
 
     /// Whether any compute factor applies to `model` on `gpu_type`.
@@ -307,10 +368,77 @@ impl Calibration {
             cal.report.per_type.push(FittedFactor { gpu_type: gpu.clone(), model: None, factor: median(&logs).exp(), points: logs.len() });
             cal.per_type.insert(gpu, (median(&logs), logs.len()));
         }
+        if policy.per_job {
+            cal.fit_jobs(base, singles.iter().map(|s| &s.0).chain(multis.iter()));
+        }
         for p in &multis {
             cal.report.used.push(CalibrationPoint { record: p.rec.clone(), datasheet_s: p.datasheet_s, factor: 1.0 });
         }
         cal
+    }
+
+    /// Level 4: per model with ≥ [`MIN_JOB_CONFIGS`] configurations (one
+    /// multi-GPU), a coordinate search in log space over a compute and a
+    /// communication multiplier minimising its points' mean |log error| plus
+    /// a small pull toward 1 ([`JOB_PRIOR_WEIGHT`]).
+    fn fit_jobs<'p>(&mut self, base: &Estimator, pts: impl Iterator<Item = &'p ResolvedPoint>) {
+        let mut by_model: BTreeMap<String, Vec<&ResolvedPoint>> = BTreeMap::new();
+        for p in pts {
+            by_model.entry(p.job.model.name.clone()).or_default().push(p);
+        }
+        for (model, pts) in by_model {
+            let mut configs: Vec<(&str, u32, u32, u32)> = pts.iter().map(|p| (p.gpu.as_str(), p.rec.gpus(), p.rec.nodes, p.rec.batch)).collect();
+            configs.sort_unstable();
+            configs.dedup();
+            if configs.len() < MIN_JOB_CONFIGS || pts.iter().all(|p| p.rec.gpus() <= 1) {
+                continue;
+            }
+            let base_consts: Vec<(f64, Framework)> =
+                pts.iter().map(|p| (self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), self.framework_on(p.job.model.runtime, &p.gpu))).collect();
+            let errs = |c: f64, m: f64| -> Vec<f64> {
+                pts.iter()
+                    .zip(&base_consts)
+                    .filter_map(|(p, (f, fw))| {
+                        let fw = Framework { comm_scale: fw.comm_scale * m, net_scale: fw.net_scale * m, ..*fw };
+                        p.predict(base, f * c, &fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
+                    })
+                    .collect()
+            };
+            let loss = |c: f64, m: f64| -> f64 {
+                let e = errs(c, m);
+                if e.len() < pts.len() { f64::INFINITY } else { e.iter().sum::<f64>() / e.len().max(1) as f64 + JOB_PRIOR_WEIGHT * (c.ln().abs() + m.ln().abs()) }
+            };
+            let (mut c, mut m) = (1.0, 1.0);
+            let mut best = loss(c, m);
+            if !best.is_finite() {
+                continue;
+            }
+            for _round in 0..3 {
+                for k in -16..=16 {
+                    let cand = 2f64.powf(k as f64 / 8.0);
+                    let l = loss(cand, m);
+                    if l < best {
+                        (c, best) = (cand, l);
+                    }
+                }
+                for k in -12..=20 {
+                    let cand = 2f64.powf(k as f64 / 4.0);
+                    let l = loss(c, cand);
+                    if l < best {
+                        (m, best) = (cand, l);
+                    }
+                }
+            }
+            self.report.per_job.push(JobRefit {
+                model: model.clone(),
+                compute_scale: c,
+                comm_scale: m,
+                configs: configs.len(),
+                log_error_before: median(&errs(1.0, 1.0)),
+                log_error_after: median(&errs(c, m)),
+            });
+            self.per_job.insert(model, (c, m));
+        }
     }
 
     fn fit_compute(&mut self, singles: &[(ResolvedPoint, f64)], per_model: bool) {
@@ -620,6 +748,50 @@ mod tests {
         let unknown = ProfileRecord { model: "no_such_model".into(), ..recs[0].clone() };
         let cal2 = Calibration::fit(&base, [&unknown], &CalibrationPolicy::default());
         assert!(cal2.report.per_type.is_empty() && cal2.report.skipped[0].1.contains("no_such_model"));
+    }
+
+    /// A model whose communication is 4x slower than the hierarchical model
+    /// believes (other models are not) gets a per-job communication multiplier
+    /// from two or three of its configurations, and its other Cells are then
+    /// predicted within a few percent; without the refit they are not, and a
+    /// model with one configuration gets none.
+    #[test]
+    fn per_job_refit_predicts_a_models_other_cells() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let slow_job = |m: f64| {
+            let mut truth = Calibration::default();
+            truth.framework_global = Some(Framework::default());
+            truth.per_job.insert("gpt__350M".into(), (0.8, m));
+            Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(truth)
+        };
+        let truth = slow_job(4.0);
+        let m = ModelCatalog::builtin().resolve("gpt__350M").unwrap();
+        let point = |gpus: u32, nodes: u32| {
+            let job = JobSpec { model: m.clone(), global_batch: 8 * gpus };
+            let plan = Plan { dp: gpus, tp: 1, pp: 1, micro_batches: 2, zero_stage: 0, checkpointing: true };
+            let t = truth.estimate_plan(&job, &Cell::new("v100", gpus, 1).unwrap(), gpus / nodes, &plan).unwrap().iter_time_s;
+            rec("gpt__350M", 8 * gpus, gpus, nodes, t, plan)
+        };
+        let history = [point(1, 1), point(2, 1), point(2, 2)];
+        let cal = Calibration::fit(&base, &history, &CalibrationPolicy::default());
+        let refit = cal.report.per_job.iter().find(|j| j.model == "gpt__350M").expect("refit");
+        assert_eq!(refit.configs, 3);
+        assert!(refit.comm_scale > 2.0 && refit.log_error_after < refit.log_error_before, "{refit:?}");
+        assert!(cal.report.to_string().contains("per-job"));
+        let without = Calibration::fit(&base, &history, &CalibrationPolicy { per_job: false, ..Default::default() });
+        assert!(without.report.per_job.is_empty());
+        let with_refit = base.clone().with_calibration(cal);
+        let no_refit = base.clone().with_calibration(without);
+        for (gpus, nodes) in [(8, 1), (8, 4), (16, 2)] {
+            let r = point(gpus, nodes);
+            let job = JobSpec { model: m.clone(), global_batch: r.batch };
+            let cell = Cell::new("v100", gpus, 1).unwrap();
+            let t = |e: &Estimator| e.estimate_plan(&job, &cell, r.gpus_per_node, &r.plan.unwrap()).unwrap().iter_time_s / r.iter_time_s;
+            assert!((t(&with_refit) - 1.0).abs() < 0.05, "x{gpus}/{nodes} nodes: {}", t(&with_refit));
+            assert!((t(&no_refit) - 1.0).abs() > 0.1, "x{gpus}/{nodes} nodes without refit: {}", t(&no_refit));
+        }
+        let one = Calibration::fit(&base, &history[..1], &CalibrationPolicy::default());
+        assert!(one.report.per_job.is_empty());
     }
 
     /// A profile far faster than the model's FLOPs allow is flagged, a plausible one is not.
