@@ -204,7 +204,9 @@ mod tests {
         let spread = Group::new(2, 1, Placement::pack(2, 1).unwrap());
         let inside = Group::new(2, 1, Placement::pack(2, 8).unwrap());
         let net2 = LinkScale { intra: 1.0, net: 2.0 };
-        assert!((spread.all_reduce_s(1e8, &v100, net2) / spread.all_reduce_s(1e8, &v100, ONE) - 2.0).abs() < 1e-9);
+        // Across two nodes nearly all of the time is the network's (one intra-node latency is not).
+        let r = spread.all_reduce_s(1e8, &v100, net2) / spread.all_reduce_s(1e8, &v100, ONE);
+        assert!(r > 1.99 && r < 2.0, "{r}");
         assert_eq!(inside.all_reduce_s(1e8, &v100, net2), inside.all_reduce_s(1e8, &v100, ONE));
         assert!(spread.all_reduce_s(1e8, &declared, ONE) < 0.5 * spread.all_reduce_s(1e8, &v100, ONE));
     }
