@@ -14,6 +14,9 @@
 //! 3. (model, type) pairs measured only on several GPUs get their compute
 //!    level from those points, with the fitted framework constants (and so
 //!    does a GPU type without single-GPU points).
+//! 0. **Links from microbenchmarks**: `comm:` rows (`cellsched profile
+//!    comm`) give per GPU type multipliers on the α–β times inside a node and
+//!    across nodes ([`super::comm`]), applied under the framework constants.
 //! 4. **Per-job refit** (Rubick): a model whose history holds at least
 //!    [`MIN_JOB_CONFIGS`] measured configurations, one of them multi-GPU, gets
 //!    two multipliers of its own on top of levels 1–3 — compute and
@@ -21,6 +24,7 @@
 //!
 //! The report says what was fitted from what, and flags profiles whose implied
 //! efficiency is implausible (a wrong model description).
+use super::comm::{fit_links, CommPoint, MeasuredLinks};
 use super::plan_cost::{evaluate, Framework};
 use super::{Estimator, JobSpec};
 use crate::cell::{Cell, Plan};
@@ -156,6 +160,8 @@ pub struct CalibrationReport {
     pub framework: Vec<FittedFramework>,
     /// Per-job refits.
     pub per_job: Vec<JobRefit>,
+    /// Link multipliers measured by collective microbenchmarks.
+    pub links: Vec<MeasuredLinks>,
     /// Points used.
     pub used: Vec<CalibrationPoint>,
     /// Points not used, with the reason.
@@ -166,7 +172,7 @@ pub struct CalibrationReport {
 
 impl fmt::Display for CalibrationReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.per_type.is_empty() && self.framework.is_empty() {
+        if self.per_type.is_empty() && self.framework.is_empty() && self.links.is_empty() {
             return writeln!(f, "not calibrated (no usable measured points; {} skipped)", self.skipped.len());
         }
         writeln!(f, "calibrated from {} measured points ({} skipped):", self.used.len(), self.skipped.len())?;
@@ -193,6 +199,13 @@ impl fmt::Display for CalibrationReport {
                 w.constants.per_iter_s * 1e3,
                 w.points,
                 w.median_log_error
+            )?;
+        }
+        for l in &self.links {
+            writeln!(
+                f,
+                "  links    {:<10} measured: x{:.2} in a node, x{:.2} across nodes over the alpha-beta defaults ({} + {} collective rows)",
+                l.gpu_type, l.intra, l.net, l.points.0, l.points.1
             )?;
         }
         for j in &self.per_job {
@@ -228,6 +241,8 @@ pub struct Calibration {
     framework_global: Option<Framework>,
     /// Per-model (compute, communication) multipliers of the per-job refit.
     per_job: BTreeMap<String, (f64, f64)>,
+    /// Measured link multipliers per GPU type.
+    links: BTreeMap<String, MeasuredLinks>,
     /// What was fitted from what.
     pub report: CalibrationReport,
 }
@@ -277,9 +292,21 @@ impl Calibration {
     }
 
     /// Framework constants for a runtime on one GPU type's servers: the
-    /// (runtime, type) fit, else [`Calibration::framework`].
+    /// (runtime, type) fit, else [`Calibration::framework`], with the type's
+    /// measured link multipliers applied.
     pub fn framework_on(&self, runtime: Runtime, gpu_type: &str) -> Framework {
-        self.framework_by_runtime_type.get(&(runtime_key(runtime), gpu_type.to_string())).copied().unwrap_or_else(|| self.framework(runtime))
+        let fw = self.framework_by_runtime_type.get(&(runtime_key(runtime), gpu_type.to_string())).copied().unwrap_or_else(|| self.framework(runtime));
+        self.with_links(gpu_type, fw)
+    }
+
+    /// `fw` with `gpu_type`'s measured link multipliers applied.
+    fn with_links(&self, gpu_type: &str, mut fw: Framework) -> Framework {
+        if let Some(l) = self.links.get(gpu_type) {
+            let k = l.scale();
+            fw.comm_scale *= k.intra;
+            fw.net_scale *= k.net;
+        }
+        fw
     }
 
     /// Compute factor and framework constants for `model` on `gpu_type`:
@@ -316,6 +343,7 @@ impl Calibration {
         let mut cal = Calibration::default();
         let mut singles: Vec<(ResolvedPoint, f64)> = Vec::new();
         let mut multis: Vec<ResolvedPoint> = Vec::new();
+        let mut comm: Vec<CommPoint> = Vec::new();
         for rec in records {
             if policy.single_node_only && rec.nodes != 1 {
                 cal.report.skipped.push((rec.clone(), "multi-node point (policy: single-node points only)".into()));
@@ -323,6 +351,13 @@ impl Calibration {
             }
             if policy.max_gpus.is_some_and(|m| rec.gpus() > m) {
                 cal.report.skipped.push((rec.clone(), format!("more than {} GPUs", policy.max_gpus.unwrap_or(0))));
+                continue;
+            }
+            if let Some(c) = CommPoint::from_record(rec) {
+                match c {
+                    Ok(c) => comm.push(c),
+                    Err(e) => cal.report.skipped.push((rec.clone(), e.to_string())),
+                }
                 continue;
             }
             match resolve(base, rec) {
@@ -340,6 +375,8 @@ impl Calibration {
                 Err(e) => cal.report.skipped.push((rec.clone(), e.to_string())),
             }
         }
+        cal.report.links = fit_links(&comm, base.gpu_catalog());
+        cal.links = cal.report.links.iter().map(|l| (l.gpu_type.clone(), l.clone())).collect();
         cal.fit_compute(&singles, policy.per_model);
         cal.fit_framework(base, &multis);
         // (model, type) pairs seen only on several GPUs: their level from those points.
@@ -523,7 +560,7 @@ impl Calibration {
                 .iter()
                 .filter_map(|p| {
                     let f = self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu);
-                    p.predict(base, f, fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
+                    p.predict(base, f, &self.with_links(&p.gpu, *fw)).map(|t| (t / p.rec.iter_time_s).ln().abs())
                 })
                 .collect();
             if errs.is_empty() { f64::INFINITY } else { median(&errs) + 0.1 * errs.iter().sum::<f64>() / errs.len() as f64 }
@@ -557,7 +594,9 @@ impl Calibration {
         }
         let errs: Vec<f64> = pts
             .iter()
-            .filter_map(|p| p.predict(base, self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), &best).map(|t| (t / p.rec.iter_time_s).ln().abs()))
+            .filter_map(|p| {
+                p.predict(base, self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), &self.with_links(&p.gpu, best)).map(|t| (t / p.rec.iter_time_s).ln().abs())
+            })
             .collect();
         (best, median(&errs))
     }
@@ -809,6 +848,39 @@ mod tests {
         assert!(worst_without > 0.2, "{worst_without}");
         let one = Calibration::fit(&base, &history[..1], &CalibrationPolicy::default());
         assert!(one.report.per_job.is_empty());
+    }
+
+    /// `comm:` rows in the profile DB (as `profile comm` writes them) are
+    /// not training points: they set the type's link multipliers, which slow
+    /// a multi-node Cell's prediction and leave a single-GPU one alone.
+    #[test]
+    fn collective_rows_set_measured_links() {
+        use crate::estimator::comm::{Collective, CommPoint};
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let mut rows = Vec::new();
+        for (nodes, per_node, k) in [(1, 8, 1.5), (2, 8, 4.0)] {
+            let mut p = CommPoint { collective: Collective::AllReduce, bytes: 1 << 26, gpu_type: "v100".into(), nodes, gpus_per_node: per_node, time_s: 0.0 };
+            let intra = p.modelled_s(base.gpu_catalog(), crate::estimator::topology::LinkScale { intra: 1.5, net: 0.0 }).unwrap();
+            let net = p.modelled_s(base.gpu_catalog(), crate::estimator::topology::LinkScale { intra: 0.0, net: 1.0 }).unwrap();
+            p.time_s = if nodes == 1 { intra } else { intra + k * net };
+            rows.push(p.to_record());
+        }
+        let cal = Calibration::fit(&base, &rows, &CalibrationPolicy::default());
+        assert!(cal.report.skipped.is_empty() && cal.report.per_type.is_empty(), "{:?}", cal.report.skipped);
+        let l = &cal.report.links[0];
+        assert!((l.intra - 1.5).abs() < 1e-6 && (l.net - 4.0).abs() < 1e-6, "{l:?}");
+        assert!(cal.report.to_string().contains("links"));
+        let fw = cal.framework_on(Runtime::Ddp, "v100");
+        assert!((fw.comm_scale - 1.5).abs() < 1e-9 && (fw.net_scale - 4.0).abs() < 1e-9);
+        let measured = base.clone().with_calibration(cal);
+        let job = JobSpec { model: ModelCatalog::builtin().resolve("gpt__350M").unwrap(), global_batch: 64 };
+        let spread = Cell::new("v100", 16, 1).unwrap();
+        assert!(measured.estimate(&job, &spread, 8).unwrap().iter_time_s > 1.05 * base.estimate(&job, &spread, 8).unwrap().iter_time_s);
+        let one = Cell::new("v100", 1, 1).unwrap();
+        assert_eq!(measured.estimate(&job, &one, 8).unwrap().iter_time_s, base.estimate(&job, &one, 8).unwrap().iter_time_s);
+        let bad = ProfileRecord { model: "comm:bcast:10".into(), ..rows[0].clone() };
+        let cal = Calibration::fit(&base, [&bad], &CalibrationPolicy::default());
+        assert!(cal.report.skipped[0].1.contains("bcast"));
     }
 
     /// A profile far faster than the model's FLOPs allow is flagged, a plausible one is not.

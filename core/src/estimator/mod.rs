@@ -9,6 +9,7 @@
 //! feasible Cells of the offered GPUs. Results are memoized per
 //! (model, batch, Cell, node size).
 pub mod calibration;
+pub mod comm;
 mod assemble;
 mod plan_cost;
 mod search;
