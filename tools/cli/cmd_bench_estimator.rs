@@ -602,11 +602,12 @@ mod tests {
         let c = &ps[3].splits;
         assert_eq!(c.len(), 3);
         assert_eq!(c[0].calibrate, vec![3, 4, 5]);
-        // (d): m1's history is its 2-GPU point (plus every single-GPU point),
-        // its 4-GPU point is scored; m2 and m3 have no larger Cell to score.
+        // (d): m1's history is its 2-GPU point (beside (b)'s calibration set:
+        // other models' points and m1's single-GPU one), its 4-GPU point is
+        // scored; m2 and m3 have no larger Cell to score.
         let d = &ps[4].splits;
         assert_eq!(d.len(), 1);
-        assert_eq!((d[0].calibrate.clone(), d[0].test.clone()), (vec![0, 3, 4, 5, 1], vec![2]));
+        assert_eq!((d[0].calibrate.clone(), d[0].test.clone()), (vec![0, 1, 3, 4, 5], vec![2]));
         assert!(ps[4].per_job && !ps[5].per_job && ps[5].splits == ps[4].splits);
         assert_eq!(ps[6].splits, vec![Split { calibrate: b[0].calibrate.clone(), test: vec![2] }]);
     }
