@@ -17,8 +17,9 @@
 //!   single-GPU one), score its larger Cells; scored with the per-job refit
 //!   and without it, and (b) on the same points.
 //!
-//! Points whose configuration cannot be described to the estimator (Rubick's
-//! ZeRO-Offload runs) are scored but never calibrate.
+//! Rubick's ZeRO-Offload runs are described as trained (the model with
+//! `offload = true`, registered as `<model>+offload`); for leave-one-model-out
+//! they count as the same model as its runs without offload.
 //!
 //! Each point is scored two ways: `estimate` (the plan the estimator picks, as
 //! `cellsched estimate` answers) and `measured plan` (the cost of the plan that
@@ -61,7 +62,7 @@ pub struct Point {
     /// The measurement.
     pub rec: ProfileRecord,
     /// False when the measured configuration cannot be described to the
-    /// estimator (ZeRO-Offload): scored, never used to calibrate.
+    /// estimator: scored, never used to calibrate.
     pub calibratable: bool,
 }
 
@@ -101,6 +102,17 @@ pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
     Ok(out)
 }
 
+/// Registers `<name>+offload`: the catalog model trained with ZeRO-Offload
+/// (optimizer states and step on the host); returns that name.
+pub fn offload_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
+    let mut m = models.get(name)?.clone();
+    m.name = format!("{}+offload", m.name);
+    m.offload = true;
+    let out = m.name.clone();
+    models.insert(m, &[]);
+    Ok(out)
+}
+
 /// Loads every measured point under `dir`; datasets that are absent are
 /// skipped. Adds the H100 runs' model descriptions to `models`.
 pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>> {
@@ -121,7 +133,12 @@ pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>> 
         }
     }
     for p in &mut out {
-        p.model = models.canonical_name(&p.rec.model).unwrap_or(&p.rec.model).to_string();
+        if p.job.ends_with("-offload") {
+            p.rec.model = offload_model(models, &p.rec.model)?;
+        }
+        let name = models.canonical_name(&p.rec.model).unwrap_or(&p.rec.model).to_string();
+        // An offload run is the same network as the model's other runs.
+        p.model = name.strip_suffix("+offload").map(str::to_string).unwrap_or(name);
     }
     Ok(out)
 }
@@ -174,7 +191,7 @@ pub fn gavel_points(text: &str) -> Result<Vec<Point>> {
 /// time in ms). The global batch is fixed per model (bert 32 and gpt2 16 from
 /// Rubick's validate scripts; the others are assumptions) and split into
 /// micro-batches of `batch_size` per GPU; `num_cpu_threads > 1` marks a
-/// ZeRO-Offload run.
+/// ZeRO-Offload run (described by `load_points` as `<model>+offload`).
 pub fn rubick_points(dir: &Path) -> Result<Vec<Point>> {
     let global: [(&str, u32); 6] = [("bert", 32), ("gpt2", 16), ("roberta", 32), ("t5", 32), ("vit", 64), ("llama7b", 8)];
     let mut out = Vec::new();
@@ -201,7 +218,7 @@ pub fn rubick_points(dir: &Path) -> Result<Vec<Point>> {
                 dataset: "rubick-a800",
                 job: format!("rubick:{model} zero{zero}{}", if offload { "-offload" } else { "" }),
                 model: String::new(),
-                calibratable: !offload,
+                calibratable: true,
                 rec: ProfileRecord {
                     model: model.into(),
                     batch: g,
@@ -401,7 +418,7 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
                 if !sub.is_empty() {
                     println!("{}", line(ds, &sub));
                 }
-                let described: Vec<f64> = v.iter().filter(|(i, _)| points[*i].dataset == ds && points[*i].calibratable).map(|x| x.1).collect();
+                let described: Vec<f64> = v.iter().filter(|(i, _)| points[*i].dataset == ds && !points[*i].job.ends_with("-offload")).map(|x| x.1).collect();
                 if !described.is_empty() && described.len() < sub.len() {
                     println!("{}", line(&format!("{ds} w/o offload"), &described));
                 }

@@ -54,6 +54,17 @@ fn opt_launch_per_tensor_s(r: Runtime) -> f64 {
     if r == Runtime::Alpa { 5e-6 } else { 30e-6 }
 }
 
+/// ZeRO-Offload: CPU threads per rank running the optimizer step (DeepSpeed
+/// CPU-Adam's usual share of a server's cores per GPU).
+const OFFLOAD_THREADS: f64 = 4.0;
+/// Host memory bandwidth one CPU thread's vectorised optimizer loop streams.
+const HOST_THREAD_BW: f64 = 10e9;
+/// Host memory bandwidth of one server, shared by its ranks' CPU steps
+/// (two-socket DDR4/DDR5, achievable streaming rate).
+const HOST_NODE_BW: f64 = 100e9;
+/// Effective host↔GPU PCIe rate per GPU (Gen4 x16 at ~50%, switches shared by two GPUs).
+const HOST_LINK_BW: f64 = 12e9;
+
 /// Framework constants shared by every model: fitted from the multi-GPU
 /// points of the profile DB (see `calibration`), else these defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -211,6 +222,8 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     } else {
         (2.0, 2.0, 4.0 + opt_state)
     };
+    // ZeRO-Offload keeps the fp32 masters and optimizer states in host memory.
+    let ob = if c.offload { 0.0 } else { ob };
     let shard = |on: bool| if on { dp } else { 1.0 };
     // MoE experts are sharded over the data-parallel group (expert
     // parallelism): each rank holds experts / ep of them, whole.
@@ -234,7 +247,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let opt_params = dense_gpu / shard(z >= 1) + expert_gpu;
     // Unfactored optimizers (Adam, momentum) allocate about one fp32 buffer
     // per locally updated parameter during the step.
-    let optimizer_temp = if opt_state >= 4.0 { 4.0 * opt_params } else { 0.0 };
+    let optimizer_temp = if opt_state >= 4.0 && !c.offload { 4.0 * opt_params } else { 0.0 };
     let memory = MemoryBreakdown { states, activations: activations * FRAGMENTATION, other: gather + RESERVED_BYTES, optimizer_temp };
     let fits = memory.total() <= MEMORY_HEADROOM * g.mem_bytes() as f64;
 
@@ -313,8 +326,16 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
             (true, true, _) => 4.0,
             _ => 0.0,
         };
-    let optimizer_s = opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY)
-        + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime);
+    let optimizer_s = if c.offload {
+        // On the CPU: fp32 masters, gradients and states streamed by the
+        // rank's threads, all ranks of a node sharing its memory bandwidth;
+        // gradients go down and half (or fp32) weights come back over PCIe.
+        let host_bytes = opt_params * (4.0 + 2.0 * (4.0 + opt_state));
+        let cpu = (host_bytes / (OFFLOAD_THREADS * HOST_THREAD_BW)).max(host_bytes * p.per_node as f64 / HOST_NODE_BW);
+        cpu + opt_params * (gb.min(4.0) + wb.min(4.0)) / HOST_LINK_BW
+    } else {
+        opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY) + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime)
+    };
 
     let time = TimeBreakdown {
         compute_s: m * t_compute_mb,
