@@ -42,6 +42,11 @@ pub struct GpuSpec {
     pub intra_node_gbs: f64,
     /// Typical per-node network bandwidth in GB/s.
     pub inter_node_gbs: f64,
+    /// Whether `inter_node_gbs` was declared by the site (its GPU catalog or
+    /// the simulator's cluster) rather than the built-in typical value: an
+    /// undeclared network is assumed no faster than 25 Gb/s Ethernet.
+    #[serde(default)]
+    pub network_declared: bool,
     /// Typical GPUs per server.
     pub gpus_per_node: u32,
 }
@@ -174,6 +179,7 @@ impl GpuCatalog {
                     intra_link: p.intra_link.unwrap_or(old.intra_link),
                     intra_node_gbs: p.intra_node_gbs.map_or(old.intra_node_gbs, |v| v.0),
                     inter_node_gbs: p.inter_node_gbs.map_or(old.inter_node_gbs, |v| v.0),
+                    network_declared: old.network_declared || p.inter_node_gbs.is_some(),
                     gpus_per_node: p.gpus_per_node.map_or(old.gpus_per_node, |v| v.0.round().max(1.0) as u32),
                 },
                 None => GpuSpec {
@@ -186,6 +192,7 @@ impl GpuCatalog {
                     intra_link: p.intra_link.ok_or_else(|| missing("intra_link"))?,
                     intra_node_gbs: p.intra_node_gbs.ok_or_else(|| missing("intra_node_gbs"))?.0,
                     inter_node_gbs: p.inter_node_gbs.ok_or_else(|| missing("inter_node_gbs"))?.0,
+                    network_declared: true,
                     gpus_per_node: p.gpus_per_node.map_or(8, |v| v.0.round().max(1.0) as u32),
                 },
             };
@@ -269,6 +276,10 @@ fn builtin_ref() -> &'static GpuCatalog {
     BUILTIN.get_or_init(|| {
         let mut c = GpuCatalog { specs: BTreeMap::new(), aliases: BTreeMap::new() };
         c.apply_overrides_toml(BUILTIN_TOML, "<builtin gpus.toml>").expect("built-in GPU catalog parses");
+        // The built-in rates are typical values, not this site's network.
+        for s in c.specs.values_mut() {
+            s.network_declared = false;
+        }
         c
     })
 }

@@ -202,6 +202,11 @@ pub struct ModelSpec {
     /// Overrides the runtime's gradient-sync overlap with backward.
     #[serde(default)]
     pub grad_overlap: Option<bool>,
+    /// ZeRO-Offload (DeepSpeed): fp32 master weights and optimizer states
+    /// live in host memory and the optimizer step runs on the CPU; gradients
+    /// go to the host and updated weights come back over PCIe every step.
+    #[serde(default)]
+    pub offload: bool,
     /// MoE: an expert layer every `expert_interval` layers (1 = every layer; 0 = 1).
     #[serde(default)]
     pub expert_interval: u32,
@@ -277,6 +282,8 @@ pub struct ModelCost {
     pub runtime: Runtime,
     /// Whether gradient sync overlaps backward.
     pub grad_overlap: bool,
+    /// ZeRO-Offload: optimizer states and step on the host.
+    pub offload: bool,
 }
 
 impl ModelSpec {
@@ -312,6 +319,7 @@ impl ModelSpec {
         self.recompute.hash(&mut h);
         self.runtime.hash(&mut h);
         self.grad_overlap.hash(&mut h);
+        self.offload.hash(&mut h);
         self.capacity_factor.to_bits().hash(&mut h);
         for o in [self.params_override, self.fwd_flops_override, self.act_bytes_override] {
             o.map(f64::to_bits).hash(&mut h);
@@ -332,6 +340,7 @@ impl ModelSpec {
         c.recompute = self.recompute;
         c.runtime = self.runtime;
         c.grad_overlap = self.grad_overlap.unwrap_or_else(|| self.runtime.grad_overlap());
+        c.offload = self.offload;
         c
     }
 
@@ -363,6 +372,7 @@ impl ModelSpec {
             recompute: self.recompute,
             runtime: self.runtime,
             grad_overlap: true,
+            offload: false,
         }
     }
 
@@ -562,6 +572,8 @@ struct ModelToml {
     #[serde(default)]
     runtime: Runtime,
     grad_overlap: Option<bool>,
+    #[serde(default)]
+    offload: bool,
     expert_interval: Option<u32>,
     capacity_factor: Option<f64>,
     expert_group_size: Option<u32>,
@@ -614,6 +626,7 @@ impl ModelToml {
             recompute: self.recompute,
             runtime: self.runtime,
             grad_overlap: self.grad_overlap,
+            offload: self.offload,
             expert_interval: 0,
             capacity_factor: 0.0,
             expert_group_size: 0,
@@ -770,6 +783,7 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "recompute": s.recompute,
         "runtime": s.runtime,
         "grad_overlap": s.grad_overlap,
+        "offload": s.offload,
         "expert_interval": nz(s.expert_interval),
         "capacity_factor": (s.capacity_factor > 0.0).then_some(s.capacity_factor),
         "expert_group_size": nz(s.expert_group_size),

@@ -9,10 +9,17 @@
 //! - `(b) leave one model out`: for each model, calibrate with every point of the
 //!   other models plus the model's single-GPU points, score its multi-GPU points;
 //! - `(c) unseen model`: for each model, calibrate with the other models only,
-//!   score its single-GPU points (the only protocol that scores the H100 runs).
+//!   score its single-GPU points (the only protocol that scores the H100 runs);
+//! - `(d) job history`: for each job (model and per-GPU batch), calibrate as
+//!   (b) does (every point of the other models, the model's single-GPU points)
+//!   plus the job's multi-GPU points at its smallest multi-GPU count (Gavel: 2
+//!   GPUs in one node and over two nodes, so 3 configurations with the
+//!   single-GPU one), score its larger Cells; scored with the per-job refit
+//!   and without it, and (b) on the same points.
 //!
-//! Points whose configuration cannot be described to the estimator (Rubick's
-//! ZeRO-Offload runs) are scored but never calibrate.
+//! Rubick's ZeRO-Offload runs are described as trained (the model with
+//! `offload = true`, registered as `<model>+offload`); for leave-one-model-out
+//! they count as the same model as its runs without offload.
 //!
 //! Each point is scored two ways: `estimate` (the plan the estimator picks, as
 //! `cellsched estimate` answers) and `measured plan` (the cost of the plan that
@@ -55,7 +62,7 @@ pub struct Point {
     /// The measurement.
     pub rec: ProfileRecord,
     /// False when the measured configuration cannot be described to the
-    /// estimator (ZeRO-Offload): scored, never used to calibrate.
+    /// estimator: scored, never used to calibrate.
     pub calibratable: bool,
 }
 
@@ -95,6 +102,17 @@ pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
     Ok(out)
 }
 
+/// Registers `<name>+offload`: the catalog model trained with ZeRO-Offload
+/// (optimizer states and step on the host); returns that name.
+pub fn offload_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
+    let mut m = models.get(name)?.clone();
+    m.name = format!("{}+offload", m.name);
+    m.offload = true;
+    let out = m.name.clone();
+    models.insert(m, &[]);
+    Ok(out)
+}
+
 /// Loads every measured point under `dir`; datasets that are absent are
 /// skipped. Adds the H100 runs' model descriptions to `models`.
 pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>> {
@@ -115,7 +133,12 @@ pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>> 
         }
     }
     for p in &mut out {
-        p.model = models.canonical_name(&p.rec.model).unwrap_or(&p.rec.model).to_string();
+        if p.job.ends_with("-offload") {
+            p.rec.model = offload_model(models, &p.rec.model)?;
+        }
+        let name = models.canonical_name(&p.rec.model).unwrap_or(&p.rec.model).to_string();
+        // An offload run is the same network as the model's other runs.
+        p.model = name.strip_suffix("+offload").map(str::to_string).unwrap_or(name);
     }
     Ok(out)
 }
@@ -168,7 +191,7 @@ pub fn gavel_points(text: &str) -> Result<Vec<Point>> {
 /// time in ms). The global batch is fixed per model (bert 32 and gpt2 16 from
 /// Rubick's validate scripts; the others are assumptions) and split into
 /// micro-batches of `batch_size` per GPU; `num_cpu_threads > 1` marks a
-/// ZeRO-Offload run.
+/// ZeRO-Offload run (described by `load_points` as `<model>+offload`).
 pub fn rubick_points(dir: &Path) -> Result<Vec<Point>> {
     let global: [(&str, u32); 6] = [("bert", 32), ("gpt2", 16), ("roberta", 32), ("t5", 32), ("vit", 64), ("llama7b", 8)];
     let mut out = Vec::new();
@@ -195,7 +218,7 @@ pub fn rubick_points(dir: &Path) -> Result<Vec<Point>> {
                 dataset: "rubick-a800",
                 job: format!("rubick:{model} zero{zero}{}", if offload { "-offload" } else { "" }),
                 model: String::new(),
-                calibratable: !offload,
+                calibratable: true,
                 rec: ProfileRecord {
                     model: model.into(),
                     batch: g,
@@ -227,9 +250,11 @@ pub struct Protocol {
     pub name: &'static str,
     /// Its splits.
     pub splits: Vec<Split>,
+    /// Whether calibration may refit per job (level 4 of the calibration).
+    pub per_job: bool,
 }
 
-/// The four protocols of the module doc over `points` (points that are not
+/// The protocols of the module doc over `points` (points that are not
 /// calibratable are only ever tested).
 pub fn protocols(points: &[Point]) -> Vec<Protocol> {
     let all: Vec<usize> = (0..points.len()).collect();
@@ -251,14 +276,45 @@ pub fn protocols(points: &[Point]) -> Vec<Protocol> {
             c.push(Split { calibrate: usable.iter().copied().filter(|i| !of(i)).collect(), test: test_c });
         }
     }
+    let singles: Vec<usize> = usable.iter().copied().filter(single).collect();
+    let mut jobs: Vec<&str> = points.iter().map(|p| p.job.as_str()).collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    let mut d = Vec::new();
+    for j in jobs {
+        let of = |i: &usize| points[*i].job == j && !single(i);
+        let Some(smallest) = usable.iter().filter(|i| of(i)).map(|i| points[*i].rec.gpus()).min() else { continue };
+        let history: Vec<usize> = usable.iter().copied().filter(|i| of(i) && points[*i].rec.gpus() == smallest).collect();
+        let test: Vec<usize> = all.iter().copied().filter(|i| of(i) && points[*i].rec.gpus() > smallest).collect();
+        if !test.is_empty() {
+            // The profile DB as a site has it: every point of the other models,
+            // the model's single-GPU points and this job's history.
+            let model = points[test[0]].model.as_str();
+            let mut calibrate: Vec<usize> = usable.iter().copied().filter(|i| points[*i].model != model || single(i)).collect();
+            calibrate.extend(history);
+            calibrate.sort_unstable();
+            d.push(Split { calibrate, test });
+        }
+    }
+    // (b)'s splits restricted to the points (d) scores.
+    let d_tests: Vec<usize> = d.iter().flat_map(|s| s.test.iter().copied()).collect();
+    let b_on_d: Vec<Split> = b
+        .iter()
+        .map(|s| Split { calibrate: s.calibrate.clone(), test: s.test.iter().copied().filter(|i| d_tests.contains(i)).collect() })
+        .filter(|s| !s.test.is_empty())
+        .collect();
     vec![
-        Protocol { name: "datasheet (no calibration), all points", splits: vec![Split { calibrate: vec![], test: all.clone() }] },
+        Protocol { name: "datasheet (no calibration), all points", splits: vec![Split { calibrate: vec![], test: all.clone() }], per_job: true },
         Protocol {
             name: "(a) calibrate with single-GPU points, test multi-GPU points",
-            splits: vec![Split { calibrate: usable.iter().copied().filter(single).collect(), test: all.iter().copied().filter(|i| !single(i)).collect() }],
+            splits: vec![Split { calibrate: singles.clone(), test: all.iter().copied().filter(|i| !single(i)).collect() }],
+            per_job: true,
         },
-        Protocol { name: "(b) leave one model out (other models + its single-GPU points), test its multi-GPU points", splits: b },
-        Protocol { name: "(c) unseen model (other models only), test its single-GPU points", splits: c },
+        Protocol { name: "(b) leave one model out (other models + its single-GPU points), test its multi-GPU points", splits: b, per_job: true },
+        Protocol { name: "(c) unseen model (other models only), test its single-GPU points", splits: c, per_job: true },
+        Protocol { name: "(d) job history ((b) + the job's smallest multi-GPU Cells), test its larger Cells, per-job refit", splits: d.clone(), per_job: true },
+        Protocol { name: "(d) the same, without the per-job refit", splits: d, per_job: false },
+        Protocol { name: "(d) baseline: (b) scored on (d)'s test points", splits: b_on_d, per_job: true },
     ]
 }
 
@@ -274,12 +330,12 @@ struct Scored {
     pinned: Option<(f64, bool, u64)>,
 }
 
-fn score_split(points: &[Point], split: &Split, gpus: &GpuCatalog, models: &ModelCatalog) -> Vec<Scored> {
+fn score_split(points: &[Point], split: &Split, per_job: bool, gpus: &GpuCatalog, models: &ModelCatalog) -> Vec<Scored> {
     let base = Estimator::new(gpus.clone(), models.clone());
     let est = if split.calibrate.is_empty() {
         base
     } else {
-        let policy = CalibrationPolicy { single_node_only: false, max_gpus: None, per_model: true };
+        let policy = CalibrationPolicy { single_node_only: false, max_gpus: None, per_model: true, per_job };
         let cal = Calibration::fit(&base, split.calibrate.iter().map(|i| &points[*i].rec), &policy);
         Estimator::new(gpus.clone(), models.clone()).with_calibration(cal)
     };
@@ -350,7 +406,7 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
     );
     println!("APE = |predicted - measured| / measured; rho = Spearman rank correlation of per-sample time across the Cells of one job (jobs with >= 3 scored Cells).");
     for proto in protocols(&points) {
-        let scored: Vec<Scored> = proto.splits.iter().flat_map(|s| score_split(&points, s, &gpus, &models)).collect();
+        let scored: Vec<Scored> = proto.splits.iter().flat_map(|s| score_split(&points, s, proto.per_job, &gpus, &models)).collect();
         println!("\n== {} ({} split{}) ==", proto.name, proto.splits.len(), if proto.splits.len() == 1 { "" } else { "s" });
         let est_ape: Vec<(usize, f64)> = scored.iter().filter_map(|s| s.est.map(|t| (s.idx, ape(t, points[s.idx].rec.iter_time_s)))).collect();
         let pin_ape: Vec<(usize, f64)> = scored.iter().filter_map(|s| s.pinned.map(|(t, _, _)| (s.idx, ape(t, points[s.idx].rec.iter_time_s)))).collect();
@@ -362,7 +418,7 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
                 if !sub.is_empty() {
                     println!("{}", line(ds, &sub));
                 }
-                let described: Vec<f64> = v.iter().filter(|(i, _)| points[*i].dataset == ds && points[*i].calibratable).map(|x| x.1).collect();
+                let described: Vec<f64> = v.iter().filter(|(i, _)| points[*i].dataset == ds && !points[*i].job.ends_with("-offload")).map(|x| x.1).collect();
                 if !described.is_empty() && described.len() < sub.len() {
                     println!("{}", line(&format!("{ds} w/o offload"), &described));
                 }
@@ -413,11 +469,12 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
             for s in &scored {
                 let p = &points[s.idx];
                 println!(
-                    "    {:<12} {:<36} {:<5} x{:<2} measured {:>9.4}s estimate {:>9} measured-plan {:>9}{}",
+                    "    {:<12} {:<36} {:<5} x{:<2} n{:<2} measured {:>9.4}s estimate {:>9} measured-plan {:>9}{}",
                     p.dataset,
                     p.job,
                     p.rec.gpu_type,
                     p.rec.gpus(),
+                    p.rec.nodes,
                     p.rec.iter_time_s,
                     s.est.map_or("-".into(), |t| format!("{t:.4}")),
                     s.pinned.map_or("-".into(), |t| format!("{:.4}", t.0)),
@@ -544,7 +601,7 @@ mod tests {
         let mut points = vec![pt("m1", 1), pt("m1", 2), pt("m1", 4), pt("m2", 1), pt("m2", 8), pt("m3", 1), pt("m3", 2)];
         points[6].calibratable = false;
         let ps = protocols(&points);
-        assert_eq!(ps.len(), 4);
+        assert_eq!(ps.len(), 7);
         for p in &ps {
             for s in &p.splits {
                 assert!(s.test.iter().all(|t| !s.calibrate.contains(t)), "{}", p.name);
@@ -562,6 +619,14 @@ mod tests {
         let c = &ps[3].splits;
         assert_eq!(c.len(), 3);
         assert_eq!(c[0].calibrate, vec![3, 4, 5]);
+        // (d): m1's history is its 2-GPU point (beside (b)'s calibration set:
+        // other models' points and m1's single-GPU one), its 4-GPU point is
+        // scored; m2 and m3 have no larger Cell to score.
+        let d = &ps[4].splits;
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].calibrate.clone(), d[0].test.clone()), (vec![0, 1, 3, 4, 5], vec![2]));
+        assert!(ps[4].per_job && !ps[5].per_job && ps[5].splits == ps[4].splits);
+        assert_eq!(ps[6].splits, vec![Split { calibrate: b[0].calibrate.clone(), test: vec![2] }]);
     }
 
     #[test]

@@ -224,9 +224,10 @@ fn print_explain(job: &JobSpec, ev: &cellsched_core::estimator::PlanEval, why: O
     );
     if let Some(w) = why {
         println!(
-            "parameters: compute efficiency x{:.3}; communication x{:.2}, {:.2} ms per micro-batch, {:.1} ms per iteration",
+            "parameters: compute efficiency x{:.3}; communication x{:.2} in a node, x{:.2} across nodes, {:.2} ms per micro-batch, {:.1} ms per iteration",
             w.efficiency_factor,
             w.framework.comm_scale,
+            w.framework.net_scale,
             w.framework.per_microbatch_s * 1e3,
             w.framework.per_iter_s * 1e3
         );

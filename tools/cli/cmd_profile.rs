@@ -5,6 +5,10 @@
 //!   (or `--probe`): measure seconds per iteration and record the median.
 //! - `profile import FILE.csv... --db FILE` (alias `merge`): merge CSVs.
 //! - `profile list --db FILE`: show the database.
+//! - `profile comm [--db FILE] [--launcher 'srun ...']`: time NCCL all-reduce,
+//!   all-gather and p2p with torch.distributed (one process per GPU under the
+//!   launcher) and record them as `comm:` rows the estimator's communication
+//!   model reads; `--from-output FILE` ingests a recorded run instead.
 //!
 //! Exit codes: 0 ok, 2 bad option, 3 NVML/NVIDIA driver unavailable,
 //! 4 no iterations measured, 130 interrupted (database unchanged), 1 other.
@@ -33,6 +37,8 @@ enum Sub {
     Import(ImportArgs),
     /// Show a profile database.
     List(ListArgs),
+    /// Measure collective bandwidth/latency (torch.distributed + NCCL) into the profile database.
+    Comm(CommArgs),
     /// The built-in CPU probe workload (used by `run --probe`).
     #[command(hide = true)]
     Probe(ProbeArgs),
@@ -127,6 +133,33 @@ struct ImportArgs {
 }
 
 #[derive(clap::Args)]
+struct CommArgs {
+    /// Profile database to update (CSV; created if missing). Without it, measure only.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Launcher that starts one process per GPU, split on whitespace
+    /// (e.g. 'srun -N2 --ntasks-per-node=8 --gpus-per-node=8'); default: one
+    /// process on this node.
+    #[arg(long)]
+    launcher: Option<String>,
+    /// Python interpreter with PyTorch (CUDA, NCCL).
+    #[arg(long, default_value = "python3")]
+    python: String,
+    /// Largest message, bytes per rank (sizes from 64 KiB in steps of 4x).
+    #[arg(long, default_value_t = 1 << 28)]
+    max_bytes: u64,
+    /// Timed calls per size (median recorded).
+    #[arg(long, default_value_t = 20)]
+    iters: u32,
+    /// GPU type to record (default: the device name, canonicalised).
+    #[arg(long)]
+    gpu_type: Option<String>,
+    /// Ingest a recorded benchmark output instead of running it.
+    #[arg(long, conflicts_with_all = ["launcher"])]
+    from_output: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
 struct ListArgs {
     /// The database.
     #[arg(long)]
@@ -150,6 +183,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Sub::Run(r) => run_profile(*r),
         Sub::Import(i) => import(i),
         Sub::List(l) => list(l),
+        Sub::Comm(c) => comm(c),
         Sub::Probe(p) => {
             let mut out = std::io::stdout().lock();
             probe::run_probe(&mut out, p.iters, p.size).context("probe output")?;
@@ -421,5 +455,66 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
         ]);
     }
     println!("{t}\n{} records", d.len());
+    Ok(())
+}
+
+fn comm(a: CommArgs) -> anyhow::Result<()> {
+    use cellsched_core::estimator::{Calibration, CalibrationPolicy};
+    use cellsched_core::estimator::Estimator;
+    use cellsched_profiler::comm as bench;
+    let output = match &a.from_output {
+        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        None => {
+            let script = std::env::temp_dir().join(format!("cellsched-comm-{}.py", std::process::id()));
+            std::fs::write(&script, bench::SCRIPT).with_context(|| format!("writing {}", script.display()))?;
+            let mut argv: Vec<String> = a.launcher.as_deref().unwrap_or("").split_whitespace().map(str::to_string).collect();
+            argv.extend([a.python.clone(), script.display().to_string(), a.max_bytes.to_string(), a.iters.to_string()]);
+            eprintln!("cellsched: running {}", argv.join(" "));
+            let out = std::process::Command::new(&argv[0]).args(&argv[1..]).stderr(std::process::Stdio::inherit()).output();
+            let _ = std::fs::remove_file(&script);
+            let out = out.map_err(|e| ProfilerError::Spawn { command: argv.join(" "), msg: e.to_string() })?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if !out.status.success() && !text.contains(bench::ERROR_MARKER) {
+                anyhow::bail!("{} exited with {}; its output:\n{text}", argv[0], out.status);
+            }
+            text
+        }
+    };
+    let points = bench::parse_output(&output, a.gpu_type.as_deref())?;
+    let mut t = table(&["Collective", "Bytes/rank", "Nodes x GPUs", "GPU type", "Median ms", "Bus GB/s"]);
+    for p in &points {
+        let ranks = (p.nodes * p.gpus_per_node) as f64;
+        // NCCL's bus bandwidth convention: all-reduce moves 2(n-1)/n, all-gather (n-1)/n of the bytes.
+        let factor = match p.collective.name() {
+            "all_reduce" => 2.0 * (ranks - 1.0) / ranks,
+            "all_gather" => (ranks - 1.0) / ranks,
+            _ => 1.0,
+        };
+        t.add_row(vec![
+            p.collective.to_string(),
+            p.bytes.to_string(),
+            format!("{} x {}", p.nodes, p.gpus_per_node),
+            p.gpu_type.clone(),
+            format!("{:.3}", p.time_s * 1e3),
+            format!("{:.2}", p.bytes as f64 * factor / p.time_s / 1e9),
+        ]);
+    }
+    println!("{t}");
+    let recs: Vec<_> = points.iter().map(|p| p.to_record()).collect();
+    let base = Estimator::new(cellsched_core::gpu::GpuCatalog::builtin(), cellsched_core::model::ModelCatalog::builtin());
+    let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
+    for l in &cal.report.links {
+        println!(
+            "{}: measured x{:.2} in a node, x{:.2} across nodes over the estimator's alpha-beta defaults ({} + {} rows)",
+            l.gpu_type, l.intra, l.net, l.points.0, l.points.1
+        );
+    }
+    match &a.db {
+        Some(path) => {
+            let n = db::insert_records(path, recs)?;
+            println!("recorded {} collective rows in {} ({n} records)", points.len(), path.display());
+        }
+        None => println!("(no --db: nothing recorded)"),
+    }
     Ok(())
 }

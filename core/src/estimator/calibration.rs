@@ -14,9 +14,17 @@
 //! 3. (model, type) pairs measured only on several GPUs get their compute
 //!    level from those points, with the fitted framework constants (and so
 //!    does a GPU type without single-GPU points).
+//! 0. **Links from microbenchmarks**: `comm:` rows (`cellsched profile
+//!    comm`) give per GPU type multipliers on the α–β times inside a node and
+//!    across nodes ([`super::comm`]), applied under the framework constants.
+//! 4. **Per-job refit** (Rubick): a model whose history holds at least
+//!    [`MIN_JOB_CONFIGS`] measured configurations, one of them multi-GPU, gets
+//!    two multipliers of its own on top of levels 1–3 — compute and
+//!    communication — fitted to those points and used for its other Cells.
 //!
 //! The report says what was fitted from what, and flags profiles whose implied
 //! efficiency is implausible (a wrong model description).
+use super::comm::{fit_links, CommPoint, MeasuredLinks};
 use super::plan_cost::{evaluate, Framework};
 use super::{Estimator, JobSpec};
 use crate::cell::{Cell, Plan};
@@ -38,6 +46,13 @@ const FAMILY_PRIOR_POINTS: f64 = 1.0;
 const MAX_FIT_POINTS: usize = 400;
 /// Fewest multi-GPU points of one runtime for its own framework constants.
 const MIN_RUNTIME_POINTS: usize = 5;
+/// Fewest distinct measured configurations (GPU type, GPUs, nodes, batch) of
+/// one model, at least one of them multi-GPU, for its per-job refit.
+pub const MIN_JOB_CONFIGS: usize = 2;
+/// Penalty per unit |log scale| in the per-job fit: with two or three
+/// points, keep the scales near the hierarchical model unless the points
+/// need otherwise.
+const JOB_PRIOR_WEIGHT: f64 = 0.02;
 /// Implied efficiency (fraction of the precision's peak) outside which a
 /// profile is flagged as pointing at a wrong model description.
 pub const PLAUSIBLE_EFFICIENCY: (f64, f64) = (0.10, 0.80);
@@ -52,12 +67,33 @@ pub struct CalibrationPolicy {
     pub max_gpus: Option<u32>,
     /// Fit per (model, GPU type) levels as well as per GPU type (default true).
     pub per_model: bool,
+    /// Refit compute and communication multipliers per model from its own
+    /// history (≥ [`MIN_JOB_CONFIGS`] configurations; default true).
+    pub per_job: bool,
 }
 
 impl Default for CalibrationPolicy {
     fn default() -> Self {
-        CalibrationPolicy { single_node_only: false, max_gpus: None, per_model: true }
+        CalibrationPolicy { single_node_only: false, max_gpus: None, per_model: true, per_job: true }
     }
+}
+
+/// A model's own multipliers, fitted from its measured configurations on top
+/// of the hierarchical calibration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobRefit {
+    /// Model (canonical name).
+    pub model: String,
+    /// Multiplier on its compute efficiency.
+    pub compute_scale: f64,
+    /// Multiplier on its communication times (both links).
+    pub comm_scale: f64,
+    /// Distinct configurations used.
+    pub configs: usize,
+    /// Median |log(pred/measured)| over its points before the refit.
+    pub log_error_before: f64,
+    /// The same after the refit.
+    pub log_error_after: f64,
 }
 
 /// A fitted factor and how many points support it.
@@ -122,6 +158,10 @@ pub struct CalibrationReport {
     pub per_model_type: Vec<FittedFactor>,
     /// Framework constants (multi-GPU points).
     pub framework: Vec<FittedFramework>,
+    /// Per-job refits.
+    pub per_job: Vec<JobRefit>,
+    /// Link multipliers measured by collective microbenchmarks.
+    pub links: Vec<MeasuredLinks>,
     /// Points used.
     pub used: Vec<CalibrationPoint>,
     /// Points not used, with the reason.
@@ -132,7 +172,7 @@ pub struct CalibrationReport {
 
 impl fmt::Display for CalibrationReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.per_type.is_empty() && self.framework.is_empty() {
+        if self.per_type.is_empty() && self.framework.is_empty() && self.links.is_empty() {
             return writeln!(f, "not calibrated (no usable measured points; {} skipped)", self.skipped.len());
         }
         writeln!(f, "calibrated from {} measured points ({} skipped):", self.used.len(), self.skipped.len())?;
@@ -152,12 +192,27 @@ impl fmt::Display for CalibrationReport {
             }
             writeln!(
                 f,
-                "  framework ({who}): comm x{:.2}, {:.2} ms per micro-batch, {:.1} ms per iteration ({} multi-GPU points, median |log error| {:.3})",
+                "  framework ({who}): comm x{:.2} in a node, x{:.2} across nodes, {:.2} ms per micro-batch, {:.1} ms per iteration ({} multi-GPU points, median |log error| {:.3})",
                 w.constants.comm_scale,
+                w.constants.net_scale,
                 w.constants.per_microbatch_s * 1e3,
                 w.constants.per_iter_s * 1e3,
                 w.points,
                 w.median_log_error
+            )?;
+        }
+        for l in &self.links {
+            writeln!(
+                f,
+                "  links    {:<10} measured: x{:.2} in a node, x{:.2} across nodes over the alpha-beta defaults ({} + {} collective rows)",
+                l.gpu_type, l.intra, l.net, l.points.0, l.points.1
+            )?;
+        }
+        for j in &self.per_job {
+            writeln!(
+                f,
+                "  per-job  {:<22} compute x{:.3}, communication x{:.2} ({} configurations; median |log error| {:.3} -> {:.3})",
+                j.model, j.compute_scale, j.comm_scale, j.configs, j.log_error_before, j.log_error_after
             )?;
         }
         for p in &self.flagged {
@@ -184,6 +239,10 @@ pub struct Calibration {
     framework_by_runtime_type: BTreeMap<(String, String), Framework>,
     /// Framework constants from every multi-GPU point.
     framework_global: Option<Framework>,
+    /// Per-model (compute, communication) multipliers of the per-job refit.
+    per_job: BTreeMap<String, (f64, f64)>,
+    /// Measured link multipliers per GPU type.
+    links: BTreeMap<String, MeasuredLinks>,
     /// What was fitted from what.
     pub report: CalibrationReport,
 }
@@ -233,9 +292,39 @@ impl Calibration {
     }
 
     /// Framework constants for a runtime on one GPU type's servers: the
-    /// (runtime, type) fit, else [`Calibration::framework`].
+    /// (runtime, type) fit, else [`Calibration::framework`], with the type's
+    /// measured link multipliers applied.
     pub fn framework_on(&self, runtime: Runtime, gpu_type: &str) -> Framework {
-        self.framework_by_runtime_type.get(&(runtime_key(runtime), gpu_type.to_string())).copied().unwrap_or_else(|| self.framework(runtime))
+        let fw = self.framework_by_runtime_type.get(&(runtime_key(runtime), gpu_type.to_string())).copied().unwrap_or_else(|| self.framework(runtime));
+        self.with_links(gpu_type, fw)
+    }
+
+    /// `fw` with `gpu_type`'s measured link multipliers applied.
+    fn with_links(&self, gpu_type: &str, mut fw: Framework) -> Framework {
+        if let Some(l) = self.links.get(gpu_type) {
+            let k = l.scale();
+            fw.comm_scale *= k.intra;
+            fw.net_scale *= k.net;
+        }
+        fw
+    }
+
+    /// Compute factor and framework constants for `model` on `gpu_type`:
+    /// the hierarchical levels and, when the model has one, its per-job refit.
+    pub fn job_constants(&self, model: &str, family: ModelFamily, runtime: Runtime, gpu_type: &str) -> (f64, Framework) {
+        let mut f = self.factor_for(model, family, gpu_type);
+        let mut fw = self.framework_on(runtime, gpu_type);
+        if let Some(&(c, m)) = self.per_job.get(model) {
+            f *= c;
+            fw.comm_scale *= m;
+            fw.net_scale *= m;
+        }
+        (f, fw)
+    }
+
+    /// Whether `model` has a per-job refit.
+    pub fn has_job_refit(&self, model: &str) -> bool {
+        self.per_job.contains_key(model)
     }
 
     /// Whether any compute factor applies to `model` on `gpu_type`.
@@ -254,6 +343,7 @@ impl Calibration {
         let mut cal = Calibration::default();
         let mut singles: Vec<(ResolvedPoint, f64)> = Vec::new();
         let mut multis: Vec<ResolvedPoint> = Vec::new();
+        let mut comm: Vec<CommPoint> = Vec::new();
         for rec in records {
             if policy.single_node_only && rec.nodes != 1 {
                 cal.report.skipped.push((rec.clone(), "multi-node point (policy: single-node points only)".into()));
@@ -261,6 +351,13 @@ impl Calibration {
             }
             if policy.max_gpus.is_some_and(|m| rec.gpus() > m) {
                 cal.report.skipped.push((rec.clone(), format!("more than {} GPUs", policy.max_gpus.unwrap_or(0))));
+                continue;
+            }
+            if let Some(c) = CommPoint::from_record(rec) {
+                match c {
+                    Ok(c) => comm.push(c),
+                    Err(e) => cal.report.skipped.push((rec.clone(), e.to_string())),
+                }
                 continue;
             }
             match resolve(base, rec) {
@@ -278,6 +375,8 @@ impl Calibration {
                 Err(e) => cal.report.skipped.push((rec.clone(), e.to_string())),
             }
         }
+        cal.report.links = fit_links(&comm, base.gpu_catalog());
+        cal.links = cal.report.links.iter().map(|l| (l.gpu_type.clone(), l.clone())).collect();
         cal.fit_compute(&singles, policy.per_model);
         cal.fit_framework(base, &multis);
         // (model, type) pairs seen only on several GPUs: their level from those points.
@@ -306,10 +405,79 @@ impl Calibration {
             cal.report.per_type.push(FittedFactor { gpu_type: gpu.clone(), model: None, factor: median(&logs).exp(), points: logs.len() });
             cal.per_type.insert(gpu, (median(&logs), logs.len()));
         }
+        if policy.per_job {
+            cal.fit_jobs(base, singles.iter().map(|s| &s.0).chain(multis.iter()));
+        }
         for p in &multis {
             cal.report.used.push(CalibrationPoint { record: p.rec.clone(), datasheet_s: p.datasheet_s, factor: 1.0 });
         }
         cal
+    }
+
+    /// Level 4: per model with ≥ [`MIN_JOB_CONFIGS`] configurations (one
+    /// multi-GPU), a coordinate search in log space over a compute and a
+    /// communication multiplier minimising its points' mean |log error| plus
+    /// a small pull toward 1 ([`JOB_PRIOR_WEIGHT`]).
+    fn fit_jobs<'p>(&mut self, base: &Estimator, pts: impl Iterator<Item = &'p ResolvedPoint>) {
+        let mut by_model: BTreeMap<String, Vec<&ResolvedPoint>> = BTreeMap::new();
+        for p in pts {
+            by_model.entry(p.job.model.name.clone()).or_default().push(p);
+        }
+        for (model, pts) in by_model {
+            let mut configs: Vec<(&str, u32, u32, u32)> = pts.iter().map(|p| (p.gpu.as_str(), p.rec.gpus(), p.rec.nodes, p.rec.batch)).collect();
+            configs.sort_unstable();
+            configs.dedup();
+            if configs.len() < MIN_JOB_CONFIGS || pts.iter().all(|p| p.rec.gpus() <= 1) {
+                continue;
+            }
+            let base_consts: Vec<(f64, Framework)> =
+                pts.iter().map(|p| (self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), self.framework_on(p.job.model.runtime, &p.gpu))).collect();
+            let errs = |c: f64, m: f64| -> Vec<f64> {
+                pts.iter()
+                    .zip(&base_consts)
+                    .filter_map(|(p, (f, fw))| {
+                        let fw = Framework { comm_scale: fw.comm_scale * m, net_scale: fw.net_scale * m, ..*fw };
+                        p.predict(base, f * c, &fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
+                    })
+                    .collect()
+            };
+            let loss = |c: f64, m: f64| -> f64 {
+                let e = errs(c, m);
+                if e.len() < pts.len() { f64::INFINITY } else { e.iter().sum::<f64>() / e.len().max(1) as f64 + JOB_PRIOR_WEIGHT * (c.ln().abs() + m.ln().abs()) }
+            };
+            let (mut c, mut m) = (1.0, 1.0);
+            let mut best = loss(c, m);
+            if !best.is_finite() {
+                continue;
+            }
+            // Coarse rounds over the whole range, then finer steps around the best.
+            for (steps, per_octave) in [(16, 8.0), (16, 8.0), (4, 32.0), (4, 32.0)] {
+                let (c0, m0) = (c, m);
+                for k in -steps..=steps {
+                    let cand = if per_octave < 10.0 { 2f64.powf(k as f64 / per_octave) } else { c0 * 2f64.powf(k as f64 / per_octave) };
+                    let l = loss(cand, m);
+                    if l < best {
+                        (c, best) = (cand, l);
+                    }
+                }
+                for k in -steps..=steps {
+                    let cand = if per_octave < 10.0 { 2f64.powf(k as f64 / 4.0 + 1.0) } else { m0 * 2f64.powf(k as f64 / per_octave) };
+                    let l = loss(c, cand);
+                    if l < best {
+                        (m, best) = (cand, l);
+                    }
+                }
+            }
+            self.report.per_job.push(JobRefit {
+                model: model.clone(),
+                compute_scale: c,
+                comm_scale: m,
+                configs: configs.len(),
+                log_error_before: median(&errs(1.0, 1.0)),
+                log_error_after: median(&errs(c, m)),
+            });
+            self.per_job.insert(model, (c, m));
+        }
     }
 
     fn fit_compute(&mut self, singles: &[(ResolvedPoint, f64)], per_model: bool) {
@@ -378,7 +546,8 @@ impl Calibration {
         }
     }
 
-    /// Coordinate search in log space over the communication scale and the
+    /// Coordinate search in log space over the intra-node communication scale,
+    /// the network scale (when some points span nodes) and the
     /// per-micro-batch cost; returns the constants and their median |log error|.
     fn fit_constants(&self, base: &Estimator, pts: &[&ResolvedPoint]) -> (Framework, f64) {
         // Bounded work (the plugins fit at configuration load): an even
@@ -391,7 +560,7 @@ impl Calibration {
                 .iter()
                 .filter_map(|p| {
                     let f = self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu);
-                    p.predict(base, f, fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
+                    p.predict(base, f, &self.with_links(&p.gpu, *fw)).map(|t| (t / p.rec.iter_time_s).ln().abs())
                 })
                 .collect();
             if errs.is_empty() { f64::INFINITY } else { median(&errs) + 0.1 * errs.iter().sum::<f64>() / errs.len() as f64 }
@@ -406,6 +575,15 @@ impl Calibration {
                     (best, best_loss) = (cand, l);
                 }
             }
+            if pts.iter().any(|p| p.rec.nodes > 1) {
+                for k in -8..=16 {
+                    let cand = Framework { net_scale: 2f64.powf(k as f64 / 4.0), ..best };
+                    let l = loss(&cand);
+                    if l < best_loss {
+                        (best, best_loss) = (cand, l);
+                    }
+                }
+            }
             for ms in [0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0] {
                 let cand = Framework { per_microbatch_s: ms * 1e-3, ..best };
                 let l = loss(&cand);
@@ -416,7 +594,9 @@ impl Calibration {
         }
         let errs: Vec<f64> = pts
             .iter()
-            .filter_map(|p| p.predict(base, self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), &best).map(|t| (t / p.rec.iter_time_s).ln().abs()))
+            .filter_map(|p| {
+                p.predict(base, self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), &self.with_links(&p.gpu, best)).map(|t| (t / p.rec.iter_time_s).ln().abs())
+            })
             .collect();
         (best, median(&errs))
     }
@@ -609,6 +789,98 @@ mod tests {
         let unknown = ProfileRecord { model: "no_such_model".into(), ..recs[0].clone() };
         let cal2 = Calibration::fit(&base, [&unknown], &CalibrationPolicy::default());
         assert!(cal2.report.per_type.is_empty() && cal2.report.skipped[0].1.contains("no_such_model"));
+    }
+
+    /// A model whose communication is 4x slower than the hierarchical model
+    /// believes (other models are not) gets a per-job communication multiplier
+    /// from two or three of its configurations, and its other Cells are then
+    /// predicted within a few percent; without the refit they are not, and a
+    /// model with one configuration gets none.
+    #[test]
+    fn per_job_refit_predicts_a_models_other_cells() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let slow_job = |m: f64| {
+            let mut truth = Calibration::default();
+            truth.framework_global = Some(Framework::default());
+            truth.per_job.insert("gpt__350M".into(), (0.8, m));
+            Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(truth)
+        };
+        let truth = slow_job(4.0);
+        let point_of = |name: &str, gpus: u32, nodes: u32| {
+            let job = JobSpec { model: ModelCatalog::builtin().resolve(name).unwrap(), global_batch: 8 * gpus };
+            let plan = Plan { dp: gpus, tp: 1, pp: 1, micro_batches: 2, zero_stage: 0, checkpointing: true };
+            let t = truth.estimate_plan(&job, &Cell::new("v100", gpus, 1).unwrap(), gpus / nodes, &plan).unwrap().iter_time_s;
+            rec(name, 8 * gpus, gpus, nodes, t, plan)
+        };
+        let m = ModelCatalog::builtin().resolve("gpt__350M").unwrap();
+        let point = |gpus: u32, nodes: u32| point_of("gpt__350M", gpus, nodes);
+        let history = [point(1, 1), point(2, 1), point(2, 2)];
+        // The profile DB also holds other models, whose communication is as modelled:
+        // they pin the shared framework constants.
+        let mut db: Vec<ProfileRecord> = history.to_vec();
+        for other in ["gpt__125M", "bert__350M"] {
+            for (gpus, nodes) in [(1, 1), (2, 1), (2, 2), (4, 1), (8, 2)] {
+                db.push(point_of(other, gpus, nodes));
+            }
+        }
+        let history = db;
+        let cal = Calibration::fit(&base, &history, &CalibrationPolicy::default());
+        let refit = cal.report.per_job.iter().find(|j| j.model == "gpt__350M").expect("refit");
+        assert_eq!(refit.configs, 3);
+        assert!(cal.report.per_job.iter().all(|j| j.model == "gpt__350M" || (j.comm_scale - 1.0).abs() < 0.2), "{:?}", cal.report.per_job);
+        assert!(refit.comm_scale > 2.0 && refit.log_error_after < refit.log_error_before, "{refit:?}");
+        assert!(cal.report.to_string().contains("per-job"));
+        let without = Calibration::fit(&base, &history, &CalibrationPolicy { per_job: false, ..Default::default() });
+        assert!(without.report.per_job.is_empty());
+        let with_refit = base.clone().with_calibration(cal);
+        let no_refit = base.clone().with_calibration(without);
+        let mut worst_without: f64 = 0.0;
+        for (gpus, nodes) in [(8, 1), (8, 4), (16, 2)] {
+            let r = point(gpus, nodes);
+            let job = JobSpec { model: m.clone(), global_batch: r.batch };
+            let cell = Cell::new("v100", gpus, 1).unwrap();
+            let t = |e: &Estimator| e.estimate_plan(&job, &cell, r.gpus_per_node, &r.plan.unwrap()).unwrap().iter_time_s / r.iter_time_s;
+            let (with_err, without_err) = ((t(&with_refit) - 1.0).abs(), (t(&no_refit) - 1.0).abs());
+            assert!(with_err < 0.05, "x{gpus}/{nodes} nodes: {with_err}");
+            assert!(without_err > 2.0 * with_err, "x{gpus}/{nodes} nodes: {without_err} without refit, {with_err} with");
+            worst_without = worst_without.max(without_err);
+        }
+        assert!(worst_without > 0.2, "{worst_without}");
+        let one = Calibration::fit(&base, &history[..1], &CalibrationPolicy::default());
+        assert!(one.report.per_job.is_empty());
+    }
+
+    /// `comm:` rows in the profile DB (as `profile comm` writes them) are
+    /// not training points: they set the type's link multipliers, which slow
+    /// a multi-node Cell's prediction and leave a single-GPU one alone.
+    #[test]
+    fn collective_rows_set_measured_links() {
+        use crate::estimator::comm::{Collective, CommPoint};
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let mut rows = Vec::new();
+        for (nodes, per_node, k) in [(1, 8, 1.5), (2, 8, 4.0)] {
+            let mut p = CommPoint { collective: Collective::AllReduce, bytes: 1 << 26, gpu_type: "v100".into(), nodes, gpus_per_node: per_node, time_s: 0.0 };
+            let intra = p.modelled_s(base.gpu_catalog(), crate::estimator::topology::LinkScale { intra: 1.5, net: 0.0 }).unwrap();
+            let net = p.modelled_s(base.gpu_catalog(), crate::estimator::topology::LinkScale { intra: 0.0, net: 1.0 }).unwrap();
+            p.time_s = if nodes == 1 { intra } else { intra + k * net };
+            rows.push(p.to_record());
+        }
+        let cal = Calibration::fit(&base, &rows, &CalibrationPolicy::default());
+        assert!(cal.report.skipped.is_empty() && cal.report.per_type.is_empty(), "{:?}", cal.report.skipped);
+        let l = &cal.report.links[0];
+        assert!((l.intra - 1.5).abs() < 1e-6 && (l.net - 4.0).abs() < 1e-6, "{l:?}");
+        assert!(cal.report.to_string().contains("links"));
+        let fw = cal.framework_on(Runtime::Ddp, "v100");
+        assert!((fw.comm_scale - 1.5).abs() < 1e-9 && (fw.net_scale - 4.0).abs() < 1e-9);
+        let measured = base.clone().with_calibration(cal);
+        let job = JobSpec { model: ModelCatalog::builtin().resolve("gpt__350M").unwrap(), global_batch: 64 };
+        let spread = Cell::new("v100", 16, 1).unwrap();
+        assert!(measured.estimate(&job, &spread, 8).unwrap().iter_time_s > 1.05 * base.estimate(&job, &spread, 8).unwrap().iter_time_s);
+        let one = Cell::new("v100", 1, 1).unwrap();
+        assert_eq!(measured.estimate(&job, &one, 8).unwrap().iter_time_s, base.estimate(&job, &one, 8).unwrap().iter_time_s);
+        let bad = ProfileRecord { model: "comm:bcast:10".into(), ..rows[0].clone() };
+        let cal = Calibration::fit(&base, [&bad], &CalibrationPolicy::default());
+        assert!(cal.report.skipped[0].1.contains("bcast"));
     }
 
     /// A profile far faster than the model's FLOPs allow is flagged, a plausible one is not.

@@ -10,6 +10,7 @@
 //! (model, batch, Cell, node size).
 mod assemble;
 mod calibration;
+mod comm;
 mod plan_cost;
 mod search;
 mod topology;
@@ -17,8 +18,9 @@ mod topology;
 pub use assemble::{Assembled, EstimatorSources};
 pub use calibration::{
     median, quantile, spearman, Calibration, CalibrationPoint, CalibrationPolicy, CalibrationReport, FittedFactor,
-    FittedFramework, FlaggedProfile, PLAUSIBLE_EFFICIENCY,
+    FittedFramework, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
 };
+pub use comm::{fit_links, Collective, CommPoint, MeasuredLinks, COMM_MODEL_PREFIX};
 pub use plan_cost::{Framework, MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
 
 use crate::cell::{Cell, Decision, EstimateSource, Plan};
@@ -267,18 +269,21 @@ impl Estimator {
         let (gpu, _) = self.setup(job, cell, gpus_per_node)?;
         let fitted_compute = self.calibration.has_factor(&job.model.name, &gpu.name);
         let fitted_framework = self.calibration.report.framework.iter().any(|w| w.runtime.map_or(true, |r| r == job.model.runtime));
+        let refit = self.calibration.has_job_refit(&job.model.name);
+        let (factor, framework) = self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name);
         let sources = vec![
             ("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" }),
             ("compute efficiency", if fitted_compute { "fitted (single-GPU profiles: model > family > type)" } else { "default (datasheet peak x GEMM/roofline model)" }),
             ("communication alpha-beta", if fitted_framework { "fitted scale (multi-GPU profiles) over derated defaults" } else { "default (derated datasheet links)" }),
             ("per-micro-batch / per-iteration costs", if fitted_framework { "fitted (multi-GPU profiles)" } else { "default" }),
+            ("per-job refit", if refit { "fitted (this model's own measured configurations: compute and communication multipliers)" } else { "none (fewer than 2 measured configurations of this model)" }),
             ("memory", "model (states by precision/optimizer, activations, logits, step temporaries, fragmentation)"),
         ];
         Ok(Explanation {
             estimate: est,
             eval,
-            efficiency_factor: self.calibration.factor_for(&job.model.name, job.model.family, &gpu.name),
-            framework: self.calibration.framework_on(job.model.runtime, &gpu.name),
+            efficiency_factor: factor,
+            framework,
             sources: sources.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         })
     }
@@ -363,14 +368,8 @@ impl Estimator {
 
     /// What the cost model needs for `job` on `gpu` with this placement.
     fn cell_context<'a>(&self, job: &JobSpec, gpu: &'a GpuSpec, cost: &'a ModelCost, placement: Placement) -> CellContext<'a> {
-        CellContext {
-            gpu,
-            cost,
-            global_batch: job.global_batch,
-            placement,
-            efficiency_factor: self.calibration.factor_for(&job.model.name, job.model.family, &gpu.name),
-            framework: self.calibration.framework_on(job.model.runtime, &gpu.name),
-        }
+        let (efficiency_factor, framework) = self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name);
+        CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, framework }
     }
 
     fn estimate_uncached(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Estimate, CoreError> {

@@ -4,7 +4,7 @@
 //! time (roofline compute with size-dependent GEMM efficiency, memory-bound
 //! ops and a kernel-launch floor; α–β communication; 1F1B bubble; optimizer
 //! step; per-micro-batch and per-iteration framework costs).
-use super::topology::{p2p_s, Group, Placement};
+use super::topology::{p2p_s, Group, LinkScale, Placement};
 use crate::cell::Plan;
 use crate::gpu::GpuSpec;
 use crate::model::{ModelCost, Precision, Runtime};
@@ -54,12 +54,26 @@ fn opt_launch_per_tensor_s(r: Runtime) -> f64 {
     if r == Runtime::Alpa { 5e-6 } else { 30e-6 }
 }
 
+/// ZeRO-Offload: CPU threads per rank running the optimizer step (DeepSpeed
+/// CPU-Adam's usual share of a server's cores per GPU).
+const OFFLOAD_THREADS: f64 = 4.0;
+/// Host memory bandwidth one CPU thread's vectorised optimizer loop streams.
+const HOST_THREAD_BW: f64 = 10e9;
+/// Host memory bandwidth of one server, shared by its ranks' CPU steps
+/// (two-socket DDR4/DDR5, achievable streaming rate).
+const HOST_NODE_BW: f64 = 100e9;
+/// Effective host↔GPU PCIe rate per GPU (Gen4 x16 at ~50%, switches shared by two GPUs).
+const HOST_LINK_BW: f64 = 12e9;
+
 /// Framework constants shared by every model: fitted from the multi-GPU
 /// points of the profile DB (see `calibration`), else these defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Framework {
-    /// Multiplier on every collective and point-to-point time (1 = α–β defaults).
+    /// Multiplier on intra-node collective and point-to-point times (1 = α–β defaults).
     pub comm_scale: f64,
+    /// Multiplier on the cross-node (network) part of collectives and sends:
+    /// fitted apart from `comm_scale` because the network is other hardware.
+    pub net_scale: f64,
     /// Seconds per micro-batch per stage (scheduling, framework bookkeeping).
     pub per_microbatch_s: f64,
     /// Seconds per iteration (step launch, data hand-off).
@@ -68,7 +82,14 @@ pub struct Framework {
 
 impl Default for Framework {
     fn default() -> Self {
-        Framework { comm_scale: 1.0, per_microbatch_s: 0.3e-3, per_iter_s: 2e-3 }
+        Framework { comm_scale: 1.0, net_scale: 1.0, per_microbatch_s: 0.3e-3, per_iter_s: 2e-3 }
+    }
+}
+
+impl Framework {
+    /// The link scales of these constants.
+    pub(crate) fn links(&self) -> LinkScale {
+        LinkScale { intra: self.comm_scale, net: self.net_scale }
     }
 }
 
@@ -201,6 +222,8 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     } else {
         (2.0, 2.0, 4.0 + opt_state)
     };
+    // ZeRO-Offload keeps the fp32 masters and optimizer states in host memory.
+    let ob = if c.offload { 0.0 } else { ob };
     let shard = |on: bool| if on { dp } else { 1.0 };
     // MoE experts are sharded over the data-parallel group (expert
     // parallelism): each rank holds experts / ep of them, whole.
@@ -224,7 +247,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let opt_params = dense_gpu / shard(z >= 1) + expert_gpu;
     // Unfactored optimizers (Adam, momentum) allocate about one fp32 buffer
     // per locally updated parameter during the step.
-    let optimizer_temp = if opt_state >= 4.0 { 4.0 * opt_params } else { 0.0 };
+    let optimizer_temp = if opt_state >= 4.0 && !c.offload { 4.0 * opt_params } else { 0.0 };
     let memory = MemoryBreakdown { states, activations: activations * FRAGMENTATION, other: gather + RESERVED_BYTES, optimizer_temp };
     let fits = memory.total() <= MEMORY_HEADROOM * g.mem_bytes() as f64;
 
@@ -252,11 +275,12 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let dp_group = Group::new(plan.dp, plan.tp, p);
     let act_msg = c.boundary_bytes_per_sample * mbs;
     let tp_collectives = if plan.tp > 1 { layers_stage * if ckpt { 6.0 } else { 4.0 } } else { 0.0 };
-    let t_tp_mb = tp_collectives * tp_group.all_reduce_s(act_msg, g) * fw.comm_scale;
+    let k = fw.links();
+    let t_tp_mb = tp_collectives * tp_group.all_reduce_s(act_msg, g, k);
     let stage_span = plan.tp * plan.dp;
     let pp_cross = plan.pp > 1 && p.nodes > 1 && stage_span >= p.per_node;
     let t_pp_mb = if plan.pp > 1 {
-        2.0 * p2p_s(act_msg / tp, pp_cross, g, (p.per_node / stage_span.max(1)).max(1) * plan.tp) * fw.comm_scale
+        2.0 * p2p_s(act_msg / tp, pp_cross, g, (p.per_node / stage_span.max(1)).max(1) * plan.tp, k)
     } else {
         0.0
     };
@@ -265,7 +289,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     // recomputed forward), each moving (ep − 1)/ep of the tokens' slots.
     let t_ep_mb = if ep > 1.0 {
         let a2a = if ckpt { 6.0 } else { 4.0 };
-        a2a * dp_group.all_gather_s(c.alltoall_bytes_per_sample * mbs * stage_share / tp, g) * fw.comm_scale
+        a2a * dp_group.all_gather_s(c.alltoall_bytes_per_sample * mbs * stage_share / tp, g, k)
     } else {
         0.0
     };
@@ -274,14 +298,13 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     // ZeRO-2 reduce-scatter per micro-batch, ZeRO-3 parameter gathers per micro-batch.
     // Expert gradients stay on their rank; only the dense part is synchronised.
     let grad_bytes = dense_gpu * gb.min(4.0);
-    let mut dp_comm = dp_group.all_reduce_s(grad_bytes, g);
+    let mut dp_comm = dp_group.all_reduce_s(grad_bytes, g, k);
     if z >= 2 {
-        dp_comm += (m - 1.0) * dp_group.all_gather_s(grad_bytes, g);
+        dp_comm += (m - 1.0) * dp_group.all_gather_s(grad_bytes, g, k);
     }
     if z >= 3 {
-        dp_comm += 2.0 * m * dp_group.all_gather_s(dense_gpu * wb.min(4.0), g);
+        dp_comm += 2.0 * m * dp_group.all_gather_s(dense_gpu * wb.min(4.0), g, k);
     }
-    dp_comm *= fw.comm_scale;
     let dp_exposed = if plan.dp <= 1 {
         0.0
     } else if c.grad_overlap {
@@ -303,8 +326,16 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
             (true, true, _) => 4.0,
             _ => 0.0,
         };
-    let optimizer_s = opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY)
-        + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime);
+    let optimizer_s = if c.offload {
+        // On the CPU: fp32 masters, gradients and states streamed by the
+        // rank's threads, all ranks of a node sharing its memory bandwidth;
+        // gradients go down and half (or fp32) weights come back over PCIe.
+        let host_bytes = opt_params * (4.0 + 2.0 * (4.0 + opt_state));
+        let cpu = (host_bytes / (OFFLOAD_THREADS * HOST_THREAD_BW)).max(host_bytes * p.per_node as f64 / HOST_NODE_BW);
+        cpu + opt_params * (gb.min(4.0) + wb.min(4.0)) / HOST_LINK_BW
+    } else {
+        opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY) + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime)
+    };
 
     let time = TimeBreakdown {
         compute_s: m * t_compute_mb,

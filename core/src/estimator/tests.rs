@@ -327,3 +327,26 @@ fn fp32_models_use_the_fp32_peak() {
     let b = b.unwrap();
     assert!(a.iter_time_s > 5.0 * b.iter_time_s, "{} vs {}", a.iter_time_s, b.iter_time_s);
 }
+
+/// ZeRO-Offload moves the fp32 masters and optimizer states to the host:
+/// llama7b with ZeRO-1 on 2 A800s fits only with it; the step then runs on
+/// the CPU (slower than the GPU step), and more ranks per node share the
+/// host's memory bandwidth, so a rank's step does not shrink in proportion.
+#[test]
+fn zero_offload_frees_gpu_memory_and_steps_on_the_host() {
+    let plan = |gpus: u32| Plan { dp: gpus, tp: 1, pp: 1, micro_batches: 1, zero_stage: 1, checkpointing: false };
+    let on = |offload: bool, gpus: u32| {
+        let mut j = job("llama7b", gpus);
+        j.model.offload = offload;
+        est().evaluate_plan(&j, &Cell::new("a800", gpus, 1).unwrap(), 8, &plan(gpus)).unwrap()
+    };
+    let (gpu, host) = (on(false, 2), on(true, 2));
+    assert!(!gpu.fits && host.fits, "{} vs {} bytes", gpu.mem_per_gpu_bytes, host.mem_per_gpu_bytes);
+    assert!(host.memory.states < 0.5 * gpu.memory.states);
+    assert_eq!(host.memory.optimizer_temp, 0.0);
+    assert!(host.time.optimizer_s > 3.0 * gpu.time.optimizer_s);
+    // 4x the ranks on the node: each updates a quarter of the states, but the
+    // node's memory bandwidth is shared, so the step is not 4x faster.
+    let eight = on(true, 8);
+    assert!(host.time.optimizer_s < 4.0 * eight.time.optimizer_s && host.time.optimizer_s > 1.5 * eight.time.optimizer_s);
+}

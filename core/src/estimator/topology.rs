@@ -11,25 +11,61 @@ const COLLECTIVE_EFFICIENCY: f64 = 0.75;
 /// when unmeasured (derated default: NCCL over sockets/untuned RDMA, shared
 /// switches; `cellsched profile comm` measures it).
 const INTER_NODE_EFFICIENCY: f64 = 0.5;
+/// Nominal per-node network rate (GB/s) assumed when the cluster's network
+/// is neither declared nor measured: 25 Gb/s Ethernet. The catalog's
+/// `inter_node_gbs` is the typical fabric of the type's HPC servers
+/// (InfiniBand with GPUDirect RDMA); unmeasured, we cannot know the cluster
+/// has it, and NCCL over TCP sockets on cloud/campus Ethernet reaches far
+/// less, so the default takes the lower of the two. Overestimating the
+/// network is the error that misleads the scheduler most (multi-node Cells
+/// look fast). A site declares its network (`inter_node_gbs` in its GPU
+/// catalog) or measures it (`cellsched profile comm`).
+pub const UNMEASURED_NET_GBS: f64 = 3.125;
 /// Per-step latency of an intra-node ring (kernel launch, handshake).
 const ALPHA_INTRA_S: f64 = 6e-6;
 /// Per-step latency of a cross-node ring.
 const ALPHA_INTER_S: f64 = 25e-6;
 /// PCIe GPUs per CPU socket (one PCIe root complex / switch tree).
 const PCIE_GPUS_PER_SOCKET: f64 = 4.0;
+/// Fraction of the PCIe link a ring between PCIe GPUs gets: without NVLink,
+/// peer-to-peer transfers are often unavailable (virtual machines, GPUs under
+/// different root complexes, P2P disabled by the platform) and NCCL stages
+/// each chunk through host memory, so every byte crosses PCIe twice.
+const PCIE_HOST_STAGED: f64 = 0.5;
 /// Bandwidth factor of a PCIe ring that crosses the CPU socket interconnect
 /// (QPI/UPI peer traffic goes through host memory, shared by the ring).
 const PCIE_CROSS_SOCKET_FACTOR: f64 = 0.55;
 
 /// Achieved intra-node ring bandwidth (bytes/s) of `q` GPUs: NVLink rings get
-/// the link rate times [`COLLECTIVE_EFFICIENCY`]; PCIe rings larger than one
-/// socket's switch tree cross the socket interconnect and slow down.
+/// the link rate times [`COLLECTIVE_EFFICIENCY`]; PCIe rings are staged
+/// through host memory ([`PCIE_HOST_STAGED`]) and, larger than one socket's
+/// switch tree, cross the socket interconnect and slow down further.
 pub(crate) fn intra_ring_bw(gpu: &GpuSpec, q: f64) -> f64 {
     let bw = gpu.intra_node_gbs * 1e9 * COLLECTIVE_EFFICIENCY;
     match gpu.intra_link {
-        Link::Pcie if q > PCIE_GPUS_PER_SOCKET => bw * PCIE_CROSS_SOCKET_FACTOR,
+        Link::Pcie if q > PCIE_GPUS_PER_SOCKET => bw * PCIE_HOST_STAGED * PCIE_CROSS_SOCKET_FACTOR,
+        Link::Pcie => bw * PCIE_HOST_STAGED,
         _ => bw,
     }
+}
+
+/// Nominal per-node network rate (bytes/s) the estimator assumes for `gpu`'s
+/// servers: the declared rate, else the catalog's capped at [`UNMEASURED_NET_GBS`].
+pub(crate) fn network_bw(gpu: &GpuSpec) -> f64 {
+    let gbs = if gpu.network_declared { gpu.inter_node_gbs } else { gpu.inter_node_gbs.min(UNMEASURED_NET_GBS) };
+    gbs * 1e9
+}
+
+/// Multipliers on the α–β times of the two kinds of link, fitted from
+/// multi-GPU profiles (see `calibration`): the links inside a server (NVLink,
+/// PCIe) and the network between servers are different hardware, so one
+/// scale cannot describe both.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct LinkScale {
+    /// Intra-node rings and sends.
+    pub intra: f64,
+    /// Cross-node rings and sends.
+    pub net: f64,
 }
 
 /// How a Cell's GPUs sit on nodes: `nodes` nodes with `per_node` GPUs each.
@@ -81,43 +117,46 @@ impl Group {
     /// a ring across nodes of the reduce-scattered shards (hierarchical) whose
     /// traffic shares each node's network link with the other groups there;
     /// each ring step costs a latency α.
-    pub fn all_reduce_s(&self, bytes: f64, gpu: &GpuSpec) -> f64 {
+    /// The intra-node part scales with `k.intra`, the cross-node part with `k.net`.
+    pub fn all_reduce_s(&self, bytes: f64, gpu: &GpuSpec, k: LinkScale) -> f64 {
         if self.size <= 1 || bytes <= 0.0 {
             return 0.0;
         }
         let q = (self.size / self.nodes).max(1) as f64;
         let intra = intra_ring_bw(gpu, q);
-        let inter = gpu.inter_node_gbs * 1e9 * INTER_NODE_EFFICIENCY;
+        let inter = network_bw(gpu) * INTER_NODE_EFFICIENCY;
         let n = self.nodes as f64;
         let intra_s = if q > 1.0 { 2.0 * (q - 1.0) / q * bytes / intra } else { 0.0 };
         let inter_s = if n > 1.0 { 2.0 * (n - 1.0) / n * bytes * self.sharing as f64 / inter } else { 0.0 };
-        let lat = 2.0 * (q - 1.0) * ALPHA_INTRA_S + 2.0 * (n - 1.0) * ALPHA_INTER_S + ALPHA_INTRA_S;
-        intra_s + inter_s + lat
+        let intra_lat = 2.0 * (q - 1.0) * ALPHA_INTRA_S + ALPHA_INTRA_S;
+        let inter_lat = 2.0 * (n - 1.0) * ALPHA_INTER_S;
+        (intra_s + intra_lat) * k.intra + (inter_s + inter_lat) * k.net
     }
 
     /// Seconds to all-gather (or reduce-scatter) `bytes` per member: half an all-reduce.
-    pub fn all_gather_s(&self, bytes: f64, gpu: &GpuSpec) -> f64 {
-        0.5 * self.all_reduce_s(bytes, gpu)
+    pub fn all_gather_s(&self, bytes: f64, gpu: &GpuSpec, k: LinkScale) -> f64 {
+        0.5 * self.all_reduce_s(bytes, gpu, k)
     }
 }
 
 /// Seconds to send `bytes` from one stage to the next.
-pub(crate) fn p2p_s(bytes: f64, cross_node: bool, gpu: &GpuSpec, sharing: u32) -> f64 {
+pub(crate) fn p2p_s(bytes: f64, cross_node: bool, gpu: &GpuSpec, sharing: u32, k: LinkScale) -> f64 {
     if bytes <= 0.0 {
         return 0.0;
     }
-    let bw = if cross_node {
-        gpu.inter_node_gbs * 1e9 * INTER_NODE_EFFICIENCY / sharing.max(1) as f64
+    if cross_node {
+        (bytes / (network_bw(gpu) * INTER_NODE_EFFICIENCY / sharing.max(1) as f64) + ALPHA_INTER_S) * k.net
     } else {
-        gpu.intra_node_gbs * 1e9 * COLLECTIVE_EFFICIENCY
-    };
-    bytes / bw + if cross_node { ALPHA_INTER_S } else { ALPHA_INTRA_S }
+        (bytes / intra_ring_bw(gpu, 2.0) + ALPHA_INTRA_S) * k.intra
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gpu::GpuCatalog;
+
+    const ONE: LinkScale = LinkScale { intra: 1.0, net: 1.0 };
 
     #[test]
     fn groups_inside_a_node_use_the_fast_link() {
@@ -129,7 +168,7 @@ mod tests {
         let g2 = Group::new(16, 1, two);
         assert_eq!((g1.nodes, g2.nodes), (1, 2));
         let b = 1e9;
-        assert!(g2.all_reduce_s(b, &a100) > 5.0 * g1.all_reduce_s(b, &a100));
+        assert!(g2.all_reduce_s(b, &a100, ONE) > 5.0 * g1.all_reduce_s(b, &a100, ONE));
         // DP with stride 2 (TP=2) inside two nodes: 8 members, 4 per node, 2 groups share each NIC.
         let dp = Group::new(8, 2, two);
         assert_eq!((dp.nodes, dp.sharing), (2, 2));
@@ -144,7 +183,31 @@ mod tests {
         // PCIe: 8 GPUs span two sockets and get less bandwidth than 4; NVLink does not.
         assert!(intra_ring_bw(p100, 8.0) < 0.7 * intra_ring_bw(p100, 4.0));
         assert_eq!(intra_ring_bw(v100, 8.0), intra_ring_bw(v100, 4.0));
-        let at = |n| Group::new(n, 1, Placement::pack(n, 8).unwrap()).all_reduce_s(1e8, p100);
+        let at = |n| Group::new(n, 1, Placement::pack(n, 8).unwrap()).all_reduce_s(1e8, p100, ONE);
         assert!(at(8) > 1.5 * at(4), "{} vs {}", at(8), at(4));
+    }
+
+    /// Unmeasured, the network is the lower of the catalog's fabric and 25 Gb/s
+    /// Ethernet; a declared rate is taken as is. The two link scales act on
+    /// their own parts only.
+    #[test]
+    fn unmeasured_network_is_capped_and_scales_split_by_link() {
+        let cat = GpuCatalog::builtin();
+        let v100 = cat.get("v100").unwrap().clone();
+        assert!(!v100.network_declared);
+        assert_eq!(network_bw(&v100), UNMEASURED_NET_GBS * 1e9);
+        let k80 = cat.get("k80").unwrap();
+        assert_eq!(network_bw(k80), k80.inter_node_gbs * 1e9);
+        let declared = GpuCatalog::with_overrides_toml("[gpu.v100]\ninter_node_gbs = 12.5\n").unwrap().get("v100").unwrap().clone();
+        assert!(declared.network_declared);
+        assert_eq!(network_bw(&declared), 12.5e9);
+        let spread = Group::new(2, 1, Placement::pack(2, 1).unwrap());
+        let inside = Group::new(2, 1, Placement::pack(2, 8).unwrap());
+        let net2 = LinkScale { intra: 1.0, net: 2.0 };
+        // Across two nodes nearly all of the time is the network's (one intra-node latency is not).
+        let r = spread.all_reduce_s(1e8, &v100, net2) / spread.all_reduce_s(1e8, &v100, ONE);
+        assert!(r > 1.99 && r < 2.0, "{r}");
+        assert_eq!(inside.all_reduce_s(1e8, &v100, net2), inside.all_reduce_s(1e8, &v100, ONE));
+        assert!(spread.all_reduce_s(1e8, &declared, ONE) < 0.5 * spread.all_reduce_s(1e8, &v100, ONE));
     }
 }

@@ -60,6 +60,18 @@ pub fn insert_record(path: &Path, rec: ProfileRecord) -> Result<usize, ProfilerE
     Ok(db.len())
 }
 
+/// Adds (or replaces) every record of `recs` in the database at `path` under
+/// one lock and one atomic write. Returns the number of records afterwards.
+pub fn insert_records(path: &Path, recs: impl IntoIterator<Item = ProfileRecord>) -> Result<usize, ProfilerError> {
+    let _lock = DbLock::acquire(path)?;
+    let mut db = load_or_new(path)?;
+    for rec in recs {
+        db.insert(rec);
+    }
+    db.save_csv(path)?;
+    Ok(db.len())
+}
+
 /// Rows read from each merged file, and the database size afterwards.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MergeSummary {

@@ -35,6 +35,10 @@ pub enum ProfilerError {
         /// What went wrong.
         msg: String,
     },
+    /// The collective benchmark cannot run here (torch, CUDA or NCCL
+    /// missing in the Python environment). Exit code 3.
+    #[error("collective benchmark unavailable: {0}")]
+    CommUnavailable(String),
     /// The command printed too few iteration lines to measure. Exit code 4.
     #[error("no iteration timings measured: {0}")]
     NoIterations(String),
@@ -57,12 +61,12 @@ pub enum ProfilerError {
 
 impl ProfilerError {
     /// The exit code `cellsched profile` uses for this error: 2 bad option,
-    /// 3 NVML/driver unavailable, 4 no iterations measured, 130 interrupted,
+    /// 3 NVML/driver (or torch for `profile comm`) unavailable, 4 no iterations measured, 130 interrupted,
     /// 1 anything else.
     pub fn exit_code(&self) -> i32 {
         match self {
             ProfilerError::Invalid { .. } => 2,
-            ProfilerError::NvmlUnavailable(_) => 3,
+            ProfilerError::NvmlUnavailable(_) | ProfilerError::CommUnavailable(_) => 3,
             ProfilerError::NoIterations(_) => 4,
             ProfilerError::Interrupted => 130,
             _ => 1,

@@ -6,11 +6,13 @@
 //! - [`iterline`]: `cellsched-iter <seconds>` lines and `--regex` parsing,
 //!   warm-up discard and median; [`runner`]: the bounded, interruptible run;
 //!   [`sampler`]: background GPU sampling; [`plan_env`]: the plan and its env;
+//! - [`comm`]: the collective microbenchmark of `profile comm` and its output;
 //! - [`session`]: one `profile run`; [`db`]: locked, atomic database writes
 //!   and merges; [`probe`]: the built-in CPU probe; [`progress`]: the bar.
 //!
 //! Errors are [`ProfilerError`], each with a documented exit code.
 #![deny(missing_docs)]
+pub mod comm;
 pub mod db;
 mod error;
 pub mod iterline;
