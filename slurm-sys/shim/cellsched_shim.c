@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "slurm/slurm.h"
@@ -156,6 +157,75 @@ int cellsched_for_each_job(int pending_only, int (*cb)(cellsched_job_t *job, voi
 	}
 	((itr_destroy_fn_t) destroy)(itr);
 	return n;
+}
+
+struct cellsched_job_walk {
+	void *list;
+	void *itr;
+};
+
+/* True when slurmctld has begun to shut down (its job list may soon be freed). */
+static int _shutting_down(void)
+{
+	SYM(cfg, "slurmctld_config");
+	return cfg && ((slurmctld_config_t *) cfg)->shutdown_time != 0;
+}
+
+cellsched_job_walk_t *cellsched_job_walk_start(void)
+{
+	SYM2(create, "slurm_list_iterator_create", "list_iterator_create");
+	void **list_var = _job_list_var();
+	cellsched_job_walk_t *w;
+
+	if (!list_var || !*list_var || !create || _shutting_down())
+		return NULL;
+	if (!(w = calloc(1, sizeof(*w))))
+		return NULL;
+	w->list = *list_var;
+	w->itr = ((itr_create_fn_t) create)(w->list);
+	if (!w->itr) {
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+void cellsched_job_walk_stop(cellsched_job_walk_t *w)
+{
+	SYM2(destroy, "slurm_list_iterator_destroy", "list_iterator_destroy");
+	void **list_var = _job_list_var();
+
+	if (!w)
+		return;
+	/* The iterator belongs to the list it was made on: freed only while that list is live. */
+	if (destroy && list_var && *list_var == w->list)
+		((itr_destroy_fn_t) destroy)(w->itr);
+	free(w);
+}
+
+int cellsched_job_walk_next(cellsched_job_walk_t *w, int pending_only,
+			    int (*cb)(cellsched_job_t *job, void *arg), void *arg)
+{
+	SYM2(next, "slurm_list_next", "list_next");
+	void **list_var = _job_list_var();
+	job_record_t *job;
+
+	if (!w || !cb || !next || !list_var || *list_var != w->list) {
+		free(w); /* iterator left to its list */
+		return -1;
+	}
+	if (_shutting_down()) {
+		cellsched_job_walk_stop(w);
+		return -1;
+	}
+	while ((job = ((itr_next_fn_t) next)(w->itr))) {
+		if (pending_only && !IS_JOB_PENDING(job))
+			continue;
+		if (cb(job, arg))
+			return 1;
+	}
+	cellsched_job_walk_stop(w);
+	return 0;
 }
 
 cellsched_job_t *cellsched_find_job(uint32_t job_id)

@@ -42,6 +42,25 @@ int cellsched_queue_scheduler(void);
 /* Calls cb(job, arg) for each job (only pending ones when pending_only);
  * a non-zero cb result stops the walk. Returns the number of jobs visited, -1 outside slurmctld. */
 int cellsched_for_each_job(int pending_only, int (*cb)(cellsched_job_t *job, void *arg), void *arg);
+/* A walk over the job list in pieces, the job lock held for each piece
+ * and released between them. Slurm's list moves a registered iterator past
+ * a node another thread removes, so the walk stays valid while unlocked.
+ * Start and continue it only with the job lock held.
+ *
+ * cellsched_job_walk_start: a new walk at the head of the list; NULL outside
+ * slurmctld, without a job list, or when no iterator can be made.
+ * cellsched_job_walk_next: calls cb(job, arg) for the next jobs (only pending
+ * ones when pending_only) until cb returns non-zero (a pause after that job)
+ * or the list ends. Returns 1 after a pause, 0 at the end of the list, -1 if
+ * the walk cannot go on (slurmctld is shutting down, or the job list is not
+ * the one the walk started on); after 0 or -1 the walk is freed (on -1 the
+ * iterator is left to the list, which frees it with itself).
+ * cellsched_job_walk_stop: frees a walk that is not finished (job lock held). */
+typedef struct cellsched_job_walk cellsched_job_walk_t;
+cellsched_job_walk_t *cellsched_job_walk_start(void);
+int cellsched_job_walk_next(cellsched_job_walk_t *walk, int pending_only,
+			    int (*cb)(cellsched_job_t *job, void *arg), void *arg);
+void cellsched_job_walk_stop(cellsched_job_walk_t *walk);
 /* Job by id, or NULL. */
 cellsched_job_t *cellsched_find_job(uint32_t job_id);
 

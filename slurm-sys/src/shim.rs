@@ -11,6 +11,12 @@ pub struct cellsched_job_t {
     _private: [u8; 0],
 }
 
+/// Opaque walk over the job list in pieces (`cellsched_job_walk_*`).
+#[repr(C)]
+pub struct cellsched_job_walk_t {
+    _private: [u8; 0],
+}
+
 /// Lock set `conf R, job R, node R, part R`.
 pub const CELLSCHED_LOCK_READ: c_int = 0;
 /// Lock set `conf R, job W, node W, part R, fed R` (what the update_job RPC takes).
@@ -43,6 +49,9 @@ extern "C" {
     pub fn cellsched_queue_scheduler() -> c_int;
     pub fn cellsched_for_each_job(pending_only: c_int, cb: Option<CellschedJobCb>, arg: *mut c_void) -> c_int;
     pub fn cellsched_find_job(job_id: u32) -> *mut cellsched_job_t;
+    pub fn cellsched_job_walk_start() -> *mut cellsched_job_walk_t;
+    pub fn cellsched_job_walk_next(walk: *mut cellsched_job_walk_t, pending_only: c_int, cb: Option<CellschedJobCb>, arg: *mut c_void) -> c_int;
+    pub fn cellsched_job_walk_stop(walk: *mut cellsched_job_walk_t);
 
     pub fn cellsched_job_id(job: *const cellsched_job_t) -> u32;
     pub fn cellsched_job_user_id(job: *const cellsched_job_t) -> u32;
@@ -116,6 +125,9 @@ mod tests {
             assert_eq!(cellsched_with_lock(CELLSCHED_LOCK_READ, Some(never), core::ptr::null_mut()), -1);
             assert_eq!(cellsched_for_each_job(1, None, core::ptr::null_mut()), -1);
             assert!(cellsched_find_job(1).is_null());
+            assert!(cellsched_job_walk_start().is_null());
+            assert_eq!(cellsched_job_walk_next(core::ptr::null_mut(), 1, None, core::ptr::null_mut()), -1);
+            cellsched_job_walk_stop(core::ptr::null_mut());
             assert_eq!(cellsched_queue_scheduler(), -1);
             assert_eq!(cellsched_node_count(), 0);
             assert!(cellsched_node_name(0).is_null());

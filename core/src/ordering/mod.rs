@@ -105,10 +105,15 @@ pub fn declared_in_comment(admin_comment: &str) -> Option<u64> {
 /// AdminComment holds the decision (iteration time) and the declared
 /// iterations, and it has run `elapsed_s` seconds.
 pub fn running_overran(admin_comment: &str, elapsed_s: f64, cfg: &crate::declared::DeclaredConfig) -> bool {
-    match (Decision::parse_admin_comment(admin_comment), declared_in_comment(admin_comment)) {
-        (Some(d), Some(iters)) => crate::declared::overran(iters, d.iter_s, elapsed_s, cfg),
-        _ => false,
-    }
+    declared_work(admin_comment).is_some_and(|(iters, iter_s)| crate::declared::overran(iters, iter_s, elapsed_s, cfg))
+}
+
+/// The declared iterations and the decision's seconds per iteration in an
+/// AdminComment, `None` unless it has both: what [`running_overran`] reads
+/// (parsed once per job, so the elapsed time can be checked without the text).
+pub fn declared_work(admin_comment: &str) -> Option<(u64, f64)> {
+    let iter_s = Decision::parse_admin_comment(admin_comment)?.iter_s;
+    Some((declared_in_comment(admin_comment)?, iter_s))
 }
 
 /// The A-SRPT view of a job, or `None` if cellsched did not place it.
@@ -368,5 +373,8 @@ mod tests {
         assert!(!running_overran(&tagged, 14.0, &d));
         assert!(running_overran(&tagged, 16.0, &d));
         assert!(!running_overran(&c, 1e6, &d), "no declaration, no overrun");
+        assert_eq!(declared_work(&tagged), Some((10, 0.5)));
+        assert_eq!(declared_work(&c), None);
+        assert_eq!(declared_work("iters=10"), None, "no decision, no iteration time");
     }
 }

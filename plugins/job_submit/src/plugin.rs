@@ -8,7 +8,9 @@
 //! ([`cellsched_core::rank_cache`], rebuilt with the estimator); no file I/O.
 //! The thread (slurmctld only) sleeps on a condvar, snapshots under the read
 //! locks only the jobs that are new or changed since its last pass
-//! ([`cellsched_core::snapshot_cache`]), computes without locks, and applies
+//! ([`cellsched_core::snapshot_cache`]), walking the job list in pieces that
+//! hold the locks at most about [`ctld::PIECE_HOLD`] each
+//! ([`ctld::for_each_job_in_pieces`]), computes without locks, and applies
 //! moves through `update_job()` under the write locks, then asks the
 //! scheduler to run.
 //!
@@ -52,7 +54,8 @@ static SOURCE: Mutex<Option<SourceStamp>> = Mutex::new(None);
 static NODES: Mutex<Option<NodeCache>> = Mutex::new(None);
 /// What the re-planning thread parsed from each pending DL job, and for which configuration.
 /// (The configuration is held, so its address is never reused by a newer one while cached.)
-static REPLAN_JOBS: Mutex<Option<(Arc<Loaded>, SnapshotCache<(PendingDl, String)>)>> = Mutex::new(None);
+/// The third field is the pass's list of pending DL jobs, kept to reuse its buffer.
+static REPLAN_JOBS: Mutex<Option<(Arc<Loaded>, SnapshotCache<(PendingDl, String)>, Vec<Seen>)>> = Mutex::new(None);
 static THREAD: Mutex<Option<Replanner>> = Mutex::new(None);
 
 fn info(msg: &str) {
@@ -134,23 +137,47 @@ fn current() -> Option<Arc<Loaded>> {
     LOADED.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
+/// The node table as read under the node read lock: the last parsed copy
+/// while slurmctld's `last_node_update` says nothing changed, else the raw
+/// fields (parsed by [`nodes_parsed`], which may run after the lock is released).
+enum NodesRead {
+    Cached(Arc<Vec<NodeGpus>>),
+    Raw { stamp: Option<i64>, taken_s: i64, count: usize, nodes: Vec<ctld::NodeInfo> },
+}
+
+/// Reads the node table (caller holds the node read lock): no copy while
+/// the cached one is still exact.
+fn nodes_read() -> NodesRead {
+    let stamp = ctld::last_node_update();
+    let count = ctld::node_count();
+    if let Some(stamp) = stamp {
+        if let Some(n) = NODES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(NodeCache::default).get(stamp, count) {
+            return NodesRead::Cached(n);
+        }
+    }
+    // Under the lock nothing changes the table, so the second read now is the copy's.
+    let taken_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    NodesRead::Raw { stamp, taken_s, count, nodes: ctld::nodes() }
+}
+
+/// GPUs per node of a [`nodes_read`] result (no lock needed); a raw copy is parsed and cached.
+fn nodes_parsed(read: NodesRead) -> Arc<Vec<NodeGpus>> {
+    let (stamp, taken_s, count, raw) = match read {
+        NodesRead::Cached(n) => return n,
+        NodesRead::Raw { stamp, taken_s, count, nodes } => (stamp, taken_s, count, nodes),
+    };
+    let nodes: Vec<NodeGpus> =
+        raw.iter().flat_map(|n| placement::node_gpus(&n.name, n.gres.as_deref(), n.gres_used.as_deref(), n.available)).collect();
+    match stamp {
+        Some(stamp) => NODES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(NodeCache::default).put(stamp, taken_s, count, nodes),
+        None => Arc::new(nodes),
+    }
+}
+
 /// GPUs per node from the node table (caller holds the node read lock):
 /// the last copy while slurmctld's `last_node_update` says nothing changed.
 fn node_snapshot() -> Arc<Vec<NodeGpus>> {
-    let copy = || -> Vec<NodeGpus> {
-        ctld::nodes()
-            .iter()
-            .flat_map(|n| placement::node_gpus(&n.name, n.gres.as_deref(), n.gres_used.as_deref(), n.available))
-            .collect()
-    };
-    let Some(stamp) = ctld::last_node_update() else { return Arc::new(copy()) };
-    let count = ctld::node_count();
-    if let Some(n) = NODES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(NodeCache::default).get(stamp, count) {
-        return n;
-    }
-    let nodes = copy();
-    let now_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    NODES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(NodeCache::default).put(stamp, now_s, count, nodes)
+    nodes_parsed(nodes_read())
 }
 
 unsafe fn opt_str(p: *const c_char) -> Option<String> {
@@ -333,30 +360,42 @@ struct RawDl {
 /// GPU request; `spank_job_env` changes only with AdminComment).
 type Seen = (u32, u32, u64);
 
-/// Under the job read lock: every pending job with a cellsched decision, and
-/// copies of those `cache` does not hold at their current stamp.
-fn scan_jobs(cache: &SnapshotCache<(PendingDl, String)>) -> (Vec<Seen>, Vec<RawDl>) {
-    let (mut seen, mut fresh) = (Vec::new(), Vec::new());
-    ctld::for_each_job(true, |job| {
-        let Some(comment) = job.admin_comment().filter(|c| c.contains("cellsched:")) else {
-            return std::ops::ControlFlow::Continue(());
-        };
-        let tres = job.tres_per_node();
-        let stamp = snapshot_cache::stamp(&[Some(comment), job.features(), tres]);
-        seen.push((job.id(), job.priority(), stamp));
-        if cache.wants(job.id(), stamp) {
+/// What marks a job cellsched placed, in its AdminComment.
+const MARKER: &[u8] = b"cellsched:";
+
+/// Every pending job with a cellsched decision (into `seen`, cleared
+/// first: its buffer is reused from pass to pass), and copies of those
+/// `cache` does not hold at their current stamp. Walks the job list in
+/// pieces under the read locks ([`ctld::for_each_job_in_pieces`]); an
+/// unchanged job costs a byte scan and a hash of its three strings and one
+/// lookup: no UTF-8 check, no allocation. `None` when the walk was cut short.
+fn scan_jobs(cache: &SnapshotCache<(PendingDl, String)>, seen: &mut Vec<Seen>) -> Option<(Vec<RawDl>, ctld::WalkStats)> {
+    seen.clear();
+    let mut fresh = Vec::new();
+    let walk = ctld::for_each_job_in_pieces(LockKind::Read, true, ctld::PIECE_HOLD, |job| {
+        let Some(comment) = job.admin_comment_bytes().filter(|c| snapshot_cache::contains(c, MARKER)) else { return };
+        let stamp = snapshot_cache::stamp_bytes(&[Some(comment), job.features_bytes(), job.tres_per_node_bytes()]);
+        let id = job.id();
+        if cache.wants(id, stamp) {
+            // Copied with the checks the parse needs (a field that is not UTF-8 reads as absent, as before).
+            let Some(comment) = job.admin_comment() else { return };
             fresh.push(RawDl {
-                id: job.id(),
+                id,
                 stamp,
                 comment: comment.to_string(),
                 env: job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect(),
                 features: job.features().map(str::to_string),
-                typed: placement::gpu_request(tres).is_some_and(|g| g.gpu_type.is_some()),
+                typed: placement::gpu_request(job.tres_per_node()).is_some_and(|g| g.gpu_type.is_some()),
             });
         }
-        std::ops::ControlFlow::Continue(())
-    });
-    (seen, fresh)
+        seen.push((id, job.priority(), stamp));
+    })
+    .ok()
+    .filter(|w| w.complete)?;
+    // A job is listed once even if the list were reordered between pieces.
+    seen.sort_unstable_by_key(|s| s.0);
+    seen.dedup_by_key(|s| s.0);
+    Some((fresh, walk))
 }
 
 /// Without locks: the job as re-planning sees it, `None` unless cellsched
@@ -387,26 +426,33 @@ fn replan_pass() {
     }
     // The parse cache belongs to one configuration (its estimator and model catalog).
     let mut guard_jobs = REPLAN_JOBS.lock().unwrap_or_else(|e| e.into_inner());
-    if guard_jobs.as_ref().map_or(true, |(k, _)| !Arc::ptr_eq(k, &l)) {
-        *guard_jobs = Some((l.clone(), SnapshotCache::default()));
+    if guard_jobs.as_ref().map_or(true, |(k, _, _)| !Arc::ptr_eq(k, &l)) {
+        *guard_jobs = Some((l.clone(), SnapshotCache::default(), Vec::new()));
     }
-    let cache = &mut guard_jobs.as_mut().expect("set above").1;
+    let (cache, seen) = {
+        let g = guard_jobs.as_mut().expect("set above");
+        (&mut g.1, &mut g.2)
+    };
+    let Some((fresh, walk)) = scan_jobs(cache, seen) else { return };
+    // The node table in a hold of its own.
     let t0 = Instant::now();
-    let Ok(((seen, fresh), nodes, held)) = ctld::with_lock(LockKind::Read, || {
+    let Ok((nodes_now, held, nodes_us)) = ctld::with_lock(LockKind::Read, || {
         let held = Instant::now();
-        (scan_jobs(cache), node_snapshot(), held)
+        (nodes_read(), held, held.elapsed().as_micros())
     }) else {
         return;
     };
-    // Time the read locks were held (the cost to slurmctld), and the wait for them.
-    let snapshot_us = held.elapsed().as_micros();
-    let waited_us = held.duration_since(t0).as_micros();
+    // The longest time the read locks were held at once (the cost to slurmctld), and the wait for them.
+    let snapshot_us = walk.max_hold_us.max(nodes_us);
+    let waited_us = walk.wait_us + held.duration_since(t0).as_micros();
     let t1 = Instant::now();
+    let nodes_copied = matches!(nodes_now, NodesRead::Raw { .. });
+    let nodes = nodes_parsed(nodes_now);
     let copied = fresh.len();
     for r in &fresh {
         cache.insert(r.id, r.stamp, parse_dl(r, &l));
     }
-    cache.retain_live(&seen.iter().map(|s| s.0).collect::<std::collections::HashSet<u32>>());
+    cache.retain_live(&seen.iter().map(|s| s.0).collect::<snapshot_cache::IdSet>());
     // Held jobs (priority 0) are not moved; highest priority first.
     let mut ranked: Vec<(u32, &(PendingDl, String))> =
         seen.iter().filter(|s| s.1 > 0).filter_map(|s| cache.get(s.0).map(|p| (s.1, p))).collect();
@@ -422,11 +468,15 @@ fn replan_pass() {
     // holds slurmctld's read locks, the planning holds none.
     let (hits, misses, held, _) = l.ranks.stats();
     log::debug(&format!(
-        "job_submit/cellsched: re-planning pass over {} pending DL jobs: snapshot {} us (read locks held, {} jobs copied; {} us waiting for them), planning {} us, {} moves; rank cache {} hits, {} misses, {} held",
+        "job_submit/cellsched: re-planning pass over {} pending DL jobs: snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them; {} jobs copied, node table {} in {} us), planning {} us, {} moves; rank cache {} hits, {} misses, {} held",
         pending.len(),
         snapshot_us,
-        copied,
+        walk.pieces + 1,
+        walk.total_hold_us + nodes_us,
         waited_us,
+        copied,
+        if nodes_copied { "copied" } else { "cached" },
+        nodes_us,
         t1.elapsed().as_micros(),
         moves.len(),
         hits,

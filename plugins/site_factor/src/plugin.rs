@@ -13,7 +13,8 @@
 //! and pending DL jobs ranked earlier get the stock factor back at the next update.
 use cellsched_core::ordering::{self, JobFields, OrderingData};
 use cellsched_core::ordering::Predictions;
-use crate::ranker::{Distrust, Ranker, Snap, Stamp};
+use crate::ranker::{Distrust, Ranker, Running, Snap, Stamp};
+use cellsched_core::snapshot_cache;
 use cellsched_core::declared::{DeclaredConfig, OverrunPolicy, Overruns};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
@@ -260,6 +261,9 @@ fn record_overruns(seen: &[(u32, u32, i64)], cfg: &DeclaredConfig, now: f64) -> 
     before != after
 }
 
+/// What marks a job cellsched placed, in its AdminComment.
+const MARKER: &[u8] = b"cellsched:";
+
 /// Time limit in minutes, `None` when unset or infinite.
 fn time_limit_of(job: &Job<'_>) -> Option<u32> {
     let limit = job.time_limit_min();
@@ -275,45 +279,57 @@ fn rank_pass() {
     if INVALIDATE.swap(false, std::sync::atomic::Ordering::SeqCst) {
         ranker.invalidate();
     }
-    let t0 = Instant::now();
     let declared = declared_cfg();
     let now = now_s();
-    let snap = ctld::with_lock(LockKind::Read, || {
-        let held = Instant::now();
-        let (mut seen, mut fresh, mut overran) = (Vec::new(), Vec::new(), Vec::new());
-        ctld::for_each_job(false, |job| {
-            let Some(comment) = job.admin_comment().filter(|c| c.contains("cellsched:")) else {
-                return ControlFlow::Continue(());
-            };
-            if !job.is_pending() {
-                let running = job.state() & slurm_sys::JOB_STATE_BASE == slurm_sys::JOB_RUNNING;
-                let start = job.start_time();
-                if running && start > 0 && ordering::running_overran(comment, now - start as f64, &declared) {
-                    overran.push((job.id(), job.user_id(), start));
+    // The pass's lists reuse the last pass's buffers.
+    let mut bufs = std::mem::take(&mut ranker.buffers);
+    bufs.seen.clear();
+    bufs.running.clear();
+    // Under the read locks an unchanged job costs a byte scan and a hash of
+    // its AdminComment and one lookup: no UTF-8 check, no parse, no
+    // allocation. Only new or changed jobs are copied, and parsed after. The
+    // walk releases the locks every `PIECE_HOLD` (see `for_each_job_in_pieces`).
+    let (mut fresh, mut running_fresh) = (Vec::new(), Vec::new());
+    let walked = ctld::for_each_job_in_pieces(LockKind::Read, false, ctld::PIECE_HOLD, |job| {
+        let Some(comment) = job.admin_comment_bytes().filter(|c| snapshot_cache::contains(c, MARKER)) else { return };
+        if !job.is_pending() {
+            let running = job.state() & slurm_sys::JOB_STATE_BASE == slurm_sys::JOB_RUNNING;
+            let start = job.start_time();
+            if running && start > 0 {
+                let (id, stamp) = (job.id(), Stamp::of_bytes(comment, None));
+                if ranker.wants_running(id, stamp) {
+                    let Some(text) = job.admin_comment() else { return };
+                    running_fresh.push((id, stamp, text.to_string()));
                 }
-                return ControlFlow::Continue(());
+                bufs.running.push(Running { id, user_id: job.user_id(), start_s: start, stamp });
             }
-            let limit = time_limit_of(job);
-            let stamp = Stamp::of(comment, limit);
-            if ranker.wants(job.id(), &stamp) {
-                fresh.push(Snap {
-                    id: job.id(),
-                    user_id: job.user_id(),
-                    submit_time_s: job.submit_time(),
-                    admin_comment: comment.to_string(),
-                    env: job.env().filter(|e| job_env::is_dl_entry(e)).map(str::to_string).collect(),
-                    time_limit_min: limit,
-                });
-            }
-            seen.push((job.id(), stamp));
-            ControlFlow::Continue(())
-        });
-        (seen, fresh, overran, held)
+            return;
+        }
+        let limit = time_limit_of(job);
+        let (id, stamp) = (job.id(), Stamp::of_bytes(comment, limit));
+        if ranker.wants(id, &stamp) {
+            // A comment that is not UTF-8 reads as absent, as in every parse.
+            let Some(text) = job.admin_comment() else { return };
+            fresh.push(Snap {
+                id,
+                user_id: job.user_id(),
+                submit_time_s: job.submit_time(),
+                admin_comment: text.to_string(),
+                env: job.env().filter(|e| job_env::is_dl_entry(e)).map(str::to_string).collect(),
+                time_limit_min: limit,
+            });
+        }
+        bufs.seen.push((id, stamp));
     });
-    let Ok((seen, fresh, overran, held)) = snap else { return };
-    // Time the read locks were held (the cost to slurmctld), and the wait for them.
-    let snapshot_us = held.elapsed().as_micros();
-    let waited_us = held.duration_since(t0).as_micros();
+    // A walk cut short (no job list yet, slurmctld stopping) ranks nothing: the last factors stay.
+    let walk = match walked {
+        Ok(w) if w.complete => w,
+        _ => {
+            ranker.buffers = bufs;
+            return;
+        }
+    };
+    let overran = ranker.overruns(&bufs.running, running_fresh, now, &declared);
     if record_overruns(&overran, &declared, now) {
         // Parses made with the old trust are stale; those jobs are parsed again next pass.
         ranker.invalidate();
@@ -322,13 +338,18 @@ fn rank_pass() {
     let t1 = Instant::now();
     let preds = predictions();
     let data = OrderingData { models: models(), predictions: preds.as_deref() };
-    ranker.update(&seen, fresh, now, &cfg, &data, slurm_sys::NICE_OFFSET, &distrust_now(&declared, now));
+    ranker.update(&bufs.seen, fresh, now, &cfg, &data, slurm_sys::NICE_OFFSET, &distrust_now(&declared, now));
     *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = Some(ranker.factors());
     log::debug(&format!(
-        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {snapshot_us} us (read locks held; {waited_us} us waiting for them), ranking {} us",
-        seen.len(),
+        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them), ranking {} us",
+        bufs.seen.len(),
+        walk.max_hold_us,
+        walk.pieces,
+        walk.total_hold_us,
+        walk.wait_us,
         t1.elapsed().as_micros()
     ));
+    ranker.buffers = bufs;
 }
 
 /// Starts the ranking thread (slurmctld only).

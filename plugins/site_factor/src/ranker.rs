@@ -1,8 +1,11 @@
 //! The A-SRPT ranking, computed off slurmctld's job write lock.
 //!
 //! A background thread takes a snapshot of the pending DL jobs under the
-//! *read* locks ([`Ranker::wants`] says which jobs must be copied: only new
-//! ones and those whose AdminComment or time limit changed), ranks them with
+//! *read* locks, in pieces that release them every few milliseconds
+//! (`for_each_job_in_pieces`; [`Ranker::wants`] says which jobs must be
+//! copied: only new ones and those whose AdminComment or time limit
+//! changed; a running job's AdminComment is copied and parsed once, for the
+//! overrun check, [`Ranker::overruns`]), ranks them with
 //! no lock held ([`Ranker::update`]) and publishes the site factors.
 //! `site_factor_p_update`, under the write lock, then only copies the
 //! published numbers into the job records ([`Ranker::factors`]): a hash
@@ -13,27 +16,41 @@
 use cellsched_core::ordering::{self, JobFields, OrderingData};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::OrderingConfig;
-use std::collections::hash_map::DefaultHasher;
+use cellsched_core::declared::{self, DeclaredConfig};
+use cellsched_core::snapshot_cache::{self, IdMap, IdSet};
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-/// What tells whether a job changed since it was last parsed.
+/// What tells whether a job changed since it was last parsed: a hash of
+/// its AdminComment (the decision; re-planning changes it) and time limit
+/// (stands in for unknown iterations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp {
-    /// Hash of the AdminComment (the decision; re-planning changes it).
-    pub comment_hash: u64,
-    /// Time limit in minutes (stands in for unknown iterations).
-    pub time_limit_min: Option<u32>,
-}
+pub struct Stamp(u64);
 
 impl Stamp {
     /// The stamp of a job with this AdminComment and time limit.
     pub fn of(admin_comment: &str, time_limit_min: Option<u32>) -> Stamp {
-        let mut h = DefaultHasher::new();
-        admin_comment.hash(&mut h);
-        Stamp { comment_hash: h.finish(), time_limit_min }
+        Stamp::of_bytes(admin_comment.as_bytes(), time_limit_min)
     }
+
+    /// [`Stamp::of`] of the AdminComment's bytes (under the lock: no UTF-8 check).
+    pub fn of_bytes(admin_comment: &[u8], time_limit_min: Option<u32>) -> Stamp {
+        let limit = time_limit_min.map(u32::to_le_bytes);
+        Stamp(snapshot_cache::stamp_bytes(&[Some(admin_comment), limit.as_ref().map(|l| &l[..])]))
+    }
+}
+
+/// A running DL job seen by a pass (overrun check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Running {
+    /// Slurm job id.
+    pub id: u32,
+    /// Its user's uid.
+    pub user_id: u32,
+    /// Start time (Unix seconds).
+    pub start_s: i64,
+    /// [`Stamp`] of its AdminComment (no time limit).
+    pub stamp: Stamp,
 }
 
 /// A pending DL job copied out of slurmctld: only what ordering reads.
@@ -56,10 +73,23 @@ pub struct Snap {
 /// Cached parse results and the published site factors.
 #[derive(Debug, Default)]
 pub struct Ranker {
-    cache: HashMap<u32, (Stamp, Option<PendingJob>)>,
+    cache: IdMap<(Stamp, Option<PendingJob>)>,
     /// Pending jobs of demoted users (stock factor).
-    demoted: std::collections::HashSet<u32>,
+    demoted: IdSet,
+    /// Running DL jobs' declared work (iterations, seconds per iteration), by id.
+    running: IdMap<(Stamp, Option<(u64, f64)>)>,
     factors: Arc<HashMap<u32, u32>>,
+    /// The last pass's buffers, reused by the next one (no growth under the lock).
+    pub buffers: Buffers,
+}
+
+/// Lists a pass fills under the read locks; kept between passes for their capacity.
+#[derive(Debug, Default)]
+pub struct Buffers {
+    /// Every pending DL job with its stamp.
+    pub seen: Vec<(u32, Stamp)>,
+    /// Every running DL job.
+    pub running: Vec<Running>,
 }
 
 /// Users who overran declared work recently, and what that costs them.
@@ -77,6 +107,31 @@ impl Ranker {
     /// (unknown, or changed since it was parsed).
     pub fn wants(&self, id: u32, stamp: &Stamp) -> bool {
         self.cache.get(&id).map_or(true, |(s, _)| s != stamp)
+    }
+
+    /// True when running job `id`'s AdminComment must be copied (unknown, or changed).
+    pub fn wants_running(&self, id: u32, stamp: Stamp) -> bool {
+        self.running.get(&id).map_or(true, |(s, _)| *s != stamp)
+    }
+
+    /// The running DL jobs (`running`, from a pass) that overran their
+    /// declared work at `now_s`; `fresh` holds the AdminComments
+    /// [`Ranker::wants_running`] asked for (parsed here, once per job). Jobs
+    /// no longer running are forgotten.
+    pub fn overruns(&mut self, running: &[Running], fresh: Vec<(u32, Stamp, String)>, now_s: f64, cfg: &DeclaredConfig) -> Vec<(u32, u32, i64)> {
+        for (id, stamp, comment) in fresh {
+            self.running.insert(id, (stamp, ordering::declared_work(&comment)));
+        }
+        let live: IdSet = running.iter().map(|r| r.id).collect();
+        self.running.retain(|id, _| live.contains(id));
+        running
+            .iter()
+            .filter(|r| {
+                let work = self.running.get(&r.id).and_then(|(s, w)| w.filter(|_| *s == r.stamp));
+                work.is_some_and(|(iters, iter_s)| declared::overran(iters, iter_s, now_s - r.start_s as f64, cfg))
+            })
+            .map(|r| (r.id, r.user_id, r.start_s))
+            .collect()
     }
 
     /// Forgets every parse (the predictor or the config changed).
@@ -112,7 +167,7 @@ impl Ranker {
             };
             self.cache.insert(s.id, (stamp, ordering::pending_job(&fields, cfg, data)));
         }
-        let live: std::collections::HashSet<u32> = seen.iter().map(|(id, _)| *id).collect();
+        let live: IdSet = seen.iter().map(|(id, _)| *id).collect();
         self.cache.retain(|id, _| live.contains(id));
         self.demoted.retain(|id| live.contains(id));
         let jobs: Vec<PendingJob> = self.cache.values().filter_map(|(_, p)| *p).collect();
@@ -200,5 +255,35 @@ mod tests {
         r.invalidate();
         r.update(&seen, jobs.to_vec(), 1000.0, &cfg, &data, 10, &Distrust { demote: true, ..liar });
         assert!(r.factors().values().all(|f| *f == 10), "{:?}", r.factors());
+    }
+
+    #[test]
+    fn running_overruns_are_parsed_once_and_checked_by_the_clock() {
+        let d = DeclaredConfig::default();
+        // 10 iterations of 0.5 s declared: overran past 10 x 0.5 x slack seconds.
+        let comment = format!("{} iters=10", snap(7, 0.5, 10, 0).admin_comment);
+        let allowed = 10.0 * 0.5 * d.slack;
+        let st = Stamp::of(&comment, None);
+        let run = [Running { id: 7, user_id: 1000, start_s: 100, stamp: st }];
+        let mut r = Ranker::default();
+        assert!(r.wants_running(7, st));
+        assert!(r.overruns(&run, vec![(7, st, comment.clone())], 100.0 + allowed - 1.0, &d).is_empty());
+        assert!(!r.wants_running(7, st), "parsed once");
+        // The next pass copies nothing and still sees the overrun once the clock passes the bound.
+        assert_eq!(r.overruns(&run, Vec::new(), 100.0 + allowed + 1.0, &d), vec![(7, 1000, 100)]);
+        // A changed comment is not trusted until copied again; a job that ended is forgotten.
+        let changed = [Running { stamp: Stamp::of("cellsched: other", None), ..run[0] }];
+        assert!(r.wants_running(7, changed[0].stamp));
+        assert!(r.overruns(&changed, Vec::new(), 1e9, &d).is_empty());
+        assert!(r.overruns(&[], Vec::new(), 1e9, &d).is_empty());
+        assert!(r.wants_running(7, st), "forgotten after it left");
+        // No declaration: never an overrun.
+        let bare = snap(8, 0.5, 10, 0).admin_comment;
+        let b = [Running { id: 8, user_id: 1, start_s: 0, stamp: Stamp::of(&bare, None) }];
+        assert!(r.overruns(&b, vec![(8, b[0].stamp, bare)], 1e9, &d).is_empty());
+        // The byte stamp is the text stamp; the time limit is part of it.
+        assert_eq!(Stamp::of_bytes(comment.as_bytes(), Some(5)), Stamp::of(&comment, Some(5)));
+        assert_ne!(Stamp::of(&comment, Some(5)), Stamp::of(&comment, Some(6)));
+        assert_ne!(Stamp::of(&comment, Some(5)), Stamp::of(&comment, None));
     }
 }

@@ -36,6 +36,19 @@ pub unsafe fn borrow_str<'a>(p: *const c_char) -> Option<&'a str> {
     }
 }
 
+/// Borrows a possibly-NULL C string as bytes, without the UTF-8 check
+/// (cheap change tests under slurmctld's locks; `None` for NULL).
+///
+/// # Safety
+/// As [`borrow_str`].
+pub unsafe fn borrow_bytes<'a>(p: *const c_char) -> Option<&'a [u8]> {
+    if p.is_null() {
+        None
+    } else {
+        Some(CStr::from_ptr(p).to_bytes())
+    }
+}
+
 /// Like [`borrow_str`] but treats `""` as absent too.
 ///
 /// # Safety
@@ -103,6 +116,9 @@ mod tests {
             assert_eq!(borrow_str(cs(b"a100\0").as_ptr()), Some("a100"));
             let bad = [0xffu8 as c_char, 0];
             assert_eq!(borrow_str(bad.as_ptr()), None);
+            assert_eq!(borrow_bytes(bad.as_ptr()), Some(&[0xffu8][..]), "bytes are not checked");
+            assert_eq!(borrow_bytes(std::ptr::null()), None);
+            assert_eq!(borrow_bytes(cs(b"a100\0").as_ptr()), Some(&b"a100"[..]));
         }
         assert_eq!(cstr_to_str(cs(b"x=1\0")), Some("x=1"));
     }

@@ -5,7 +5,7 @@
 //! Locking: [`Job`] values only exist inside callbacks that run while the
 //! caller holds slurmctld's job lock ([`for_each_job`] inside
 //! `site_factor_p_update`, or inside [`with_lock`]); they cannot escape them.
-use crate::cstr::{borrow_str, take_xstr, to_cstring, CStrError};
+use crate::cstr::{borrow_bytes, borrow_str, take_xstr, to_cstring, CStrError};
 use cellsched_core::job_env;
 use slurm_sys::shim as s;
 use std::ffi::CString;
@@ -64,6 +64,12 @@ macro_rules! str_getters {
     ($($(#[$m:meta])* $name:ident => $f:ident;)*) => {$(
         $(#[$m])*
         pub fn $name(&self) -> Option<&'a str> { unsafe { borrow_str(s::$f(self.ptr)) } }
+    )*};
+}
+macro_rules! bytes_getters {
+    ($($(#[$m:meta])* $name:ident => $f:ident;)*) => {$(
+        $(#[$m])*
+        pub fn $name(&self) -> Option<&'a [u8]> { unsafe { borrow_bytes(s::$f(self.ptr)) } }
     )*};
 }
 macro_rules! num_getters {
@@ -130,6 +136,15 @@ impl<'a> Job<'a> {
         tres_alloc_str => cellsched_job_tres_alloc_str;
         /// Allocated node list.
         nodes => cellsched_job_nodes;
+    }
+
+    bytes_getters! {
+        /// AdminComment as bytes (no UTF-8 check: for change tests; [`Job::admin_comment`] for the text).
+        admin_comment_bytes => cellsched_job_admin_comment;
+        /// `details->features` as bytes.
+        features_bytes => cellsched_job_features;
+        /// Per-node TRES request as bytes.
+        tres_per_node_bytes => cellsched_job_tres_per_node;
     }
 
     /// True while pending.
@@ -227,6 +242,109 @@ where
     let n = unsafe { s::cellsched_for_each_job(pending_only as c_int, Some(tramp::<F>), &mut f as *mut F as *mut c_void) };
     resume_panic();
     (n >= 0).then_some(n as usize)
+}
+
+/// The longest a walk in pieces ([`for_each_job_in_pieces`]) holds the
+/// locks at once, before it lets slurmctld's other threads in: a fifth of
+/// the 10 ms a snapshot may hold them (issue 15), leaving room for a thread
+/// preempted while it holds them.
+pub const PIECE_HOLD: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// What a walk in pieces did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalkStats {
+    /// Lock holds (pieces) taken.
+    pub pieces: u32,
+    /// Longest hold in microseconds, from taking the locks to releasing them
+    /// (the clock is read just before the release: a thread the release
+    /// wakes may preempt this one, and that time is not a hold).
+    pub max_hold_us: u128,
+    /// All holds together, microseconds.
+    pub total_hold_us: u128,
+    /// Time spent waiting for the locks, microseconds.
+    pub wait_us: u128,
+    /// Jobs visited.
+    pub jobs: usize,
+    /// True when every job was visited; false when the walk was cut short
+    /// (no job list yet, or slurmctld shutting down): absence means nothing then.
+    pub complete: bool,
+}
+
+/// Calls `f` for each job (pending ones only when `pending_only`), holding
+/// `kind` locks for pieces of the walk of about `max_hold` each and
+/// releasing them in between, so slurmctld's RPCs and schedulers are never
+/// kept out for the whole list. Slurm's list keeps the walk's position valid
+/// while jobs are added or purged between pieces: every job present for the
+/// whole walk is visited once; one added or removed meanwhile may be visited
+/// or not. Each job's fields are read under the locks, but different pieces
+/// see different moments. Never call it while holding the locks.
+/// `Err(NotInSlurmctld)` outside slurmctld; a panic in `f` ends the walk
+/// (locks released) and is re-raised.
+pub fn for_each_job_in_pieces<F>(kind: LockKind, pending_only: bool, max_hold: std::time::Duration, mut f: F) -> Result<WalkStats, CtldError>
+where
+    F: FnMut(&mut Job<'_>),
+{
+    use std::time::Instant;
+    struct Piece<'f, F> {
+        f: &'f mut F,
+        until: Instant,
+        jobs: usize,
+    }
+    unsafe extern "C" fn tramp<F: FnMut(&mut Job<'_>)>(job: *mut s::cellsched_job_t, arg: *mut c_void) -> c_int {
+        let p = &mut *(arg as *mut Piece<'_, F>);
+        let mut j = Job { ptr: job, _lock: PhantomData };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (p.f)(&mut j))) {
+            Ok(()) => {
+                p.jobs += 1;
+                // The clock is read every 8 jobs (a job costs far less than the budget).
+                c_int::from(p.jobs % 8 == 0 && Instant::now() >= p.until)
+            }
+            Err(e) => {
+                PANIC.with(|c| *c.borrow_mut() = Some(e));
+                1
+            }
+        }
+    }
+    let mut stats = WalkStats::default();
+    let mut walk: *mut s::cellsched_job_walk_t = std::ptr::null_mut();
+    let mut started = false;
+    loop {
+        let asked = Instant::now();
+        let (rc, held, hold) = with_lock(kind, || {
+            let held = Instant::now();
+            if !started {
+                started = true;
+                walk = unsafe { s::cellsched_job_walk_start() };
+                if walk.is_null() {
+                    return (-1, held, held.elapsed().as_micros());
+                }
+            }
+            let mut piece = Piece { f: &mut f, until: held + max_hold, jobs: 0 };
+            let rc = unsafe { s::cellsched_job_walk_next(walk, pending_only as c_int, Some(tramp::<F>), &mut piece as *mut Piece<'_, F> as *mut c_void) };
+            stats.jobs += piece.jobs;
+            if rc != 1 {
+                walk = std::ptr::null_mut(); // freed by the shim
+            }
+            if PANIC.with(|c| c.borrow().is_some()) {
+                if !walk.is_null() {
+                    unsafe { s::cellsched_job_walk_stop(walk) };
+                    walk = std::ptr::null_mut();
+                }
+                resume_panic();
+            }
+            (rc, held, held.elapsed().as_micros())
+        })?;
+        stats.pieces += 1;
+        stats.max_hold_us = stats.max_hold_us.max(hold);
+        stats.total_hold_us += hold;
+        stats.wait_us += held.duration_since(asked).as_micros();
+        match rc {
+            1 => continue,
+            0 => stats.complete = true,
+            _ => stats.complete = false,
+        }
+        return Ok(stats);
+    }
 }
 
 thread_local! {
@@ -440,6 +558,7 @@ mod tests {
         assert!(!in_slurmctld());
         assert_eq!(with_lock(LockKind::Write, || 1), Err(CtldError::NotInSlurmctld));
         assert_eq!(for_each_job(true, |_| ControlFlow::Continue(())), None);
+        assert_eq!(for_each_job_in_pieces(LockKind::Read, true, PIECE_HOLD, |_| panic!("no jobs here")), Err(CtldError::NotInSlurmctld));
         assert_eq!(with_job(1, |j| j.id()), None);
         assert_eq!(queue_scheduler(), Err(CtldError::NotInSlurmctld));
         assert_eq!(update_job(&JobUpdate { job_id: 1, ..Default::default() }), Err(CtldError::NotInSlurmctld));

@@ -154,7 +154,7 @@ pub fn openmetrics(summary: Option<&Summary>, queue: &BTreeMap<String, QueueCoun
         for (why, n) in &l.left_stock {
             sample(&mut o, "cellsched_jobs_left_stock", &[("reason", why)], *n as f64);
         }
-        family(&mut o, "cellsched_plugin_step_seconds", "summary", "Plugin step durations from slurmctld's log (measured): update = site_factor_p_update under the job write lock, ranking_snapshot / replan_snapshot = snapshots under the read locks.");
+        family(&mut o, "cellsched_plugin_step_seconds", "summary", "Plugin step durations from slurmctld's log (measured): update = site_factor_p_update under the job write lock, ranking_snapshot / replan_snapshot = the longest single hold of the read locks in a snapshot pass (the walk releases them between pieces).");
         for (step, v) in &l.step_us {
             sample(&mut o, "cellsched_plugin_step_seconds_count", &[("step", step)], v.len() as f64);
             sample(&mut o, "cellsched_plugin_step_seconds_sum", &[("step", step)], v.iter().sum::<f64>() / 1e6);
@@ -176,7 +176,7 @@ mod tests {
 [2026-11-23T12:00:01.000] job_submit/cellsched: DL job left stock: no Cell of exactly 5 GPUs can run gpt__125M (batch 9); the job's own GPU request is kept\n\
 [2026-11-23T12:00:02.000] site_factor/cellsched: update copied 12 ranked site factors (3 changed) in 150 us\n\
 [2026-11-23T12:00:03.000] site_factor/cellsched: update copied 12 ranked site factors (0 changed) in 50 us\n\
-[2026-11-23T12:00:04.000] site_factor/cellsched: ranking pass over 12 pending DL jobs (2 copied): snapshot 3300 us (read locks), ranking 240 us\n\
+[2026-11-23T12:00:04.000] site_factor/cellsched: ranking pass over 12 pending DL jobs (2 copied): snapshot 3300 us (the longest of 4 read-lock holds; 7100 us held in all, 12 us waiting for them), ranking 240 us\n\
 [2026-11-23T12:00:05.000] job_submit/cellsched: re-planning pass over 4 pending DL jobs: snapshot 10700 us (read locks), planning 90 us, 1 moves\n\
 [2026-11-23T12:00:06.000] sched: Allocate JobId=5\n";
 
