@@ -280,13 +280,17 @@ pub struct Decision {
     pub source: EstimateSource,
 }
 
-const DECISION_PREFIX: &str = "cellsched:";
-
 impl Decision {
+    /// What marks an `AdminComment` holding a cellsched decision: the
+    /// plugins' cheap test for "cellsched placed this job" (the full check
+    /// is [`Decision::parse_admin_comment`]).
+    pub const PREFIX: &'static str = "cellsched:";
+
     /// The `AdminComment` text: `cellsched: cell=.. nodes=.. dp=.. ...`.
     pub fn to_admin_comment(&self) -> String {
         format!(
-            "{DECISION_PREFIX} cell={} nodes={} dp={} tp={} pp={} mb={} zero={} ckpt={} iter_s={:.6} src={}",
+            "{} cell={} nodes={} dp={} tp={} pp={} mb={} zero={} ckpt={} iter_s={:.6} src={}",
+            Self::PREFIX,
             self.cell,
             self.nodes,
             self.plan.dp,
@@ -304,7 +308,7 @@ impl Decision {
     /// may be embedded in a longer comment. `None` if there is none or it is
     /// not self-consistent (see [`Decision::is_consistent`]).
     pub fn parse_admin_comment(s: &str) -> Option<Decision> {
-        let start = s.find(DECISION_PREFIX)? + DECISION_PREFIX.len();
+        let start = s.find(Self::PREFIX)? + Self::PREFIX.len();
         let mut cell = None;
         let mut nodes = None;
         let mut plan = Plan::default();

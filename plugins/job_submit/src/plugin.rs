@@ -360,8 +360,8 @@ struct RawDl {
 /// GPU request; `spank_job_env` changes only with AdminComment).
 type Seen = (u32, u32, u64);
 
-/// What marks a job cellsched placed, in its AdminComment.
-const MARKER: &[u8] = b"cellsched:";
+/// What marks a job cellsched placed, in its AdminComment (core's [`Decision::PREFIX`]).
+const MARKER: &[u8] = Decision::PREFIX.as_bytes();
 
 /// Every pending job with a cellsched decision (into `seen`, cleared
 /// first: its buffer is reused from pass to pass), and copies of those
