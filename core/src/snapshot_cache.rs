@@ -128,6 +128,13 @@ impl<T> SnapshotCache<T> {
         self.entries.get(&id).and_then(|(_, p)| p.as_ref())
     }
 
+    /// What job `id` parsed to when its stamp is still `stamp`: `None` when
+    /// unknown, not of interest, or parsed at another stamp (not to be
+    /// trusted until copied again).
+    pub fn get_at(&self, id: u32, stamp: u64) -> Option<&T> {
+        self.entries.get(&id).filter(|(s, _)| *s == stamp).and_then(|(_, p)| p.as_ref())
+    }
+
     /// Forgets the jobs not in `live` (they left the queue).
     pub fn retain_live<S: std::hash::BuildHasher>(&mut self, live: &HashSet<u32, S>) {
         self.entries.retain(|id, _| live.contains(id));
@@ -212,6 +219,8 @@ mod tests {
         assert!(c.wants(1, 11), "changed stamp is copied again");
         assert_eq!(c.get(1).map(String::as_str), Some("one"));
         assert_eq!(c.get(2), None);
+        assert_eq!(c.get_at(1, 10).map(String::as_str), Some("one"));
+        assert_eq!(c.get_at(1, 11), None, "parsed at another stamp");
         c.retain_live(&[2].into_iter().collect::<HashSet<u32>>());
         assert!(c.wants(1, 10) && c.len() == 1);
         let mut small: SnapshotCache<u8> = SnapshotCache::new(3);

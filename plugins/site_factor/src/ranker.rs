@@ -17,7 +17,7 @@ use cellsched_core::ordering::{self, JobFields, OrderingData};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::OrderingConfig;
 use cellsched_core::declared::{self, DeclaredConfig};
-use cellsched_core::snapshot_cache::{self, IdMap, IdSet};
+use cellsched_core::snapshot_cache::{self, IdMap, IdSet, SnapshotCache};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -77,7 +77,7 @@ pub struct Ranker {
     /// Pending jobs of demoted users (stock factor).
     demoted: IdSet,
     /// Running DL jobs' declared work (iterations, seconds per iteration), by id.
-    running: IdMap<(Stamp, Option<(u64, f64)>)>,
+    running: SnapshotCache<(u64, f64)>,
     factors: Arc<HashMap<u32, u32>>,
     /// The last pass's buffers, reused by the next one (no growth under the lock).
     pub buffers: Buffers,
@@ -111,7 +111,7 @@ impl Ranker {
 
     /// True when running job `id`'s AdminComment must be copied (unknown, or changed).
     pub fn wants_running(&self, id: u32, stamp: Stamp) -> bool {
-        self.running.get(&id).map_or(true, |(s, _)| *s != stamp)
+        self.running.wants(id, stamp.0)
     }
 
     /// The running DL jobs (`running`, from a pass) that overran their
@@ -120,15 +120,15 @@ impl Ranker {
     /// no longer running are forgotten.
     pub fn overruns(&mut self, running: &[Running], fresh: Vec<(u32, Stamp, String)>, now_s: f64, cfg: &DeclaredConfig) -> Vec<(u32, u32, i64)> {
         for (id, stamp, comment) in fresh {
-            self.running.insert(id, (stamp, ordering::declared_work(&comment)));
+            self.running.insert(id, stamp.0, ordering::declared_work(&comment));
         }
-        let live: IdSet = running.iter().map(|r| r.id).collect();
-        self.running.retain(|id, _| live.contains(id));
+        self.running.retain_live(&running.iter().map(|r| r.id).collect::<IdSet>());
         running
             .iter()
             .filter(|r| {
-                let work = self.running.get(&r.id).and_then(|(s, w)| w.filter(|_| *s == r.stamp));
-                work.is_some_and(|(iters, iter_s)| declared::overran(iters, iter_s, now_s - r.start_s as f64, cfg))
+                self.running
+                    .get_at(r.id, r.stamp.0)
+                    .is_some_and(|&(iters, iter_s)| declared::overran(iters, iter_s, now_s - r.start_s as f64, cfg))
             })
             .map(|r| (r.id, r.user_id, r.start_s))
             .collect()
