@@ -1190,7 +1190,17 @@ fn small_jobs_and_arrays_get_the_cells_that_pay() {
     }
     let capacity: u32 = p.nodes().iter().filter(|(_, ty, _)| *ty == want.cell.gpu_type).map(|(_, _, g)| g).sum();
     assert!(most >= 2 && most as u32 >= capacity / want.cell.gpus.max(1), "at most {most} tasks ran at once on {capacity} {} GPUs", want.cell.gpu_type);
-    let rows = p.ok("sacct", &["-X", "-n", "-P", "-j", &arr.to_string(), "-o", "JobID,State,AllocTRES"]);
+    // squeue forgets a task before slurmdbd records its end: wait for sacct to catch up.
+    let t = Instant::now();
+    let rows = loop {
+        let rows = p.ok("sacct", &["-X", "-n", "-P", "-j", &arr.to_string(), "-o", "JobID,State,AllocTRES"]);
+        let tasks = rows.lines().filter(|l| l.contains('_'));
+        let ended = tasks.clone().filter(|l| l.split('|').nth(1).is_some_and(|s| common::TERMINAL_STATES.iter().any(|t| s.starts_with(t)))).count();
+        if (tasks.count(), ended) == (20, 20) || t.elapsed() > Duration::from_secs(30) {
+            break rows;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
     let tasks: Vec<&str> = rows.lines().filter(|l| l.contains('_')).collect();
     assert_eq!(tasks.len(), 20, "{rows}");
     for row in tasks {
