@@ -14,6 +14,7 @@
 use anyhow::{bail, Context, Result};
 use cellsched_core::config::{resolve_config_path, Config, PlacementConfig, CONFIG_ENV};
 use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
+use cellsched_core::options::DlKey;
 use cellsched_core::profile_db::ProfileDb;
 use cellsched_core::placement::{self, NodeGpus, Outcome, SubmitRequest};
 use cellsched_sim::core_times::CoreTimes;
@@ -133,9 +134,9 @@ pub fn offers(snap: &Snapshot, cfg: &PlacementConfig, capacity: bool) -> Vec<Cel
 /// The Cell job_submit/cellsched would choose now and why: its own
 /// `placement::place` on the snapshot, or why none.
 pub fn choose(snap: &Snapshot, est: &Estimator, cfg: &PlacementConfig, job: &JobSpec, req: &Request) -> (Option<Estimate>, String) {
-    let mut env = vec![format!("CELLSCHED_DL_MODEL={}", job.model.name), format!("CELLSCHED_DL_BATCH={}", job.global_batch)];
+    let mut env = vec![format!("{}={}", DlKey::Model.env_key(), job.model.name), format!("{}={}", DlKey::Batch.env_key(), job.global_batch)];
     if let Some(n) = req.iters {
-        env.push(format!("CELLSCHED_DL_ITERS={n}"));
+        env.push(format!("{}={n}", DlKey::Iters.env_key()));
     }
     let tres_per_job = match (&req.typed, req.want_gpus) {
         (Some((t, n)), _) => Some(format!("gres:gpu:{t}:{n}")),

@@ -965,6 +965,7 @@ mod tests {
         use cellsched_core::gpu::GpuCatalog;
         use cellsched_core::model::ModelCatalog;
         use cellsched_core::placement::{self, NodeGpus, Outcome, SubmitRequest};
+        use cellsched_core::options::DlKey;
         // The job_submit test cluster: 2 x a100 (4), 2 x v100 (8), 1 x a10 (4).
         let toml = "[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 4\n\
                     [[group]]\ngpu_type = \"v100\"\nnodes = 2\ngpus_per_node = 8\n\
@@ -986,7 +987,7 @@ mod tests {
         for (k, (cfg, (model, batch))) in configs.iter().flat_map(|c| jobs.iter().map(move |j| (c, j))).enumerate() {
             // Plugin host: no GPU request, so the base is the fewest GPUs the model fits on.
             let req = SubmitRequest {
-                env: vec![format!("CELLSCHED_DL_MODEL={model}"), format!("CELLSCHED_DL_BATCH={batch}")],
+                env: vec![format!("{}={model}", DlKey::Model.env_key()), format!("{}={batch}", DlKey::Batch.env_key())],
                 ..Default::default()
             };
             let Outcome::Place(p) = placement::place(&req, &nodes, cfg, &est) else { panic!("{model}: not placed") };
