@@ -23,6 +23,12 @@
 #        CELLSCHED_BENCH_PORT_BASE  port base (default 18300)
 #        CELLSCHED_BENCH_WINDOW_S   measuring window in seconds (default 75)
 #        CELLSCHED_BENCH_PARALLEL   parallel submitters (default 4)
+#        CELLSCHED_BENCH_MODES      modes to run (default "stock plugins"; the ratio
+#                                   column needs both)
+#        CELLSCHED_BENCH_TRIM=1     after the window, also make slurmctld return its free heap
+#                                   pages (gdb: malloc_trim(0)) and report that RSS
+#                                   (ctld_rss_trimmed_kb): memory in use, without what the
+#                                   allocator keeps; needs gdb
 #        CELLSCHED_BENCH_PERF=1     also sample slurmctld with `perf record -g` (199 Hz)
 #                                   during the window; `perf report` goes to
 #                                   $CELLSCHED_BENCH_DIR-<mode>.perf.txt
@@ -142,11 +148,23 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   tail -c +"$log_start" "$log" >"$tail_log"
   local rss_after
   rss_after=$(ps -o rss= -p "$ctld_pid" | tr -d ' ')
+  # Where slurmctld's resident memory is: its mappings with the most RSS
+  # ([heap] is the main malloc arena; large anonymous ones are the arenas of
+  # other threads, such as the plugins' background threads).
+  awk '/^[0-9a-f]+-[0-9a-f]+ / { name = ($6 == "" ? "[anon " $1 "]" : $6) } /^Size:/ { size = $2 } /^Rss:/ { if ($2 > 0) print $2, size, name }' \
+    "/proc/$ctld_pid/smaps" 2>/dev/null | sort -rn | head -15 >"$DIR-$mode.smaps.txt" || true
+  local rss_trimmed=NA
+  if [ "${CELLSCHED_BENCH_TRIM:-0}" = 1 ]; then
+    if gdb -p "$ctld_pid" -batch -ex 'call (int) malloc_trim(0)' >/dev/null 2>&1; then
+      rss_trimmed=$(ps -o rss= -p "$ctld_pid" | tr -d ' ')
+    else echo "gdb could not call malloc_trim in slurmctld" >&2; fi
+  fi
   {
     echo "nodes $nodes"
     echo "pending $pending"
     echo "ctld_rss_before_kb ${rss_before:-NA}"
     echo "ctld_rss_after_kb ${rss_after:-NA}"
+    echo "ctld_rss_trimmed_kb $rss_trimmed"
     echo "submit_s $submit_s"
     echo "submit_rpc_mean_us ${submit_rpc_us:-NA}"
     echo "main_cycles $(sdiag_field "$sd" 'Main schedule statistics' 'Total cycles')"
@@ -182,17 +200,20 @@ ratio() { # a b
   else echo NA; fi
 }
 
-run_mode stock
-run_mode plugins
+MODES=${CELLSCHED_BENCH_MODES:-stock plugins}
+rm -f "$DIR-stock.results" "$DIR-plugins.results" # no column from an earlier run
+for mode in $MODES; do
+  case $mode in stock | plugins) run_mode "$mode" ;; *) echo "sched_cost.sh: unknown mode '$mode' (stock, plugins)" >&2; exit 2 ;; esac
+done
 
 echo
 echo "slurmctld scheduling cost at $N pending jobs (half DL) on $NODES nodes, window ${WINDOW}s; times in microseconds, RSS in KiB"
 printf '%-26s %14s %14s %8s\n' metric stock plugins ratio
-for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
+for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb ctld_rss_trimmed_kb submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
   bf_cycles bf_mean_us bf_max_us bf_mean_depth site_factor_updates site_factor_mean_us site_factor_max_us \
   rank_passes rank_snapshot_mean_us rank_snapshot_max_us rank_held_in_all_mean_us rank_compute_mean_us \
   replan_passes replan_snapshot_mean_us replan_snapshot_max_us replan_held_in_all_mean_us; do
-  a=$(get stock "$k"); b=$(get plugins "$k")
+  a=$(get stock "$k" 2>/dev/null || true); b=$(get plugins "$k" 2>/dev/null || true)
   case $k in *_us | *_kb | submit_s) r=$(ratio "$b" "$a") ;; *) r="" ;; esac
   printf '%-26s %14s %14s %8s\n' "$k" "${a:-NA}" "${b:-NA}" "$r"
 done
