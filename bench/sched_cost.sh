@@ -24,11 +24,26 @@
 #        CELLSCHED_BENCH_WINDOW_S   measuring window in seconds (default 75)
 #        CELLSCHED_BENCH_PARALLEL   parallel submitters (default 4)
 #        CELLSCHED_BENCH_MODES      modes to run (default "stock plugins"; the ratio
-#                                   column needs both)
+#                                   column needs both). DIAGNOSTIC mode "stock-rewritten"
+#                                   (never a baseline): stock Slurm (no plugins) given each
+#                                   DL job already in the form job_submit/cellsched writes
+#                                   on this bench (-C a100 -N 1 --gres=gpu:1, the time limit
+#                                   from declared work, then the AdminComment set by
+#                                   `scontrol update`; only the plugins' spank_job_env
+#                                   entries are missing): slurmctld's own cost of the
+#                                   rewritten requests, without the plugins' code or memory.
+#                                   DIAGNOSTIC mode "plugins-submit-only": the plugins with
+#                                   re-planning ([placement] replan = false) and ordering
+#                                   ([ordering] enabled = false) off before the submissions:
+#                                   submit-time placement and the SPANK entries without the
+#                                   two background threads' caches
 #        CELLSCHED_BENCH_TRIM=1     after the window, also make slurmctld return its free heap
 #                                   pages (gdb: malloc_trim(0)) and report that RSS
 #                                   (ctld_rss_trimmed_kb): memory in use, without what the
-#                                   allocator keeps; needs gdb
+#                                   allocator keeps; and, before the trim, glibc's own count
+#                                   of bytes in use and bytes taken from the system over all
+#                                   arenas (gdb: malloc_stats(); malloc_in_use_kb,
+#                                   malloc_system_kb); needs gdb
 #        CELLSCHED_BENCH_PERF=1     also sample slurmctld with `perf record -g` (199 Hz)
 #                                   during the window; `perf report` goes to
 #                                   $CELLSCHED_BENCH_DIR-<mode>.perf.txt
@@ -67,10 +82,20 @@ sdiag_field() { # file section key
 }
 
 # Submits jobs FROM..TO of this mode (odd = DL, even = plain).
-submit_range() { # from to
-  local i
+submit_range() { # mode from to
+  local i mode=$1
+  shift
   for ((i = $1; i <= $2; i++)); do
-    if ((i % 2)); then
+    if ((i % 2)) && [ "$mode" = stock-rewritten ]; then
+      # Diagnostic: the DL job as job_submit/cellsched rewrites it on this bench
+      # (every DL job is placed on a100x1x1 there; limit = iters x iter_s x 3 + 1800 s).
+      local model iter_s mb limit id
+      if [ $((i % 4)) = 1 ]; then model=gpt2_xl iter_s=2.294467 mb=4; else model=bert_large iter_s=0.288089 mb=1; fi
+      limit=$(awk -v n=$((1000 + i)) -v s=$iter_s 'BEGIN { m = (n * s * 3 + 1800) / 60; printf "%d", (m == int(m)) ? m : int(m) + 1 }')
+      id=$(CELLSCHED_DL_MODEL=$([ $((i % 4)) = 1 ] && echo gpt2 || echo bert_large) CELLSCHED_DL_BATCH=32 \
+        CELLSCHED_DL_ITERS=$((1000 + i)) sbatch --parsable -J "bench-dl-$i" -C a100 -N 1 -t "$limit" --gres=gpu:1 --wrap true)
+      scontrol update jobid="${id%%;*}" admincomment="cellsched: cell=a100x1x1 nodes=1 dp=1 tp=1 pp=1 mb=$mb zero=0 ckpt=0 iter_s=$iter_s src=datasheet model=$model batch=32 iters=$((1000 + i)) gpus=1 limit_min=$limit"
+    elif ((i % 2)); then
       CELLSCHED_DL_MODEL=$([ $((i % 4)) = 1 ] && echo gpt2 || echo bert_large) CELLSCHED_DL_BATCH=32 \
         CELLSCHED_DL_ITERS=$((1000 + i)) sbatch --parsable -J "bench-dl-$i" --gres=gpu:1 --wrap true >/dev/null
     else
@@ -82,7 +107,7 @@ submit_range() { # from to
 run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   local mode=$1 dir="$DIR-$1" args
   args=(--dir "$dir" --port-base "$PB")
-  [ "$mode" = stock ] && args+=(--no-plugins)
+  case $mode in plugins | plugins-submit-only) ;; *) args+=(--no-plugins) ;; esac
   if [ "$NODES" = 5 ]; then args+=(--groups a100:2x4,v100:2x8,a10:1x4); else args+=(--nodes "$NODES"); fi
   echo "== $mode: cluster up at $dir (port base $PB)" >&2
   # A fresh slurmctld: no job records saved by an earlier run (they would count in its RSS).
@@ -93,6 +118,17 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   eval "$("$CLI" cluster env "${args[@]}")"
   mkdir -p "$dir/jobs"
   cd "$dir/jobs"
+  if [ "$mode" = plugins-submit-only ]; then
+    # Diagnostic: no re-planning thread work, no ranking; site_factor reads the file on
+    # reconfigure, job_submit's thread at its next pass (replan_interval_s = 30).
+    local toml="$dir/etc/cellsched.toml" log0
+    if grep -q '^\[placement\]\|^\[ordering\]' "$toml"; then echo "sched_cost.sh: $toml has its own [placement]/[ordering]; edit by hand" >&2; exit 2; fi
+    printf '\n[placement]\nreplan = false\n\n[ordering]\nenabled = false\n' >>"$toml"
+    log0=$(wc -c <"$dir/log/slurmctld.log")
+    scontrol reconfigure
+    sleep 35
+    tail -c +"$((log0 + 1))" "$dir/log/slurmctld.log" | grep -q "re-planning off" || { echo "job_submit did not reload the config" >&2; exit 1; }
+  fi
   # Fill every GPU so every submitted job stays pending on Resources: one
   # blocker job per node group (same feature and GRES), holding all its nodes
   # (one batch step each, so an emulated cluster runs three, not one per node).
@@ -115,7 +151,7 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   per=$(((N + PAR - 1) / PAR))
   for ((from = 1; from <= N; from += per)); do
     to=$((from + per - 1)); ((to <= N)) || to=$N
-    submit_range "$from" "$to" &
+    submit_range "$mode" "$from" "$to" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
@@ -153,8 +189,14 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   # other threads, such as the plugins' background threads).
   awk '/^[0-9a-f]+-[0-9a-f]+ / { name = ($6 == "" ? "[anon " $1 "]" : $6) } /^Size:/ { size = $2 } /^Rss:/ { if ($2 > 0) print $2, size, name }' \
     "/proc/$ctld_pid/smaps" 2>/dev/null | sort -rn | head -15 >"$DIR-$mode.smaps.txt" || true
-  local rss_trimmed=NA
+  local rss_trimmed=NA in_use=NA system=NA
   if [ "${CELLSCHED_BENCH_TRIM:-0}" = 1 ]; then
+    # malloc_stats() writes to slurmctld's stderr (log/slurmctld.out); its last "Total" block is ours.
+    local out="$dir/log/slurmctld.out"
+    if gdb -p "$ctld_pid" -batch -ex 'call (void) malloc_stats()' >/dev/null 2>&1; then
+      system=$(awk '/^Total/ { t = 1; next } t && /^system bytes/ { s = $4 } t && /^in use bytes/ { u = $5; t = 0 } END { print int(s / 1024) }' "$out")
+      in_use=$(awk '/^Total/ { t = 1; next } t && /^system bytes/ { s = $4 } t && /^in use bytes/ { u = $5; t = 0 } END { print int(u / 1024) }' "$out")
+    fi
     if gdb -p "$ctld_pid" -batch -ex 'call (int) malloc_trim(0)' >/dev/null 2>&1; then
       rss_trimmed=$(ps -o rss= -p "$ctld_pid" | tr -d ' ')
     else echo "gdb could not call malloc_trim in slurmctld" >&2; fi
@@ -165,6 +207,8 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
     echo "ctld_rss_before_kb ${rss_before:-NA}"
     echo "ctld_rss_after_kb ${rss_after:-NA}"
     echo "ctld_rss_trimmed_kb $rss_trimmed"
+    echo "malloc_in_use_kb $in_use"
+    echo "malloc_system_kb $system"
     echo "submit_s $submit_s"
     echo "submit_rpc_mean_us ${submit_rpc_us:-NA}"
     echo "main_cycles $(sdiag_field "$sd" 'Main schedule statistics' 'Total cycles')"
@@ -201,19 +245,32 @@ ratio() { # a b
 }
 
 MODES=${CELLSCHED_BENCH_MODES:-stock plugins}
-rm -f "$DIR-stock.results" "$DIR-plugins.results" # no column from an earlier run
+rm -f "$DIR-stock.results" "$DIR-plugins.results" "$DIR-stock-rewritten.results" "$DIR-plugins-submit-only.results" # no column from an earlier run
 for mode in $MODES; do
-  case $mode in stock | plugins) run_mode "$mode" ;; *) echo "sched_cost.sh: unknown mode '$mode' (stock, plugins)" >&2; exit 2 ;; esac
+  case $mode in stock | plugins | stock-rewritten | plugins-submit-only) run_mode "$mode" ;;
+    *) echo "sched_cost.sh: unknown mode '$mode' (stock, plugins; diagnostics: stock-rewritten, plugins-submit-only)" >&2; exit 2 ;; esac
 done
+# Diagnostic columns (never a baseline), each with its ratio plugins / that column.
+DIAGS=()
+for d in stock-rewritten plugins-submit-only; do [ -f "$DIR-$d.results" ] && DIAGS+=("$d"); done
 
 echo
 echo "slurmctld scheduling cost at $N pending jobs (half DL) on $NODES nodes, window ${WINDOW}s; times in microseconds, RSS in KiB"
-printf '%-26s %14s %14s %8s\n' metric stock plugins ratio
-for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb ctld_rss_trimmed_kb submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
+head=$(printf '%-26s %14s %14s %8s' metric stock plugins ratio)
+for d in "${DIAGS[@]}"; do head+=$(printf ' %20s %8s' "$d" "p/diag"); done
+((${#DIAGS[@]})) && echo "(diagnostic columns: ${DIAGS[*]}; p/diag = plugins / that column)"
+echo "$head"
+for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb ctld_rss_trimmed_kb malloc_in_use_kb malloc_system_kb submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
   bf_cycles bf_mean_us bf_max_us bf_mean_depth site_factor_updates site_factor_mean_us site_factor_max_us \
   rank_passes rank_snapshot_mean_us rank_snapshot_max_us rank_held_in_all_mean_us rank_compute_mean_us \
   replan_passes replan_snapshot_mean_us replan_snapshot_max_us replan_held_in_all_mean_us; do
   a=$(get stock "$k" 2>/dev/null || true); b=$(get plugins "$k" 2>/dev/null || true)
   case $k in *_us | *_kb | submit_s) r=$(ratio "$b" "$a") ;; *) r="" ;; esac
-  printf '%-26s %14s %14s %8s\n' "$k" "${a:-NA}" "${b:-NA}" "$r"
+  line=$(printf '%-26s %14s %14s %8s' "$k" "${a:-NA}" "${b:-NA}" "$r")
+  for d in "${DIAGS[@]}"; do
+    c=$(get "$d" "$k" 2>/dev/null || true)
+    case $k in *_us | *_kb | submit_s) r2=$(ratio "$b" "$c") ;; *) r2="" ;; esac
+    line+=$(printf ' %20s %8s' "${c:-NA}" "$r2")
+  done
+  echo "$line"
 done
