@@ -97,8 +97,10 @@ pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig,
 }
 
 /// [`plan_moves`], with Cell rankings from `ranks` (the cache of `est`) when given.
-pub fn plan_moves_cached(
-    jobs: &[PendingDl],
+/// `jobs` may be references (`&[&PendingDl]`): a caller keeping the jobs in a
+/// cache plans without cloning them.
+pub fn plan_moves_cached<J: std::borrow::Borrow<PendingDl>>(
+    jobs: &[J],
     nodes: &[NodeGpus],
     cfg: &PlacementConfig,
     declared: &DeclaredConfig,
@@ -108,6 +110,7 @@ pub fn plan_moves_cached(
     let mut pool: Vec<NodeGpus> = nodes.to_vec();
     let mut moves = Vec::new();
     for j in jobs {
+        let j: &PendingDl = j.borrow();
         let d = &j.decision;
         let nodes_n = d.nodes.max(1);
         if reserve(&mut pool, &d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {

@@ -52,10 +52,15 @@ type SourceStamp = (PathBuf, Option<SystemTime>, Option<(PathBuf, Option<SystemT
 static SOURCE: Mutex<Option<SourceStamp>> = Mutex::new(None);
 /// The node table's GPUs, shared by submissions and the re-planning thread.
 static NODES: Mutex<Option<NodeCache>> = Mutex::new(None);
-/// What the re-planning thread parsed from each pending DL job, and for which configuration.
+/// What the re-planning thread parsed from each pending DL job (with the
+/// [`comment_stamp`] of the AdminComment it was parsed from, not the text),
+/// and for which configuration. Boxed: the map's slots (a quarter to a half
+/// of them empty) hold a pointer, not a 330-byte `PendingDl`.
 /// (The configuration is held, so its address is never reused by a newer one while cached.)
 /// The third field is the pass's list of pending DL jobs, kept to reuse its buffer.
-static REPLAN_JOBS: Mutex<Option<(Arc<Loaded>, SnapshotCache<(PendingDl, String)>, Vec<Seen>)>> = Mutex::new(None);
+static REPLAN_JOBS: Mutex<Option<(Arc<Loaded>, SnapshotCache<Parsed>, Vec<Seen>)>> = Mutex::new(None);
+/// A pending DL job as re-planning sees it, with the [`comment_stamp`] of its AdminComment.
+type Parsed = Box<(PendingDl, u64)>;
 static THREAD: Mutex<Option<Replanner>> = Mutex::new(None);
 
 fn info(msg: &str) {
@@ -369,7 +374,7 @@ const MARKER: &[u8] = Decision::PREFIX.as_bytes();
 /// pieces under the read locks ([`ctld::for_each_job_in_pieces`]); an
 /// unchanged job costs a byte scan and a hash of its three strings and one
 /// lookup: no UTF-8 check, no allocation. `None` when the walk was cut short.
-fn scan_jobs(cache: &SnapshotCache<(PendingDl, String)>, seen: &mut Vec<Seen>) -> Option<(Vec<RawDl>, ctld::WalkStats)> {
+fn scan_jobs(cache: &SnapshotCache<Parsed>, seen: &mut Vec<Seen>) -> Option<(Vec<RawDl>, ctld::WalkStats)> {
     seen.clear();
     let mut fresh = Vec::new();
     let walk = ctld::for_each_job_in_pieces(LockKind::Read, true, ctld::PIECE_HOLD, |job| {
@@ -398,9 +403,15 @@ fn scan_jobs(cache: &SnapshotCache<(PendingDl, String)>, seen: &mut Vec<Seen>) -
     Some((fresh, walk))
 }
 
+/// What identifies an AdminComment for the check before a move (a hash of
+/// its bytes: the cache keeps 8 bytes per job instead of the text).
+fn comment_stamp(comment: &[u8]) -> u64 {
+    snapshot_cache::stamp_bytes(&[Some(comment)])
+}
+
 /// Without locks: the job as re-planning sees it, `None` unless cellsched
 /// placed it automatically (no typed GPUs, no pinned Cell or plan).
-fn parse_dl(r: &RawDl, l: &Loaded) -> Option<(PendingDl, String)> {
+fn parse_dl(r: &RawDl, l: &Loaded) -> Option<Parsed> {
     if r.typed {
         return None;
     }
@@ -414,16 +425,19 @@ fn parse_dl(r: &RawDl, l: &Loaded) -> Option<(PendingDl, String)> {
     let left = cellsched_core::deadline::recorded_deadline(&r.comment).map(|d| d - now_unix()).filter(|l| *l > 0);
     let deadline_work = left.zip(o.iters).map(|(l, n)| (n, l as f64));
     let p = PendingDl { id: r.id, decision, job: spec, features: r.features.clone(), tags, fixed_gpus, limited_iters, deadline_work };
-    Some((p, r.comment.clone()))
+    Some(Box::new((p, comment_stamp(r.comment.as_bytes()))))
 }
 
 /// One re-planning pass.
 fn replan_pass() {
     reload_if_changed();
-    let Some(l) = current() else { return };
-    if !l.cfg.placement.enabled || !l.cfg.placement.replan {
+    let Some(l) = current().filter(|l| l.cfg.placement.enabled && l.cfg.placement.replan) else {
+        // Re-planning off (or no configuration): nothing to keep the parses for.
+        if let Ok(mut g) = REPLAN_JOBS.try_lock() {
+            *g = None;
+        }
         return;
-    }
+    };
     // The parse cache belongs to one configuration (its estimator and model catalog).
     let mut guard_jobs = REPLAN_JOBS.lock().unwrap_or_else(|e| e.into_inner());
     if guard_jobs.as_ref().map_or(true, |(k, _, _)| !Arc::ptr_eq(k, &l)) {
@@ -454,22 +468,28 @@ fn replan_pass() {
     }
     cache.retain_live(&seen.iter().map(|s| s.0).collect::<snapshot_cache::IdSet>());
     // Held jobs (priority 0) are not moved; highest priority first.
-    let mut ranked: Vec<(u32, &(PendingDl, String))> =
-        seen.iter().filter(|s| s.1 > 0).filter_map(|s| cache.get(s.0).map(|p| (s.1, p))).collect();
+    let mut ranked: Vec<(u32, &(PendingDl, u64))> =
+        seen.iter().filter(|s| s.1 > 0).filter_map(|s| cache.get(s.0).map(|p| (s.1, &**p))).collect();
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1 .0.id.cmp(&b.1 .0.id)));
-    let comments: std::collections::HashMap<u32, String> = ranked.iter().map(|(_, (p, c))| (p.id, c.clone())).collect();
-    let pending: Vec<PendingDl> = ranked.into_iter().map(|(_, (p, _))| p.clone()).collect();
-    drop(guard_jobs);
-    if pending.is_empty() {
+    let n_pending = ranked.len();
+    if n_pending == 0 {
         return;
     }
+    // Planned on references into the cache (no per-pass copy of every job):
+    // the cache's own mutex stays held while planning; no slurmctld lock is.
+    let pending: Vec<&PendingDl> = ranked.iter().map(|(_, (p, _))| p).collect();
+    drop(ranked);
     let moves = placement::plan_moves_cached(&pending, &nodes, &l.cfg.placement, &l.cfg.declared, &l.est, Some(&l.ranks));
+    drop(pending);
+    // The AdminComment each moved job was parsed from, for the check before the move.
+    let comments: snapshot_cache::IdMap<u64> = moves.iter().filter_map(|m| cache.get(m.id).map(|p| (m.id, p.1))).collect();
+    drop(guard_jobs);
     // Costs of the pass (shown with `scontrol setdebug debug`): the snapshot
     // holds slurmctld's read locks, the planning holds none.
     let (hits, misses, held, _) = l.ranks.stats();
     log::debug(&format!(
         "job_submit/cellsched: re-planning pass over {} pending DL jobs: snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them; {} jobs copied, node table {} in {} us), planning {} us, {} moves; rank cache {} hits, {} misses, {} held",
-        pending.len(),
+        n_pending,
         snapshot_us,
         walk.pieces + 1,
         walk.total_hold_us + nodes_us,
@@ -490,7 +510,10 @@ fn replan_pass() {
         let mut n = 0;
         for m in &moves {
             // Still pending, and nobody changed it since the snapshot (never while starting).
-            let same = ctld::with_job(m.id, |j| j.is_pending() && j.admin_comment() == comments.get(&m.id).map(String::as_str));
+            // (The AdminComment compared by a 64-bit hash of its bytes, taken when it was parsed.)
+            let same = ctld::with_job(m.id, |j| {
+                j.is_pending() && j.admin_comment().is_some() && j.admin_comment_bytes().map(comment_stamp) == comments.get(&m.id).copied()
+            });
             if same != Some(true) {
                 continue;
             }
@@ -602,4 +625,86 @@ pub extern "C" fn fini() -> c_int {
         }
         slurm_sys::SLURM_SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    /// Counts the bytes this thread has allocated and not freed (requested sizes).
+    struct Counting;
+    thread_local! {
+        static LIVE: Cell<isize> = const { Cell::new(0) };
+    }
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            let p = System.alloc(l);
+            if !p.is_null() {
+                let _ = LIVE.try_with(|c| c.set(c.get() + l.size() as isize));
+            }
+            p
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            System.dealloc(p, l);
+            let _ = LIVE.try_with(|c| c.set(c.get() - l.size() as isize));
+        }
+    }
+    #[global_allocator]
+    static ALLOC: Counting = Counting;
+
+    fn live() -> isize {
+        LIVE.with(Cell::get)
+    }
+
+    /// Benchmark and bound: what the re-planning cache keeps per pending DL
+    /// job, for jobs as the scale bench submits them (5,000 auto-placed DL jobs).
+    #[test]
+    fn replan_cache_keeps_little_per_job() {
+        let cfg = Config::default();
+        let l = Loaded { est: estimator(&cfg), cfg, ranks: RankCache::default() };
+        let raws: Vec<RawDl> = (0..5000u32)
+            .map(|i| {
+                let (model, iter_s, mb) = if i % 2 == 0 { ("gpt2", 2.294467, 4) } else { ("bert_large", 0.288089, 1) };
+                let iters = 1000 + i;
+                RawDl {
+                    id: i + 1,
+                    stamp: u64::from(i),
+                    comment: format!(
+                        "cellsched: cell=a100x1x1 nodes=1 dp=1 tp=1 pp=1 mb={mb} zero=0 ckpt=0 iter_s={iter_s} src=datasheet model={model} batch=32 iters={iters} gpus=1 limit_min=145"
+                    ),
+                    env: vec![format!("CELLSCHED_DL_MODEL={model}"), "CELLSCHED_DL_BATCH=32".into(), format!("CELLSCHED_DL_ITERS={iters}")],
+                    features: Some("a100".into()),
+                    typed: false,
+                }
+            })
+            .collect();
+        let before = live();
+        let mut cache: SnapshotCache<Parsed> = SnapshotCache::default();
+        for r in &raws {
+            let parsed = parse_dl(r, &l);
+            assert!(parsed.is_some(), "job {} not parsed: {}", r.id, r.comment);
+            cache.insert(r.id, r.stamp, parsed);
+        }
+        let total = live() - before;
+        let per_job = total as f64 / raws.len() as f64;
+        // The layout before 2026-11-24's change, for comparison: unboxed, with the AdminComment text.
+        let before_old = live();
+        let mut old: SnapshotCache<(PendingDl, String)> = SnapshotCache::default();
+        for r in &raws {
+            old.insert(r.id, r.stamp, parse_dl(r, &l).map(|p| (p.0, r.comment.clone())));
+        }
+        let per_job_old = (live() - before_old) as f64 / raws.len() as f64;
+        eprintln!(
+            "re-planning cache: {:.0} bytes per pending DL job ({} jobs, {} bytes in all); unboxed with the AdminComment text: {:.0} bytes per job",
+            per_job,
+            raws.len(),
+            total,
+            per_job_old
+        );
+        assert!(per_job < 512.0 && per_job < per_job_old, "{per_job:.0} bytes per job (before: {per_job_old:.0})");
+        // The parse keeps what a move's check needs: the comment's stamp.
+        assert_eq!(cache.get(1).map(|p| p.1), Some(comment_stamp(raws[0].comment.as_bytes())));
+    }
 }
