@@ -18,7 +18,7 @@
 //! enabled = true
 //! replan = true
 //! replan_interval_s = 30
-//! replan_max_slowdown = 3.0
+//! replan_max_slowdown = 4.0
 //! max_gpus = 16
 //! max_gpu_factor = 4.0
 //! min_marginal_efficiency = 0.5
@@ -118,6 +118,8 @@ pub struct PlacementConfig {
     pub replan_interval_s: u64,
     /// A pending job whose Cell cannot start now moves to a Cell that can,
     /// if that one is at most this many times slower per iteration (>= 1).
+    /// The default, 4, is the best of 2-12 for this rule in the simulator
+    /// (`cellsched sim --no-wait-test`; README, "How a job's Cell is sized").
     pub replan_max_slowdown: f64,
     /// Most GPUs the plugin may give one job (>= 1).
     pub max_gpus: u32,
@@ -142,7 +144,7 @@ impl Default for PlacementConfig {
             enabled: true,
             replan: true,
             replan_interval_s: 30,
-            replan_max_slowdown: 3.0,
+            replan_max_slowdown: 4.0,
             max_gpus: 16,
             max_gpu_factor: 4.0,
             min_marginal_efficiency: 0.5,

@@ -99,6 +99,11 @@ pub struct Tuning {
     /// cellsched: accept a free Cell up to this many times slower than the job's best.
     #[arg(long, default_value_t = 6.0)]
     pub max_slowdown: f64,
+    /// cellsched: take any free Cell within --max-slowdown at once, without
+    /// predicting whether waiting for the planned Cell finishes sooner
+    /// (job_submit's re-planning rule; with --max-slowdown 3, its default).
+    #[arg(long)]
+    pub no_wait_test: bool,
     /// cellsched: Cells may use up to this many times the requested GPUs.
     #[arg(long, default_value_t = 1.0)]
     pub max_gpu_factor: f64,
@@ -162,7 +167,7 @@ impl Tuning {
         if let Some(list) = &self.ablation {
             off.extend(Ablation::parse_list(list)?);
         }
-        let mut o = CellschedOptions { max_slowdown: self.max_slowdown, max_gpu_factor: self.max_gpu_factor, min_marginal_efficiency: self.min_marginal_efficiency, ..Default::default() };
+        let mut o = CellschedOptions { max_slowdown: self.max_slowdown, wait_test: !self.no_wait_test, max_gpu_factor: self.max_gpu_factor, min_marginal_efficiency: self.min_marginal_efficiency, ..Default::default() };
         o.asrpt.aging_bound_s = self.aging_bound;
         o.asrpt.aging_factor = self.aging_factor;
         o.asrpt.rank_by = self.rank_by.parse()?;

@@ -188,7 +188,9 @@ pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Con
         Some(n) => n,
         None => (cfg.ordering.default_remaining_s / iter_s.max(1e-9)).ceil().max(1.0) as u64,
     };
-    let mut opts = CellschedOptions { replan: cfg.placement.replan, max_slowdown: cfg.placement.replan_max_slowdown, ..Default::default() };
+    // The forecast follows job_submit's re-planning rule: a pending job moves
+    // to any free Cell within replan_max_slowdown at once (no wait test).
+    let mut opts = CellschedOptions { replan: cfg.placement.replan, max_slowdown: cfg.placement.replan_max_slowdown, wait_test: false, ..Default::default() };
     opts.asrpt.aging_bound_s = cfg.ordering.aging_bound_s;
     let mut rows = Vec::with_capacity(cands.len());
     for e in cands {

@@ -127,6 +127,11 @@ pub struct CellschedOptions {
     pub aging: bool,
     /// Accept a free Cell up to this many times slower than the job's best (>= 1).
     pub max_slowdown: f64,
+    /// Take a slower free Cell only when it is predicted to finish before
+    /// waiting for the plan would (the simulator's rule). Off: any free Cell
+    /// within `max_slowdown` is taken at once, as job_submit's re-planning
+    /// does (`core::placement::plan_moves`, `replan_max_slowdown`).
+    pub wait_test: bool,
     /// Cells may use up to this many times the requested GPU count (>= 1).
     pub max_gpu_factor: f64,
     /// Marginal-value sizing (`core::placement::sizing`): a job grows to more
@@ -174,6 +179,7 @@ impl Default for CellschedOptions {
             freeze: true,
             aging: true,
             max_slowdown: 6.0,
+            wait_test: true,
             max_gpu_factor: 1.0,
             min_marginal_efficiency: cellsched_core::config::PlacementConfig::default().min_marginal_efficiency,
             asrpt: AsrptConfig::default(),
@@ -561,6 +567,7 @@ impl CellschedPolicy {
                 None
             }
             ClassPick::Start(s, it) => Some((s, it)),
+            ClassPick::Slower(s, it, _) if !self.opts.wait_test => Some((s, it)),
             ClassPick::Slower(s, it, plan_free_at) => {
                 // Slower than the plan: only if it beats waiting for the plan.
                 // Waiting means: the plan's GPUs free up, the work queued
@@ -1066,6 +1073,21 @@ mod tests {
         let (m, jct) = run(&mut CellschedPolicy::new(CellschedOptions::default()).unwrap(), two_types(), &jobs, times());
         assert_eq!(jct, vec![Some(100.0), Some(199.0)]);
         assert_eq!(m.replans, 0);
+    }
+
+    #[test]
+    fn without_the_wait_test_a_slower_free_cell_is_taken_at_once() {
+        // As above, but job_submit's re-planning rule: B takes the free v100
+        // (2x slower, within the bound) at t=1 instead of waiting: 1..201.
+        let jobs = [job("a", 0.0, 100, 1, "a100", 0.0), job("b", 1.0, 100, 1, "a100", 0.0)];
+        let o = CellschedOptions { wait_test: false, ..Default::default() };
+        let (m, jct) = run(&mut CellschedPolicy::new(o).unwrap(), two_types(), &jobs, times());
+        assert_eq!(jct, vec![Some(100.0), Some(200.0)]);
+        assert_eq!(m.replans, 1);
+        // Beyond the slowdown bound it still waits.
+        let o = CellschedOptions { wait_test: false, max_slowdown: 1.5, ..Default::default() };
+        let (_, jct) = run(&mut CellschedPolicy::new(o).unwrap(), two_types(), &jobs, times());
+        assert_eq!(jct, vec![Some(100.0), Some(199.0)]);
     }
 
     #[test]
