@@ -54,6 +54,32 @@ fn opt_launch_per_tensor_s(r: Runtime) -> f64 {
     if r == Runtime::Alpa { 5e-6 } else { 30e-6 }
 }
 
+/// Run-to-run variation (coefficient of variation) of one rank's compute in
+/// an iteration: clock boost and thermal throttling, data loading, host
+/// jitter. Synchronous training waits at every collective for the slowest
+/// rank, so the expected iteration is the expected maximum over ranks.
+const RANK_JITTER_CV: f64 = 0.03;
+/// Extra variation per rank on another node (the other host's OS and data
+/// pipeline, network congestion seen as late arrivals).
+const NODE_JITTER_CV: f64 = 0.02;
+
+/// Expected maximum of `n` independent standard normal draws (exact values
+/// at powers of two, linear in log2 between them; grows like √(2 ln n)).
+pub(crate) fn expected_max_normal(n: f64) -> f64 {
+    const AT_POW2: [f64; 11] = [0.0, 0.5642, 1.0294, 1.4236, 1.7660, 2.0427, 2.3187, 2.5306, 2.7460, 2.9322, 3.1142];
+    if n <= 1.0 {
+        return 0.0;
+    }
+    let l = n.log2();
+    let last = (AT_POW2.len() - 1) as f64;
+    if l >= last {
+        // Beyond 1024 ranks: the last step's slope per doubling.
+        return AT_POW2[AT_POW2.len() - 1] + (l - last) * (AT_POW2[AT_POW2.len() - 1] - AT_POW2[AT_POW2.len() - 2]);
+    }
+    let i = l.floor() as usize;
+    AT_POW2[i] + (AT_POW2[i + 1] - AT_POW2[i]) * (l - i as f64)
+}
+
 /// ZeRO-Offload: CPU threads per rank running the optimizer step (DeepSpeed
 /// CPU-Adam's usual share of a server's cores per GPU).
 const OFFLOAD_THREADS: f64 = 4.0;
@@ -120,12 +146,16 @@ pub struct TimeBreakdown {
     pub optimizer_s: f64,
     /// Per-micro-batch and per-iteration framework overhead.
     pub overhead_s: f64,
+    /// Waiting for the slowest rank: the expected maximum of the ranks'
+    /// compute times over their mean (synchronous training, every rank's
+    /// time varies a little; grows with ranks and nodes).
+    pub sync_wait_s: f64,
 }
 
 impl TimeBreakdown {
     /// Sum of all parts (the sub-parts of `compute_s` are not added again).
     pub fn total(&self) -> f64 {
-        self.compute_s + self.bubble_s + self.tp_comm_s + self.pp_comm_s + self.ep_comm_s + self.dp_comm_s + self.optimizer_s + self.overhead_s
+        self.compute_s + self.bubble_s + self.tp_comm_s + self.pp_comm_s + self.ep_comm_s + self.dp_comm_s + self.optimizer_s + self.overhead_s + self.sync_wait_s
     }
 
     /// Relative error band of this prediction: compute is the best-anchored
@@ -133,7 +163,7 @@ impl TimeBreakdown {
     pub fn error_band(&self) -> f64 {
         let t = self.total().max(1e-12);
         let comm = self.tp_comm_s + self.pp_comm_s + self.ep_comm_s + self.dp_comm_s + self.bubble_s;
-        0.1 * (self.compute_s + self.optimizer_s) / t + 0.5 * comm / t + 0.3 * self.overhead_s / t
+        0.1 * (self.compute_s + self.optimizer_s) / t + 0.5 * comm / t + 0.3 * (self.overhead_s + self.sync_wait_s) / t
     }
 }
 
@@ -337,6 +367,12 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY) + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime)
     };
 
+    // Synchronous ranks wait for the slowest: the expected maximum of the
+    // ranks' compute, each varying by RANK_JITTER_CV (more across nodes).
+    let ranks = (plan.dp * plan.tp * plan.pp) as f64;
+    let cv = if p.nodes > 1 { (RANK_JITTER_CV * RANK_JITTER_CV + NODE_JITTER_CV * NODE_JITTER_CV).sqrt() } else { RANK_JITTER_CV };
+    let sync_wait = (m + pp - 1.0) * t_compute_mb * cv * expected_max_normal(ranks);
+
     let time = TimeBreakdown {
         compute_s: m * t_compute_mb,
         gemm_s: m * gemm * scale_parts,
@@ -350,10 +386,30 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         dp_comm_s: dp_exposed,
         optimizer_s,
         overhead_s: slots * fw.per_microbatch_s + fw.per_iter_s,
+        sync_wait_s: sync_wait,
     };
     let total = time.total();
     if !total.is_finite() || total <= 0.0 {
         return None;
     }
     Some(PlanEval { plan: *plan, iter_time_s: total, mem_per_gpu_bytes: memory.total() as u64, fits, time, memory })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The expected maximum of n standard normals: 0 for one rank, the exact
+    /// values at powers of two, increasing and below √(2 ln n).
+    #[test]
+    fn expected_max_of_ranks_grows_like_sqrt_log() {
+        assert_eq!(expected_max_normal(1.0), 0.0);
+        assert!((expected_max_normal(2.0) - 1.0 / std::f64::consts::PI.sqrt()).abs() < 1e-3);
+        let mut last = 0.0;
+        for n in [2.0, 3.0, 4.0, 8.0, 16.0, 100.0, 1024.0, 4096.0] {
+            let e = expected_max_normal(n);
+            assert!(e > last && e < (2.0 * f64::ln(n)).sqrt(), "{n}: {e}");
+            last = e;
+        }
+    }
 }
