@@ -217,6 +217,35 @@ pub(crate) struct CellContext<'a> {
     pub framework: Framework,
 }
 
+/// Fraction of the model's compute on the slowest of `pp` pipeline stages.
+/// The output head (vocabulary projection and loss) runs on the last stage
+/// beside its layers: runtimes that partition by layer count give every
+/// stage ⌈L/pp⌉ layers and the last one the head as well; a runtime that
+/// balances stages by profiled cost (Alpa) moves whole layers off the last
+/// stage, down to one.
+pub(crate) fn slowest_stage_share(c: &ModelCost, pp: u32) -> f64 {
+    let l = c.pipeline_layers.max(1) as f64;
+    if pp <= 1 {
+        return 1.0;
+    }
+    let p = pp as f64;
+    let uniform = (l / p).ceil() / l;
+    let total = c.fwd_flops_per_sample;
+    let head = c.head_flops_per_sample.clamp(0.0, total);
+    let per_layer = (total - head) / l;
+    if head <= 0.0 || per_layer <= 0.0 {
+        return uniform;
+    }
+    let h = head / per_layer; // the head in layers' worth of work
+    let units = if c.runtime.balances_stages() {
+        let most = (l / p).ceil() as u32;
+        (1..=most.max(1)).map(|k| ((l - k as f64) / (p - 1.0)).ceil().max(k as f64 + h)).fold(f64::INFINITY, f64::min)
+    } else {
+        (l / p).ceil() + h
+    };
+    units / (l + h)
+}
+
 /// Samples per micro-batch, if the plan divides the global batch exactly.
 pub(crate) fn micro_batch_size(global_batch: u32, plan: &Plan) -> Option<u32> {
     let per_replica = plan.dp.checked_mul(plan.micro_batches)?;
@@ -284,7 +313,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     // ---- compute per micro-batch on one GPU (slowest stage) ----
     let peak = g.peak_for(c.precision);
     let passes = if ckpt { 4.0 } else { 3.0 };
-    let share = stage_share / tp;
+    let share = slowest_stage_share(c, plan.pp) / tp;
     let rows = c.gemm_rows_per_sample * mbs;
     let width = c.gemm_width / tp;
     let eff = gemm_max_efficiency(c.precision) * rows / (rows + ROWS_HALF) * width / (width + WIDTH_HALF);
@@ -398,6 +427,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ModelCatalog;
 
     /// The expected maximum of n standard normals: 0 for one rank, the exact
     /// values at powers of two, increasing and below √(2 ln n).
@@ -411,5 +441,26 @@ mod tests {
             assert!(e > last && e < (2.0 * f64::ln(n)).sqrt(), "{n}: {e}");
             last = e;
         }
+    }
+
+    /// The vocabulary head makes the last stage the slowest: with layer-count
+    /// partitioning it adds the head to ⌈L/pp⌉ layers; Alpa's balancing moves
+    /// layers off that stage and lands between the even split and that.
+    #[test]
+    fn the_head_stage_is_the_slowest() {
+        let cat = ModelCatalog::builtin();
+        let mut gpt = cat.get("gpt__1.3B").unwrap().clone();
+        let alpa = gpt.cost();
+        assert!(alpa.head_flops_per_sample > 0.05 * alpa.fwd_flops_per_sample);
+        assert_eq!(slowest_stage_share(&alpa, 1), 1.0);
+        let even = (alpa.pipeline_layers as f64 / 8.0).ceil() / alpa.pipeline_layers as f64;
+        gpt.runtime = Runtime::Megatron;
+        let uniform = slowest_stage_share(&gpt.cost(), 8);
+        let balanced = slowest_stage_share(&alpa, 8);
+        assert!(balanced > even * 1.05 && uniform > balanced * 1.05, "{even} {balanced} {uniform}");
+        // A CNN has no vocabulary head: the even split.
+        let wrn = cat.get("wide_resnet__500M").unwrap().cost();
+        let l = wrn.pipeline_layers as f64;
+        assert_eq!(slowest_stage_share(&wrn, 4), (l / 4.0).ceil() / l);
     }
 }
