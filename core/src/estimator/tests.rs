@@ -108,6 +108,24 @@ fn crossing_nodes_costs_more_than_staying_inside() {
     assert!(across.time.dp_comm_s > 2.0 * inside.time.dp_comm_s, "{across:?} vs {inside:?}");
 }
 
+/// Waiting for the slowest rank: none on one GPU; with the per-GPU work held
+/// fixed it grows with the ranks, and more across nodes than inside one.
+#[test]
+fn synchronous_ranks_wait_for_the_slowest() {
+    let e = est();
+    let j1 = job("gpt__760M", 8);
+    let p1 = Plan { dp: 1, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: true };
+    assert_eq!(e.evaluate_plan(&j1, &cell("v100x1"), 8, &p1).unwrap().time.sync_wait_s, 0.0);
+    let wait = |gpus: u32, node: u32| {
+        let j = job("gpt__760M", 8 * gpus);
+        let p = Plan { dp: gpus, ..p1 };
+        let ev = e.evaluate_plan(&j, &Cell::new("v100", gpus, 1).unwrap(), node, &p).unwrap();
+        ev.time.sync_wait_s / ev.time.compute_s
+    };
+    assert!(wait(2, 8) > 0.01 && wait(8, 8) > 1.3 * wait(2, 8) && wait(8, 8) < 0.1, "{} {}", wait(2, 8), wait(8, 8));
+    assert!(wait(8, 4) > wait(8, 8));
+}
+
 #[test]
 fn rank_cells_orders_and_respects_offers() {
     let e = est();
