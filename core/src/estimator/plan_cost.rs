@@ -345,10 +345,11 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     };
     let slots = m + pp - 1.0;
     // MoE all-to-all: dispatch and combine, forward and backward (and the
-    // recomputed forward), each moving (ep − 1)/ep of the tokens' slots.
+    // recomputed forward), each sending (ep − 1)/ep of the tokens' slots to
+    // other ranks; across nodes they share each node's network link.
     let t_ep_mb = if ep > 1.0 {
         let a2a = if ckpt { 6.0 } else { 4.0 };
-        a2a * dp_group.all_gather_s(c.alltoall_bytes_per_sample * mbs * stage_share / tp, g, k)
+        a2a * dp_group.all_to_all_s(c.alltoall_bytes_per_sample * mbs * stage_share / tp, g, k)
     } else {
         0.0
     };
