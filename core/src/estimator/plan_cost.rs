@@ -336,10 +336,17 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let tp_collectives = if plan.tp > 1 { layers_stage * if ckpt { 6.0 } else { 4.0 } } else { 0.0 };
     let k = fw.links();
     let t_tp_mb = tp_collectives * tp_group.all_reduce_s(act_msg, g, k);
+    // Pipeline sends: stages sit on consecutive GPUs, so once the Cell spans
+    // nodes some stage boundary crosses the network, and in 1F1B's steady
+    // state the slowest boundary paces every slot. At that boundary every
+    // rank of the sending stage on the node (its whole stage, or the whole
+    // node when a stage fills nodes) sends its share of its replica's
+    // activations through the node's network link at once.
     let stage_span = plan.tp * plan.dp;
-    let pp_cross = plan.pp > 1 && p.nodes > 1 && stage_span >= p.per_node;
+    let pp_cross = plan.pp > 1 && p.nodes > 1;
+    let senders = stage_span.min(p.per_node).max(1);
     let t_pp_mb = if plan.pp > 1 {
-        2.0 * p2p_s(act_msg / tp, pp_cross, g, (p.per_node / stage_span.max(1)).max(1) * plan.tp, k)
+        2.0 * p2p_s(act_msg / tp, pp_cross, g, senders, k)
     } else {
         0.0
     };
