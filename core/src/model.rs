@@ -148,6 +148,13 @@ impl Runtime {
         !matches!(self, Runtime::Alpa)
     }
 
+    /// Whether the runtime balances pipeline stages by their profiled cost
+    /// (Alpa's stage construction moves whole layers off the stage that holds
+    /// the output head) rather than giving every stage the same layer count.
+    pub fn balances_stages(self) -> bool {
+        matches!(self, Runtime::Alpa)
+    }
+
     /// Whether attention scores are materialised (s² memory traffic) rather than
     /// computed by a fused flash-attention kernel.
     pub fn materialised_attention(self) -> bool {
@@ -235,6 +242,9 @@ pub struct ModelCost {
     pub fwd_flops_per_sample: f64,
     /// Forward dense matmul/convolution FLOPs per sample (incl. the vocabulary projection).
     pub gemm_flops_per_sample: f64,
+    /// Of `gemm_flops_per_sample`: the output head (projection onto the
+    /// vocabulary), which runs once per sample on the last pipeline stage.
+    pub head_flops_per_sample: f64,
     /// Forward attention score/value FLOPs per sample (the s² term).
     pub attn_flops_per_sample: f64,
     /// Forward MoE dispatch/combine einsum FLOPs per sample (low-efficiency batched matmuls).
@@ -350,6 +360,7 @@ impl ModelSpec {
             active_params: 0.0,
             fwd_flops_per_sample: 0.0,
             gemm_flops_per_sample: 0.0,
+            head_flops_per_sample: 0.0,
             attn_flops_per_sample: 0.0,
             dispatch_flops_per_sample: 0.0,
             mem_bytes_per_sample: 0.0,
@@ -455,6 +466,7 @@ impl ModelSpec {
             active_params,
             fwd_flops_per_sample: (gemm_tok + attn_tok + dispatch_tok) * s,
             gemm_flops_per_sample: gemm_tok * s,
+            head_flops_per_sample: 2.0 * v * h * s,
             attn_flops_per_sample: attn_tok * s,
             dispatch_flops_per_sample: dispatch_tok * s,
             mem_bytes_per_sample: mem_tok * s,

@@ -330,13 +330,23 @@ struct Scored {
     pinned: Option<(f64, bool, u64)>,
 }
 
-fn score_split(points: &[Point], split: &Split, per_job: bool, gpus: &GpuCatalog, models: &ModelCatalog) -> Vec<Scored> {
+fn score_split(points: &[Point], split: &Split, per_job: bool, detail: bool, gpus: &GpuCatalog, models: &ModelCatalog) -> Vec<Scored> {
     let base = Estimator::new(gpus.clone(), models.clone());
     let est = if split.calibrate.is_empty() {
         base
     } else {
         let policy = CalibrationPolicy { single_node_only: false, max_gpus: None, per_model: true, per_job };
         let cal = Calibration::fit(&base, split.calibrate.iter().map(|i| &points[*i].rec), &policy);
+        if detail {
+            let held: Vec<&str> = {
+                let mut m: Vec<&str> = split.test.iter().map(|i| points[*i].model.as_str()).collect();
+                m.dedup();
+                m
+            };
+            for l in cal.report.to_string().lines().filter(|l| l.contains("framework (")) {
+                println!("    fit (testing {}): {}", held.join(","), l.trim());
+            }
+        }
         Estimator::new(gpus.clone(), models.clone()).with_calibration(cal)
     };
     split.test.iter().map(|&i| score_point(&est, models, i, &points[i].rec)).collect()
@@ -406,7 +416,7 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
     );
     println!("APE = |predicted - measured| / measured; rho = Spearman rank correlation of per-sample time across the Cells of one job (jobs with >= 3 scored Cells).");
     for proto in protocols(&points) {
-        let scored: Vec<Scored> = proto.splits.iter().flat_map(|s| score_split(&points, s, proto.per_job, &gpus, &models)).collect();
+        let scored: Vec<Scored> = proto.splits.iter().flat_map(|s| score_split(&points, s, proto.per_job, detail, &gpus, &models)).collect();
         println!("\n== {} ({} split{}) ==", proto.name, proto.splits.len(), if proto.splits.len() == 1 { "" } else { "s" });
         let est_ape: Vec<(usize, f64)> = scored.iter().filter_map(|s| s.est.map(|t| (s.idx, ape(t, points[s.idx].rec.iter_time_s)))).collect();
         let pin_ape: Vec<(usize, f64)> = scored.iter().filter_map(|s| s.pinned.map(|(t, _, _)| (s.idx, ape(t, points[s.idx].rec.iter_time_s)))).collect();
@@ -438,6 +448,7 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
                 );
             }
         }
+        ratio_by_shape(&points, &scored);
         // Every measured point ran, so truth is "fits" for all of them.
         let answered = scored.iter().filter(|s| s.est.is_some()).count();
         let refused: Vec<&Scored> = scored.iter().filter(|s| s.est.is_none()).collect();
@@ -485,6 +496,30 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
     }
     h100_memory(&points, &gpus, &models);
     Ok(())
+}
+
+/// Diagnostic: median predicted/measured ratio (own plan) by dataset, GPU
+/// count and nodes spanned, for multi-GPU points (below 1: the estimator is
+/// optimistic there).
+fn ratio_by_shape(points: &[Point], scored: &[Scored]) {
+    let mut by: BTreeMap<(&str, u32, u32), Vec<f64>> = BTreeMap::new();
+    for s in scored {
+        let p = &points[s.idx];
+        if let (Some(t), true) = (s.est, p.rec.gpus() > 1) {
+            by.entry((p.dataset, p.rec.gpus(), p.rec.nodes)).or_default().push(t / p.rec.iter_time_s);
+        }
+    }
+    if by.is_empty() {
+        return;
+    }
+    let cells: Vec<String> = by
+        .iter()
+        .map(|((ds, g, n), v)| format!("{ds} x{g} n{n}: {:.2} (p10 {:.2}, p90 {:.2}, n={})", quantile(v, 0.5), quantile(v, 0.1), quantile(v, 0.9), v.len()))
+        .collect();
+    println!("  predicted/measured by GPUs and nodes (multi-GPU points, own plan):");
+    for c in cells {
+        println!("    {c}");
+    }
 }
 
 /// Measured peak memory of the H100 runs (NVML, whole process): 25.4–57.7 GiB

@@ -209,6 +209,7 @@ fn print_explain(job: &JobSpec, ev: &cellsched_core::estimator::PlanEval, why: O
         ("MoE all-to-all (expert parallel)", t.ep_comm_s),
         ("optimizer step", t.optimizer_s),
         ("framework overheads", t.overhead_s),
+        ("waiting for the slowest rank", t.sync_wait_s),
     ] {
         println!("  {name:<34} {v:>10.4} s  {:>5.1}%", v / total * 100.0);
     }

@@ -54,6 +54,32 @@ fn opt_launch_per_tensor_s(r: Runtime) -> f64 {
     if r == Runtime::Alpa { 5e-6 } else { 30e-6 }
 }
 
+/// Run-to-run variation (coefficient of variation) of one rank's compute in
+/// an iteration: clock boost and thermal throttling, data loading, host
+/// jitter. Synchronous training waits at every collective for the slowest
+/// rank, so the expected iteration is the expected maximum over ranks.
+const RANK_JITTER_CV: f64 = 0.03;
+/// Extra variation per rank on another node (the other host's OS and data
+/// pipeline, network congestion seen as late arrivals).
+const NODE_JITTER_CV: f64 = 0.02;
+
+/// Expected maximum of `n` independent standard normal draws (exact values
+/// at powers of two, linear in log2 between them; grows like √(2 ln n)).
+pub(crate) fn expected_max_normal(n: f64) -> f64 {
+    const AT_POW2: [f64; 11] = [0.0, 0.5642, 1.0294, 1.4236, 1.7660, 2.0427, 2.3187, 2.5306, 2.7460, 2.9322, 3.1142];
+    if n <= 1.0 {
+        return 0.0;
+    }
+    let l = n.log2();
+    let last = (AT_POW2.len() - 1) as f64;
+    if l >= last {
+        // Beyond 1024 ranks: the last step's slope per doubling.
+        return AT_POW2[AT_POW2.len() - 1] + (l - last) * (AT_POW2[AT_POW2.len() - 1] - AT_POW2[AT_POW2.len() - 2]);
+    }
+    let i = l.floor() as usize;
+    AT_POW2[i] + (AT_POW2[i + 1] - AT_POW2[i]) * (l - i as f64)
+}
+
 /// ZeRO-Offload: CPU threads per rank running the optimizer step (DeepSpeed
 /// CPU-Adam's usual share of a server's cores per GPU).
 const OFFLOAD_THREADS: f64 = 4.0;
@@ -120,12 +146,16 @@ pub struct TimeBreakdown {
     pub optimizer_s: f64,
     /// Per-micro-batch and per-iteration framework overhead.
     pub overhead_s: f64,
+    /// Waiting for the slowest rank: the expected maximum of the ranks'
+    /// compute times over their mean (synchronous training, every rank's
+    /// time varies a little; grows with ranks and nodes).
+    pub sync_wait_s: f64,
 }
 
 impl TimeBreakdown {
     /// Sum of all parts (the sub-parts of `compute_s` are not added again).
     pub fn total(&self) -> f64 {
-        self.compute_s + self.bubble_s + self.tp_comm_s + self.pp_comm_s + self.ep_comm_s + self.dp_comm_s + self.optimizer_s + self.overhead_s
+        self.compute_s + self.bubble_s + self.tp_comm_s + self.pp_comm_s + self.ep_comm_s + self.dp_comm_s + self.optimizer_s + self.overhead_s + self.sync_wait_s
     }
 
     /// Relative error band of this prediction: compute is the best-anchored
@@ -133,7 +163,7 @@ impl TimeBreakdown {
     pub fn error_band(&self) -> f64 {
         let t = self.total().max(1e-12);
         let comm = self.tp_comm_s + self.pp_comm_s + self.ep_comm_s + self.dp_comm_s + self.bubble_s;
-        0.1 * (self.compute_s + self.optimizer_s) / t + 0.5 * comm / t + 0.3 * self.overhead_s / t
+        0.1 * (self.compute_s + self.optimizer_s) / t + 0.5 * comm / t + 0.3 * (self.overhead_s + self.sync_wait_s) / t
     }
 }
 
@@ -185,6 +215,35 @@ pub(crate) struct CellContext<'a> {
     pub efficiency_factor: f64,
     /// Framework constants (fitted or default).
     pub framework: Framework,
+}
+
+/// Fraction of the model's compute on the slowest of `pp` pipeline stages.
+/// The output head (vocabulary projection and loss) runs on the last stage
+/// beside its layers: runtimes that partition by layer count give every
+/// stage ⌈L/pp⌉ layers and the last one the head as well; a runtime that
+/// balances stages by profiled cost (Alpa) moves whole layers off the last
+/// stage, down to one.
+pub(crate) fn slowest_stage_share(c: &ModelCost, pp: u32) -> f64 {
+    let l = c.pipeline_layers.max(1) as f64;
+    if pp <= 1 {
+        return 1.0;
+    }
+    let p = pp as f64;
+    let uniform = (l / p).ceil() / l;
+    let total = c.fwd_flops_per_sample;
+    let head = c.head_flops_per_sample.clamp(0.0, total);
+    let per_layer = (total - head) / l;
+    if head <= 0.0 || per_layer <= 0.0 {
+        return uniform;
+    }
+    let h = head / per_layer; // the head in layers' worth of work
+    let units = if c.runtime.balances_stages() {
+        let most = (l / p).ceil() as u32;
+        (1..=most.max(1)).map(|k| ((l - k as f64) / (p - 1.0)).ceil().max(k as f64 + h)).fold(f64::INFINITY, f64::min)
+    } else {
+        (l / p).ceil() + h
+    };
+    units / (l + h)
 }
 
 /// Samples per micro-batch, if the plan divides the global batch exactly.
@@ -254,7 +313,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     // ---- compute per micro-batch on one GPU (slowest stage) ----
     let peak = g.peak_for(c.precision);
     let passes = if ckpt { 4.0 } else { 3.0 };
-    let share = stage_share / tp;
+    let share = slowest_stage_share(c, plan.pp) / tp;
     let rows = c.gemm_rows_per_sample * mbs;
     let width = c.gemm_width / tp;
     let eff = gemm_max_efficiency(c.precision) * rows / (rows + ROWS_HALF) * width / (width + WIDTH_HALF);
@@ -277,19 +336,27 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let tp_collectives = if plan.tp > 1 { layers_stage * if ckpt { 6.0 } else { 4.0 } } else { 0.0 };
     let k = fw.links();
     let t_tp_mb = tp_collectives * tp_group.all_reduce_s(act_msg, g, k);
+    // Pipeline sends: stages sit on consecutive GPUs, so once the Cell spans
+    // nodes some stage boundary crosses the network, and in 1F1B's steady
+    // state the slowest boundary paces every slot. At that boundary every
+    // rank of the sending stage on the node (its whole stage, or the whole
+    // node when a stage fills nodes) sends its share of its replica's
+    // activations through the node's network link at once.
     let stage_span = plan.tp * plan.dp;
-    let pp_cross = plan.pp > 1 && p.nodes > 1 && stage_span >= p.per_node;
+    let pp_cross = plan.pp > 1 && p.nodes > 1;
+    let senders = stage_span.min(p.per_node).max(1);
     let t_pp_mb = if plan.pp > 1 {
-        2.0 * p2p_s(act_msg / tp, pp_cross, g, (p.per_node / stage_span.max(1)).max(1) * plan.tp, k)
+        2.0 * p2p_s(act_msg / tp, pp_cross, g, senders, k)
     } else {
         0.0
     };
     let slots = m + pp - 1.0;
     // MoE all-to-all: dispatch and combine, forward and backward (and the
-    // recomputed forward), each moving (ep − 1)/ep of the tokens' slots.
+    // recomputed forward), each sending (ep − 1)/ep of the tokens' slots to
+    // other ranks; across nodes they share each node's network link.
     let t_ep_mb = if ep > 1.0 {
         let a2a = if ckpt { 6.0 } else { 4.0 };
-        a2a * dp_group.all_gather_s(c.alltoall_bytes_per_sample * mbs * stage_share / tp, g, k)
+        a2a * dp_group.all_to_all_s(c.alltoall_bytes_per_sample * mbs * stage_share / tp, g, k)
     } else {
         0.0
     };
@@ -337,6 +404,12 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY) + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime)
     };
 
+    // Synchronous ranks wait for the slowest: the expected maximum of the
+    // ranks' compute, each varying by RANK_JITTER_CV (more across nodes).
+    let ranks = (plan.dp * plan.tp * plan.pp) as f64;
+    let cv = if p.nodes > 1 { (RANK_JITTER_CV * RANK_JITTER_CV + NODE_JITTER_CV * NODE_JITTER_CV).sqrt() } else { RANK_JITTER_CV };
+    let sync_wait = (m + pp - 1.0) * t_compute_mb * cv * expected_max_normal(ranks);
+
     let time = TimeBreakdown {
         compute_s: m * t_compute_mb,
         gemm_s: m * gemm * scale_parts,
@@ -350,10 +423,52 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         dp_comm_s: dp_exposed,
         optimizer_s,
         overhead_s: slots * fw.per_microbatch_s + fw.per_iter_s,
+        sync_wait_s: sync_wait,
     };
     let total = time.total();
     if !total.is_finite() || total <= 0.0 {
         return None;
     }
     Some(PlanEval { plan: *plan, iter_time_s: total, mem_per_gpu_bytes: memory.total() as u64, fits, time, memory })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelCatalog;
+
+    /// The expected maximum of n standard normals: 0 for one rank, the exact
+    /// values at powers of two, increasing and below √(2 ln n).
+    #[test]
+    fn expected_max_of_ranks_grows_like_sqrt_log() {
+        assert_eq!(expected_max_normal(1.0), 0.0);
+        assert!((expected_max_normal(2.0) - 1.0 / std::f64::consts::PI.sqrt()).abs() < 1e-3);
+        let mut last = 0.0;
+        for n in [2.0, 3.0, 4.0, 8.0, 16.0, 100.0, 1024.0, 4096.0] {
+            let e = expected_max_normal(n);
+            assert!(e > last && e < (2.0 * f64::ln(n)).sqrt(), "{n}: {e}");
+            last = e;
+        }
+    }
+
+    /// The vocabulary head makes the last stage the slowest: with layer-count
+    /// partitioning it adds the head to ⌈L/pp⌉ layers; Alpa's balancing moves
+    /// layers off that stage and lands between the even split and that.
+    #[test]
+    fn the_head_stage_is_the_slowest() {
+        let cat = ModelCatalog::builtin();
+        let mut gpt = cat.get("gpt__1.3B").unwrap().clone();
+        let alpa = gpt.cost();
+        assert!(alpa.head_flops_per_sample > 0.05 * alpa.fwd_flops_per_sample);
+        assert_eq!(slowest_stage_share(&alpa, 1), 1.0);
+        let even = (alpa.pipeline_layers as f64 / 8.0).ceil() / alpa.pipeline_layers as f64;
+        gpt.runtime = Runtime::Megatron;
+        let uniform = slowest_stage_share(&gpt.cost(), 8);
+        let balanced = slowest_stage_share(&alpa, 8);
+        assert!(balanced > even * 1.05 && uniform > balanced * 1.05, "{even} {balanced} {uniform}");
+        // A CNN has no vocabulary head: the even split.
+        let wrn = cat.get("wide_resnet__500M").unwrap().cost();
+        let l = wrn.pipeline_layers as f64;
+        assert_eq!(slowest_stage_share(&wrn, 4), (l / 4.0).ceil() / l);
+    }
 }

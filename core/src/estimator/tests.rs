@@ -108,6 +108,46 @@ fn crossing_nodes_costs_more_than_staying_inside() {
     assert!(across.time.dp_comm_s > 2.0 * inside.time.dp_comm_s, "{across:?} vs {inside:?}");
 }
 
+/// Pipeline sends: once a Cell spans nodes, a stage boundary crosses the
+/// network (even with several stages per node), and every sending rank of a
+/// node shares its network link: four data-parallel replicas per stage send
+/// four replicas' activations through it.
+#[test]
+fn pipeline_sends_across_nodes_share_the_network_link() {
+    let e = est();
+    let j = job("gpt__760M", 64);
+    let pp = |plan: Plan, node: u32| e.evaluate_plan(&j, &Cell::new("a100", 8, plan.pp).unwrap(), node, &plan).unwrap().time.pp_comm_s;
+    let deep = Plan { dp: 1, tp: 1, pp: 8, micro_batches: 16, zero_stage: 0, checkpointing: true };
+    assert!(pp(deep, 4) > 10.0 * pp(deep, 8), "{} vs {}", pp(deep, 4), pp(deep, 8));
+    // Same per-replica micro-batch: 4 replicas per stage send 4x the bytes of 1 through the link.
+    let wide = Plan { dp: 4, tp: 1, pp: 2, micro_batches: 2, zero_stage: 0, checkpointing: true };
+    let narrow = Plan { dp: 1, tp: 1, pp: 2, micro_batches: 8, zero_stage: 0, checkpointing: true };
+    let per_slot = |p: Plan| pp(p, 4) / (p.micro_batches + 1) as f64;
+    let four = e.evaluate_plan(&j, &Cell::new("a100", 8, 2).unwrap(), 4, &wide).unwrap();
+    assert!(four.time.pp_comm_s > 0.0);
+    let one = e.evaluate_plan(&job("gpt__760M", 64), &Cell::new("a100", 2, 2).unwrap(), 1, &narrow).unwrap();
+    let r = per_slot(wide) / (one.time.pp_comm_s / 9.0);
+    assert!(r > 3.5 && r < 4.5, "{r}");
+}
+
+/// Waiting for the slowest rank: none on one GPU; with the per-GPU work held
+/// fixed it grows with the ranks, and more across nodes than inside one.
+#[test]
+fn synchronous_ranks_wait_for_the_slowest() {
+    let e = est();
+    let j1 = job("gpt__760M", 8);
+    let p1 = Plan { dp: 1, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: true };
+    assert_eq!(e.evaluate_plan(&j1, &cell("v100x1"), 8, &p1).unwrap().time.sync_wait_s, 0.0);
+    let wait = |gpus: u32, node: u32| {
+        let j = job("gpt__760M", 8 * gpus);
+        let p = Plan { dp: gpus, ..p1 };
+        let ev = e.evaluate_plan(&j, &Cell::new("v100", gpus, 1).unwrap(), node, &p).unwrap();
+        ev.time.sync_wait_s / ev.time.compute_s
+    };
+    assert!(wait(2, 8) > 0.01 && wait(8, 8) > 1.3 * wait(2, 8) && wait(8, 8) < 0.1, "{} {}", wait(2, 8), wait(8, 8));
+    assert!(wait(8, 4) > wait(8, 8));
+}
+
 #[test]
 fn rank_cells_orders_and_respects_offers() {
     let e = est();

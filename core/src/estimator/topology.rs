@@ -137,6 +137,29 @@ impl Group {
     pub fn all_gather_s(&self, bytes: f64, gpu: &GpuSpec, k: LinkScale) -> f64 {
         0.5 * self.all_reduce_s(bytes, gpu, k)
     }
+
+    /// Seconds for an all-to-all in which every member sends `bytes`, split
+    /// evenly over the members (MoE token dispatch/combine). Inside a node
+    /// each member sends the (q − 1)/q for its node's peers over its own
+    /// links; across nodes the (n − 1)/n for other nodes leaves through the
+    /// node's network link, which carries that share of *every* member on
+    /// the node (and of the other groups there) at once — unlike a ring,
+    /// whose network traffic per node is one member's worth. The point-to-
+    /// point sends run concurrently: one latency per link kind.
+    pub fn all_to_all_s(&self, bytes: f64, gpu: &GpuSpec, k: LinkScale) -> f64 {
+        if self.size <= 1 || bytes <= 0.0 {
+            return 0.0;
+        }
+        let q = (self.size / self.nodes).max(1) as f64;
+        let n = self.nodes as f64;
+        let intra_s = if q > 1.0 { (q - 1.0) / (q * n) * bytes / intra_ring_bw(gpu, q) + ALPHA_INTRA_S } else { 0.0 };
+        let inter_s = if n > 1.0 {
+            (n - 1.0) / n * bytes * q * self.sharing as f64 / (network_bw(gpu) * INTER_NODE_EFFICIENCY) + ALPHA_INTER_S
+        } else {
+            0.0
+        };
+        intra_s * k.intra + inter_s * k.net
+    }
 }
 
 /// Seconds to send `bytes` from one stage to the next.
@@ -172,6 +195,23 @@ mod tests {
         // DP with stride 2 (TP=2) inside two nodes: 8 members, 4 per node, 2 groups share each NIC.
         let dp = Group::new(8, 2, two);
         assert_eq!((dp.nodes, dp.sharing), (2, 2));
+    }
+
+    /// An all-to-all inside a node costs about what an all-gather of the
+    /// same bytes does; across nodes every member's off-node share goes
+    /// through the node's one network link, so it costs about the members per
+    /// node times more than the ring.
+    #[test]
+    fn all_to_all_across_nodes_shares_the_nic() {
+        let a100 = GpuCatalog::builtin().get("a100").unwrap().clone();
+        let inside = Group::new(8, 1, Placement::pack(8, 8).unwrap());
+        let b = 64e6;
+        let (a2a, ag) = (inside.all_to_all_s(b, &a100, ONE), inside.all_gather_s(b, &a100, ONE));
+        assert!(a2a > 0.5 * ag && a2a < 2.0 * ag, "{a2a} vs {ag}");
+        let across = Group::new(16, 1, Placement::pack(16, 8).unwrap());
+        let (a2a, ag) = (across.all_to_all_s(b, &a100, ONE), across.all_gather_s(b, &a100, ONE));
+        assert!(a2a > 6.0 * ag, "{a2a} vs {ag}");
+        assert_eq!(Group::new(1, 1, Placement::pack(1, 8).unwrap()).all_to_all_s(b, &a100, ONE), 0.0);
     }
 
     #[test]
