@@ -1142,10 +1142,12 @@ fn placed_on_idle(p: &Private, model: &str, batch: u32, cfg: &cellsched_core::co
     }
 }
 
-/// (Issue 13) A batch-8 350M job with no GPU request gets the Cell the
-/// marginal-value rule picks (core's `place()`), not the cluster's fastest
-/// Cell over two nodes; a 20-task array of it runs tasks side by side,
-/// each on such a Cell, and all complete.
+/// (Issue 13) A 350M job with no GPU request gets the Cell the
+/// marginal-value rule picks (core's `place()`): at batch 64, fewer GPUs
+/// than the cluster's fastest Cell over two nodes; at batch 8 (where one
+/// node's GPUs are also the fastest, since cross-node pipeline sends share
+/// the network link), not the whole partition. A 20-task batch-8 array
+/// runs tasks side by side, each on such a Cell, and all complete.
 #[test]
 fn small_jobs_and_arrays_get_the_cells_that_pay() {
     require_e2e!();
@@ -1158,17 +1160,23 @@ fn small_jobs_and_arrays_get_the_cells_that_pay() {
     let _sizing = p.replace_toml(&sizing_toml(&p.spec.dir));
     let cfg = cellsched_core::config::PlacementConfig { replan_interval_s: 2, replan_max_slowdown: 10.0, ..Default::default() };
     let model = SHORT_MODEL;
-    let want = placed_on_idle(p, model, 8, &cfg);
-    let spec = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: 8 };
+    // Where the rule and the fastest Cell differ: the rule's Cell.
+    let want64 = placed_on_idle(p, model, 64, &cfg);
+    let spec = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: 64 };
     let fastest = estimator().rank_cells(&spec, &p.offers(&[]), cfg.max_gpus).into_iter().next().unwrap();
-    assert!(want.cell.gpus < fastest.cell.gpus, "precondition: the rule must pick fewer GPUs ({}) than the fastest Cell ({})", want.cell, fastest.cell);
+    assert!(want64.cell.gpus < fastest.cell.gpus, "precondition: the rule must pick fewer GPUs ({}) than the fastest Cell ({})", want64.cell, fastest.cell);
+    let want = placed_on_idle(p, model, 8, &cfg);
+    let partition: u32 = p.nodes().iter().filter(|(_, ty, _)| *ty == want.cell.gpu_type).map(|(_, _, g)| g).sum();
+    assert!(want.cell.gpus < partition, "precondition: batch 8 is sized below the whole {} partition ({} GPUs): {}", want.cell.gpu_type, partition, want.cell);
 
-    // One job, held so it stays pending: its decision is the rule's Cell.
-    let name = common::unique_name("small");
-    let id = p.submit(&["-J", &name, "-H", "--dl-model", model, "--dl-batch", "8", "--wrap", "true"]).expect("submit small DL job");
-    let d = decision_of(&p.admin_comment(id));
-    assert_eq!((d.cell.clone(), d.nodes), (want.cell.clone(), want.nodes), "expected {} on {} node(s)", want.cell, want.nodes);
-    p.cancel(&[id]);
+    // One job each, held so it stays pending: its decision is the rule's Cell.
+    for (batch, want) in [("64", &want64), ("8", &want)] {
+        let name = common::unique_name("small");
+        let id = p.submit(&["-J", &name, "-H", "--dl-model", model, "--dl-batch", batch, "--wrap", "true"]).expect("submit small DL job");
+        let d = decision_of(&p.admin_comment(id));
+        assert_eq!((d.cell.clone(), d.nodes), (want.cell.clone(), want.nodes), "batch {batch}: expected {} on {} node(s)", want.cell, want.nodes);
+        p.cancel(&[id]);
+    }
 
     // A 20-task array: one decision for the array (job_submit sees it once), tasks side by side.
     let name = common::unique_name("array");
