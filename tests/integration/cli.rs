@@ -314,3 +314,21 @@ fn completions_cover_every_subcommand_and_load_in_bash() {
 fn read_file(p: &std::path::Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()))
 }
+
+/// `estimate`'s one-line time breakdown names every part the iteration time
+/// adds up (an MoE model over two nodes has all-to-all and a slowest-rank
+/// wait): the parts sum to the printed iteration time.
+#[test]
+fn estimate_time_parts_add_up_to_the_iteration() {
+    let o = cellsched(&["estimate", "--model", "moe__1.3B", "--batch", "64", "--gpu", "a100", "--gpus", "16", "--nodes", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let iter: f64 = text.lines().find_map(|l| l.strip_prefix("iteration")).and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no iteration line:\n{text}"));
+    let parts = text.lines().find_map(|l| l.strip_prefix("model time")).unwrap_or_else(|| panic!("no model time line:\n{text}"));
+    let values: Vec<f64> = parts.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    for name in ["ep", "slowest rank"] {
+        assert!(parts.contains(name), "{name} missing: {parts}");
+    }
+    let sum: f64 = values.iter().sum();
+    assert!((sum - iter).abs() <= 1e-3 + 1e-3 * iter, "parts {values:?} sum to {sum}, iteration {iter}:\n{text}");
+}

@@ -169,8 +169,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     );
     let t = ev.time;
     println!(
-        "model time   compute {:.4}  bubble {:.4}  tp {:.4}  pp {:.4}  dp {:.4}  optimizer {:.4}  overhead {:.4}",
-        t.compute_s, t.bubble_s, t.tp_comm_s, t.pp_comm_s, t.dp_comm_s, t.optimizer_s, t.overhead_s
+        "model time   compute {:.4}  bubble {:.4}  tp {:.4}  pp {:.4}  ep {:.4}  dp {:.4}  optimizer {:.4}  overhead {:.4}  slowest rank {:.4}",
+        t.compute_s, t.bubble_s, t.tp_comm_s, t.pp_comm_s, t.ep_comm_s, t.dp_comm_s, t.optimizer_s, t.overhead_s, t.sync_wait_s
     );
     if a.explain {
         print_explain(&job, &ev, why.as_ref());
