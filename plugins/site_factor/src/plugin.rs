@@ -342,13 +342,15 @@ fn rank_pass() {
     ranker.update(&bufs.seen, fresh, now, &cfg, &data, slurm_sys::NICE_OFFSET, &distrust_now(&declared, now));
     *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = Some(ranker.factors());
     log::debug(&format!(
-        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them), ranking {} us",
+        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them), ranking {} us; plugin heap {} KiB (peak {} KiB)",
         bufs.seen.len(),
         walk.max_hold_us,
         walk.pieces,
         walk.total_hold_us,
         walk.wait_us,
-        t1.elapsed().as_micros()
+        t1.elapsed().as_micros(),
+        cellsched_slurm_ffi::heap::live_bytes() / 1024,
+        cellsched_slurm_ffi::heap::peak_bytes() / 1024
     ));
     ranker.buffers = bufs;
 }
