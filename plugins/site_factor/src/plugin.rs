@@ -556,22 +556,34 @@ pub extern "C" fn site_factor_p_update() {
             return;
         }
         let started = Instant::now();
-        let mut changed = 0usize;
+        let release = current().is_some_and(|c| c.release_gres_select);
+        let (mut changed, mut released, mut released_bytes) = (0usize, 0usize, 0u64);
         // Only the ranked jobs, found through slurmctld's job hash: the other
         // pending jobs (plain ones) are not even visited.
         for (&id, &f) in factors.iter() {
             ctld::with_job(id, |job| {
-                if job.is_pending() && job.site_factor() != f {
+                if !job.is_pending() {
+                    return;
+                }
+                if job.site_factor() != f {
                     job.set_site_factor(f);
                     changed += 1;
+                }
+                // What backfill's last fitting test left in the job (see
+                // `OrderingConfig::release_gres_select`): a pointer test per job.
+                if release {
+                    let b = job.release_gres_select();
+                    released += usize::from(b > 0);
+                    released_bytes += b;
                 }
             });
         }
         // The cost of this call under the job write lock (shown with `scontrol setdebug debug`).
         log::debug(&format!(
-            "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {} us",
+            "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {} us; GRES selection arrays of {released} jobs freed ({} KiB)",
             factors.len(),
-            started.elapsed().as_micros()
+            started.elapsed().as_micros(),
+            released_bytes / 1024
         ));
     })
 }
