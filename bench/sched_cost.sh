@@ -243,7 +243,7 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
     # Plugin timings (debug lines; none in stock mode).
     # site_factor_p_update (job write lock) only copies factors; the ranking
     # thread snapshots under the read locks and ranks with none.
-    awk '/site_factor\/cellsched: update copied/ { for (i = 1; i <= NF; i++) if ($i == "us") { n++; s += $(i-1); if ($(i-1) > m) m = $(i-1) } }
+    awk '/site_factor\/cellsched: update copied/ { v = -1; for (i = 1; i <= NF; i++) { if ($i == "us") v = $(i-1); if ($i == "total") v = $(i+1) } if (v >= 0) { n++; s += v; if (v > m) m = v } }
          END { printf "site_factor_updates %d\nsite_factor_mean_us %s\nsite_factor_max_us %s\n", n, n ? s / n : "NA", n ? m : "NA" }' "$tail_log"
     # "snapshot N us": the longest single hold of the read locks in the pass
     # (the walk releases them between pieces); "N us held in all": the pass's holds together.

@@ -542,6 +542,50 @@ pub extern "C" fn site_factor_p_set(job_ptr: *mut cellsched_job_t) {
 
 /// Every PriorityCalcPeriod (job write lock held): copies the site factors
 /// the ranking thread computed last (a hash lookup per pending job).
+/// Longest [`release_gres_select`] works in one `site_factor_p_update`
+/// (under the job write lock); the next call goes on where it stopped.
+const RELEASE_BUDGET: std::time::Duration = std::time::Duration::from_micros(500);
+/// Where the next [`release_gres_select`] starts in the ranked jobs.
+static RELEASE_CURSOR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// What one [`release_gres_select`] did.
+#[derive(Debug, Default, Clone, Copy)]
+struct Released {
+    jobs: usize,
+    bytes: u64,
+    visited: usize,
+    us: u128,
+}
+
+/// Frees, in ranked pending DL jobs, the per-node GRES selection arrays
+/// Slurm's scheduling tests left there (`OrderingConfig::release_gres_select`;
+/// caller holds the job write lock). A pointer test per job, for at most
+/// [`RELEASE_BUDGET`]; the next call resumes after the last job looked at,
+/// so every ranked job is reached within a few calls.
+fn release_gres_select(factors: &std::collections::HashMap<u32, u32>) -> Released {
+    let t = Instant::now();
+    let n = factors.len();
+    let mut r = Released::default();
+    if n == 0 {
+        return r;
+    }
+    let start = RELEASE_CURSOR.load(std::sync::atomic::Ordering::Relaxed) % n;
+    for &id in factors.keys().cycle().skip(start).take(n) {
+        if r.visited % 64 == 0 && r.visited > 0 && t.elapsed() >= RELEASE_BUDGET {
+            break;
+        }
+        r.visited += 1;
+        ctld::with_job(id, |job| {
+            let b = job.release_gres_select();
+            r.jobs += usize::from(b > 0);
+            r.bytes += b;
+        });
+    }
+    RELEASE_CURSOR.store((start + r.visited) % n, std::sync::atomic::Ordering::Relaxed);
+    r.us = t.elapsed().as_micros();
+    r
+}
+
 #[no_mangle]
 pub extern "C" fn site_factor_p_update() {
     guard("site_factor_p_update", (), || {
@@ -556,34 +600,28 @@ pub extern "C" fn site_factor_p_update() {
             return;
         }
         let started = Instant::now();
-        let release = current().is_some_and(|c| c.release_gres_select);
-        let (mut changed, mut released, mut released_bytes) = (0usize, 0usize, 0u64);
+        let mut changed = 0usize;
         // Only the ranked jobs, found through slurmctld's job hash: the other
         // pending jobs (plain ones) are not even visited.
         for (&id, &f) in factors.iter() {
             ctld::with_job(id, |job| {
-                if !job.is_pending() {
-                    return;
-                }
-                if job.site_factor() != f {
+                if job.is_pending() && job.site_factor() != f {
                     job.set_site_factor(f);
                     changed += 1;
                 }
-                // What backfill's last fitting test left in the job (see
-                // `OrderingConfig::release_gres_select`): a pointer test per job.
-                if release {
-                    let b = job.release_gres_select();
-                    released += usize::from(b > 0);
-                    released_bytes += b;
-                }
             });
         }
+        let copied_us = started.elapsed().as_micros();
+        let released = if current().is_some_and(|c| c.release_gres_select) { release_gres_select(&factors) } else { Released::default() };
         // The cost of this call under the job write lock (shown with `scontrol setdebug debug`).
         log::debug(&format!(
-            "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {} us; GRES selection arrays of {released} jobs freed ({} KiB)",
+            "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {copied_us} us; GRES selection arrays of {} jobs freed ({} KiB; {} of the ranked jobs looked at) in {} us; total {} us",
             factors.len(),
-            started.elapsed().as_micros(),
-            released_bytes / 1024
+            released.jobs,
+            released.bytes / 1024,
+            released.visited,
+            released.us,
+            started.elapsed().as_micros()
         ));
     })
 }
