@@ -187,11 +187,6 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   tail -c +"$log_start" "$log" >"$tail_log"
   local rss_after
   rss_after=$(ps -o rss= -p "$ctld_pid" | tr -d ' ')
-  # Pending jobs backfill has planned (SchedNodes set): each one that a
-  # backfill test fitted keeps cons_tres's per-job GRES selection arrays
-  # (gres_cnt_node_select: 8 bytes per node of the cluster) until it ends.
-  local bf_planned
-  bf_planned=$(squeue -h -t PD -o '%Y' | grep -vc '^(null)$' || true)
   # Where slurmctld's resident memory is: its mappings with the most RSS
   # ([heap] is the main malloc arena; large anonymous ones are the arenas of
   # other threads, such as the plugins' background threads).
@@ -239,7 +234,6 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
     echo "bf_mean_us $(sdiag_field "$sd" 'Backfilling stats' 'Mean cycle')"
     echo "bf_max_us $(sdiag_field "$sd" 'Backfilling stats' 'Max cycle')"
     echo "bf_mean_depth $(sdiag_field "$sd" 'Backfilling stats' 'Depth Mean')"
-    echo "bf_planned_jobs ${bf_planned:-NA}"
     # Plugin timings (debug lines; none in stock mode).
     # site_factor_p_update (job write lock) only copies factors; the ranking
     # thread snapshots under the read locks and ranks with none.
@@ -286,7 +280,7 @@ for d in "${DIAGS[@]}"; do head+=$(printf ' %20s %8s' "$d" "p/diag"); done
 ((${#DIAGS[@]})) && echo "(diagnostic columns: ${DIAGS[*]}; p/diag = plugins / that column)"
 echo "$head"
 for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb ctld_rss_trimmed_kb malloc_in_use_kb malloc_system_kb gres_select_jobs gres_select_kb submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
-  bf_cycles bf_mean_us bf_max_us bf_mean_depth bf_planned_jobs site_factor_updates site_factor_mean_us site_factor_max_us \
+  bf_cycles bf_mean_us bf_max_us bf_mean_depth site_factor_updates site_factor_mean_us site_factor_max_us \
   rank_passes rank_snapshot_mean_us rank_snapshot_max_us rank_held_in_all_mean_us rank_compute_mean_us \
   replan_passes replan_snapshot_mean_us replan_snapshot_max_us replan_held_in_all_mean_us site_factor_heap_kb job_submit_heap_kb; do
   a=$(get stock "$k" 2>/dev/null || true); b=$(get plugins "$k" 2>/dev/null || true)
