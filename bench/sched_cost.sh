@@ -43,7 +43,10 @@
 #                                   allocator keeps; and, before the trim, glibc's own count
 #                                   of bytes in use and bytes taken from the system over all
 #                                   arenas (gdb: malloc_stats(); malloc_in_use_kb,
-#                                   malloc_system_kb); needs gdb
+#                                   malloc_system_kb); needs gdb. On an emulated cluster also
+#                                   gres_select_jobs/gres_select_kb: pending jobs holding
+#                                   cons_tres's per-job GRES selection arrays, and their bytes
+#                                   (bench/diag/gres_select.c, loaded by gdb; needs gcc)
 #        CELLSCHED_BENCH_PERF=1     also sample slurmctld with `perf record -g` (199 Hz)
 #                                   during the window; `perf report` goes to
 #                                   $CELLSCHED_BENCH_DIR-<mode>.perf.txt
@@ -189,10 +192,20 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   # other threads, such as the plugins' background threads).
   awk '/^[0-9a-f]+-[0-9a-f]+ / { name = ($6 == "" ? "[anon " $1 "]" : $6) } /^Size:/ { size = $2 } /^Rss:/ { if ($2 > 0) print $2, size, name }' \
     "/proc/$ctld_pid/smaps" 2>/dev/null | sort -rn | head -15 >"$DIR-$mode.smaps.txt" || true
-  local rss_trimmed=NA in_use=NA system=NA
+  local rss_trimmed=NA in_use=NA system=NA gres_select_jobs=NA gres_select_bytes=NA
   if [ "${CELLSCHED_BENCH_TRIM:-0}" = 1 ]; then
     # malloc_stats() writes to slurmctld's stderr (log/slurmctld.out); its last "Total" block is ours.
     local out="$dir/log/slurmctld.out"
+    # What pending jobs keep of cons_tres's GRES selection (bench/diag/gres_select.c),
+    # emulated clusters only (built from the front-end tree, whose config.h it needs).
+    local fe_build=/opt/cellsched/build/slurm-22.05.8-fe diag_so="$DIR-gres_select.so"
+    if [ "$NODES" != 5 ] && [ -f "$fe_build/config.h" ] \
+      && gcc -shared -fPIC -O2 -I"$fe_build" -o "$diag_so" "$ROOT/bench/diag/gres_select.c" 2>/dev/null; then
+      rm -f "$dir/gres_select.txt"
+      timeout 60 gdb -p "$ctld_pid" -batch -ex "call (void *) dlopen(\"$diag_so\", 2)" \
+        -ex "call (long) cellsched_diag_gres_select(\"$dir/gres_select.txt\")" >/dev/null 2>&1 || true
+      read -r _ _ _ gres_select_jobs _ gres_select_bytes <"$dir/gres_select.txt" 2>/dev/null || true
+    fi
     if gdb -p "$ctld_pid" -batch -ex 'call (void) malloc_stats()' >/dev/null 2>&1; then
       system=$(awk '/^Total/ { t = 1; next } t && /^system bytes/ { s = $4 } t && /^in use bytes/ { u = $5; t = 0 } END { print int(s / 1024) }' "$out")
       in_use=$(awk '/^Total/ { t = 1; next } t && /^system bytes/ { s = $4 } t && /^in use bytes/ { u = $5; t = 0 } END { print int(u / 1024) }' "$out")
@@ -209,6 +222,8 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
     echo "ctld_rss_trimmed_kb $rss_trimmed"
     echo "malloc_in_use_kb $in_use"
     echo "malloc_system_kb $system"
+    echo "gres_select_jobs $gres_select_jobs"
+    echo "gres_select_kb $([ "$gres_select_bytes" = NA ] && echo NA || echo $((gres_select_bytes / 1024)))"
     echo "submit_s $submit_s"
     echo "submit_rpc_mean_us ${submit_rpc_us:-NA}"
     echo "main_cycles $(sdiag_field "$sd" 'Main schedule statistics' 'Total cycles')"
@@ -222,7 +237,7 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
     # Plugin timings (debug lines; none in stock mode).
     # site_factor_p_update (job write lock) only copies factors; the ranking
     # thread snapshots under the read locks and ranks with none.
-    awk '/site_factor\/cellsched: update copied/ { for (i = 1; i <= NF; i++) if ($i == "us") { n++; s += $(i-1); if ($(i-1) > m) m = $(i-1) } }
+    awk '/site_factor\/cellsched: update copied/ { v = -1; for (i = 1; i <= NF; i++) { if ($i == "us") v = $(i-1); if ($i == "total") v = $(i+1) } if (v >= 0) { n++; s += v; if (v > m) m = v } }
          END { printf "site_factor_updates %d\nsite_factor_mean_us %s\nsite_factor_max_us %s\n", n, n ? s / n : "NA", n ? m : "NA" }' "$tail_log"
     # "snapshot N us": the longest single hold of the read locks in the pass
     # (the walk releases them between pieces); "N us held in all": the pass's holds together.
@@ -230,6 +245,10 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
          END { printf "rank_passes %d\nrank_snapshot_mean_us %s\nrank_snapshot_max_us %s\nrank_held_in_all_mean_us %s\nrank_compute_mean_us %s\n", n, n ? s / n : "NA", n ? m : "NA", n ? a / n : "NA", n ? r / n : "NA" }' "$tail_log"
     awk '/re-planning pass over/ { for (i = 1; i <= NF; i++) { if ($i == "snapshot") { n++; v = $(i+1); s += v; if (v > m) m = v } if ($i == "held" && $(i+1) == "in" && $(i+2) == "all,") { a += $(i-2) } } }
          END { printf "replan_passes %d\nreplan_snapshot_mean_us %s\nreplan_snapshot_max_us %s\nreplan_held_in_all_mean_us %s\n", n, n ? s / n : "NA", n ? m : "NA", n ? a / n : "NA" }' "$tail_log"
+    # The plugins' own Rust heap (counting allocator), from each thread's last pass line.
+    awk '/site_factor\/cellsched: ranking pass over/ { for (i = 1; i <= NF; i++) if ($i == "heap") sf = $(i+1) }
+         /re-planning pass over/ { for (i = 1; i <= NF; i++) if ($i == "heap") js = $(i+1) }
+         END { printf "site_factor_heap_kb %s\njob_submit_heap_kb %s\n", sf == "" ? "NA" : sf, js == "" ? "NA" : js }' "$tail_log"
   } >"$DIR-$mode.results"
   cd "$ROOT"
   scancel --user="$(id -un)" || true
@@ -260,10 +279,10 @@ head=$(printf '%-26s %14s %14s %8s' metric stock plugins ratio)
 for d in "${DIAGS[@]}"; do head+=$(printf ' %20s %8s' "$d" "p/diag"); done
 ((${#DIAGS[@]})) && echo "(diagnostic columns: ${DIAGS[*]}; p/diag = plugins / that column)"
 echo "$head"
-for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb ctld_rss_trimmed_kb malloc_in_use_kb malloc_system_kb submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
+for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb ctld_rss_trimmed_kb malloc_in_use_kb malloc_system_kb gres_select_jobs gres_select_kb submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
   bf_cycles bf_mean_us bf_max_us bf_mean_depth site_factor_updates site_factor_mean_us site_factor_max_us \
   rank_passes rank_snapshot_mean_us rank_snapshot_max_us rank_held_in_all_mean_us rank_compute_mean_us \
-  replan_passes replan_snapshot_mean_us replan_snapshot_max_us replan_held_in_all_mean_us; do
+  replan_passes replan_snapshot_mean_us replan_snapshot_max_us replan_held_in_all_mean_us site_factor_heap_kb job_submit_heap_kb; do
   a=$(get stock "$k" 2>/dev/null || true); b=$(get plugins "$k" 2>/dev/null || true)
   case $k in *_us | *_kb | submit_s) r=$(ratio "$b" "$a") ;; *) r="" ;; esac
   line=$(printf '%-26s %14s %14s %8s' "$k" "${a:-NA}" "${b:-NA}" "$r")

@@ -87,6 +87,15 @@ pub struct OrderingConfig {
     /// Seconds between two rankings of the pending DL jobs by the plugin's
     /// background thread (slurmctld's priority update then only copies them).
     pub rank_interval_s: u64,
+    /// Whether `site_factor_p_update` (which already looks up every ranked
+    /// pending DL job under the job write lock) also frees the per-node GRES
+    /// selection arrays a Slurm scheduling test that fitted the job left in
+    /// it (cons_tres keeps them, 8 bytes per node of the cluster, until the
+    /// job ends, and rebuilds them at its next test): the A-SRPT order
+    /// brings more distinct jobs to backfill's tests than FIFO does. Off by
+    /// default: it writes Slurm's own job state, and on the 1,000-node bench
+    /// (README, runs 13-17) it did not lower the memory in use measurably.
+    pub release_gres_select: bool,
 }
 
 impl Default for OrderingConfig {
@@ -102,6 +111,7 @@ impl Default for OrderingConfig {
             site_factor_max: 100_000,
             default_remaining_s: 3_600.0,
             rank_interval_s: 5,
+            release_gres_select: false,
         }
     }
 }
@@ -316,6 +326,7 @@ aging_bound_s = 600
 aging_factor = 0
 rank_by = "time"
 site_factor_max = 5000
+release_gres_select = true
 [placement]
 replan = false
 replan_interval_s = 5
@@ -328,6 +339,7 @@ profile_db = "/var/lib/cellsched/p.csv"
         assert_eq!(c.ordering.aging_bound_s, 600.0);
         assert_eq!((c.ordering.aging_factor, c.ordering.rank_by), (0.0, crate::asrpt::RankBy::Time));
         assert_eq!(c.ordering.site_factor_max, 5000);
+        assert!(c.ordering.release_gres_select && !OrderingConfig::default().release_gres_select);
         assert!(!c.placement.replan);
         assert_eq!(c.placement.replan_interval_s, 5);
         assert_eq!(c.placement.max_gpus, 8);

@@ -23,6 +23,11 @@
 #include "src/common/node_conf.h"
 #include "src/slurmctld/locks.h"
 #include "src/slurmctld/slurmctld.h"
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+#include "src/interfaces/gres.h"
+#else
+#include "src/common/gres.h"
+#endif
 
 #include "cellsched_shim.h"
 
@@ -266,6 +271,58 @@ int64_t cellsched_job_start_time(const cellsched_job_t *job) { return (int64_t) 
 void cellsched_job_set_site_factor(cellsched_job_t *job, uint32_t factor)
 {
 	job->site_factor = factor;
+}
+
+typedef int (*list_for_each_fn_t)(void *, int (*)(void *, void *), void *);
+typedef void (*bit_free_fn_t)(bitstr_t **);
+
+/* One GRES request of a pending job: frees the per-node selection arrays
+ * cons_tres's select_and_set filled at a test that fitted the job (they
+ * are rebuilt, zeroed, at the next such test; only a test that allocates
+ * reads them, right after filling them, under the same job write lock). */
+static int _release_gres_select(void *x, void *arg)
+{
+	SYM(xf, "slurm_xfree");
+	SYM2(bf, "slurm_bit_free", "bit_free");
+	gres_state_t *gs = x;
+	gres_job_state_t *js = gs ? gs->gres_data : NULL;
+	uint64_t *freed = arg;
+	uint32_t i;
+
+	if (!js || !xf || !bf)
+		return 0;
+	if (js->gres_cnt_node_select) {
+		*freed += (uint64_t) js->total_node_cnt * sizeof(uint64_t);
+		((xfree_fn_t) xf)((void **) &js->gres_cnt_node_select);
+	}
+	if (js->gres_bit_select) {
+		for (i = 0; i < js->total_node_cnt; i++) {
+			if (js->gres_bit_select[i])
+				((bit_free_fn_t) bf)(&js->gres_bit_select[i]);
+		}
+		*freed += (uint64_t) js->total_node_cnt * sizeof(bitstr_t *);
+		((xfree_fn_t) xf)((void **) &js->gres_bit_select);
+	}
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+	if (js->gres_per_bit_select) {
+		for (i = 0; i < js->total_node_cnt; i++)
+			((xfree_fn_t) xf)((void **) &js->gres_per_bit_select[i]);
+		*freed += (uint64_t) js->total_node_cnt * sizeof(uint64_t *);
+		((xfree_fn_t) xf)((void **) &js->gres_per_bit_select);
+	}
+#endif
+	return 0;
+}
+
+uint64_t cellsched_job_release_gres_select(cellsched_job_t *job)
+{
+	SYM2(each, "slurm_list_for_each", "list_for_each");
+	uint64_t freed = 0;
+
+	if (!job || !each || !IS_JOB_PENDING(job) || !job->gres_list_req)
+		return 0;
+	((list_for_each_fn_t) each)(job->gres_list_req, _release_gres_select, &freed);
+	return freed;
 }
 
 int cellsched_job_set_admin_comment(cellsched_job_t *job, const char *text)

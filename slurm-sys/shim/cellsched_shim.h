@@ -90,6 +90,13 @@ int64_t cellsched_job_begin_time(const cellsched_job_t *job);
 int64_t cellsched_job_start_time(const cellsched_job_t *job);
 /* Sets job->site_factor (NICE_OFFSET = neutral). Needs the job write lock. */
 void cellsched_job_set_site_factor(cellsched_job_t *job, uint32_t factor);
+/* Pending jobs only: frees the per-node GRES selection arrays (cons_tres's
+ * gres_cnt_node_select, gres_bit_select and, from 23.11, gres_per_bit_select)
+ * a scheduling test that fitted the job left in its GRES request; Slurm
+ * keeps them until the job ends and rebuilds them at the next such test.
+ * Returns the bytes of the arrays freed (the per-node tables; 0 outside
+ * slurmctld or when none). Needs the job write lock. */
+uint64_t cellsched_job_release_gres_select(cellsched_job_t *job);
 /* Replaces admin_comment with an xstrdup'd copy (NULL clears). Needs the job write lock. */
 int cellsched_job_set_admin_comment(cellsched_job_t *job, const char *text);
 

@@ -77,6 +77,7 @@ extern "C" {
     pub fn cellsched_job_begin_time(job: *const cellsched_job_t) -> i64;
     pub fn cellsched_job_start_time(job: *const cellsched_job_t) -> i64;
     pub fn cellsched_job_set_site_factor(job: *mut cellsched_job_t, factor: u32);
+    pub fn cellsched_job_release_gres_select(job: *mut cellsched_job_t) -> u64;
     pub fn cellsched_job_set_admin_comment(job: *mut cellsched_job_t, text: *const c_char) -> c_int;
     pub fn cellsched_job_env_count(job: *const cellsched_job_t) -> u32;
     pub fn cellsched_job_env_at(job: *const cellsched_job_t, i: u32) -> *const c_char;

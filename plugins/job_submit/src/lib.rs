@@ -18,5 +18,10 @@
 //! - [`node_cache`]: the node table's GPUs, copied again only after it changed.
 //! - `plugin`: exported symbols and the thread.
 #![deny(missing_docs)]
+
+/// The plugin's Rust heap, counted for the passes' `debug` lines (see `cellsched_slurm_ffi::heap`).
+#[cfg(not(test))]
+#[global_allocator]
+static HEAP: cellsched_slurm_ffi::heap::CountingAlloc = cellsched_slurm_ffi::heap::CountingAlloc;
 pub mod node_cache;
 mod plugin;

@@ -488,7 +488,7 @@ fn replan_pass() {
     // holds slurmctld's read locks, the planning holds none.
     let (hits, misses, held, _) = l.ranks.stats();
     log::debug(&format!(
-        "job_submit/cellsched: re-planning pass over {} pending DL jobs: snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them; {} jobs copied, node table {} in {} us), planning {} us, {} moves; rank cache {} hits, {} misses, {} held",
+        "job_submit/cellsched: re-planning pass over {} pending DL jobs: snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them; {} jobs copied, node table {} in {} us), planning {} us, {} moves; rank cache {} hits, {} misses, {} held; plugin heap {} KiB (peak {} KiB)",
         n_pending,
         snapshot_us,
         walk.pieces + 1,
@@ -501,7 +501,9 @@ fn replan_pass() {
         moves.len(),
         hits,
         misses,
-        held
+        held,
+        cellsched_slurm_ffi::heap::live_bytes() / 1024,
+        cellsched_slurm_ffi::heap::peak_bytes() / 1024
     ));
     if moves.is_empty() {
         return;

@@ -16,6 +16,11 @@
 //! - [`slurm_conf`]: the running daemon's config paths.
 //! - `plugin`: the exported symbols, each behind a panic guard.
 #![deny(missing_docs)]
+
+/// The plugin's Rust heap, counted for the passes' `debug` lines (see `cellsched_slurm_ffi::heap`).
+#[cfg(not(test))]
+#[global_allocator]
+static HEAP: cellsched_slurm_ffi::heap::CountingAlloc = cellsched_slurm_ffi::heap::CountingAlloc;
 mod plugin;
 pub mod users;
 pub mod ranker;

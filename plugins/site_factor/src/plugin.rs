@@ -342,13 +342,15 @@ fn rank_pass() {
     ranker.update(&bufs.seen, fresh, now, &cfg, &data, slurm_sys::NICE_OFFSET, &distrust_now(&declared, now));
     *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = Some(ranker.factors());
     log::debug(&format!(
-        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them), ranking {} us",
+        "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them), ranking {} us; plugin heap {} KiB (peak {} KiB)",
         bufs.seen.len(),
         walk.max_hold_us,
         walk.pieces,
         walk.total_hold_us,
         walk.wait_us,
-        t1.elapsed().as_micros()
+        t1.elapsed().as_micros(),
+        cellsched_slurm_ffi::heap::live_bytes() / 1024,
+        cellsched_slurm_ffi::heap::peak_bytes() / 1024
     ));
     ranker.buffers = bufs;
 }
@@ -540,6 +542,50 @@ pub extern "C" fn site_factor_p_set(job_ptr: *mut cellsched_job_t) {
 
 /// Every PriorityCalcPeriod (job write lock held): copies the site factors
 /// the ranking thread computed last (a hash lookup per pending job).
+/// Longest [`release_gres_select`] works in one `site_factor_p_update`
+/// (under the job write lock); the next call goes on where it stopped.
+const RELEASE_BUDGET: std::time::Duration = std::time::Duration::from_micros(500);
+/// Where the next [`release_gres_select`] starts in the ranked jobs.
+static RELEASE_CURSOR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// What one [`release_gres_select`] did.
+#[derive(Debug, Default, Clone, Copy)]
+struct Released {
+    jobs: usize,
+    bytes: u64,
+    visited: usize,
+    us: u128,
+}
+
+/// Frees, in ranked pending DL jobs, the per-node GRES selection arrays
+/// Slurm's scheduling tests left there (`OrderingConfig::release_gres_select`;
+/// caller holds the job write lock). A pointer test per job, for at most
+/// [`RELEASE_BUDGET`]; the next call resumes after the last job looked at,
+/// so every ranked job is reached within a few calls.
+fn release_gres_select(factors: &std::collections::HashMap<u32, u32>) -> Released {
+    let t = Instant::now();
+    let n = factors.len();
+    let mut r = Released::default();
+    if n == 0 {
+        return r;
+    }
+    let start = RELEASE_CURSOR.load(std::sync::atomic::Ordering::Relaxed) % n;
+    for &id in factors.keys().cycle().skip(start).take(n) {
+        if r.visited % 64 == 0 && r.visited > 0 && t.elapsed() >= RELEASE_BUDGET {
+            break;
+        }
+        r.visited += 1;
+        ctld::with_job(id, |job| {
+            let b = job.release_gres_select();
+            r.jobs += usize::from(b > 0);
+            r.bytes += b;
+        });
+    }
+    RELEASE_CURSOR.store((start + r.visited) % n, std::sync::atomic::Ordering::Relaxed);
+    r.us = t.elapsed().as_micros();
+    r
+}
+
 #[no_mangle]
 pub extern "C" fn site_factor_p_update() {
     guard("site_factor_p_update", (), || {
@@ -565,10 +611,16 @@ pub extern "C" fn site_factor_p_update() {
                 }
             });
         }
+        let copied_us = started.elapsed().as_micros();
+        let released = if current().is_some_and(|c| c.release_gres_select) { release_gres_select(&factors) } else { Released::default() };
         // The cost of this call under the job write lock (shown with `scontrol setdebug debug`).
         log::debug(&format!(
-            "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {} us",
+            "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {copied_us} us; GRES selection arrays of {} jobs freed ({} KiB; {} of the ranked jobs looked at) in {} us; total {} us",
             factors.len(),
+            released.jobs,
+            released.bytes / 1024,
+            released.visited,
+            released.us,
             started.elapsed().as_micros()
         ));
     })

@@ -171,6 +171,16 @@ impl<'a> Job<'a> {
         unsafe { s::cellsched_job_set_site_factor(self.ptr, factor) }
     }
 
+    /// Frees what Slurm's last scheduling test that fitted this pending job
+    /// left in its GRES request: cons_tres's per-node selection arrays (8
+    /// bytes per node of the cluster each), which slurmctld keeps until
+    /// the job ends and rebuilds, zeroed, at the next test that fits it.
+    /// Returns the bytes freed (0 for a job not pending, or outside
+    /// slurmctld). Needs the job write lock (e.g. in `site_factor_p_update`).
+    pub fn release_gres_select(&mut self) -> u64 {
+        unsafe { s::cellsched_job_release_gres_select(self.ptr) }
+    }
+
     /// Replaces AdminComment.
     pub fn set_admin_comment(&mut self, text: &str) -> Result<(), CtldError> {
         let c = to_cstring(text)?;

@@ -7,6 +7,7 @@
 //! - [`cstr`]: borrowed `char *` → `&str`, `xstrdup`ed strings Slurm will `xfree`.
 //! - [`version`]: running-Slurm-versus-build check for `init`.
 //! - [`plugin_identity!`]: `plugin_name` / `plugin_type` / `plugin_version` symbols.
+//! - [`heap`]: a counting global allocator (the plugin's own Rust heap, for `debug` lines).
 //! - [`ctld`]: safe slurmctld access (jobs, locks, `update_job`, nodes) over the slurm-sys shim.
 //!
 //! Link arguments (version script, lazy binding) come from
@@ -16,6 +17,7 @@
 pub mod cstr;
 pub mod ctld;
 pub mod guard;
+pub mod heap;
 pub mod log;
 pub mod plugin;
 pub mod version;
