@@ -101,7 +101,7 @@ pub struct Tuning {
     pub max_slowdown: f64,
     /// cellsched: take any free Cell within --max-slowdown at once, without
     /// predicting whether waiting for the planned Cell finishes sooner
-    /// (job_submit's re-planning rule; with --max-slowdown 3, its default).
+    /// (job_submit's re-planning rule; with --max-slowdown 4, its default).
     #[arg(long)]
     pub no_wait_test: bool,
     /// cellsched: Cells may use up to this many times the requested GPUs.
