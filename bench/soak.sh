@@ -84,12 +84,12 @@ sample() { # -> "t submitted completed cancelled pending rss_kb records"
 
 submit_one() { # i
   local i=$1
-    if ((i % 2)); then
-      CELLSCHED_DL_MODEL=$([ $((i % 4)) = 1 ] && echo gpt2 || echo bert_large) CELLSCHED_DL_BATCH=32 \
-        CELLSCHED_DL_ITERS=$((1000 + i % 5000)) sbatch -Q -J "soak-dl" -t 1 --gres=gpu:1 -o /dev/null --wrap true >/dev/null || true
-    else
-      sbatch -Q -J "soak-plain" -t 1 --gres=gpu:1 -o /dev/null --wrap true >/dev/null || true
-    fi
+  if ((i % 2)); then
+    CELLSCHED_DL_MODEL=$([ $((i % 4)) = 1 ] && echo gpt2 || echo bert_large) CELLSCHED_DL_BATCH=32 \
+      CELLSCHED_DL_ITERS=$((1000 + i % 5000)) sbatch -Q -J "soak-dl" -t 1 --gres=gpu:1 -o /dev/null --wrap true >/dev/null || true
+  else
+    sbatch -Q -J "soak-plain" -t 1 --gres=gpu:1 -o /dev/null --wrap true >/dev/null || true
+  fi
 }
 
 submit_range() { # from to: free-running

@@ -512,13 +512,9 @@ fn ratio_by_shape(points: &[Point], scored: &[Scored]) {
     if by.is_empty() {
         return;
     }
-    let cells: Vec<String> = by
-        .iter()
-        .map(|((ds, g, n), v)| format!("{ds} x{g} n{n}: {:.2} (p10 {:.2}, p90 {:.2}, n={})", quantile(v, 0.5), quantile(v, 0.1), quantile(v, 0.9), v.len()))
-        .collect();
     println!("  predicted/measured by GPUs and nodes (multi-GPU points, own plan):");
-    for c in cells {
-        println!("    {c}");
+    for ((ds, g, n), v) in &by {
+        println!("    {ds} x{g} n{n}: {:.2} (p10 {:.2}, p90 {:.2}, n={})", quantile(v, 0.5), quantile(v, 0.1), quantile(v, 0.9), v.len());
     }
 }
 

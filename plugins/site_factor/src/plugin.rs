@@ -540,8 +540,6 @@ pub extern "C" fn site_factor_p_set(job_ptr: *mut cellsched_job_t) {
     })
 }
 
-/// Every PriorityCalcPeriod (job write lock held): copies the site factors
-/// the ranking thread computed last (a hash lookup per pending job).
 /// Longest [`release_gres_select`] works in one `site_factor_p_update`
 /// (under the job write lock); the next call goes on where it stopped.
 const RELEASE_BUDGET: std::time::Duration = std::time::Duration::from_micros(500);
@@ -586,6 +584,10 @@ fn release_gres_select(factors: &std::collections::HashMap<u32, u32>) -> Release
     r
 }
 
+/// Every PriorityCalcPeriod (job write lock held): copies the site factors
+/// the ranking thread computed last (a hash lookup per pending job), and
+/// with `release_gres_select` frees leftover GRES selection arrays for at
+/// most [`RELEASE_BUDGET`].
 #[no_mangle]
 pub extern "C" fn site_factor_p_update() {
     guard("site_factor_p_update", (), || {
