@@ -96,12 +96,12 @@ pub struct Tuning {
     /// cellsched: components to switch off, comma-separated (cell-search,srpt,replan,freeze,aging).
     #[arg(long, value_name = "LIST")]
     pub ablation: Option<String>,
-    /// cellsched: accept a free Cell up to this many times slower than the job's best.
-    #[arg(long, default_value_t = 6.0)]
+    /// cellsched: accept a free Cell up to this many times slower than the job's best (default: cellsched.toml's placement.replan_max_slowdown default).
+    #[arg(long, default_value_t = cellsched_core::config::PlacementConfig::default().replan_max_slowdown)]
     pub max_slowdown: f64,
     /// cellsched: take any free Cell within --max-slowdown at once, without
     /// predicting whether waiting for the planned Cell finishes sooner
-    /// (job_submit's re-planning rule; with --max-slowdown 4, its default).
+    /// (job_submit with placement.replan_wait_test = false).
     #[arg(long)]
     pub no_wait_test: bool,
     /// cellsched: Cells may use up to this many times the requested GPUs.

@@ -189,8 +189,13 @@ pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Con
         None => (cfg.ordering.default_remaining_s / iter_s.max(1e-9)).ceil().max(1.0) as u64,
     };
     // The forecast follows job_submit's re-planning rule: a pending job moves
-    // to any free Cell within replan_max_slowdown at once (no wait test).
-    let mut opts = CellschedOptions { replan: cfg.placement.replan, max_slowdown: cfg.placement.replan_max_slowdown, wait_test: false, ..Default::default() };
+    // to a free Cell within replan_max_slowdown, with the wait test when on.
+    let mut opts = CellschedOptions {
+        replan: cfg.placement.replan,
+        max_slowdown: cfg.placement.replan_max_slowdown,
+        wait_test: cfg.placement.replan_wait_test,
+        ..Default::default()
+    };
     opts.asrpt.aging_bound_s = cfg.ordering.aging_bound_s;
     let mut rows = Vec::with_capacity(cands.len());
     for e in cands {

@@ -116,15 +116,23 @@ pub fn declared_work(admin_comment: &str) -> Option<(u64, f64)> {
     Some((declared_in_comment(admin_comment)?, iter_s))
 }
 
+/// A pending job's remaining seconds on its Cell (`iter_s` per iteration):
+/// its iterations (declared or predicted) with freezing, else its time
+/// limit, else `default_remaining_s`. What ordering ranks by and what
+/// re-planning's wait test weighs.
+pub fn remaining_s(iters: Option<f64>, iter_s: f64, freeze: Option<&FreezeProfile>, time_limit_min: Option<u32>, cfg: &OrderingConfig) -> f64 {
+    match iters {
+        Some(i) => asrpt::remaining_time_s(i, 0.0, iter_s, freeze),
+        None => time_limit_min.map(|m| f64::from(m) * 60.0).unwrap_or(cfg.default_remaining_s),
+    }
+}
+
 /// The A-SRPT view of a job, or `None` if cellsched did not place it.
 pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>) -> Option<PendingJob> {
     let decision = Decision::parse_admin_comment(job.admin_comment?)?;
     let declared = if job.distrusted { None } else { declared_iters(job) };
     let iters = declared.or_else(|| predicted_iters(job, &decision, data));
-    let remaining_s = match iters {
-        Some(i) => asrpt::remaining_time_s(i, 0.0, decision.iter_s, freeze_profile(job, data).as_ref()),
-        None => job.time_limit_min.map(|m| f64::from(m) * 60.0).unwrap_or(cfg.default_remaining_s),
-    };
+    let remaining_s = remaining_s(iters, decision.iter_s, freeze_profile(job, data).as_ref(), job.time_limit_min, cfg);
     let job_view = PendingJob::new(job.id, job.submit_time_s as f64, remaining_s).with_gpus(decision.cell.gpus.max(1));
     // The deadline job_submit resolved and recorded (AdminComment, not the
     // user's text); ignored for a user whose declarations are distrusted.

@@ -19,13 +19,13 @@ mod request;
 mod sizing;
 mod wait;
 
-pub use replan::{plan_moves, plan_moves_cached, Move, PendingDl};
+pub use replan::{plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
 pub use request::{
     gpu_entries, gpu_request, strip_tres_gres_prefix, with_type_feature, with_untyped_gpus, without_gpus,
     without_type_feature, GpuRequest, GRES_PREFIX_2205,
 };
 pub use sizing::{DeadlineWork, Sizable, SizingRule};
-pub use wait::{corrects_wait, expected_queue_wait_s, uses_no_more_gpu_time};
+pub use wait::{corrects_wait, expected_queue_wait_s, uses_no_more_gpu_time, PlanWait};
 
 use crate::config::PlacementConfig;
 use crate::deadline::DeadlinePolicy;

@@ -7,8 +7,13 @@
 //! on the free GPUs keeps it (and those GPUs are set aside for it); one that
 //! could not moves to the Cell the free GPUs allow (sized by marginal value,
 //! `super::sizing`, like at submit), if that is at most
-//! `replan_max_slowdown` times slower per iteration. GPUs given to a moved
-//! job are set aside too, so two jobs are never moved onto the same GPUs.
+//! `replan_max_slowdown` times slower per iteration and, with the wait test
+//! on (`replan_wait_test`, the default) and a wait view from the host
+//! ([`ReplanJob::plan_wait`]), only if it is predicted to finish no later
+//! than waiting for the current Cell ([`PlanWait::slower_cell_finishes_first`],
+//! the simulator's rule). GPUs given to a moved job are set aside too, so
+//! two jobs are never moved onto the same GPUs.
+use super::wait::{corrects_wait, PlanWait};
 use super::{offers, request, NodeGpus};
 use crate::config::PlacementConfig;
 use crate::declared::DeclaredConfig;
@@ -38,6 +43,45 @@ pub struct PendingDl {
     /// Declared iterations and the seconds left to its `--dl-deadline` at
     /// the snapshot: a move goes only to a Cell predicted to finish in time.
     pub deadline_work: Option<(u64, f64)>,
+    /// Declared iterations (`--dl-iters`), for its work left in the wait test.
+    pub iters: Option<u64>,
+}
+
+/// A pending job as [`plan_moves_cached`] reads it: the job, and what its
+/// host knows of its wait for its current Cell.
+pub trait ReplanJob {
+    /// The job.
+    fn job(&self) -> &PendingDl;
+    /// Its wait for its current Cell; `None`: the host has no wait view, and
+    /// a slower free Cell within the slowdown bound is taken at once.
+    fn plan_wait(&self) -> Option<PlanWait>;
+}
+
+impl ReplanJob for PendingDl {
+    fn job(&self) -> &PendingDl {
+        self
+    }
+    fn plan_wait(&self) -> Option<PlanWait> {
+        None
+    }
+}
+
+impl ReplanJob for &PendingDl {
+    fn job(&self) -> &PendingDl {
+        self
+    }
+    fn plan_wait(&self) -> Option<PlanWait> {
+        None
+    }
+}
+
+impl<J: std::borrow::Borrow<PendingDl>> ReplanJob for (J, Option<PlanWait>) {
+    fn job(&self) -> &PendingDl {
+        self.0.borrow()
+    }
+    fn plan_wait(&self) -> Option<PlanWait> {
+        self.1
+    }
 }
 
 /// One re-placement.
@@ -91,32 +135,38 @@ fn reserve(pool: &mut [NodeGpus], gpu_type: &str, nodes: u32, per_node: u32) -> 
     true
 }
 
-/// The moves for `jobs` (highest priority first) on the free GPUs of `nodes`.
+/// The moves for `jobs` (highest priority first) on the free GPUs of `nodes`
+/// (no wait view: see [`plan_moves_cached`]).
 pub fn plan_moves(jobs: &[PendingDl], nodes: &[NodeGpus], cfg: &PlacementConfig, declared: &DeclaredConfig, est: &Estimator) -> Vec<Move> {
-    plan_moves_cached(jobs, nodes, cfg, declared, est, None)
+    plan_moves_cached(jobs, nodes, cfg, declared, est, None, 0.0)
 }
 
-/// [`plan_moves`], with Cell rankings from `ranks` (the cache of `est`) when given.
-/// `jobs` may be references (`&[&PendingDl]`): a caller keeping the jobs in a
-/// cache plans without cloning them.
-pub fn plan_moves_cached<J: std::borrow::Borrow<PendingDl>>(
+/// [`plan_moves`], with Cell rankings from `ranks` (the cache of `est`) when
+/// given, and each job's wait view ([`ReplanJob::plan_wait`], on the clock
+/// of `now_s`). `jobs` may be references or `(&PendingDl, Option<PlanWait>)`
+/// pairs: a caller keeping the jobs in a cache plans without cloning them.
+pub fn plan_moves_cached<J: ReplanJob>(
     jobs: &[J],
     nodes: &[NodeGpus],
     cfg: &PlacementConfig,
     declared: &DeclaredConfig,
     est: &Estimator,
     ranks: Option<&RankCache>,
+    now_s: f64,
 ) -> Vec<Move> {
     let mut pool: Vec<NodeGpus> = nodes.to_vec();
     let mut moves = Vec::new();
-    for j in jobs {
-        let j: &PendingDl = j.borrow();
+    for jw in jobs {
+        let j = jw.job();
         let d = &j.decision;
         let nodes_n = d.nodes.max(1);
         if reserve(&mut pool, &d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
             continue; // its Cell can start now
         }
         let mut ranked = super::ranked_for(&j.job, &offers(&pool, cfg, false), cfg, j.fixed_gpus, est, ranks);
+        // Only Cells within the slowdown bound are candidates (as in the simulator).
+        let limit = d.iter_s * cfg.replan_max_slowdown * (1.0 + 1e-9);
+        ranked.retain(|e| e.iter_time_s <= limit);
         if let Some((iters, left_s)) = j.deadline_work {
             let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
             ranked.retain(|e| work.met_by(e.iter_time_s));
@@ -124,8 +174,20 @@ pub fn plan_moves_cached<J: std::borrow::Borrow<PendingDl>>(
         let Some(best) = super::choose_ranked(&ranked, cfg, j.fixed_gpus).map(|i| ranked[i].clone()) else {
             continue;
         };
-        if best.cell == d.cell || best.iter_time_s > d.iter_s * cfg.replan_max_slowdown {
+        if best.cell == d.cell {
             continue;
+        }
+        if best.iter_time_s > d.iter_s * (1.0 + 1e-9) && cfg.replan_wait_test {
+            if let Some(w) = jw.plan_wait() {
+                // Slower than its Cell: only if that beats waiting for it. A
+                // deadline job counts as urgent (nothing passes it, so its
+                // forecast needs no waited-time correction).
+                let correct = corrects_wait(j.deadline_work.is_some(), best.cell.gpus, best.iter_time_s, d.cell.gpus, d.iter_s);
+                let rem_here = w.rem_plan_s * best.iter_time_s / d.iter_s;
+                if !w.slower_cell_finishes_first(now_s, rem_here, correct) {
+                    continue;
+                }
+            }
         }
         if !reserve(&mut pool, &best.cell.gpu_type, best.nodes, best.gpus_per_node) {
             continue;
@@ -190,6 +252,7 @@ mod tests {
             fixed_gpus: None,
             limited_iters: None,
             deadline_work: None,
+            iters: None,
         };
         // a100s busy, v100s free: the job moves to v100 (if not too slow).
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
@@ -241,11 +304,38 @@ mod tests {
     }
 
     #[test]
+    fn a_slower_cell_is_taken_only_when_it_beats_waiting() {
+        let e = est();
+        let d = on_a100(&e);
+        let job = PendingDl { id: 7, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None, iters: Some(1000) };
+        let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
+        let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
+        let dc = DeclaredConfig::default();
+        // Where the job would go with no wait view (at once).
+        let to = plan_moves(std::slice::from_ref(&job), &busy, &cfg, &dc, &e)[0].to.clone();
+        assert!(to.iter_time_s > d.iter_s, "precondition: the free Cell is slower");
+        let rem_plan = 1000.0 * d.iter_s;
+        let loss = 1000.0 * (to.iter_time_s - d.iter_s);
+        let wait = |free_in: f64, waited: f64| PlanWait { plan_free_at_s: 0.0, queue_ahead_s: free_in, waited_s: waited, rem_plan_s: rem_plan };
+        let moved = |w: PlanWait, cfg: &PlacementConfig| !plan_moves_cached(&[(&job, Some(w))], &busy, cfg, &dc, &e, None, 0.0).is_empty();
+        // Its Cell frees up sooner than the slower Cell's loss: it waits.
+        assert!(!moved(wait(0.5 * loss, 0.0), &cfg));
+        // Later than the loss: it moves.
+        assert!(moved(wait(1.5 * loss, 0.0), &cfg));
+        // With the wait test off, it moves either way.
+        let off = PlacementConfig { replan_wait_test: false, ..cfg.clone() };
+        assert!(moved(wait(0.5 * loss, 0.0), &off));
+        // Having waited longer than the loss counts only where the slower Cell uses no more GPU-time.
+        let cheap = crate::placement::uses_no_more_gpu_time(to.cell.gpus, to.iter_time_s, d.cell.gpus, d.iter_s);
+        assert_eq!(moved(wait(0.0, 1.5 * loss), &cfg), cheap);
+    }
+
+    #[test]
     fn two_jobs_are_not_moved_onto_the_same_gpus() {
         let e = est();
         let d = on_a100(&e);
         let jobs: Vec<PendingDl> =
-            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None }).collect();
+            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None, iters: None }).collect();
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
         let moves = plan_moves(&jobs, &busy, &cfg, &DeclaredConfig::default(), &e);

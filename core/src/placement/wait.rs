@@ -18,6 +18,41 @@
 //! - an urgent job (aged, or near its deadline) is first in the order, so
 //!   nothing passes it and its estimate needs no correction.
 
+/// What a host knows of a pending job's wait for its planned Cell: when the
+/// Cell's GPUs free up, the work queued ahead of it there, how long it has
+/// waited, and its work left on the plan. The simulator derives the first
+/// two from running jobs' predicted ends and the pass's backlog;
+/// job_submit in slurmctld has backfill's expected start of the job, which
+/// covers both, so it gives the current time and that whole wait as the
+/// queue ahead (the waited-time correction then applies to all of it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanWait {
+    /// When (absolute seconds, the host's clock) the planned Cell's GPUs are
+    /// predicted free; the current time when the host has no forecast.
+    pub plan_free_at_s: f64,
+    /// Extra seconds the work queued ahead keeps them busy.
+    pub queue_ahead_s: f64,
+    /// Seconds the job has waited so far.
+    pub waited_s: f64,
+    /// Seconds of work the job has left on its planned Cell.
+    pub rem_plan_s: f64,
+}
+
+impl PlanWait {
+    /// When the job is predicted to finish if it waits for its plan, with
+    /// the waited-time correction when `correct` ([`expected_queue_wait_s`]).
+    pub fn finish_on_plan_s(&self, correct: bool) -> f64 {
+        self.plan_free_at_s + expected_queue_wait_s(self.queue_ahead_s, self.waited_s, correct) + self.rem_plan_s
+    }
+
+    /// Whether starting now (`now_s`) on a slower free Cell with `rem_here_s`
+    /// seconds of work is predicted to finish no later than waiting for the
+    /// plan: the one test both hosts apply before taking a slower Cell.
+    pub fn slower_cell_finishes_first(&self, now_s: f64, rem_here_s: f64, correct: bool) -> bool {
+        now_s + rem_here_s <= self.finish_on_plan_s(correct)
+    }
+}
+
 /// The extra wait for the planned Cell, beyond the time its GPUs free up,
 /// a pending job should assume: the queued work ahead of it
 /// (`queue_ahead_s`), or, when the correction applies (`correct`), at
@@ -52,6 +87,21 @@ mod tests {
         assert_eq!(expected_queue_wait_s(100.0, 500.0, false), 100.0);
         assert_eq!(expected_queue_wait_s(800.0, 500.0, true), 800.0);
         assert_eq!(expected_queue_wait_s(100.0, f64::NAN, true), 100.0);
+    }
+
+    #[test]
+    fn a_slower_cell_is_taken_only_when_it_finishes_first() {
+        // Plan frees at 100 s, 50 s of queue, 200 s of work; waited 10 s.
+        let w = PlanWait { plan_free_at_s: 100.0, queue_ahead_s: 50.0, waited_s: 10.0, rem_plan_s: 200.0 };
+        assert_eq!(w.finish_on_plan_s(false), 350.0);
+        // Starting at 0 with 350 s of work ties: taken; 351 s: not.
+        assert!(w.slower_cell_finishes_first(0.0, 350.0, false));
+        assert!(!w.slower_cell_finishes_first(0.0, 351.0, false));
+        // Having waited 400 s, the corrected wait is 400 s, not 50 s.
+        let long = PlanWait { waited_s: 400.0, ..w };
+        assert_eq!(long.finish_on_plan_s(true), 700.0);
+        assert!(long.slower_cell_finishes_first(0.0, 600.0, true));
+        assert!(!long.slower_cell_finishes_first(0.0, 600.0, false));
     }
 
     #[test]

@@ -19,8 +19,8 @@
 //! refused without one ([`placement::fallback`]).
 use crate::node_cache::NodeCache;
 use cellsched_core::job_env;
-use cellsched_core::placement::{self, NodeGpus, Outcome, PendingDl, SubmitRequest};
-use cellsched_core::config::{resolve_config_path, Config, CONFIG_ENV};
+use cellsched_core::placement::{self, NodeGpus, Outcome, PendingDl, PlanWait, SubmitRequest};
+use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
 use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::Estimator;
 use cellsched_core::options::{CellChoice, PlanChoice};
@@ -360,10 +360,16 @@ struct RawDl {
     typed: bool,
 }
 
-/// What the pass saw of each pending job with a cellsched decision: id,
-/// priority and the stamp of the fields parsing reads (AdminComment, features,
-/// GPU request; `spank_job_env` changes only with AdminComment).
-type Seen = (u32, u32, u64);
+/// What the pass saw of each pending job with a cellsched decision.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    id: u32,
+    priority: u32,
+    /// Backfill's expected start (Unix seconds; 0: none yet).
+    start_time: i64,
+    submit_time: i64,
+    time_limit_min: Option<u32>,
+}
 
 /// What marks a job cellsched placed, in its AdminComment (core's [`Decision::PREFIX`]).
 const MARKER: &[u8] = Decision::PREFIX.as_bytes();
@@ -393,13 +399,13 @@ fn scan_jobs(cache: &SnapshotCache<Parsed>, seen: &mut Vec<Seen>) -> Option<(Vec
                 typed: placement::gpu_request(job.tres_per_node()).is_some_and(|g| g.gpu_type.is_some()),
             });
         }
-        seen.push((id, job.priority(), stamp));
+        seen.push(Seen { id, priority: job.priority(), start_time: job.start_time(), submit_time: job.submit_time(), time_limit_min: job.time_limit() });
     })
     .ok()
     .filter(|w| w.complete)?;
     // A job is listed once even if the list were reordered between pieces.
-    seen.sort_unstable_by_key(|s| s.0);
-    seen.dedup_by_key(|s| s.0);
+    seen.sort_unstable_by_key(|s| s.id);
+    seen.dedup_by_key(|s| s.id);
     Some((fresh, walk))
 }
 
@@ -424,8 +430,25 @@ fn parse_dl(r: &RawDl, l: &Loaded) -> Option<Parsed> {
     // Seconds left to the recorded deadline; one already passed no longer steers the move.
     let left = cellsched_core::deadline::recorded_deadline(&r.comment).map(|d| d - now_unix()).filter(|l| *l > 0);
     let deadline_work = left.zip(o.iters).map(|(l, n)| (n, l as f64));
-    let p = PendingDl { id: r.id, decision, job: spec, features: r.features.clone(), tags, fixed_gpus, limited_iters, deadline_work };
+    let p = PendingDl { id: r.id, decision, job: spec, features: r.features.clone(), tags, fixed_gpus, limited_iters, deadline_work, iters: o.iters };
     Some(Box::new((p, comment_stamp(r.comment.as_bytes()))))
+}
+
+/// What slurmctld knows of job `p`'s wait for its current Cell: backfill's
+/// expected start (`squeue --start`; until backfill has reached the job,
+/// now, so only the time it has waited argues for a slower Cell), the time
+/// it has waited, and its work left there (declared iterations, else its
+/// time limit, else `ordering.default_remaining_s`).
+fn plan_wait(p: &PendingDl, s: &Seen, now: i64, ordering: &OrderingConfig) -> PlanWait {
+    let rem_plan_s = cellsched_core::ordering::remaining_s(p.iters.map(|n| n as f64), p.decision.iter_s, None, s.time_limit_min, ordering);
+    // Backfill's forecast covers both the GPUs' release and the queue ahead:
+    // all of it is the wait the waited-time correction applies to.
+    PlanWait {
+        plan_free_at_s: now as f64,
+        queue_ahead_s: (s.start_time - now).max(0) as f64,
+        waited_s: (now - s.submit_time).max(0) as f64,
+        rem_plan_s,
+    }
 }
 
 /// One re-planning pass.
@@ -466,20 +489,21 @@ fn replan_pass() {
     for r in &fresh {
         cache.insert(r.id, r.stamp, parse_dl(r, &l));
     }
-    cache.retain_live(&seen.iter().map(|s| s.0).collect::<snapshot_cache::IdSet>());
+    cache.retain_live(&seen.iter().map(|s| s.id).collect::<snapshot_cache::IdSet>());
     // Held jobs (priority 0) are not moved; highest priority first.
-    let mut ranked: Vec<(u32, &(PendingDl, u64))> =
-        seen.iter().filter(|s| s.1 > 0).filter_map(|s| cache.get(s.0).map(|p| (s.1, &**p))).collect();
-    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1 .0.id.cmp(&b.1 .0.id)));
+    let mut ranked: Vec<(&Seen, &(PendingDl, u64))> =
+        seen.iter().filter(|s| s.priority > 0).filter_map(|s| cache.get(s.id).map(|p| (s, &**p))).collect();
+    ranked.sort_by(|a, b| b.0.priority.cmp(&a.0.priority).then(a.1 .0.id.cmp(&b.1 .0.id)));
     let n_pending = ranked.len();
     if n_pending == 0 {
         return;
     }
     // Planned on references into the cache (no per-pass copy of every job):
     // the cache's own mutex stays held while planning; no slurmctld lock is.
-    let pending: Vec<&PendingDl> = ranked.iter().map(|(_, (p, _))| p).collect();
+    let now = now_unix();
+    let pending: Vec<(&PendingDl, Option<PlanWait>)> = ranked.iter().map(|(s, (p, _))| (p, Some(plan_wait(p, s, now, &l.cfg.ordering)))).collect();
     drop(ranked);
-    let moves = placement::plan_moves_cached(&pending, &nodes, &l.cfg.placement, &l.cfg.declared, &l.est, Some(&l.ranks));
+    let moves = placement::plan_moves_cached(&pending, &nodes, &l.cfg.placement, &l.cfg.declared, &l.est, Some(&l.ranks), now as f64);
     drop(pending);
     // The AdminComment each moved job was parsed from, for the check before the move.
     let comments: snapshot_cache::IdMap<u64> = moves.iter().filter_map(|m| cache.get(m.id).map(|p| (m.id, p.1))).collect();

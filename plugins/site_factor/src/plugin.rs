@@ -265,12 +265,6 @@ fn record_overruns(seen: &[(u32, u32, i64)], cfg: &DeclaredConfig, now: f64) -> 
 /// What marks a job cellsched placed, in its AdminComment (core's [`Decision::PREFIX`]).
 const MARKER: &[u8] = Decision::PREFIX.as_bytes();
 
-/// Time limit in minutes, `None` when unset or infinite.
-fn time_limit_of(job: &Job<'_>) -> Option<u32> {
-    let limit = job.time_limit_min();
-    (limit != slurm_sys::NO_VAL && limit != slurm_sys::INFINITE && limit > 0).then_some(limit)
-}
-
 /// One ranking pass (ranking thread): snapshot under the read locks, copying
 /// only new or changed jobs; rank without locks; publish the factors.
 fn rank_pass() {
@@ -306,7 +300,7 @@ fn rank_pass() {
             }
             return;
         }
-        let limit = time_limit_of(job);
+        let limit = job.time_limit();
         let (id, stamp) = (job.id(), Stamp::of_bytes(comment, limit));
         if ranker.wants(id, &stamp) {
             // A comment that is not UTF-8 reads as absent, as in every parse.
@@ -451,7 +445,7 @@ fn pending_of(job: &Job<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>, dist
         submit_time_s: job.submit_time(),
         admin_comment: comment,
         env: job.env().filter(|e| job_env::is_dl_entry(e)).map(str::to_string).collect(),
-        time_limit_min: time_limit_of(job),
+        time_limit_min: job.time_limit(),
         distrusted,
     };
     ordering::pending_job(&f, cfg, data)

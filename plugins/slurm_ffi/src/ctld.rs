@@ -147,6 +147,12 @@ impl<'a> Job<'a> {
         tres_per_node_bytes => cellsched_job_tres_per_node;
     }
 
+    /// Time limit in minutes, `None` when unset or infinite.
+    pub fn time_limit(&self) -> Option<u32> {
+        let limit = self.time_limit_min();
+        (limit != slurm_sys::NO_VAL && limit != slurm_sys::INFINITE && limit > 0).then_some(limit)
+    }
+
     /// True while pending.
     pub fn is_pending(&self) -> bool {
         unsafe { s::cellsched_job_is_pending(self.ptr) == 1 }

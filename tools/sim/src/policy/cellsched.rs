@@ -128,9 +128,9 @@ pub struct CellschedOptions {
     /// Accept a free Cell up to this many times slower than the job's best (>= 1).
     pub max_slowdown: f64,
     /// Take a slower free Cell only when it is predicted to finish before
-    /// waiting for the plan would (the simulator's rule). Off: any free Cell
-    /// within `max_slowdown` is taken at once, as job_submit's re-planning
-    /// does (`core::placement::plan_moves`, `replan_max_slowdown`).
+    /// waiting for the plan would (`core::placement::PlanWait`, job_submit's
+    /// `replan_wait_test`). Off: any free Cell within `max_slowdown` is
+    /// taken at once.
     pub wait_test: bool,
     /// Cells may use up to this many times the requested GPU count (>= 1).
     pub max_gpu_factor: f64,
@@ -178,8 +178,8 @@ impl Default for CellschedOptions {
             replan: true,
             freeze: true,
             aging: true,
-            max_slowdown: 6.0,
-            wait_test: true,
+            max_slowdown: cellsched_core::config::PlacementConfig::default().replan_max_slowdown,
+            wait_test: cellsched_core::config::PlacementConfig::default().replan_wait_test,
             max_gpu_factor: 1.0,
             min_marginal_efficiency: cellsched_core::config::PlacementConfig::default().min_marginal_efficiency,
             asrpt: AsrptConfig::default(),
@@ -579,6 +579,7 @@ impl CellschedPolicy {
                 let (plan_gpus, plan_iter) = (self.plan(i).ideal.gpus, self.plan(i).ideal.iter_s);
                 let correct = placement::corrects_wait(urgent, s.gpus(), it, plan_gpus, plan_iter);
                 let waited = sim.now() - sim.job(i).spec.submission_time;
+                let pw = placement::PlanWait { plan_free_at_s: plan_free_at, queue_ahead_s: queue_wait_s, waited_s: waited, rem_plan_s: rem_plan };
                 let queue_wait_s = placement::expected_queue_wait_s(queue_wait_s, waited, correct);
                 debug_assert_eq!(rem_plan, sim.remaining_s(i, self.plan(i).ideal.iter_s));
                 let loss = if work.is_none() { self.picks[slot].2 } else { Loss::NONE };
@@ -588,9 +589,10 @@ impl CellschedPolicy {
                     debug_assert!(sim.now() + sim.remaining_s(i, it) > plan_free_at + queue_wait_s + rem_plan, "skip must equal the full check");
                     return None;
                 }
-                let wait = plan_free_at + queue_wait_s + rem_plan;
-                let here = sim.now() + sim.remaining_s(i, it);
-                if here > wait {
+                // The test job_submit applies too (core::placement::PlanWait).
+                let (rem_here, wait) = (sim.remaining_s(i, it), pw.finish_on_plan_s(correct));
+                let here = sim.now() + rem_here;
+                if !pw.slower_cell_finishes_first(sim.now(), rem_here, correct) {
                     // Remaining times scale with the iteration time, so the
                     // loss grows with the job's remaining time on the plan:
                     // every class mate with at least as much also loses under
@@ -1026,6 +1028,76 @@ mod tests {
         }
         // The scenarios exercise the rule: it picks several sizes, not one.
         assert!(distinct.len() >= 3, "sizes chosen: {distinct:?}");
+    }
+
+    /// One policy, two hosts, re-planning: job B's planned Cell (a100) is
+    /// busy with A, a v100 is free. The simulator's policy and job_submit's
+    /// `plan_moves_cached`, given the same wait (A's predicted end, nothing
+    /// queued, B's work), both move B to the v100 exactly when that is
+    /// predicted to finish first (`core::placement::PlanWait`), over A's
+    /// lengths on both sides of the break-even point.
+    #[test]
+    fn simulator_and_job_submit_make_the_same_replanning_decisions() {
+        use cellsched_core::config::PlacementConfig;
+        use cellsched_core::declared::DeclaredConfig;
+        use cellsched_core::estimator::{Estimator, JobSpec};
+        use cellsched_core::gpu::GpuCatalog;
+        use cellsched_core::model::ModelCatalog;
+        use cellsched_core::options::DlKey;
+        use cellsched_core::placement::{self, NodeGpus, Outcome, PendingDl, PlanWait, SubmitRequest};
+        let toml = "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 1\n\
+                    [[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 1\n";
+        let spec = crate::cluster::ClusterSpec::parse(toml, "test.toml").unwrap();
+        let node = |n: &str, t: &str, free| NodeGpus { node: n.into(), gpu_type: t.into(), total: 1, free };
+        let idle = vec![node("a100-1", "a100", 1), node("v100-1", "v100", 1)];
+        let busy = vec![node("a100-1", "a100", 0), node("v100-1", "v100", 1)];
+        let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let cfg = PlacementConfig::default();
+        let (model, batch, b_iters) = ("gpt__125M", 8, 200u64);
+        let req = SubmitRequest {
+            env: vec![format!("{}={model}", DlKey::Model.env_key()), format!("{}={batch}", DlKey::Batch.env_key())],
+            ..Default::default()
+        };
+        let Outcome::Place(p) = placement::place(&req, &idle, &cfg, &est) else { panic!("not placed") };
+        assert_eq!(p.estimate.cell.gpu_type, "a100", "precondition: B plans on the a100");
+        let d = p.estimate.to_decision();
+        let job_spec = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: batch };
+        let b = PendingDl {
+            id: 2,
+            decision: d.clone(),
+            job: job_spec,
+            features: None,
+            tags: String::new(),
+            fixed_gpus: None,
+            limited_iters: None,
+            deadline_work: None,
+            iters: Some(b_iters),
+        };
+        let mut outcomes = std::collections::BTreeSet::new();
+        for a_iters in [20u64, 100, 200, 400, 800, 1600, 3200] {
+            // Plugin host: B pending at t = 1 (waited 0), A's end its Slurm forecast.
+            let wait = PlanWait { plan_free_at_s: a_iters as f64 * d.iter_s, queue_ahead_s: 0.0, waited_s: 0.0, rem_plan_s: b_iters as f64 * d.iter_s };
+            let moves = placement::plan_moves_cached(&[(&b, Some(wait))], &busy, &cfg, &DeclaredConfig::default(), &est, None, 1.0);
+            let plugin_moves = moves.first().map(|m| m.to.cell.gpu_type.clone());
+            // Simulator host: A at 0 and B at 1, both planned on the a100.
+            let mut ja = job("a", 0.0, a_iters, 1, "a100", 0.0);
+            let mut jb = job("b", 1.0, b_iters, 1, "a100", 0.0);
+            for j in [&mut ja, &mut jb] {
+                j.model_name = model.to_string();
+                j.batch_size = batch;
+            }
+            let mut pol = CellschedPolicy::new(CellschedOptions { max_gpu_factor: 1.0, ..Default::default() }).unwrap();
+            let mut rec = Recording { inner: &mut pol, starts: Vec::new() };
+            let times = crate::core_times::CoreTimes::from_estimator(Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()), None);
+            let mut cache = crate::times::TimeCache::new(Box::new(times));
+            let mut sim = Sim::new(crate::engine::SimConfig::default(), crate::cluster::ClusterState::new(&spec), &[ja, jb], &mut cache);
+            sim.run(&mut rec, None);
+            let b_start = rec.starts.iter().find(|s| s.0 == 1).cloned().expect("B started");
+            let sim_moves = (b_start.1 != "a100").then(|| b_start.1.clone());
+            assert_eq!(plugin_moves, sim_moves, "A of {a_iters} iterations: job_submit vs simulator");
+            outcomes.insert(sim_moves);
+        }
+        assert_eq!(outcomes.len(), 2, "both outcomes occur: {outcomes:?}");
     }
 
     fn two_types() -> crate::cluster::ClusterState {
