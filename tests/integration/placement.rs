@@ -218,12 +218,20 @@ impl Private {
         stdout.trim().split(';').next().and_then(|s| s.parse().ok()).ok_or(format!("sbatch said {stdout:?} {stderr}"))
     }
 
-    /// A job occupying `gpus` GPUs of `node` (type `ty`) until cancelled; waits until it runs.
+    /// A job occupying `gpus` GPUs of `node` (type `ty`) until cancelled, with
+    /// no time limit (the partition's is infinite); waits until it runs.
     fn block(&self, node: &str, ty: &str, gpus: u32) -> u32 {
+        self.block_with(node, ty, gpus, &[])
+    }
+
+    /// [`Self::block`] with extra `sbatch` arguments (e.g. a time limit).
+    fn block_with(&self, node: &str, ty: &str, gpus: u32, extra: &[&str]) -> u32 {
         let gres = format!("--gres=gpu:{ty}:{gpus}");
-        let id = self
-            .submit(&["-J", &common::unique_name("blocker"), "-N1", "-w", node, &gres, "--wrap", "sleep 600"])
-            .unwrap_or_else(|e| panic!("blocker on {node}: {e}"));
+        let name = common::unique_name("blocker");
+        let mut args = vec!["-J", name.as_str(), "-N1", "-w", node, gres.as_str()];
+        args.extend_from_slice(extra);
+        args.extend(["--wrap", "sleep 600"]);
+        let id = self.submit(&args).unwrap_or_else(|e| panic!("blocker on {node}: {e}"));
         self.wait_state(id, &["RUNNING"]);
         id
     }
@@ -528,6 +536,60 @@ fn pending_job_is_replanned_onto_freed_type() {
     }
     let all: Vec<u32> = blockers.iter().map(|(_, b)| *b).collect();
     p.cancel(&all);
+}
+
+/// (c') The wait test: a pending job whose Cell Slurm's backfill expects to
+/// free within minutes is not moved to a slower free Cell when the slower
+/// Cell would lose more than that over its declared work; it starts on its
+/// own Cell, no `replanned_from`. (In (c) the blockers have no time limit,
+/// so backfill's forecast is beyond its window and the move wins.)
+#[test]
+fn pending_job_waits_for_its_cell_when_that_finishes_first() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let planned = best(&p.offers(&[]));
+    let other = estimator()
+        .rank_cells(&job_spec(), &p.offers(&[]), 16)
+        .into_iter()
+        .find(|e| e.cell.gpu_type != planned.cell.gpu_type)
+        .expect("a second GPU type for the job");
+    // The planned type's GPUs busy for at most 2 minutes, the others free.
+    let blockers: Vec<u32> = p
+        .nodes()
+        .into_iter()
+        .filter(|(_, t, _)| *t == planned.cell.gpu_type)
+        .map(|(n, t, g)| p.block_with(&n, &t, g, &["--time=2"]))
+        .collect();
+    let busy: Vec<(String, u32)> = p.nodes().into_iter().filter(|(_, t, _)| *t == planned.cell.gpu_type).map(|(n, _, g)| (n, g)).collect();
+    let busy_refs: Vec<(&str, u32)> = busy.iter().map(|(n, g)| (n.as_str(), *g)).collect();
+    let slower = best(&p.offers(&busy_refs));
+    assert!(slower.iter_time_s > planned.iter_time_s, "precondition: the free Cell ({}) is slower", slower.cell);
+    assert!(slower.iter_time_s <= planned.iter_time_s * 10.0, "precondition: within replan_max_slowdown");
+    // Work whose loss on the slower Cell is far beyond the 2 minutes (and not
+    // too long to run once its Cell frees: the job sleeps 2 s whatever it declares).
+    let iters = ((3600.0 / (slower.iter_time_s - planned.iter_time_s)).ceil() as u64).max(1).to_string();
+    let log_start = p.ctld_log().len();
+    let name = common::unique_name("waits");
+    let id = p.submit(&dl_args(&name, &iters, "sleep 2")).expect("submit DL job");
+    assert_eq!(decision_of(&p.admin_comment(id)).cell, planned.cell);
+    // Several re-planning passes (every 2 s) and backfill cycles (every 1 s).
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    assert_eq!(p.state(id), "PENDING", "{} (other type {} free)", p.admin_comment(id), other.cell.gpu_type);
+    let comment = p.admin_comment(id);
+    assert!(!comment.contains("replanned_from"), "moved although its Cell frees first: {comment}");
+    let log = p.ctld_log();
+    assert!(!log[log_start.min(log.len())..].contains(&format!("re-planned JobId={id} ")), "slurmctld.log shows a move of {id}");
+    // Slurm's forecast the decision rested on: within the blockers' limit.
+    let start = p.ok("squeue", &["-h", "-j", &id.to_string(), "--start", "-o", "%S"]);
+    assert!(start.trim() != "N/A" && !start.trim().is_empty(), "no backfill forecast: {start:?}");
+    p.cancel(&blockers);
+    p.wait_state(id, &["RUNNING", "COMPLETED"]);
+    assert_eq!(decision_of(&p.admin_comment(id)).cell, planned.cell);
+    p.wait_state(id, &["COMPLETED"]);
 }
 
 /// (d) A job without DL options keeps its request, gets no site factor and

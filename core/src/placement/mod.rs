@@ -562,6 +562,24 @@ pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConf
     // With a deadline: first the Cells predicted to meet it; when none can, the fastest Cell.
     let capacity = offers(nodes, cfg, true);
     let mut found = match best(&free, true) {
+        // Slower than its Cell of the whole cluster: taken only when that is
+        // predicted to finish first (re-planning's wait test, PlanWait). At
+        // submit Slurm has no forecast of the job's start yet and it has
+        // waited nothing, so it waits; re-planning moves it once backfill's
+        // forecast says waiting loses. Deadline jobs take a free Cell in time.
+        Some(b) if cfg.replan && cfg.replan_wait_test && deadline.is_none() => match best(&capacity, true) {
+            Some(c) if b.0.iter_time_s > c.0.iter_time_s * (1.0 + 1e-9) => {
+                let rem_plan_s = opts.iters.map_or(1.0, |n| n as f64) * c.0.iter_time_s;
+                let at_submit = PlanWait { plan_free_at_s: 0.0, queue_ahead_s: 0.0, waited_s: 0.0, rem_plan_s };
+                let correct = corrects_wait(false, b.0.cell.gpus, b.0.iter_time_s, c.0.cell.gpus, c.0.iter_time_s);
+                if at_submit.slower_cell_finishes_first(0.0, rem_plan_s * b.0.iter_time_s / c.0.iter_time_s, correct) {
+                    Some((b, "sized by marginal value in the GPUs free now"))
+                } else {
+                    Some((c, "the best Cell in the GPUs free now is slower than the job's Cell of the whole cluster: it waits for that one until Slurm's forecast shows that waiting loses (placement.replan_wait_test)"))
+                }
+            }
+            _ => Some((b, "sized by marginal value in the GPUs free now")),
+        },
         Some(b) => Some((b, "sized by marginal value in the GPUs free now")),
         None => best(&capacity, true).map(|b| (b, "nothing fits in the free GPUs now: best of the whole cluster, the job waits for it")),
     };
@@ -798,10 +816,16 @@ mod tests {
         assert_eq!(w.tres_per_node, format!("{}gpu:{}", request::GRES_PREFIX_2205, expect.gpus_per_node));
         assert_eq!(w.nodes, expect.nodes);
 
-        // That type fully busy: a different, free type is chosen.
+        // That type fully busy: the free types are slower, and at submit no
+        // forecast says waiting loses, so the job keeps its Cell (the wait
+        // test, re-planned later); with the wait test off, a free type.
         let busy: Vec<(&str, u32)> = c.iter().filter(|n| n.gpu_type == expect.cell.gpu_type).map(|n| (n.node.as_str(), n.total)).collect();
         let c2 = cluster(&busy);
         let Outcome::Place(p2) = place(&r, &c2, &cfg, &e) else { panic!("not placed") };
+        assert_eq!(p2.estimate, expect);
+        assert!(p2.why.contains("replan_wait_test"), "{}", p2.why);
+        let no_wait = PlacementConfig { replan_wait_test: false, ..cfg.clone() };
+        let Outcome::Place(p2) = place(&r, &c2, &no_wait, &e) else { panic!("not placed") };
         assert_ne!(p2.estimate.cell.gpu_type, expect.cell.gpu_type);
 
         // Allowed types restrict the choice; max_gpus bounds the count.
