@@ -161,7 +161,15 @@ fn same_shape(a: &Estimate, b: &Estimate) -> bool {
 pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Config, req: &Request, per_type: usize) -> Result<Answer> {
     let model = est.model_catalog().resolve(&req.model)?;
     let job = JobSpec { model, global_batch: req.batch };
-    let (chosen, why) = choose(snap, est, &cfg.placement, &job, req);
+    let (chosen, mut why) = choose(snap, est, &cfg.placement, &job, req);
+    // With the wait test, job_submit places a job whose best free Cell is
+    // slower on its Cell of the whole cluster; its next re-planning pass
+    // moves it to the free one if waiting is predicted to lose (decided
+    // below on the simulated start of the chosen Cell).
+    let free_choice = (cfg.placement.replan && cfg.placement.replan_wait_test)
+        .then(|| choose(snap, est, &PlacementConfig { replan_wait_test: false, ..cfg.placement.clone() }, &job, req).0)
+        .flatten()
+        .filter(|f| chosen.as_ref().is_some_and(|c| !same_shape(c, f) && f.iter_time_s > c.iter_time_s));
     // Candidates: the whole cluster's Cells (one per shape, fastest plan), best few per type.
     let mut cands: Vec<Estimate> = Vec::new();
     if req.typed.is_none() {
@@ -176,6 +184,11 @@ pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Con
                 *k += 1;
                 cands.push(e);
             }
+        }
+    }
+    if let Some(f) = &free_choice {
+        if !cands.iter().any(|e| same_shape(e, f)) {
+            cands.push(f.clone());
         }
     }
     if let Some(c) = &chosen {
@@ -210,6 +223,27 @@ pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Con
             chosen: is_chosen,
             estimate: e,
         });
+    }
+    if let (Some(f), Some(c)) = (free_choice, chosen) {
+        let start_of = |e: &Estimate| rows.iter().find(|r| same_shape(&r.estimate, e)).and_then(|r| r.start_s);
+        // The re-planning pass's test (core), with the simulated start of the chosen Cell as the forecast.
+        let wait = placement::PlanWait {
+            plan_free_at_s: 0.0,
+            queue_ahead_s: start_of(&c).unwrap_or(f64::INFINITY),
+            waited_s: 0.0,
+            rem_plan_s: planned_iters(c.iter_time_s) as f64 * c.iter_time_s,
+        };
+        let correct = placement::corrects_wait(false, f.cell.gpus, f.iter_time_s, c.cell.gpus, c.iter_time_s);
+        let rem_here = wait.rem_plan_s * f.iter_time_s / c.iter_time_s;
+        if f.iter_time_s <= c.iter_time_s * cfg.placement.replan_max_slowdown && wait.slower_cell_finishes_first(0.0, rem_here, correct) {
+            why = format!(
+                "placed on {} at submit (the best Cell of the whole cluster, busy now); its first re-planning pass moves it to {} in the GPUs free now, slower per iteration but predicted to finish first (placement.replan_wait_test)",
+                c.cell, f.cell
+            );
+            for r in rows.iter_mut() {
+                r.chosen = same_shape(&r.estimate, &f);
+            }
+        }
     }
     rows.sort_by(|a, b| a.estimate.iter_time_s.total_cmp(&b.estimate.iter_time_s));
     let planned = rows.iter().find(|r| r.chosen).or(rows.first()).map_or(0, |r| planned_iters(r.estimate.iter_time_s));
@@ -498,6 +532,15 @@ mod tests {
         assert_ne!(chosen.estimate.cell.gpu_type, "a100", "a100 is busy: {a:?}");
         assert_eq!(chosen.estimate.cell.gpus, 4);
         assert!(a.why.contains("free now"), "{}", a.why);
+        // Waiting 600 s for the a100s loses against the v100s' slower 2000
+        // iterations: placed on a100 at submit, moved by re-planning.
+        assert!(a.why.contains("re-planning pass moves it"), "{}", a.why);
+        // Much more work: the v100s' loss outgrows the wait, and it waits for the a100s.
+        let long = Request { iters: Some(200_000), ..req(Some(4)) };
+        let al = answer(&s, &est(), &mut times(), &Config::default(), &long, 3).unwrap();
+        let chosen_l = al.rows.iter().find(|r| r.chosen).expect("a chosen Cell");
+        assert_eq!(chosen_l.estimate.cell.gpu_type, "a100", "{al:?}");
+        assert!(al.why.contains("replan_wait_test"), "{}", al.why);
         // Finish = start + iterations x predicted seconds per iteration; GPU-hours likewise.
         for r in &a.rows {
             let (s, f) = (r.start_s.unwrap(), r.finish_s.unwrap());
@@ -511,10 +554,18 @@ mod tests {
         let mut s = busy_a100();
         let (e, cfg) = (est(), PlacementConfig::default());
         let job = JobSpec { model: ModelCatalog::builtin().resolve("gpt__125M").unwrap(), global_batch: 16 };
-        // The plugin's rule: the sizing choice on the free offers.
-        let (c, _) = choose(&s, &e, &cfg, &job, &req(None));
-        let ranked = e.rank_cells(&job, &offers(&s, &cfg, false), cfg.max_gpus);
-        assert_eq!(c.unwrap(), ranked[cellsched_core::placement::SizingRule::from_config(&cfg).choose(&ranked, None).unwrap()]);
+        // The plugin's rule at submit: the free offers are slower than the
+        // whole cluster's choice, so that one (the wait test; re-planning
+        // moves the job later if waiting loses, see `answer`).
+        let (c, why) = choose(&s, &e, &cfg, &job, &req(None));
+        let whole = e.rank_cells(&job, &offers(&s, &cfg, true), cfg.max_gpus);
+        assert_eq!(c.unwrap(), whole[cellsched_core::placement::SizingRule::from_config(&cfg).choose(&whole, None).unwrap()]);
+        assert!(why.contains("replan_wait_test"), "{why}");
+        // Without the wait test: the sizing choice on the free offers.
+        let no_wait = PlacementConfig { replan_wait_test: false, ..cfg.clone() };
+        let (c, _) = choose(&s, &e, &no_wait, &job, &req(None));
+        let ranked = e.rank_cells(&job, &offers(&s, &no_wait, false), cfg.max_gpus);
+        assert_eq!(c.unwrap(), ranked[cellsched_core::placement::SizingRule::from_config(&no_wait).choose(&ranked, None).unwrap()]);
         // Everything busy: the best Cell of the whole cluster, with the reason.
         for n in ["v100-1", "v100-2", "a10-1"] {
             let g = s.nodes.iter().find(|x| x.name == n).unwrap().gpus;
