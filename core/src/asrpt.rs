@@ -135,7 +135,7 @@ impl Default for AsrptConfig {
 }
 
 /// Default [`AsrptConfig::aging_factor`].
-pub const DEFAULT_AGING_FACTOR: f64 = 50.0;
+pub const DEFAULT_AGING_FACTOR: f64 = 60.0;
 /// Default [`AsrptConfig::aged_lane`].
 pub const DEFAULT_AGED_LANE: u32 = 1;
 /// Default [`AsrptConfig::deadline_slack_factor`].
