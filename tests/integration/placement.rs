@@ -374,6 +374,17 @@ fn best(offers: &[CellOffer]) -> Estimate {
     estimator().rank_cells(&job_spec(), offers, 16).into_iter().next().expect("a feasible Cell for the test model")
 }
 
+/// The test job's best Cell on the idle cluster, and its best Cell of another GPU type.
+fn planned_and_other(p: &Private) -> (Estimate, Estimate) {
+    let planned = best(&p.offers(&[]));
+    let other = estimator()
+        .rank_cells(&job_spec(), &p.offers(&[]), 16)
+        .into_iter()
+        .find(|e| e.cell.gpu_type != planned.cell.gpu_type)
+        .expect("a second GPU type for the job");
+    (planned, other)
+}
+
 fn dl_args<'a>(name: &'a str, iters: &'a str, script: &'a str) -> Vec<&'a str> {
     vec!["-J", name, "--dl-model", MODEL, "--dl-batch", "32", "--dl-cell=auto", "--dl-iters", iters, "--wrap", script]
 }
@@ -484,13 +495,8 @@ fn pending_job_is_replanned_onto_freed_type() {
     let guard = private();
     let p = guard.as_ref().unwrap();
     let blockers: Vec<(String, u32)> = p.nodes().into_iter().map(|(n, t, g)| (t.clone(), p.block(&n, &t, g))).collect();
-    let planned = best(&p.offers(&[]));
     // The type that will free up: the best other type for the job.
-    let other = estimator()
-        .rank_cells(&job_spec(), &p.offers(&[]), 16)
-        .into_iter()
-        .find(|e| e.cell.gpu_type != planned.cell.gpu_type)
-        .expect("a second GPU type for the job");
+    let (planned, other) = planned_and_other(p);
     let busy: Vec<(String, u32)> =
         p.nodes().into_iter().filter(|(_, t, _)| *t != other.cell.gpu_type).map(|(n, _, g)| (n, g)).collect();
     let busy_refs: Vec<(&str, u32)> = busy.iter().map(|(n, g)| (n.as_str(), *g)).collect();
@@ -551,12 +557,7 @@ fn pending_job_waits_for_its_cell_when_that_finishes_first() {
     }
     let guard = private();
     let p = guard.as_ref().unwrap();
-    let planned = best(&p.offers(&[]));
-    let other = estimator()
-        .rank_cells(&job_spec(), &p.offers(&[]), 16)
-        .into_iter()
-        .find(|e| e.cell.gpu_type != planned.cell.gpu_type)
-        .expect("a second GPU type for the job");
+    let (planned, other) = planned_and_other(p);
     // The planned type's GPUs busy for at most 2 minutes, the others free.
     let blockers: Vec<u32> = p
         .nodes()
