@@ -219,6 +219,20 @@ pub fn declared_limit(admin_comment: &str) -> Option<u32> {
     admin_comment.split_whitespace().find_map(|w| w.strip_prefix(LIMIT_TAG)).and_then(|v| v.parse().ok())
 }
 
+/// AdminComment tag of the seconds per iteration of a re-planned job's
+/// Cell before its first move: re-planning bounds later moves by it.
+pub const PLAN_ITER_TAG: &str = "plan_iter_s=";
+
+/// The seconds per iteration of the Cell a re-planned job was planned on,
+/// from its AdminComment ([`PLAN_ITER_TAG`]); `None` before any move.
+pub fn planned_iter_s(admin_comment: &str) -> Option<f64> {
+    admin_comment
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(PLAN_ITER_TAG))
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v > 0.0)
+}
+
 /// The time limit to give a job with `current` limit (minutes; `NO_VAL`
 /// unset, `INFINITE` unlimited) that declared `iters` iterations of
 /// `iter_s` seconds: `Some(bound)` when the declaration bounds it tighter.

@@ -45,6 +45,10 @@ pub struct PendingDl {
     pub deadline_work: Option<(u64, f64)>,
     /// Declared iterations (`--dl-iters`), for its work left in the wait test.
     pub iters: Option<u64>,
+    /// Seconds per iteration of its Cell before its first move (AdminComment
+    /// `plan_iter_s=`): the slowdown bound counts from it, so moves of a job
+    /// that did not start do not compound.
+    pub plan_iter_s: Option<f64>,
 }
 
 /// A pending job as [`plan_moves_cached`] reads it: the job, and what its
@@ -101,6 +105,8 @@ pub struct Move {
     pub tags: String,
     /// New time limit (minutes) from the declared iterations on the new Cell.
     pub time_limit_min: Option<u32>,
+    /// Seconds per iteration the slowdown bound counts from (kept in AdminComment).
+    pub plan_iter_s: f64,
 }
 
 impl Move {
@@ -113,7 +119,13 @@ impl Move {
     /// and where it came from.
     pub fn admin_comment(&self) -> String {
         let limit = self.time_limit_min.map(|m| format!(" {}{m}", super::LIMIT_TAG)).unwrap_or_default();
-        format!("{}{limit} replanned_from={}", super::with_tags(&self.decision_text(), &self.tags), self.from.cell)
+        format!(
+            "{}{limit} {}{} replanned_from={}",
+            super::with_tags(&self.decision_text(), &self.tags),
+            super::PLAN_ITER_TAG,
+            self.plan_iter_s,
+            self.from.cell
+        )
     }
 }
 
@@ -164,8 +176,9 @@ pub fn plan_moves_cached<J: ReplanJob>(
             continue; // its Cell can start now
         }
         let mut ranked = super::ranked_for(&j.job, &offers(&pool, cfg, false), cfg, j.fixed_gpus, est, ranks);
-        // Only Cells within the slowdown bound are candidates (as in the simulator).
-        let limit = d.iter_s * cfg.replan_max_slowdown * (1.0 + 1e-9);
+        // Only Cells within the slowdown bound of its first plan are candidates (as in the simulator).
+        let plan_iter_s = j.plan_iter_s.map_or(d.iter_s, |p| p.min(d.iter_s));
+        let limit = plan_iter_s * cfg.replan_max_slowdown * (1.0 + 1e-9);
         ranked.retain(|e| e.iter_time_s <= limit);
         if let Some((iters, left_s)) = j.deadline_work {
             let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
@@ -200,6 +213,7 @@ pub fn plan_moves_cached<J: ReplanJob>(
             gres: format!("gpu:{}", best.gpus_per_node),
             tags: j.tags.clone(),
             time_limit_min: j.limited_iters.and_then(|n| crate::declared::time_bound_min(n, best.iter_time_s, declared)),
+            plan_iter_s,
             to: best,
         });
     }
@@ -253,6 +267,7 @@ mod tests {
             limited_iters: None,
             deadline_work: None,
             iters: None,
+            plan_iter_s: None,
         };
         // a100s busy, v100s free: the job moves to v100 (if not too slow).
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
@@ -265,8 +280,9 @@ mod tests {
         assert!(m[0].admin_comment().contains(&format!("replanned_from={}", d.cell)));
         assert_eq!(
             m[0].admin_comment(),
-            format!("{} model=m batch=32 iters=9 replanned_from={}", m[0].decision_text(), d.cell)
+            format!("{} model=m batch=32 iters=9 plan_iter_s={} replanned_from={}", m[0].decision_text(), d.iter_s, d.cell)
         );
+        assert_eq!(crate::placement::planned_iter_s(&m[0].admin_comment()), Some(d.iter_s));
         let back = Decision::parse_admin_comment(&m[0].admin_comment()).unwrap();
         assert_eq!((back.cell, back.plan, back.nodes), (m[0].to.cell.clone(), m[0].to.plan, m[0].to.nodes));
 
@@ -288,7 +304,7 @@ mod tests {
         let want = crate::declared::time_bound_min(5000, mv[0].to.iter_time_s, &DeclaredConfig::default());
         assert!(want.is_some());
         assert_eq!(mv[0].time_limit_min, want);
-        assert!(mv[0].admin_comment().contains(&format!("limit_min={} replanned_from=", want.unwrap())), "{}", mv[0].admin_comment());
+        assert!(mv[0].admin_comment().contains(&format!("limit_min={} plan_iter_s=", want.unwrap())), "{}", mv[0].admin_comment());
         assert_eq!(m[0].time_limit_min, None, "no declared limit, none set");
         // A deadline: the move goes only where the work is predicted to finish in time.
         let t = m[0].to.iter_time_s;
@@ -304,10 +320,50 @@ mod tests {
     }
 
     #[test]
+    fn moves_of_a_job_that_did_not_start_do_not_compound_the_slowdown() {
+        let e = est();
+        let d = on_a100(&e);
+        let dc = DeclaredConfig::default();
+        let job = PendingDl { id: 8, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None, iters: None, plan_iter_s: None };
+        // Busy a100s, free v100s; then the v100s busy too, and p100s free.
+        let nodes = |v100_used: u32| -> Vec<NodeGpus> {
+            [("a100-1", "a100", 4, 4), ("a100-2", "a100", 4, 4), ("v100-1", "v100", 8, v100_used), ("v100-2", "v100", 8, v100_used), ("p100-1", "p100", 8, 8 - v100_used.min(8))]
+                .iter()
+                .flat_map(|(n, t, c, u)| node_gpus(n, Some(&format!("gpu:{t}:{c}")), Some(&format!("gpu:{t}:{u}")), true))
+                .collect()
+        };
+        let loose = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
+        let first = plan_moves(std::slice::from_ref(&job), &nodes(0), &loose, &dc, &e)[0].clone();
+        assert_eq!(first.to.cell.gpu_type, "v100", "precondition: {first:?}");
+        let after = |m: &Move, forget: bool| PendingDl {
+            decision: m.to.to_decision(),
+            plan_iter_s: if forget { None } else { crate::placement::planned_iter_s(&m.admin_comment()) },
+            ..job.clone()
+        };
+        let second = plan_moves(&[after(&first, true)], &nodes(8), &loose, &dc, &e)[0].clone();
+        assert_eq!(second.to.cell.gpu_type, "p100", "precondition: {second:?}");
+        let (s1, s2) = (first.to.iter_time_s / d.iter_s, second.to.iter_time_s / first.to.iter_time_s);
+        assert!(s1 > 1.0 && s2 > 1.0, "precondition: both moves slower ({s1}, {s2})");
+        // A bound each move keeps on its own but the two together exceed.
+        let bound = (s1.max(s2) * s1 * s2).sqrt();
+        let cfg = PlacementConfig { replan_max_slowdown: bound, ..Default::default() };
+        let first = plan_moves(std::slice::from_ref(&job), &nodes(0), &cfg, &dc, &e)[0].clone();
+        let within = |m: &Move| m.to.iter_time_s <= d.iter_s * bound * (1.0 + 1e-9);
+        // Counted from the new Cell, the second move goes beyond the bound from the first plan...
+        let forgetful = plan_moves(&[after(&first, true)], &nodes(8), &cfg, &dc, &e);
+        assert!(forgetful.iter().any(|m| !within(m)), "the scenario must show compounding: {forgetful:?}");
+        // ... counted from the first plan (plan_iter_s in AdminComment), it stays within.
+        for m in plan_moves(&[after(&first, false)], &nodes(8), &cfg, &dc, &e) {
+            assert!(within(&m), "{m:?}");
+            assert_eq!(m.plan_iter_s, d.iter_s);
+        }
+    }
+
+    #[test]
     fn a_slower_cell_is_taken_only_when_it_beats_waiting() {
         let e = est();
         let d = on_a100(&e);
-        let job = PendingDl { id: 7, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None, iters: Some(1000) };
+        let job = PendingDl { id: 7, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None, iters: Some(1000), plan_iter_s: None };
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
         let dc = DeclaredConfig::default();
@@ -335,7 +391,7 @@ mod tests {
         let e = est();
         let d = on_a100(&e);
         let jobs: Vec<PendingDl> =
-            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None, iters: None }).collect();
+            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None, iters: None, plan_iter_s: None }).collect();
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
         let moves = plan_moves(&jobs, &busy, &cfg, &DeclaredConfig::default(), &e);

@@ -430,7 +430,7 @@ fn parse_dl(r: &RawDl, l: &Loaded) -> Option<Parsed> {
     // Seconds left to the recorded deadline; one already passed no longer steers the move.
     let left = cellsched_core::deadline::recorded_deadline(&r.comment).map(|d| d - now_unix()).filter(|l| *l > 0);
     let deadline_work = left.zip(o.iters).map(|(l, n)| (n, l as f64));
-    let p = PendingDl { id: r.id, decision, job: spec, features: r.features.clone(), tags, fixed_gpus, limited_iters, deadline_work, iters: o.iters };
+    let p = PendingDl { id: r.id, decision, job: spec, features: r.features.clone(), tags, fixed_gpus, limited_iters, deadline_work, iters: o.iters, plan_iter_s: placement::planned_iter_s(&r.comment) };
     Some(Box::new((p, comment_stamp(r.comment.as_bytes()))))
 }
 

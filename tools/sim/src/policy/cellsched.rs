@@ -1072,6 +1072,7 @@ mod tests {
             limited_iters: None,
             deadline_work: None,
             iters: Some(b_iters),
+            plan_iter_s: None,
         };
         let mut outcomes = std::collections::BTreeSet::new();
         for a_iters in [20u64, 100, 200, 400, 800, 1600, 3200] {
