@@ -17,9 +17,11 @@ use super::wait::{corrects_wait, PlanWait};
 use super::{offers, request, NodeGpus};
 use crate::config::PlacementConfig;
 use crate::declared::DeclaredConfig;
-use crate::estimator::{Estimate, Estimator, JobSpec};
+use crate::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use crate::rank_cache::RankCache;
 use crate::Decision;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// A pending, automatically placed DL job.
 #[derive(Debug, Clone)]
@@ -129,22 +131,66 @@ impl Move {
     }
 }
 
-/// Sets aside `nodes` nodes of `gpu_type` with `per_node` free GPUs each; false if impossible.
-fn reserve(pool: &mut [NodeGpus], gpu_type: &str, nodes: u32, per_node: u32) -> bool {
-    let fit: Vec<usize> = pool
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.gpu_type == gpu_type && n.free >= per_node)
-        .map(|(i, _)| i)
-        .take(nodes as usize)
-        .collect();
-    if (fit.len() as u32) < nodes {
-        return false;
+/// The free GPUs during one planning pass, with what per-job work can share
+/// while they do not change: the offers they make, and per job class
+/// (model, batch, fixed GPU count) its ranked Cells. Every reservation
+/// starts a new epoch that drops both. Per GPU type the nodes' indices and
+/// the free GPUs in all, so a job whose Cell cannot start costs no scan of
+/// the whole node table.
+struct Pool<'c> {
+    nodes: Vec<NodeGpus>,
+    by_type: HashMap<String, Vec<usize>>,
+    free_by_type: HashMap<String, u64>,
+    cfg: &'c PlacementConfig,
+    offers: Option<Vec<CellOffer>>,
+    ranked: HashMap<(u64, u32, Option<u32>), Rc<Vec<Estimate>>>,
+}
+
+impl<'c> Pool<'c> {
+    fn new(nodes: &[NodeGpus], cfg: &'c PlacementConfig) -> Self {
+        let mut by_type: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut free_by_type: HashMap<String, u64> = HashMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            by_type.entry(n.gpu_type.clone()).or_default().push(i);
+            *free_by_type.entry(n.gpu_type.clone()).or_default() += u64::from(n.free);
+        }
+        Pool { nodes: nodes.to_vec(), by_type, free_by_type, cfg, offers: None, ranked: HashMap::new() }
     }
-    for i in fit {
-        pool[i].free -= per_node;
+
+    /// Sets aside `nodes` nodes of `gpu_type` with `per_node` free GPUs each
+    /// (the first that fit, in node-table order); false if impossible.
+    fn reserve(&mut self, gpu_type: &str, nodes: u32, per_node: u32) -> bool {
+        let need = u64::from(nodes) * u64::from(per_node);
+        if self.free_by_type.get(gpu_type).copied().unwrap_or(0) < need {
+            return false;
+        }
+        let Some(idx) = self.by_type.get(gpu_type) else { return false };
+        let fit: Vec<usize> = idx.iter().copied().filter(|&i| self.nodes[i].free >= per_node).take(nodes as usize).collect();
+        if (fit.len() as u32) < nodes {
+            return false;
+        }
+        for i in fit {
+            self.nodes[i].free -= per_node;
+        }
+        if let Some(f) = self.free_by_type.get_mut(gpu_type) {
+            *f -= need;
+        }
+        self.offers = None;
+        self.ranked.clear();
+        true
     }
-    true
+
+    /// `super::ranked_for` the job on the free GPUs, shared by its class until the next reservation.
+    fn ranked_for(&mut self, j: &PendingDl, est: &Estimator, ranks: Option<&RankCache>) -> Rc<Vec<Estimate>> {
+        let key = (j.job.model.fingerprint(), j.job.global_batch, j.fixed_gpus);
+        if let Some(r) = self.ranked.get(&key) {
+            return r.clone();
+        }
+        let offers = self.offers.get_or_insert_with(|| offers(&self.nodes, self.cfg, false));
+        let r = Rc::new(super::ranked_for(&j.job, offers, self.cfg, j.fixed_gpus, est, ranks));
+        self.ranked.insert(key, r.clone());
+        r
+    }
 }
 
 /// The moves for `jobs` (highest priority first) on the free GPUs of `nodes`
@@ -166,20 +212,20 @@ pub fn plan_moves_cached<J: ReplanJob>(
     ranks: Option<&RankCache>,
     now_s: f64,
 ) -> Vec<Move> {
-    let mut pool: Vec<NodeGpus> = nodes.to_vec();
+    let mut pool = Pool::new(nodes, cfg);
     let mut moves = Vec::new();
     for jw in jobs {
         let j = jw.job();
         let d = &j.decision;
         let nodes_n = d.nodes.max(1);
-        if reserve(&mut pool, &d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
+        if pool.reserve(&d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
             continue; // its Cell can start now
         }
-        let mut ranked = super::ranked_for(&j.job, &offers(&pool, cfg, false), cfg, j.fixed_gpus, est, ranks);
+        let all = pool.ranked_for(j, est, ranks);
         // Only Cells within the slowdown bound of its first plan are candidates (as in the simulator).
         let plan_iter_s = j.plan_iter_s.map_or(d.iter_s, |p| p.min(d.iter_s));
         let limit = plan_iter_s * cfg.replan_max_slowdown * (1.0 + 1e-9);
-        ranked.retain(|e| e.iter_time_s <= limit);
+        let mut ranked: Vec<Estimate> = all.iter().filter(|e| e.iter_time_s <= limit).cloned().collect();
         if let Some((iters, left_s)) = j.deadline_work {
             let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
             ranked.retain(|e| work.met_by(e.iter_time_s));
@@ -202,7 +248,7 @@ pub fn plan_moves_cached<J: ReplanJob>(
                 }
             }
         }
-        if !reserve(&mut pool, &best.cell.gpu_type, best.nodes, best.gpus_per_node) {
+        if !pool.reserve(&best.cell.gpu_type, best.nodes, best.gpus_per_node) {
             continue;
         }
         let user = request::without_type_feature(j.features.as_deref(), &d.cell.gpu_type);
