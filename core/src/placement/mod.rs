@@ -577,21 +577,16 @@ pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConf
     let capacity = offers(nodes, cfg, true);
     let mut found = match best(&free, true) {
         // Slower than its Cell of the whole cluster: taken only when that is
-        // predicted to finish first (re-planning's wait test, PlanWait). At
-        // submit Slurm has no forecast of the job's start yet and it has
-        // waited nothing, so it waits; re-planning moves it once backfill's
-        // forecast says waiting loses. Deadline jobs take a free Cell in time.
+        // predicted to finish first (re-planning's wait test, `PlanWait`). At
+        // submit Slurm has no forecast of the job's start yet and the job
+        // has waited nothing, so the test says wait (a forecast of "now");
+        // re-planning moves it once backfill's forecast says waiting loses.
+        // Deadline jobs take a free Cell in time.
         Some(b) if cfg.replan && cfg.replan_wait_test && deadline.is_none() => match best(&capacity, true) {
-            Some(c) if b.0.iter_time_s > c.0.iter_time_s * (1.0 + 1e-9) => {
-                let rem_plan_s = opts.iters.map_or(1.0, |n| n as f64) * c.0.iter_time_s;
-                let at_submit = PlanWait { plan_free_at_s: 0.0, queue_ahead_s: 0.0, waited_s: 0.0, rem_plan_s };
-                let correct = corrects_wait(false, b.0.cell.gpus, b.0.iter_time_s, c.0.cell.gpus, c.0.iter_time_s);
-                if at_submit.slower_cell_finishes_first(0.0, rem_plan_s * b.0.iter_time_s / c.0.iter_time_s, correct) {
-                    Some((b, "sized by marginal value in the GPUs free now"))
-                } else {
-                    Some((c, "the best Cell in the GPUs free now is slower than the job's Cell of the whole cluster: it waits for that one until Slurm's forecast shows that waiting loses (placement.replan_wait_test)"))
-                }
-            }
+            Some(c) if b.0.iter_time_s > c.0.iter_time_s * (1.0 + 1e-9) => Some((
+                c,
+                "the best Cell in the GPUs free now is slower than the job's Cell of the whole cluster: it waits for that one until Slurm's forecast shows that waiting loses (placement.replan_wait_test)",
+            )),
             _ => Some((b, "sized by marginal value in the GPUs free now")),
         },
         Some(b) => Some((b, "sized by marginal value in the GPUs free now")),
