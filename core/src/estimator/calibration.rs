@@ -6,7 +6,8 @@
 //!    the factor that makes it match is `compute / (measured − rest)`. Logs of
 //!    factors are aggregated by median per GPU type, per (family, type) and
 //!    per (model, type); a (model, type) level shrinks toward its family × type
-//!    prior, which shrinks toward type × family-residual.
+//!    prior, which shrinks toward type × family-residual. Variants of one
+//!    network (`<model>+offload`) share its (model, type) level.
 //! 2. **Framework constants** (communication scale, per-micro-batch cost) are
 //!    fitted from every multi-GPU point across models, per runtime when it has
 //!    enough points, else globally, minimising the median |log(pred/measured)|;
@@ -255,6 +256,17 @@ fn runtime_key(r: Runtime) -> String {
     format!("{r:?}").to_lowercase()
 }
 
+/// The network a model name stands for: `<model>+<variant>` names a way of
+/// training `<model>` (e.g. `+offload`: ZeRO-Offload) with the same layers,
+/// so its compute level is the model's, and its profiles pin it.
+pub(crate) fn network_key(model: &str) -> &str {
+    model.split_once('+').map_or(model, |(m, _)| m)
+}
+
+fn model_type_key(model: &str, gpu_type: &str) -> (String, String) {
+    (network_key(model).to_string(), gpu_type.to_string())
+}
+
 fn shrink(mean: f64, n: usize, prior: f64, prior_points: f64) -> f64 {
     (mean * n as f64 + prior * prior_points) / (n as f64 + prior_points)
 }
@@ -265,14 +277,14 @@ impl Calibration {
         let fam = family_key(family);
         let Some(&(type_log, _)) = self.per_type.get(gpu_type) else {
             // No single-GPU level for this type: only a (model, type) level fitted from multi-GPU points.
-            return self.per_model_type.get(&(model.to_string(), gpu_type.to_string())).map_or(1.0, |v| v.0.exp());
+            return self.per_model_type.get(&model_type_key(model, gpu_type)).map_or(1.0, |v| v.0.exp());
         };
         let prior = type_log + self.per_family.get(&fam).map_or(0.0, |v| v.0);
         let fam_level = match self.per_family_type.get(&(fam, gpu_type.to_string())) {
             Some(&(l, n)) => shrink(l, n, prior, FAMILY_PRIOR_POINTS),
             None => prior,
         };
-        match self.per_model_type.get(&(model.to_string(), gpu_type.to_string())) {
+        match self.per_model_type.get(&model_type_key(model, gpu_type)) {
             Some(&(l, n)) => shrink(l, n, fam_level, MODEL_PRIOR_POINTS).exp(),
             None => fam_level.exp(),
         }
@@ -281,7 +293,7 @@ impl Calibration {
     /// [`Calibration::factor_for`] for a catalog model name (family looked up by the caller when known).
     pub fn factor(&self, model: &str, gpu_type: &str) -> f64 {
         self.per_model_type
-            .get(&(model.to_string(), gpu_type.to_string()))
+            .get(&model_type_key(model, gpu_type))
             .or_else(|| self.per_type.get(gpu_type))
             .map_or(1.0, |v| v.0.exp())
     }
@@ -329,7 +341,7 @@ impl Calibration {
 
     /// Whether any compute factor applies to `model` on `gpu_type`.
     pub fn has_factor(&self, model: &str, gpu_type: &str) -> bool {
-        self.per_type.contains_key(gpu_type) || self.per_model_type.contains_key(&(model.to_string(), gpu_type.to_string()))
+        self.per_type.contains_key(gpu_type) || self.per_model_type.contains_key(&model_type_key(model, gpu_type))
     }
 
     /// A calibration with one compute factor for a GPU type (tests, what-if studies).
@@ -385,7 +397,7 @@ impl Calibration {
         // too, net of each point's family residual (applied again on lookup).
         let mut type_only_multi: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for p in &multis {
-            let key = (p.job.model.name.clone(), p.gpu.clone());
+            let key = model_type_key(&p.job.model.name, &p.gpu);
             if policy.per_model && !cal.per_model_type.contains_key(&key) {
                 let fw = cal.framework_on(p.job.model.runtime, &p.gpu);
                 if let Ok((_, f)) = p.implied_factor(base, 1.0, &fw) {
@@ -486,7 +498,7 @@ impl Calibration {
         let mut by_family_type: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         for (p, l) in singles {
             by_type.entry(p.gpu.clone()).or_default().push(*l);
-            by_model_type.entry((p.job.model.name.clone(), p.gpu.clone())).or_default().push(*l);
+            by_model_type.entry(model_type_key(&p.job.model.name, &p.gpu)).or_default().push(*l);
             by_family_type.entry((family_key(p.job.model.family), p.gpu.clone())).or_default().push(*l);
         }
         self.per_type = by_type.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
@@ -747,6 +759,17 @@ mod tests {
         assert!((spearman(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]).unwrap() - 1.0).abs() < 1e-12);
         assert!((spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]).unwrap() + 1.0).abs() < 1e-12);
         assert_eq!(spearman(&[1.0, 1.0], &[1.0, 2.0]), None);
+    }
+
+    /// A variant (`<model>+offload`) shares its network's (model, type) level.
+    #[test]
+    fn variants_share_their_networks_compute_level() {
+        assert_eq!((network_key("bert_large+rubick+offload"), network_key("bert_large")), ("bert_large", "bert_large"));
+        let mut cal = Calibration::default().with_type_factor("a800", 1.0);
+        cal.per_model_type.insert(model_type_key("bert_large+offload", "a800"), (0.5f64.ln(), 4));
+        let (a, b) = (cal.factor_for("bert_large", ModelFamily::Bert, "a800"), cal.factor_for("bert_large+offload", ModelFamily::Bert, "a800"));
+        assert!(a < 0.6 && (a - b).abs() < 1e-12, "{a} {b}");
+        assert!(cal.has_factor("bert_large+x", "h100") == cal.has_factor("bert_large", "h100"));
     }
 
     fn rec(model: &str, batch: u32, gpus: u32, nodes: u32, t: f64, plan: Plan) -> ProfileRecord {
