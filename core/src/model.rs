@@ -120,9 +120,9 @@ pub enum Runtime {
     Ddp,
     /// PyTorch FSDP: data parallel with ZeRO-3 sharding, overlapped.
     Fsdp,
-    /// Megatron-LM: DP/TP/PP with ZeRO-1 (distributed optimizer), overlapped.
+    /// Megatron-LM: DP/TP/PP with ZeRO-1 (distributed optimizer); gradients reduced after the schedule.
     Megatron,
-    /// DeepSpeed: DP with ZeRO 0-3 and pipelines, overlapped.
+    /// DeepSpeed: DP with ZeRO 0-3 and pipelines; overlapped from ZeRO-2 on.
     Deepspeed,
     /// JAX/Alpa: DP/TP/PP; intra-op sharding can shard states, gradients and
     /// weights along the data axis (ZeRO 0-3); gradients synchronised after
@@ -143,9 +143,18 @@ impl Runtime {
         }
     }
 
-    /// Whether gradient synchronisation overlaps the backward pass by default.
-    pub fn grad_overlap(self) -> bool {
-        !matches!(self, Runtime::Alpa)
+    /// Whether gradient synchronisation overlaps the backward pass by default
+    /// at ZeRO stage `zero_stage`: DDP/FSDP reduce buckets from backward
+    /// hooks; DeepSpeed only from stage 2 (its stage-2/3 reduce-scatter hooks
+    /// with `overlap_comm`; stages 0-1 all-reduce after backward, at the
+    /// accumulation boundary); Megatron-LM all-reduces after the pipeline
+    /// schedule (`--overlap-grad-reduce` is opt-in); Alpa after accumulation.
+    pub fn grad_overlap(self, zero_stage: u8) -> bool {
+        match self {
+            Runtime::Any | Runtime::Ddp | Runtime::Fsdp => true,
+            Runtime::Deepspeed => zero_stage >= 2,
+            Runtime::Megatron | Runtime::Alpa => false,
+        }
     }
 
     /// Whether the runtime balances pipeline stages by their profiled cost
@@ -290,10 +299,17 @@ pub struct ModelCost {
     pub recompute: Recompute,
     /// Runtime.
     pub runtime: Runtime,
-    /// Whether gradient sync overlaps backward.
-    pub grad_overlap: bool,
+    /// The model's explicit setting of gradient-sync overlap (None: the runtime's default).
+    pub grad_overlap: Option<bool>,
     /// ZeRO-Offload: optimizer states and step on the host.
     pub offload: bool,
+}
+
+impl ModelCost {
+    /// Whether gradient sync overlaps backward in a plan at ZeRO stage `zero_stage`.
+    pub fn overlaps_grad_sync(&self, zero_stage: u8) -> bool {
+        self.grad_overlap.unwrap_or_else(|| self.runtime.grad_overlap(zero_stage))
+    }
 }
 
 impl ModelSpec {
@@ -349,7 +365,7 @@ impl ModelSpec {
         c.optimizer = self.optimizer;
         c.recompute = self.recompute;
         c.runtime = self.runtime;
-        c.grad_overlap = self.grad_overlap.unwrap_or_else(|| self.runtime.grad_overlap());
+        c.grad_overlap = self.grad_overlap;
         c.offload = self.offload;
         c
     }
@@ -382,7 +398,7 @@ impl ModelSpec {
             optimizer: self.optimizer,
             recompute: self.recompute,
             runtime: self.runtime,
-            grad_overlap: true,
+            grad_overlap: None,
             offload: false,
         }
     }
@@ -1042,7 +1058,7 @@ mod tests {
         .unwrap();
         assert_eq!((alpa.expert_interval, alpa.runtime, alpa.recompute, alpa.optimizer), (2, Runtime::Alpa, Recompute::Full, Optimizer::Adafactor));
         let (ce, ca) = (every.cost(), alpa.cost());
-        assert!(ca.dispatch_flops_per_sample > 0.0 && !ca.grad_overlap && ce.grad_overlap);
+        assert!(ca.dispatch_flops_per_sample > 0.0 && !ca.overlaps_grad_sync(0) && ce.overlaps_grad_sync(0));
         assert!(ca.mem_bytes_per_sample > ce.mem_bytes_per_sample, "materialised attention costs memory traffic");
         assert_eq!(model_from_wire(&model_to_wire(&alpa)).unwrap(), alpa);
         let fp32 = parse_model_toml("family='gpt'\nlayers=2\nhidden=64\nheads=2\nseq_len=16\nprecision='fp32'\noptimizer='sgd_momentum'\n", "x", "x").unwrap();

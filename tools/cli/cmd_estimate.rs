@@ -193,7 +193,7 @@ fn print_explain(job: &JobSpec, ev: &cellsched_core::estimator::PlanEval, why: O
         m.optimizer,
         m.recompute,
         m.runtime,
-        if m.cost().grad_overlap { "overlaps" } else { "after" }
+        if m.cost().overlaps_grad_sync(ev.plan.zero_stage) { "overlaps" } else { "after" }
     );
     println!("time (model, before any measured override; error band +/-{:.0}%):", t.error_band() * 100.0);
     for (name, v) in [

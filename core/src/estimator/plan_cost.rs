@@ -374,7 +374,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     }
     let dp_exposed = if plan.dp <= 1 {
         0.0
-    } else if c.grad_overlap {
+    } else if c.overlaps_grad_sync(z) {
         let window = t_compute_mb * 2.0 / 3.0 * BACKWARD_OVERLAP + if z >= 2 { (m - 1.0) * t_compute_mb } else { 0.0 };
         (dp_comm - window).max(MIN_EXPOSED_DP * dp_comm)
     } else {

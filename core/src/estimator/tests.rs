@@ -355,6 +355,24 @@ fn gradient_sync_without_overlap_is_fully_exposed() {
     assert!(no.time.dp_comm_s > yes.time.dp_comm_s * 1.5, "{} vs {}", no.time.dp_comm_s, yes.time.dp_comm_s);
 }
 
+/// DeepSpeed all-reduces after backward at ZeRO stages 0-1 and overlaps its
+/// stage-2 reduce-scatter with it; DDP overlaps at stage 0.
+#[test]
+fn deepspeed_overlaps_gradient_sync_from_zero_2_on() {
+    let e = est();
+    let j = job("bert_large", 32);
+    let c = j.model.cost();
+    assert!(!c.overlaps_grad_sync(0) && !c.overlaps_grad_sync(1) && c.overlaps_grad_sync(2));
+    let mut ddp = j.clone();
+    ddp.model.runtime = crate::model::Runtime::Ddp;
+    assert!(ddp.model.cost().overlaps_grad_sync(0));
+    let mut forced = j.clone();
+    forced.model.grad_overlap = Some(true);
+    let p = Plan { dp: 8, tp: 1, pp: 1, micro_batches: 4, zero_stage: 0, checkpointing: false };
+    let (ds, ov) = (e.evaluate_plan(&j, &cell("a800x8"), 8, &p).unwrap(), e.evaluate_plan(&forced, &cell("a800x8"), 8, &p).unwrap());
+    assert!(ds.time.dp_comm_s > 1.25 * ov.time.dp_comm_s, "{} vs {}", ds.time.dp_comm_s, ov.time.dp_comm_s);
+}
+
 /// Wide-ResNet trains in fp32: it gets the fp32 peak, far below the fp16 tensor peak.
 #[test]
 fn fp32_models_use_the_fp32_peak() {
