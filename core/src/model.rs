@@ -223,6 +223,13 @@ pub struct ModelSpec {
     /// go to the host and updated weights come back over PCIe every step.
     #[serde(default)]
     pub offload: bool,
+    /// Samples per micro-batch per replica when the training script fixes it
+    /// (DeepSpeed's `train_micro_batch_size_per_gpu`, Megatron-LM's
+    /// `--micro-batch-size`): the plan search keeps to it, accumulating
+    /// gradients over as many micro-batches as the global batch needs. None:
+    /// the search chooses.
+    #[serde(default)]
+    pub micro_batch: Option<u32>,
     /// MoE: an expert layer every `expert_interval` layers (1 = every layer; 0 = 1).
     #[serde(default)]
     pub expert_interval: u32,
@@ -303,6 +310,8 @@ pub struct ModelCost {
     pub grad_overlap: Option<bool>,
     /// ZeRO-Offload: optimizer states and step on the host.
     pub offload: bool,
+    /// Samples per micro-batch fixed by the training script (None: chosen by the plan search).
+    pub micro_batch: Option<u32>,
 }
 
 impl ModelCost {
@@ -346,6 +355,7 @@ impl ModelSpec {
         self.runtime.hash(&mut h);
         self.grad_overlap.hash(&mut h);
         self.offload.hash(&mut h);
+        self.micro_batch.hash(&mut h);
         self.capacity_factor.to_bits().hash(&mut h);
         for o in [self.params_override, self.fwd_flops_override, self.act_bytes_override] {
             o.map(f64::to_bits).hash(&mut h);
@@ -367,6 +377,7 @@ impl ModelSpec {
         c.runtime = self.runtime;
         c.grad_overlap = self.grad_overlap;
         c.offload = self.offload;
+        c.micro_batch = self.micro_batch;
         c
     }
 
@@ -400,6 +411,7 @@ impl ModelSpec {
             runtime: self.runtime,
             grad_overlap: None,
             offload: false,
+            micro_batch: None,
         }
     }
 
@@ -602,6 +614,7 @@ struct ModelToml {
     grad_overlap: Option<bool>,
     #[serde(default)]
     offload: bool,
+    micro_batch: Option<u32>,
     expert_interval: Option<u32>,
     capacity_factor: Option<f64>,
     expert_group_size: Option<u32>,
@@ -655,6 +668,10 @@ impl ModelToml {
             runtime: self.runtime,
             grad_overlap: self.grad_overlap,
             offload: self.offload,
+            micro_batch: match self.micro_batch {
+                Some(0) => return Err(err(format!("model '{name}': field 'micro_batch' must be positive"))),
+                m => m,
+            },
             expert_interval: 0,
             capacity_factor: 0.0,
             expert_group_size: 0,
@@ -812,6 +829,7 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "runtime": s.runtime,
         "grad_overlap": s.grad_overlap,
         "offload": s.offload,
+        "micro_batch": s.micro_batch,
         "expert_interval": nz(s.expert_interval),
         "capacity_factor": (s.capacity_factor > 0.0).then_some(s.capacity_factor),
         "expert_group_size": nz(s.expert_group_size),

@@ -106,15 +106,17 @@ pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
 /// How Rubick's A800 runs were trained: the catalog model in fp32 on TF32
 /// tensor cores (the artifact's Megatron-DeepSpeed configs disable fp16 and
 /// its Hugging Face runs pass no `--fp16`; the measured forward passes run at
-/// ~50 TFLOP/s, above the A800's 19.5 TFLOP/s fp32 peak), with ZeRO-Offload
-/// (optimizer states and step on the host) when `offload`, and activation
-/// recomputation always on when `recompute` (the artifact's
-/// "ZeRO-Offload+GC" runs). Registered as `<name>+rubick[+offload]`, a
+/// ~50 TFLOP/s, above the A800's 19.5 TFLOP/s fp32 peak), at the fixed
+/// `micro_batch` of its DeepSpeed config (`train_micro_batch_size_per_gpu`,
+/// the `batch_size` column), with ZeRO-Offload (optimizer states and step on
+/// the host) when `offload`, and activation recomputation always on when
+/// `recompute` (the artifact's "ZeRO-Offload+GC" runs). Registered as `<name>+rubick[+offload]`, a
 /// variant of the same network; returns that name.
-pub fn rubick_model(models: &mut ModelCatalog, name: &str, offload: bool, recompute: bool) -> Result<String> {
+pub fn rubick_model(models: &mut ModelCatalog, name: &str, offload: bool, recompute: bool, micro_batch: u32) -> Result<String> {
     let mut m = models.get(name)?.clone();
     m.name = format!("{}+rubick{}", m.name, if offload { "+offload" } else { "" });
     m.precision = Precision::Tf32;
+    m.micro_batch = Some(micro_batch);
     m.offload = offload;
     if recompute {
         m.recompute = Recompute::Full;
@@ -146,7 +148,8 @@ pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>> 
     for p in &mut out {
         if p.dataset == "rubick-a800" {
             let gc = p.rec.plan.is_some_and(|pl| pl.checkpointing);
-            p.rec.model = rubick_model(models, &p.rec.model, p.job.ends_with("-offload"), gc)?;
+            let mbs = p.rec.plan.map_or(1, |pl| p.rec.batch / (pl.dp * pl.micro_batches).max(1));
+            p.rec.model = rubick_model(models, &p.rec.model, p.job.ends_with("-offload"), gc, mbs)?;
         }
         let name = models.canonical_name(&p.rec.model).unwrap_or(&p.rec.model).to_string();
         // A variant (`+rubick`, `+offload`) is the same network as the model's other runs.

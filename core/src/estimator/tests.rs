@@ -343,6 +343,28 @@ fn plan_search_respects_runtime_and_recompute() {
     assert!(err.contains("runtime (ddp)"), "{err}");
 }
 
+/// A micro-batch size fixed by the training script is kept: the search
+/// accumulates over as many micro-batches as each replica's share needs
+/// (all of a replica's samples when it has fewer), and the fixed size is
+/// slower than the one the search picks freely; the TOML key and the wire
+/// form carry it.
+#[test]
+fn a_fixed_micro_batch_is_kept() {
+    let e = est();
+    let free = job("bert_large", 32);
+    let mut fixed = free.clone();
+    fixed.model.micro_batch = Some(1);
+    let (a, b) = (e.estimate(&free, &cell("a100x8"), 8).unwrap(), e.estimate(&fixed, &cell("a100x8"), 8).unwrap());
+    assert_eq!(b.plan.micro_batches * b.plan.dp, 32, "{}", b.plan);
+    assert!(b.iter_time_s > a.iter_time_s, "{} vs {}", b.iter_time_s, a.iter_time_s);
+    fixed.model.micro_batch = Some(64);
+    assert_eq!(e.estimate(&fixed, &cell("a100x8"), 8).unwrap().plan.micro_batches, 1);
+    let m = crate::model::parse_model_toml("family='gpt'\nlayers=2\nhidden=64\nheads=2\nseq_len=16\nmicro_batch=2\n", "x", "x").unwrap();
+    assert_eq!(m.micro_batch, Some(2));
+    assert_eq!(crate::model::model_from_wire(&crate::model::model_to_wire(&m)).unwrap(), m);
+    assert!(crate::model::parse_model_toml("family='gpt'\nlayers=2\nhidden=64\nheads=2\nseq_len=16\nmicro_batch=0\n", "x", "x").is_err());
+}
+
 /// Without overlap (Alpa syncs after accumulation) the whole gradient sync is exposed.
 #[test]
 fn gradient_sync_without_overlap_is_fully_exposed() {
