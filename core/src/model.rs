@@ -268,6 +268,10 @@ pub struct ModelCost {
     /// Forward memory-bound traffic per sample (norms, activations, dropout,
     /// residuals, softmax, cross-entropy over the vocabulary), bytes.
     pub mem_bytes_per_sample: f64,
+    /// Of `mem_bytes_per_sample`: the part every tensor-parallel rank repeats
+    /// in full (layer norms, residual adds and dropouts on the unsplit
+    /// hidden state, outside the column/row-parallel blocks).
+    pub mem_bytes_replicated_per_sample: f64,
     /// Rows of the typical GEMM per sample (tokens; output pixels for CNNs).
     pub gemm_rows_per_sample: f64,
     /// Smallest typical GEMM dimension besides the rows (hidden size, channels).
@@ -391,6 +395,7 @@ impl ModelSpec {
             attn_flops_per_sample: 0.0,
             dispatch_flops_per_sample: 0.0,
             mem_bytes_per_sample: 0.0,
+            mem_bytes_replicated_per_sample: 0.0,
             gemm_rows_per_sample: 1.0,
             gemm_width: 1.0,
             kernels_per_layer: 10.0,
@@ -498,6 +503,7 @@ impl ModelSpec {
             attn_flops_per_sample: attn_tok * s,
             dispatch_flops_per_sample: dispatch_tok * s,
             mem_bytes_per_sample: mem_tok * s,
+            mem_bytes_replicated_per_sample: l * 18.0 * h * b * s,
             gemm_rows_per_sample: s,
             gemm_width: h.min(f),
             kernels_per_layer: if moe { 30.0 } else { 20.0 },

@@ -320,8 +320,12 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let gemm = (c.gemm_flops_per_sample + c.dispatch_flops_per_sample / DISPATCH_EFFICIENCY) * mbs * passes * share / (peak * eff);
     let attention = c.attn_flops_per_sample * mbs * passes * share / (peak * eff * ATTENTION_EFFICIENCY);
     let bw = g.mem_bw_gbs * 1e9;
-    let mem_bound = c.mem_bytes_per_sample * mbs * passes * share / (bw * MEM_BW_EFFICIENCY);
-    let roofline_floor = (c.fwd_flops_per_sample * passes / peak + c.mem_bytes_per_sample * passes / bw) * mbs * share;
+    // Memory-bound traffic: the part on the unsplit hidden state (norms,
+    // residuals, dropouts) runs in full on every tensor-parallel rank.
+    let rep = c.mem_bytes_replicated_per_sample.min(c.mem_bytes_per_sample);
+    let mem_rank = (c.mem_bytes_per_sample - rep) * share + rep * share * tp;
+    let mem_bound = mem_rank * mbs * passes / (bw * MEM_BW_EFFICIENCY);
+    let roofline_floor = (c.fwd_flops_per_sample * passes * share / peak + mem_rank * passes / bw) * mbs;
     let work = ((gemm + attention + mem_bound) / cx.efficiency_factor).max(roofline_floor);
     let launch = c.kernels_per_layer * layers_stage * passes * launch_floor_s(c.runtime);
     let t_compute_mb = work.max(launch);

@@ -343,6 +343,25 @@ fn plan_search_respects_runtime_and_recompute() {
     assert!(err.contains("runtime (ddp)"), "{err}");
 }
 
+/// Tensor parallelism splits the GEMMs and attention but every rank repeats
+/// the norms, residual adds and dropouts on the unsplit hidden state: the
+/// memory-bound time per rank shrinks far less than 1/tp.
+#[test]
+fn tensor_parallel_ranks_repeat_the_unsplit_memory_bound_ops() {
+    let e = est();
+    let j = job("gpt__1.3B", 8);
+    let at = |tp: u32| {
+        let p = Plan { dp: 8 / tp, tp, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: true };
+        e.evaluate_plan(&j, &cell("a100x8"), 8, &p).unwrap().time
+    };
+    let (one, eight) = (at(1), at(8));
+    // Per rank, tp = 8 works on 8x the samples of dp = 8 (1 vs 8 replicas).
+    assert!(eight.memory_bound_s > 2.0 * one.memory_bound_s, "{} vs {}", eight.memory_bound_s, one.memory_bound_s);
+    assert!(eight.gemm_s < 1.5 * one.gemm_s, "{} vs {}", eight.gemm_s, one.gemm_s);
+    let c = j.model.cost();
+    assert!(c.mem_bytes_replicated_per_sample > 0.0 && c.mem_bytes_replicated_per_sample < c.mem_bytes_per_sample);
+}
+
 /// A micro-batch size fixed by the training script is kept: the search
 /// accumulates over as many micro-batches as each replica's share needs
 /// (all of a replica's samples when it has fewer), and the fixed size is
