@@ -88,8 +88,14 @@ const HOST_THREAD_BW: f64 = 10e9;
 /// Host memory bandwidth of one server, shared by its ranks' CPU steps
 /// (two-socket DDR4/DDR5, achievable streaming rate).
 const HOST_NODE_BW: f64 = 100e9;
-/// Effective host↔GPU PCIe rate per GPU (Gen4 x16 at ~50%, switches shared by two GPUs).
-const HOST_LINK_BW: f64 = 12e9;
+/// Host↔GPU rate of pinned copies through one PCIe switch port (Gen4 x16).
+const HOST_LINK_BW: f64 = 24e9;
+/// GPUs of a server behind one host PCIe switch port once the server is
+/// full (8-GPU servers: four switches, two GPUs each); fewer ranks on a
+/// node spread over the switches and do not share.
+const GPUS_PER_HOST_SWITCH: f64 = 2.0;
+/// PCIe switches of a full server.
+const HOST_SWITCHES: f64 = 4.0;
 
 /// Framework constants shared by every model: fitted from the multi-GPU
 /// points of the profile DB (see `calibration`), else these defaults.
@@ -399,11 +405,17 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         };
     let optimizer_s = if c.offload {
         // On the CPU: fp32 masters, gradients and states streamed by the
-        // rank's threads, all ranks of a node sharing its memory bandwidth;
-        // gradients go down and half (or fp32) weights come back over PCIe.
+        // rank's threads, all ranks of a node sharing its memory bandwidth.
         let host_bytes = opt_params * (4.0 + 2.0 * (4.0 + opt_state));
-        let cpu = (host_bytes / (OFFLOAD_THREADS * HOST_THREAD_BW)).max(host_bytes * p.per_node as f64 / HOST_NODE_BW);
-        cpu + opt_params * (gb.min(4.0) + wb.min(4.0)) / HOST_LINK_BW
+        // Both the rank's threads and the node's memory bandwidth bound the
+        // step; near saturation they compound (queueing on the memory
+        // controllers), so the time is the 2-norm of the two bounds.
+        let cpu = (host_bytes / (OFFLOAD_THREADS * HOST_THREAD_BW)).hypot(host_bytes * p.per_node as f64 / HOST_NODE_BW);
+        // Gradients stream to the host during backward, bucket by bucket
+        // (off the critical path); the updated weights come back after the
+        // step, through a switch port the rank shares once the node is full.
+        let sharing = (p.per_node as f64 / HOST_SWITCHES).ceil().clamp(1.0, GPUS_PER_HOST_SWITCH);
+        cpu + opt_params * wb.min(4.0) * sharing / HOST_LINK_BW
     } else {
         opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY) + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime)
     };
