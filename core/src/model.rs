@@ -75,6 +75,21 @@ pub enum Optimizer {
 }
 
 impl Optimizer {
+    /// Kernels an unfused (per-tensor, eager) step launches per parameter
+    /// tensor, with gradient clipping and zeroing: Adam's moment updates,
+    /// square root, denominator and update (~9) plus norm, clip and zero;
+    /// SGD with momentum's buffer update and step plus weight decay and
+    /// zeroing; plain SGD's step plus clipping and zeroing; Adafactor's
+    /// row/column factors and update.
+    pub fn step_kernels_per_tensor(self) -> f64 {
+        match self {
+            Optimizer::Adam => 12.0,
+            Optimizer::SgdMomentum => 5.0,
+            Optimizer::Sgd => 3.0,
+            Optimizer::Adafactor => 15.0,
+        }
+    }
+
     /// fp32 state bytes per parameter (moments), excluding master weights.
     pub fn state_bytes(self) -> f64 {
         match self {

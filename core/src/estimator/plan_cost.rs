@@ -7,7 +7,7 @@
 use super::topology::{p2p_s, Group, LinkScale, Placement};
 use crate::cell::Plan;
 use crate::gpu::GpuSpec;
-use crate::model::{ModelCost, Precision, Runtime};
+use crate::model::{ModelCost, Optimizer, Precision, Runtime};
 use serde::Serialize;
 
 /// Memory reserved per GPU for the CUDA context, allocator slack and workspaces.
@@ -49,9 +49,10 @@ const BACKWARD_OVERLAP: f64 = 0.3;
 const OPT_BW_EFFICIENCY: f64 = 0.8;
 /// Parameter tensors per layer (weights, biases, norms) the optimizer visits.
 const OPT_TENSORS_PER_LAYER: f64 = 16.0;
-/// Launch cost per parameter tensor per step (~6 kernels × 5 µs; XLA fuses them).
-fn opt_launch_per_tensor_s(r: Runtime) -> f64 {
-    if r == Runtime::Alpa { 5e-6 } else { 30e-6 }
+/// Launch cost per parameter tensor per step: an eager step dispatches the
+/// optimizer's kernels one by one (~7 µs each, host-bound); XLA fuses them.
+fn opt_launch_per_tensor_s(r: Runtime, o: Optimizer) -> f64 {
+    if r == Runtime::Alpa { 5e-6 } else { 7e-6 * o.step_kernels_per_tensor() }
 }
 
 /// Run-to-run variation (coefficient of variation) of one rank's compute in
@@ -417,7 +418,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         let sharing = (p.per_node as f64 / HOST_SWITCHES).ceil().clamp(1.0, GPUS_PER_HOST_SWITCH);
         cpu + opt_params * wb.min(4.0) * sharing / HOST_LINK_BW
     } else {
-        opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY) + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime)
+        opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY) + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime, c.optimizer)
     };
 
     // Synchronous ranks wait for the slowest: the expected maximum of the

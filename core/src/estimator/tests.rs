@@ -311,17 +311,22 @@ fn gpt2_on_the_test_cluster_meets_placement_preconditions() {
     println!("blocked best: {} {:.4}s", blocked[0].cell, blocked[0].iter_time_s);
 }
 
-/// The unfused mixed-precision Adam step of BERT-large on one A800 is tens of
-/// milliseconds (Rubick measured 25 ms), and ZeRO-1 shards it.
+/// The unfused Adam step of BERT-large on one A800 is tens of milliseconds
+/// (Rubick measured 25 ms, training in fp32 on TF32), and ZeRO-1 shards its
+/// memory traffic: where that dominates (a 7B model), the step shrinks.
 #[test]
 fn optimizer_step_is_memory_and_launch_bound() {
     let e = est();
-    let j = job("bert", 32);
+    let mut j = job("bert", 32);
+    j.model.precision = crate::model::Precision::Tf32;
     let plan = |dp, zero| Plan { dp, tp: 1, pp: 1, micro_batches: 32 / dp, zero_stage: zero, checkpointing: false };
     let one = e.evaluate_plan(&j, &cell("a800x1"), 8, &plan(1, 0)).unwrap();
     assert!(one.time.optimizer_s > 0.015 && one.time.optimizer_s < 0.04, "{:?}", one.time);
-    let z1 = e.evaluate_plan(&j, &cell("a800x8"), 8, &plan(8, 1)).unwrap();
-    assert!(z1.time.optimizer_s < 0.6 * one.time.optimizer_s, "{:?}", z1.time);
+    let mut big = job("llama7b", 32);
+    big.model.precision = crate::model::Precision::Tf32;
+    let one = e.evaluate_plan(&big, &cell("a800x1"), 8, &plan(1, 0)).unwrap();
+    let z1 = e.evaluate_plan(&big, &cell("a800x8"), 8, &plan(8, 1)).unwrap();
+    assert!(z1.time.optimizer_s < 0.6 * one.time.optimizer_s, "{:?} vs {:?}", z1.time, one.time);
 }
 
 /// The plan search stays inside what the model's runtime can execute and its
