@@ -78,6 +78,16 @@ pub(crate) fn achieved_network_bw(gpu: &GpuSpec) -> f64 {
     }
 }
 
+/// Run-to-run variation (coefficient of variation) of one network link's
+/// throughput: shared switches, other tenants, TCP congestion control.
+const LINK_CV: f64 = 0.1;
+
+/// A ring across `n` nodes moves in lockstep: every step waits for its
+/// slowest link, so its time is that of the expected slowest of the n links.
+fn slowest_link(n: f64) -> f64 {
+    1.0 + LINK_CV * super::plan_cost::expected_max_normal(n)
+}
+
 /// Multipliers on the α–β times of the two kinds of link, fitted from
 /// multi-GPU profiles (see `calibration`): the links inside a server (NVLink,
 /// PCIe) and the network between servers are different hardware, so one
@@ -149,7 +159,7 @@ impl Group {
         let inter = achieved_network_bw(gpu);
         let n = self.nodes as f64;
         let intra_s = if q > 1.0 { 2.0 * (q - 1.0) / q * bytes / intra } else { 0.0 };
-        let inter_s = if n > 1.0 { 2.0 * (n - 1.0) / n * bytes * self.sharing as f64 / inter } else { 0.0 };
+        let inter_s = if n > 1.0 { 2.0 * (n - 1.0) / n * bytes * self.sharing as f64 / inter * slowest_link(n) } else { 0.0 };
         let intra_lat = 2.0 * (q - 1.0) * ALPHA_INTRA_S + ALPHA_INTRA_S;
         let inter_lat = 2.0 * (n - 1.0) * ALPHA_INTER_S;
         (intra_s + intra_lat) * k.intra + (inter_s + inter_lat) * k.net
@@ -234,6 +244,20 @@ mod tests {
         let (a2a, ag) = (across.all_to_all_s(b, &a100, ONE), across.all_gather_s(b, &a100, ONE));
         assert!(a2a > 6.0 * ag, "{a2a} vs {ag}");
         assert_eq!(Group::new(1, 1, Placement::pack(1, 8).unwrap()).all_to_all_s(b, &a100, ONE), 0.0);
+    }
+
+    /// A ring across more nodes waits for the slowest of more links: its
+    /// network time per byte grows with the node count (none on one node).
+    #[test]
+    fn rings_across_more_nodes_wait_for_a_slower_link() {
+        assert_eq!(slowest_link(1.0), 1.0);
+        assert!(slowest_link(2.0) > 1.0 && slowest_link(8.0) > slowest_link(2.0) && slowest_link(8.0) < 1.0 + 3.0 * LINK_CV);
+        let v100 = GpuCatalog::builtin().get("v100").unwrap().clone();
+        let per_byte = |n: u32| {
+            let g = Group::new(n, 1, Placement::pack(n, 1).unwrap());
+            g.all_reduce_s(1e9, &v100, ONE) / (2.0 * (n as f64 - 1.0) / n as f64)
+        };
+        assert!(per_byte(8) > 1.05 * per_byte(2), "{} vs {}", per_byte(8), per_byte(2));
     }
 
     /// Undeclared Ethernet under NCCL's sockets: a 10 Gb/s link is nearly
