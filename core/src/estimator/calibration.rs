@@ -660,9 +660,10 @@ impl Calibration {
         }
     }
 
-    /// Coordinate search in log space over the intra-node communication scale,
-    /// the network scale (when some points span nodes) and the
-    /// per-micro-batch cost; returns the constants and their median |log error|.
+    /// Coordinate search in log space over the intra-node communication scale
+    /// and the network scale (when some points span nodes), in steps of
+    /// 2^(1/8) from 1/4 to 16, and the per-micro-batch cost; returns the
+    /// constants and their median |log error|.
     fn fit_constants(&self, base: &Estimator, pts: &[&ResolvedPoint]) -> (Framework, f64) {
         // Bounded work (the plugins fit at configuration load): an even
         // subsample of at most MAX_FIT_POINTS points.
@@ -682,16 +683,16 @@ impl Calibration {
         let mut best = Framework::default();
         let mut best_loss = loss(&best);
         for _round in 0..2 {
-            for k in -8..=16 {
-                let cand = Framework { comm_scale: 2f64.powf(k as f64 / 4.0), ..best };
+            for k in -16..=32 {
+                let cand = Framework { comm_scale: 2f64.powf(k as f64 / 8.0), ..best };
                 let l = loss(&cand);
                 if l < best_loss {
                     (best, best_loss) = (cand, l);
                 }
             }
             if pts.iter().any(|p| p.rec.nodes > 1) {
-                for k in -8..=16 {
-                    let cand = Framework { net_scale: 2f64.powf(k as f64 / 4.0), ..best };
+                for k in -16..=32 {
+                    let cand = Framework { net_scale: 2f64.powf(k as f64 / 8.0), ..best };
                     let l = loss(&cand);
                     if l < best_loss {
                         (best, best_loss) = (cand, l);
