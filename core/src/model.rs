@@ -75,6 +75,21 @@ pub enum Optimizer {
 }
 
 impl Optimizer {
+    /// Kernels an unfused (per-tensor, eager) step launches per parameter
+    /// tensor, with gradient clipping and zeroing: Adam's moment updates,
+    /// square root, denominator and update (~9) plus norm, clip and zero;
+    /// SGD with momentum's buffer update and step plus weight decay and
+    /// zeroing; plain SGD's step plus clipping and zeroing; Adafactor's
+    /// row/column factors and update.
+    pub fn step_kernels_per_tensor(self) -> f64 {
+        match self {
+            Optimizer::Adam => 12.0,
+            Optimizer::SgdMomentum => 5.0,
+            Optimizer::Sgd => 3.0,
+            Optimizer::Adafactor => 15.0,
+        }
+    }
+
     /// fp32 state bytes per parameter (moments), excluding master weights.
     pub fn state_bytes(self) -> f64 {
         match self {
@@ -120,9 +135,9 @@ pub enum Runtime {
     Ddp,
     /// PyTorch FSDP: data parallel with ZeRO-3 sharding, overlapped.
     Fsdp,
-    /// Megatron-LM: DP/TP/PP with ZeRO-1 (distributed optimizer), overlapped.
+    /// Megatron-LM: DP/TP/PP with ZeRO-1 (distributed optimizer); gradients reduced after the schedule.
     Megatron,
-    /// DeepSpeed: DP with ZeRO 0-3 and pipelines, overlapped.
+    /// DeepSpeed: DP with ZeRO 0-3 and pipelines; overlapped from ZeRO-2 on.
     Deepspeed,
     /// JAX/Alpa: DP/TP/PP; intra-op sharding can shard states, gradients and
     /// weights along the data axis (ZeRO 0-3); gradients synchronised after
@@ -143,9 +158,18 @@ impl Runtime {
         }
     }
 
-    /// Whether gradient synchronisation overlaps the backward pass by default.
-    pub fn grad_overlap(self) -> bool {
-        !matches!(self, Runtime::Alpa)
+    /// Whether gradient synchronisation overlaps the backward pass by default
+    /// at ZeRO stage `zero_stage`: DDP/FSDP reduce buckets from backward
+    /// hooks; DeepSpeed only from stage 2 (its stage-2/3 reduce-scatter hooks
+    /// with `overlap_comm`; stages 0-1 all-reduce after backward, at the
+    /// accumulation boundary); Megatron-LM all-reduces after the pipeline
+    /// schedule (`--overlap-grad-reduce` is opt-in); Alpa after accumulation.
+    pub fn grad_overlap(self, zero_stage: u8) -> bool {
+        match self {
+            Runtime::Any | Runtime::Ddp | Runtime::Fsdp => true,
+            Runtime::Deepspeed => zero_stage >= 2,
+            Runtime::Megatron | Runtime::Alpa => false,
+        }
     }
 
     /// Whether the runtime balances pipeline stages by their profiled cost
@@ -214,6 +238,13 @@ pub struct ModelSpec {
     /// go to the host and updated weights come back over PCIe every step.
     #[serde(default)]
     pub offload: bool,
+    /// Samples per micro-batch per replica when the training script fixes it
+    /// (DeepSpeed's `train_micro_batch_size_per_gpu`, Megatron-LM's
+    /// `--micro-batch-size`): the plan search keeps to it, accumulating
+    /// gradients over as many micro-batches as the global batch needs. None:
+    /// the search chooses.
+    #[serde(default)]
+    pub micro_batch: Option<u32>,
     /// MoE: an expert layer every `expert_interval` layers (1 = every layer; 0 = 1).
     #[serde(default)]
     pub expert_interval: u32,
@@ -252,6 +283,10 @@ pub struct ModelCost {
     /// Forward memory-bound traffic per sample (norms, activations, dropout,
     /// residuals, softmax, cross-entropy over the vocabulary), bytes.
     pub mem_bytes_per_sample: f64,
+    /// Of `mem_bytes_per_sample`: the part every tensor-parallel rank repeats
+    /// in full (layer norms, residual adds and dropouts on the unsplit
+    /// hidden state, outside the column/row-parallel blocks).
+    pub mem_bytes_replicated_per_sample: f64,
     /// Rows of the typical GEMM per sample (tokens; output pixels for CNNs).
     pub gemm_rows_per_sample: f64,
     /// Smallest typical GEMM dimension besides the rows (hidden size, channels).
@@ -290,10 +325,19 @@ pub struct ModelCost {
     pub recompute: Recompute,
     /// Runtime.
     pub runtime: Runtime,
-    /// Whether gradient sync overlaps backward.
-    pub grad_overlap: bool,
+    /// The model's explicit setting of gradient-sync overlap (None: the runtime's default).
+    pub grad_overlap: Option<bool>,
     /// ZeRO-Offload: optimizer states and step on the host.
     pub offload: bool,
+    /// Samples per micro-batch fixed by the training script (None: chosen by the plan search).
+    pub micro_batch: Option<u32>,
+}
+
+impl ModelCost {
+    /// Whether gradient sync overlaps backward in a plan at ZeRO stage `zero_stage`.
+    pub fn overlaps_grad_sync(&self, zero_stage: u8) -> bool {
+        self.grad_overlap.unwrap_or_else(|| self.runtime.grad_overlap(zero_stage))
+    }
 }
 
 impl ModelSpec {
@@ -330,6 +374,7 @@ impl ModelSpec {
         self.runtime.hash(&mut h);
         self.grad_overlap.hash(&mut h);
         self.offload.hash(&mut h);
+        self.micro_batch.hash(&mut h);
         self.capacity_factor.to_bits().hash(&mut h);
         for o in [self.params_override, self.fwd_flops_override, self.act_bytes_override] {
             o.map(f64::to_bits).hash(&mut h);
@@ -349,8 +394,9 @@ impl ModelSpec {
         c.optimizer = self.optimizer;
         c.recompute = self.recompute;
         c.runtime = self.runtime;
-        c.grad_overlap = self.grad_overlap.unwrap_or_else(|| self.runtime.grad_overlap());
+        c.grad_overlap = self.grad_overlap;
         c.offload = self.offload;
+        c.micro_batch = self.micro_batch;
         c
     }
 
@@ -364,6 +410,7 @@ impl ModelSpec {
             attn_flops_per_sample: 0.0,
             dispatch_flops_per_sample: 0.0,
             mem_bytes_per_sample: 0.0,
+            mem_bytes_replicated_per_sample: 0.0,
             gemm_rows_per_sample: 1.0,
             gemm_width: 1.0,
             kernels_per_layer: 10.0,
@@ -382,8 +429,9 @@ impl ModelSpec {
             optimizer: self.optimizer,
             recompute: self.recompute,
             runtime: self.runtime,
-            grad_overlap: true,
+            grad_overlap: None,
             offload: false,
+            micro_batch: None,
         }
     }
 
@@ -470,6 +518,7 @@ impl ModelSpec {
             attn_flops_per_sample: attn_tok * s,
             dispatch_flops_per_sample: dispatch_tok * s,
             mem_bytes_per_sample: mem_tok * s,
+            mem_bytes_replicated_per_sample: l * 18.0 * h * b * s,
             gemm_rows_per_sample: s,
             gemm_width: h.min(f),
             kernels_per_layer: if moe { 30.0 } else { 20.0 },
@@ -586,6 +635,7 @@ struct ModelToml {
     grad_overlap: Option<bool>,
     #[serde(default)]
     offload: bool,
+    micro_batch: Option<u32>,
     expert_interval: Option<u32>,
     capacity_factor: Option<f64>,
     expert_group_size: Option<u32>,
@@ -639,6 +689,10 @@ impl ModelToml {
             runtime: self.runtime,
             grad_overlap: self.grad_overlap,
             offload: self.offload,
+            micro_batch: match self.micro_batch {
+                Some(0) => return Err(err(format!("model '{name}': field 'micro_batch' must be positive"))),
+                m => m,
+            },
             expert_interval: 0,
             capacity_factor: 0.0,
             expert_group_size: 0,
@@ -796,6 +850,7 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "runtime": s.runtime,
         "grad_overlap": s.grad_overlap,
         "offload": s.offload,
+        "micro_batch": s.micro_batch,
         "expert_interval": nz(s.expert_interval),
         "capacity_factor": (s.capacity_factor > 0.0).then_some(s.capacity_factor),
         "expert_group_size": nz(s.expert_group_size),
@@ -1042,7 +1097,7 @@ mod tests {
         .unwrap();
         assert_eq!((alpa.expert_interval, alpa.runtime, alpa.recompute, alpa.optimizer), (2, Runtime::Alpa, Recompute::Full, Optimizer::Adafactor));
         let (ce, ca) = (every.cost(), alpa.cost());
-        assert!(ca.dispatch_flops_per_sample > 0.0 && !ca.grad_overlap && ce.grad_overlap);
+        assert!(ca.dispatch_flops_per_sample > 0.0 && !ca.overlaps_grad_sync(0) && ce.overlaps_grad_sync(0));
         assert!(ca.mem_bytes_per_sample > ce.mem_bytes_per_sample, "materialised attention costs memory traffic");
         assert_eq!(model_from_wire(&model_to_wire(&alpa)).unwrap(), alpa);
         let fp32 = parse_model_toml("family='gpt'\nlayers=2\nhidden=64\nheads=2\nseq_len=16\nprecision='fp32'\noptimizer='sgd_momentum'\n", "x", "x").unwrap();

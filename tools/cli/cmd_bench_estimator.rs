@@ -17,9 +17,10 @@
 //!   single-GPU one), score its larger Cells; scored with the per-job refit
 //!   and without it, and (b) on the same points.
 //!
-//! Rubick's ZeRO-Offload runs are described as trained (the model with
-//! `offload = true`, registered as `<model>+offload`); for leave-one-model-out
-//! they count as the same model as its runs without offload.
+//! Rubick's runs are described as trained (fp32 on TF32 tensor cores, the
+//! ZeRO-Offload runs with `offload = true`, registered as
+//! `<model>+rubick[+offload]`); for leave-one-model-out they count as the
+//! same model as its other runs.
 //!
 //! Each point is scored two ways: `estimate` (the plan the estimator picks, as
 //! `cellsched estimate` answers) and `measured plan` (the cost of the plan that
@@ -102,12 +103,24 @@ pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
     Ok(out)
 }
 
-/// Registers `<name>+offload`: the catalog model trained with ZeRO-Offload
-/// (optimizer states and step on the host); returns that name.
-pub fn offload_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
+/// How Rubick's A800 runs were trained: the catalog model in fp32 on TF32
+/// tensor cores (the artifact's Megatron-DeepSpeed configs disable fp16 and
+/// its Hugging Face runs pass no `--fp16`; the measured forward passes run at
+/// ~50 TFLOP/s, above the A800's 19.5 TFLOP/s fp32 peak), at the fixed
+/// `micro_batch` of its DeepSpeed config (`train_micro_batch_size_per_gpu`,
+/// the `batch_size` column), with ZeRO-Offload (optimizer states and step on
+/// the host) when `offload`, and activation recomputation always on when
+/// `recompute` (the artifact's "ZeRO-Offload+GC" runs). Registered as `<name>+rubick[+offload]`, a
+/// variant of the same network; returns that name.
+pub fn rubick_model(models: &mut ModelCatalog, name: &str, offload: bool, recompute: bool, micro_batch: u32) -> Result<String> {
     let mut m = models.get(name)?.clone();
-    m.name = format!("{}+offload", m.name);
-    m.offload = true;
+    m.name = format!("{}+rubick{}", m.name, if offload { "+offload" } else { "" });
+    m.precision = Precision::Tf32;
+    m.micro_batch = Some(micro_batch);
+    m.offload = offload;
+    if recompute {
+        m.recompute = Recompute::Full;
+    }
     let out = m.name.clone();
     models.insert(m, &[]);
     Ok(out)
@@ -133,12 +146,14 @@ pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>> 
         }
     }
     for p in &mut out {
-        if p.job.ends_with("-offload") {
-            p.rec.model = offload_model(models, &p.rec.model)?;
+        if p.dataset == "rubick-a800" {
+            let gc = p.rec.plan.is_some_and(|pl| pl.checkpointing);
+            let mbs = p.rec.plan.map_or(1, |pl| p.rec.batch / (pl.dp * pl.micro_batches).max(1));
+            p.rec.model = rubick_model(models, &p.rec.model, p.job.ends_with("-offload"), gc, mbs)?;
         }
         let name = models.canonical_name(&p.rec.model).unwrap_or(&p.rec.model).to_string();
-        // An offload run is the same network as the model's other runs.
-        p.model = name.strip_suffix("+offload").map(str::to_string).unwrap_or(name);
+        // A variant (`+rubick`, `+offload`) is the same network as the model's other runs.
+        p.model = name.split('+').next().unwrap_or(&name).to_string();
     }
     Ok(out)
 }
@@ -188,12 +203,16 @@ pub fn gavel_points(text: &str) -> Result<Vec<Point>> {
 }
 
 /// Rubick A800: `config.csv` + `data.csv` rows in the same order (iteration
-/// time in ms). The global batch is fixed per model (bert 32 and gpt2 16 from
-/// Rubick's validate scripts; the others are assumptions) and split into
-/// micro-batches of `batch_size` per GPU; `num_cpu_threads > 1` marks a
-/// ZeRO-Offload run (described by `load_points` as `<model>+offload`).
+/// time in ms). The global batch is fixed per model, as in the `BATCH_SIZE`
+/// of Rubick's validate scripts (bert 32, gpt2 16, roberta 64, t5 16, vit 64,
+/// llama7b 8; the forward times, which halve with every doubling of GPUs,
+/// show the batch is fixed) and split into micro-batches of `batch_size` per
+/// GPU; `num_cpu_threads > 1` marks a ZeRO-Offload run (described by
+/// `load_points` as `<model>+rubick+offload`), which for gpt2, t5 and llama7b
+/// recomputes activations (the scripts' "ZeRO-Offload+GC").
 pub fn rubick_points(dir: &Path) -> Result<Vec<Point>> {
-    let global: [(&str, u32); 6] = [("bert", 32), ("gpt2", 16), ("roberta", 32), ("t5", 32), ("vit", 64), ("llama7b", 8)];
+    let global: [(&str, u32); 6] = [("bert", 32), ("gpt2", 16), ("roberta", 64), ("t5", 16), ("vit", 64), ("llama7b", 8)];
+    let offload_recomputes = ["gpt2", "t5", "llama7b"];
     let mut out = Vec::new();
     for (model, g) in global {
         let (cfg_path, data_path) = (dir.join(model).join("config.csv"), dir.join(model).join("data.csv"));
@@ -226,7 +245,14 @@ pub fn rubick_points(dir: &Path) -> Result<Vec<Point>> {
                     nodes: nodes.max(1),
                     gpus_per_node: gpus / nodes.max(1),
                     iter_time_s: d[3] / 1000.0,
-                    plan: Some(Plan { dp: gpus, tp: 1, pp: 1, micro_batches: (per_gpu / mbs).max(1), zero_stage: zero.min(3), checkpointing: false }),
+                    plan: Some(Plan {
+                        dp: gpus,
+                        tp: 1,
+                        pp: 1,
+                        micro_batches: (per_gpu / mbs).max(1),
+                        zero_stage: zero.min(3),
+                        checkpointing: offload && offload_recomputes.contains(&model),
+                    }),
                 },
             });
         }

@@ -187,13 +187,14 @@ fn print_explain(job: &JobSpec, ev: &cellsched_core::estimator::PlanEval, why: O
     let total = t.total().max(1e-12);
     let m = &job.model;
     println!(
-        "\nexplain      {} trained in {:?} precision with {:?}, recompute {:?}, runtime {:?} (gradient sync {} backward)",
+        "\nexplain      {} trained in {:?} precision with {:?}, recompute {:?}, runtime {:?} (gradient sync {} backward){}",
         m.name,
         m.precision,
         m.optimizer,
         m.recompute,
         m.runtime,
-        if m.cost().grad_overlap { "overlaps" } else { "after" }
+        if m.cost().overlaps_grad_sync(ev.plan.zero_stage) { "overlaps" } else { "after" },
+        m.micro_batch.map_or(String::new(), |b| format!(", micro-batch fixed at {b}"))
     );
     println!("time (model, before any measured override; error band +/-{:.0}%):", t.error_band() * 100.0);
     for (name, v) in [

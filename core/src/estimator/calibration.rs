@@ -6,7 +6,13 @@
 //!    the factor that makes it match is `compute / (measured − rest)`. Logs of
 //!    factors are aggregated by median per GPU type, per (family, type) and
 //!    per (model, type); a (model, type) level shrinks toward its family × type
-//!    prior, which shrinks toward type × family-residual.
+//!    prior, which shrinks toward type × family-residual. Variants of one
+//!    network (`<model>+offload`) share its (model, type) level. Where a
+//!    (model, type) has single-GPU points at two or more batch sizes, its
+//!    level and a per-iteration host overhead (the part of the time that
+//!    does not grow with the batch: Python and launch work, data hand-off,
+//!    synchronisation) are fitted together; the overhead stays when data
+//!    parallelism shrinks each GPU's share of the batch.
 //! 2. **Framework constants** (communication scale, per-micro-batch cost) are
 //!    fitted from every multi-GPU point across models, per runtime when it has
 //!    enough points, else globally, minimising the median |log(pred/measured)|;
@@ -53,6 +59,9 @@ pub const MIN_JOB_CONFIGS: usize = 2;
 /// points, keep the scales near the hierarchical model unless the points
 /// need otherwise.
 const JOB_PRIOR_WEIGHT: f64 = 0.02;
+/// A fitted host overhead is kept only if it cuts the median |log error| of
+/// its model's single-GPU points to this fraction of one level's or less.
+const OVERHEAD_MIN_GAIN: f64 = 0.5;
 /// Implied efficiency (fraction of the precision's peak) outside which a
 /// profile is flagged as pointing at a wrong model description.
 pub const PLAUSIBLE_EFFICIENCY: (f64, f64) = (0.10, 0.80);
@@ -125,6 +134,19 @@ pub struct FittedFramework {
     pub median_log_error: f64,
 }
 
+/// A per-iteration host overhead fitted for one (model, GPU type).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FittedOverhead {
+    /// Model (network name).
+    pub model: String,
+    /// GPU type.
+    pub gpu_type: String,
+    /// Seconds per iteration that do not grow with the batch.
+    pub seconds: f64,
+    /// Single-GPU points (batch sizes) used.
+    pub points: usize,
+}
+
 /// One point used for calibration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CalibrationPoint {
@@ -156,6 +178,8 @@ pub struct CalibrationReport {
     pub per_family: Vec<FittedFactor>,
     /// Per (model, GPU type) compute factors.
     pub per_model_type: Vec<FittedFactor>,
+    /// Per (model, GPU type) per-iteration host overheads.
+    pub per_model_overhead: Vec<FittedOverhead>,
     /// Framework constants (multi-GPU points).
     pub framework: Vec<FittedFramework>,
     /// Per-job refits.
@@ -184,6 +208,9 @@ impl fmt::Display for CalibrationReport {
         }
         for t in &self.per_model_type {
             writeln!(f, "  compute  {:<10} {:<22} x{:.3} ({} points)", t.gpu_type, t.model.as_deref().unwrap_or(""), t.factor, t.points)?;
+        }
+        for o in &self.per_model_overhead {
+            writeln!(f, "  overhead {:<10} {:<22} {:.1} ms per iteration ({} single-GPU batch sizes)", o.gpu_type, o.model, o.seconds * 1e3, o.points)?;
         }
         for w in &self.framework {
             let mut who = w.runtime.map_or("all runtimes".to_string(), |r| format!("runtime {r:?}").to_lowercase());
@@ -233,6 +260,8 @@ pub struct Calibration {
     per_family_type: BTreeMap<(String, String), (f64, usize)>,
     /// log factor per (model, type).
     per_model_type: BTreeMap<(String, String), (f64, usize)>,
+    /// Per-iteration host overhead (seconds) per (model, type).
+    per_model_overhead: BTreeMap<(String, String), f64>,
     /// Framework constants per runtime.
     framework_by_runtime: BTreeMap<String, Framework>,
     /// Framework constants per (runtime, GPU type): the cluster's interconnect as measured.
@@ -255,6 +284,17 @@ fn runtime_key(r: Runtime) -> String {
     format!("{r:?}").to_lowercase()
 }
 
+/// The network a model name stands for: `<model>+<variant>` names a way of
+/// training `<model>` (e.g. `+offload`: ZeRO-Offload) with the same layers,
+/// so its compute level is the model's, and its profiles pin it.
+pub(crate) fn network_key(model: &str) -> &str {
+    model.split_once('+').map_or(model, |(m, _)| m)
+}
+
+fn model_type_key(model: &str, gpu_type: &str) -> (String, String) {
+    (network_key(model).to_string(), gpu_type.to_string())
+}
+
 fn shrink(mean: f64, n: usize, prior: f64, prior_points: f64) -> f64 {
     (mean * n as f64 + prior * prior_points) / (n as f64 + prior_points)
 }
@@ -265,14 +305,14 @@ impl Calibration {
         let fam = family_key(family);
         let Some(&(type_log, _)) = self.per_type.get(gpu_type) else {
             // No single-GPU level for this type: only a (model, type) level fitted from multi-GPU points.
-            return self.per_model_type.get(&(model.to_string(), gpu_type.to_string())).map_or(1.0, |v| v.0.exp());
+            return self.per_model_type.get(&model_type_key(model, gpu_type)).map_or(1.0, |v| v.0.exp());
         };
         let prior = type_log + self.per_family.get(&fam).map_or(0.0, |v| v.0);
         let fam_level = match self.per_family_type.get(&(fam, gpu_type.to_string())) {
             Some(&(l, n)) => shrink(l, n, prior, FAMILY_PRIOR_POINTS),
             None => prior,
         };
-        match self.per_model_type.get(&(model.to_string(), gpu_type.to_string())) {
+        match self.per_model_type.get(&model_type_key(model, gpu_type)) {
             Some(&(l, n)) => shrink(l, n, fam_level, MODEL_PRIOR_POINTS).exp(),
             None => fam_level.exp(),
         }
@@ -281,7 +321,7 @@ impl Calibration {
     /// [`Calibration::factor_for`] for a catalog model name (family looked up by the caller when known).
     pub fn factor(&self, model: &str, gpu_type: &str) -> f64 {
         self.per_model_type
-            .get(&(model.to_string(), gpu_type.to_string()))
+            .get(&model_type_key(model, gpu_type))
             .or_else(|| self.per_type.get(gpu_type))
             .map_or(1.0, |v| v.0.exp())
     }
@@ -309,11 +349,23 @@ impl Calibration {
         fw
     }
 
+    /// Per-iteration host overhead fitted for `model` on `gpu_type` (0 when none).
+    pub fn overhead(&self, model: &str, gpu_type: &str) -> f64 {
+        self.per_model_overhead.get(&model_type_key(model, gpu_type)).copied().unwrap_or(0.0)
+    }
+
+    /// `fw` with `model`'s host overhead on `gpu_type` added to its per-iteration cost.
+    fn with_overhead(&self, model: &str, gpu_type: &str, mut fw: Framework) -> Framework {
+        fw.per_iter_s += self.overhead(model, gpu_type);
+        fw
+    }
+
     /// Compute factor and framework constants for `model` on `gpu_type`:
-    /// the hierarchical levels and, when the model has one, its per-job refit.
+    /// the hierarchical levels, the model's host overhead and, when the
+    /// model has one, its per-job refit.
     pub fn job_constants(&self, model: &str, family: ModelFamily, runtime: Runtime, gpu_type: &str) -> (f64, Framework) {
         let mut f = self.factor_for(model, family, gpu_type);
-        let mut fw = self.framework_on(runtime, gpu_type);
+        let mut fw = self.with_overhead(model, gpu_type, self.framework_on(runtime, gpu_type));
         if let Some(&(c, m)) = self.per_job.get(model) {
             f *= c;
             fw.comm_scale *= m;
@@ -329,7 +381,7 @@ impl Calibration {
 
     /// Whether any compute factor applies to `model` on `gpu_type`.
     pub fn has_factor(&self, model: &str, gpu_type: &str) -> bool {
-        self.per_type.contains_key(gpu_type) || self.per_model_type.contains_key(&(model.to_string(), gpu_type.to_string()))
+        self.per_type.contains_key(gpu_type) || self.per_model_type.contains_key(&model_type_key(model, gpu_type))
     }
 
     /// A calibration with one compute factor for a GPU type (tests, what-if studies).
@@ -378,6 +430,9 @@ impl Calibration {
         cal.report.links = fit_links(&comm, base.gpu_catalog());
         cal.links = cal.report.links.iter().map(|l| (l.gpu_type.clone(), l.clone())).collect();
         cal.fit_compute(&singles, policy.per_model);
+        if policy.per_model {
+            cal.fit_overheads(base, &singles);
+        }
         cal.fit_framework(base, &multis);
         // (model, type) pairs seen only on several GPUs: their level from those points.
         let mut only_multi: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
@@ -385,9 +440,9 @@ impl Calibration {
         // too, net of each point's family residual (applied again on lookup).
         let mut type_only_multi: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for p in &multis {
-            let key = (p.job.model.name.clone(), p.gpu.clone());
+            let key = model_type_key(&p.job.model.name, &p.gpu);
             if policy.per_model && !cal.per_model_type.contains_key(&key) {
-                let fw = cal.framework_on(p.job.model.runtime, &p.gpu);
+                let fw = cal.with_overhead(&p.job.model.name, &p.gpu, cal.framework_on(p.job.model.runtime, &p.gpu));
                 if let Ok((_, f)) = p.implied_factor(base, 1.0, &fw) {
                     only_multi.entry(key).or_default().push(f.ln());
                     if !cal.per_type.contains_key(&p.gpu) {
@@ -431,7 +486,12 @@ impl Calibration {
                 continue;
             }
             let base_consts: Vec<(f64, Framework)> =
-                pts.iter().map(|p| (self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), self.framework_on(p.job.model.runtime, &p.gpu))).collect();
+                pts.iter()
+                    .map(|p| {
+                        let fw = self.with_overhead(&p.job.model.name, &p.gpu, self.framework_on(p.job.model.runtime, &p.gpu));
+                        (self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), fw)
+                    })
+                    .collect();
             let errs = |c: f64, m: f64| -> Vec<f64> {
                 pts.iter()
                     .zip(&base_consts)
@@ -480,13 +540,67 @@ impl Calibration {
         }
     }
 
+    /// Per (model, type) with single-GPU points at two or more batch sizes:
+    /// the measured time less the modelled non-compute part, `y`, is fitted
+    /// as `a · compute + x` (least squares on relative error), `compute` the
+    /// datasheet compute; `1/a` replaces the (model, type) level and `x` is
+    /// its per-iteration host overhead. Kept only when `x` is positive, below
+    /// 90% of the fastest point, and the fit's median error is at most
+    /// [`OVERHEAD_MIN_GAIN`] of one level's.
+    fn fit_overheads(&mut self, base: &Estimator, singles: &[(ResolvedPoint, f64)]) {
+        let mut groups: BTreeMap<(String, String), Vec<(u32, f64, f64)>> = BTreeMap::new();
+        for (p, _) in singles {
+            if let Some((compute, rest)) = p.split(base) {
+                groups.entry(model_type_key(&p.job.model.name, &p.gpu)).or_default().push((p.rec.batch, compute, p.rec.iter_time_s - rest));
+            }
+        }
+        for (key, pts) in groups {
+            let mut batches: Vec<u32> = pts.iter().map(|p| p.0).collect();
+            batches.sort_unstable();
+            batches.dedup();
+            if batches.len() < 2 || pts.iter().any(|p| p.1 <= 0.0 || p.2 <= 0.0) {
+                continue;
+            }
+            // Least squares on relative error.
+            let (mut scc, mut sc, mut sw, mut scy, mut sy) = (0.0, 0.0, 0.0, 0.0, 0.0);
+            for &(_, c, y) in &pts {
+                let w = 1.0 / (y * y);
+                (scc, sc, sw, scy, sy) = (scc + w * c * c, sc + w * c, sw + w, scy + w * c * y, sy + w * y);
+            }
+            let det = scc * sw - sc * sc;
+            if det.abs() < 1e-30 {
+                continue;
+            }
+            let a = (scy * sw - sc * sy) / det;
+            let x = (scc * sy - sc * scy) / det;
+            // Kept only where it explains the points clearly better than
+            // one level alone (the median of the points' levels).
+            let a0 = median(&pts.iter().map(|p| p.2 / p.1).collect::<Vec<_>>());
+            let err = |a: f64, x: f64| median(&pts.iter().map(|p| ((a * p.1 + x) / p.2).ln().abs()).collect::<Vec<_>>());
+            if err(a, x) > OVERHEAD_MIN_GAIN * err(a0, 0.0) {
+                continue;
+            }
+            let fastest = pts.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
+            if a <= 0.0 || x <= 0.0 || x >= 0.9 * fastest {
+                continue;
+            }
+            let level = (1.0 / a).clamp(FACTOR_RANGE.0, FACTOR_RANGE.1).ln();
+            self.per_model_type.insert(key.clone(), (level, pts.len()));
+            if let Some(r) = self.report.per_model_type.iter_mut().find(|r| r.gpu_type == key.1 && r.model.as_deref().map(network_key) == Some(key.0.as_str())) {
+                r.factor = level.exp();
+            }
+            self.report.per_model_overhead.push(FittedOverhead { model: key.0.clone(), gpu_type: key.1.clone(), seconds: x, points: pts.len() });
+            self.per_model_overhead.insert(key, x);
+        }
+    }
+
     fn fit_compute(&mut self, singles: &[(ResolvedPoint, f64)], per_model: bool) {
         let mut by_type: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         let mut by_model_type: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         let mut by_family_type: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         for (p, l) in singles {
             by_type.entry(p.gpu.clone()).or_default().push(*l);
-            by_model_type.entry((p.job.model.name.clone(), p.gpu.clone())).or_default().push(*l);
+            by_model_type.entry(model_type_key(&p.job.model.name, &p.gpu)).or_default().push(*l);
             by_family_type.entry((family_key(p.job.model.family), p.gpu.clone())).or_default().push(*l);
         }
         self.per_type = by_type.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
@@ -546,9 +660,10 @@ impl Calibration {
         }
     }
 
-    /// Coordinate search in log space over the intra-node communication scale,
-    /// the network scale (when some points span nodes) and the
-    /// per-micro-batch cost; returns the constants and their median |log error|.
+    /// Coordinate search in log space over the intra-node communication scale
+    /// and the network scale (when some points span nodes), in steps of
+    /// 2^(1/8) from 1/4 to 16, and the per-micro-batch cost; returns the
+    /// constants and their median |log error|.
     fn fit_constants(&self, base: &Estimator, pts: &[&ResolvedPoint]) -> (Framework, f64) {
         // Bounded work (the plugins fit at configuration load): an even
         // subsample of at most MAX_FIT_POINTS points.
@@ -560,7 +675,7 @@ impl Calibration {
                 .iter()
                 .filter_map(|p| {
                     let f = self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu);
-                    p.predict(base, f, &self.with_links(&p.gpu, *fw)).map(|t| (t / p.rec.iter_time_s).ln().abs())
+                    p.predict(base, f, &self.with_overhead(&p.job.model.name, &p.gpu, self.with_links(&p.gpu, *fw))).map(|t| (t / p.rec.iter_time_s).ln().abs())
                 })
                 .collect();
             if errs.is_empty() { f64::INFINITY } else { median(&errs) + 0.1 * errs.iter().sum::<f64>() / errs.len() as f64 }
@@ -568,16 +683,16 @@ impl Calibration {
         let mut best = Framework::default();
         let mut best_loss = loss(&best);
         for _round in 0..2 {
-            for k in -8..=16 {
-                let cand = Framework { comm_scale: 2f64.powf(k as f64 / 4.0), ..best };
+            for k in -16..=32 {
+                let cand = Framework { comm_scale: 2f64.powf(k as f64 / 8.0), ..best };
                 let l = loss(&cand);
                 if l < best_loss {
                     (best, best_loss) = (cand, l);
                 }
             }
             if pts.iter().any(|p| p.rec.nodes > 1) {
-                for k in -8..=16 {
-                    let cand = Framework { net_scale: 2f64.powf(k as f64 / 4.0), ..best };
+                for k in -16..=32 {
+                    let cand = Framework { net_scale: 2f64.powf(k as f64 / 8.0), ..best };
                     let l = loss(&cand);
                     if l < best_loss {
                         (best, best_loss) = (cand, l);
@@ -595,7 +710,8 @@ impl Calibration {
         let errs: Vec<f64> = pts
             .iter()
             .filter_map(|p| {
-                p.predict(base, self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), &self.with_links(&p.gpu, best)).map(|t| (t / p.rec.iter_time_s).ln().abs())
+                let fw = self.with_overhead(&p.job.model.name, &p.gpu, self.with_links(&p.gpu, best));
+                p.predict(base, self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), &fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
             })
             .collect();
         (best, median(&errs))
@@ -650,6 +766,18 @@ impl ResolvedPoint {
         let rest = ev.iter_time_s - compute;
         let left = (self.rec.iter_time_s - rest).max(0.1 * self.rec.iter_time_s);
         Ok((ev.iter_time_s, (f0 * compute / left).clamp(FACTOR_RANGE.0, FACTOR_RANGE.1)))
+    }
+
+    /// The datasheet model's (compute, everything else) seconds for this point.
+    fn split(&self, base: &Estimator) -> Option<(f64, f64)> {
+        let (gpu, placement) = base.setup(&self.job, &self.cell, self.rec.gpus_per_node).ok()?;
+        let cost = self.job.model.cost();
+        let mut cx = base.cell_context(&self.job, gpu, &cost, placement);
+        cx.efficiency_factor = 1.0;
+        cx.framework = Framework::default();
+        let ev = evaluate(&cx, &self.plan)?;
+        let compute = ev.time.compute_s - ev.time.launch_bound_s + ev.time.bubble_s;
+        Some((compute, ev.iter_time_s - compute))
     }
 
     /// Flags a single-GPU profile whose implied model-FLOPs efficiency is implausible.
@@ -747,6 +875,44 @@ mod tests {
         assert!((spearman(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]).unwrap() - 1.0).abs() < 1e-12);
         assert!((spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]).unwrap() + 1.0).abs() < 1e-12);
         assert_eq!(spearman(&[1.0, 1.0], &[1.0, 2.0]), None);
+    }
+
+    /// Single-GPU points at several batch sizes generated with a 50 ms
+    /// per-iteration overhead give it back beside the compute level; the
+    /// overhead then stays in a data-parallel Cell's prediction.
+    #[test]
+    fn host_overhead_is_fitted_from_batch_sizes() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let mut truth = Calibration::default().with_type_factor("v100", 0.6);
+        truth.framework_global = Some(Framework { per_iter_s: Framework::default().per_iter_s + 0.05, ..Framework::default() });
+        let slow = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(truth.clone());
+        let m = ModelCatalog::builtin().resolve("gpt__125M").unwrap();
+        let plan = |_: u32| Plan { dp: 1, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: true };
+        let recs: Vec<ProfileRecord> = [2u32, 4, 8, 16]
+            .iter()
+            .map(|&b| {
+                let job = JobSpec { model: m.clone(), global_batch: b };
+                rec("gpt__125M", b, 1, 1, slow.estimate_plan(&job, &Cell::new("v100", 1, 1).unwrap(), 8, &plan(b)).unwrap().iter_time_s, plan(b))
+            })
+            .collect();
+        let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
+        assert!((cal.overhead("gpt__125M", "v100") - 0.05).abs() < 0.005, "{}", cal.report);
+        assert!((cal.factor_for("gpt__125M", ModelFamily::Gpt, "v100") - 0.6).abs() < 0.05, "{}", cal.report);
+        assert!(cal.report.to_string().contains("50.0 ms per iteration"), "{}", cal.report);
+        assert_eq!(cal.overhead("gpt__350M", "v100"), 0.0);
+        // One batch size: no overhead.
+        assert_eq!(Calibration::fit(&base, &recs[..1], &CalibrationPolicy::default()).overhead("gpt__125M", "v100"), 0.0);
+    }
+
+    /// A variant (`<model>+offload`) shares its network's (model, type) level.
+    #[test]
+    fn variants_share_their_networks_compute_level() {
+        assert_eq!((network_key("bert_large+rubick+offload"), network_key("bert_large")), ("bert_large", "bert_large"));
+        let mut cal = Calibration::default().with_type_factor("a800", 1.0);
+        cal.per_model_type.insert(model_type_key("bert_large+offload", "a800"), (0.5f64.ln(), 4));
+        let (a, b) = (cal.factor_for("bert_large", ModelFamily::Bert, "a800"), cal.factor_for("bert_large+offload", ModelFamily::Bert, "a800"));
+        assert!(a < 0.6 && (a - b).abs() < 1e-12, "{a} {b}");
+        assert!(cal.has_factor("bert_large+x", "h100") == cal.has_factor("bert_large", "h100"));
     }
 
     fn rec(model: &str, batch: u32, gpus: u32, nodes: u32, t: f64, plan: Plan) -> ProfileRecord {

@@ -18,7 +18,7 @@ mod topology;
 pub use assemble::{Assembled, EstimatorSources};
 pub use calibration::{
     median, quantile, spearman, Calibration, CalibrationPoint, CalibrationPolicy, CalibrationReport, FittedFactor,
-    FittedFramework, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
+    FittedFramework, FittedOverhead, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
 };
 pub use comm::{fit_links, Collective, CommPoint, MeasuredLinks, COMM_MODEL_PREFIX};
 pub use plan_cost::{Framework, MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
@@ -270,12 +270,14 @@ impl Estimator {
         let fitted_compute = self.calibration.has_factor(&job.model.name, &gpu.name);
         let fitted_framework = self.calibration.report.framework.iter().any(|w| w.runtime.map_or(true, |r| r == job.model.runtime));
         let refit = self.calibration.has_job_refit(&job.model.name);
+        let overhead = self.calibration.overhead(&job.model.name, &gpu.name);
         let (factor, framework) = self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name);
         let sources = vec![
             ("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" }),
             ("compute efficiency", if fitted_compute { "fitted (single-GPU profiles: model > family > type)" } else { "default (datasheet peak x GEMM/roofline model)" }),
             ("communication alpha-beta", if fitted_framework { "fitted scale (multi-GPU profiles) over derated defaults" } else { "default (derated datasheet links)" }),
             ("per-micro-batch / per-iteration costs", if fitted_framework { "fitted (multi-GPU profiles)" } else { "default" }),
+            ("host overhead per iteration", if overhead > 0.0 { "fitted (this model's single-GPU profiles at several batch sizes; in the per-iteration cost)" } else { "none (no single-GPU profiles at two batch sizes)" }),
             ("per-job refit", if refit { "fitted (this model's own measured configurations: compute and communication multipliers)" } else { "none (fewer than 2 measured configurations of this model)" }),
             ("memory", "model (states by precision/optimizer, activations, logits, step temporaries, fragmentation)"),
         ];

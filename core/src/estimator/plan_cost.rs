@@ -7,7 +7,7 @@
 use super::topology::{p2p_s, Group, LinkScale, Placement};
 use crate::cell::Plan;
 use crate::gpu::GpuSpec;
-use crate::model::{ModelCost, Precision, Runtime};
+use crate::model::{ModelCost, Optimizer, Precision, Runtime};
 use serde::Serialize;
 
 /// Memory reserved per GPU for the CUDA context, allocator slack and workspaces.
@@ -49,9 +49,10 @@ const BACKWARD_OVERLAP: f64 = 0.3;
 const OPT_BW_EFFICIENCY: f64 = 0.8;
 /// Parameter tensors per layer (weights, biases, norms) the optimizer visits.
 const OPT_TENSORS_PER_LAYER: f64 = 16.0;
-/// Launch cost per parameter tensor per step (~6 kernels × 5 µs; XLA fuses them).
-fn opt_launch_per_tensor_s(r: Runtime) -> f64 {
-    if r == Runtime::Alpa { 5e-6 } else { 30e-6 }
+/// Launch cost per parameter tensor per step: an eager step dispatches the
+/// optimizer's kernels one by one (~7 µs each, host-bound); XLA fuses them.
+fn opt_launch_per_tensor_s(r: Runtime, o: Optimizer) -> f64 {
+    if r == Runtime::Alpa { 5e-6 } else { 7e-6 * o.step_kernels_per_tensor() }
 }
 
 /// Run-to-run variation (coefficient of variation) of one rank's compute in
@@ -88,8 +89,14 @@ const HOST_THREAD_BW: f64 = 10e9;
 /// Host memory bandwidth of one server, shared by its ranks' CPU steps
 /// (two-socket DDR4/DDR5, achievable streaming rate).
 const HOST_NODE_BW: f64 = 100e9;
-/// Effective host↔GPU PCIe rate per GPU (Gen4 x16 at ~50%, switches shared by two GPUs).
-const HOST_LINK_BW: f64 = 12e9;
+/// Host↔GPU rate of pinned copies through one PCIe switch port (Gen4 x16).
+const HOST_LINK_BW: f64 = 24e9;
+/// GPUs of a server behind one host PCIe switch port once the server is
+/// full (8-GPU servers: four switches, two GPUs each); fewer ranks on a
+/// node spread over the switches and do not share.
+const GPUS_PER_HOST_SWITCH: f64 = 2.0;
+/// PCIe switches of a full server.
+const HOST_SWITCHES: f64 = 4.0;
 
 /// Framework constants shared by every model: fitted from the multi-GPU
 /// points of the profile DB (see `calibration`), else these defaults.
@@ -320,8 +327,12 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let gemm = (c.gemm_flops_per_sample + c.dispatch_flops_per_sample / DISPATCH_EFFICIENCY) * mbs * passes * share / (peak * eff);
     let attention = c.attn_flops_per_sample * mbs * passes * share / (peak * eff * ATTENTION_EFFICIENCY);
     let bw = g.mem_bw_gbs * 1e9;
-    let mem_bound = c.mem_bytes_per_sample * mbs * passes * share / (bw * MEM_BW_EFFICIENCY);
-    let roofline_floor = (c.fwd_flops_per_sample * passes / peak + c.mem_bytes_per_sample * passes / bw) * mbs * share;
+    // Memory-bound traffic: the part on the unsplit hidden state (norms,
+    // residuals, dropouts) runs in full on every tensor-parallel rank.
+    let rep = c.mem_bytes_replicated_per_sample.min(c.mem_bytes_per_sample);
+    let mem_rank = (c.mem_bytes_per_sample - rep) * share + rep * share * tp;
+    let mem_bound = mem_rank * mbs * passes / (bw * MEM_BW_EFFICIENCY);
+    let roofline_floor = (c.fwd_flops_per_sample * passes * share / peak + mem_rank * passes / bw) * mbs;
     let work = ((gemm + attention + mem_bound) / cx.efficiency_factor).max(roofline_floor);
     let launch = c.kernels_per_layer * layers_stage * passes * launch_floor_s(c.runtime);
     let t_compute_mb = work.max(launch);
@@ -374,7 +385,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     }
     let dp_exposed = if plan.dp <= 1 {
         0.0
-    } else if c.grad_overlap {
+    } else if c.overlaps_grad_sync(z) {
         let window = t_compute_mb * 2.0 / 3.0 * BACKWARD_OVERLAP + if z >= 2 { (m - 1.0) * t_compute_mb } else { 0.0 };
         (dp_comm - window).max(MIN_EXPOSED_DP * dp_comm)
     } else {
@@ -395,13 +406,19 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         };
     let optimizer_s = if c.offload {
         // On the CPU: fp32 masters, gradients and states streamed by the
-        // rank's threads, all ranks of a node sharing its memory bandwidth;
-        // gradients go down and half (or fp32) weights come back over PCIe.
+        // rank's threads, all ranks of a node sharing its memory bandwidth.
         let host_bytes = opt_params * (4.0 + 2.0 * (4.0 + opt_state));
-        let cpu = (host_bytes / (OFFLOAD_THREADS * HOST_THREAD_BW)).max(host_bytes * p.per_node as f64 / HOST_NODE_BW);
-        cpu + opt_params * (gb.min(4.0) + wb.min(4.0)) / HOST_LINK_BW
+        // Both the rank's threads and the node's memory bandwidth bound the
+        // step; near saturation they compound (queueing on the memory
+        // controllers), so the time is the 2-norm of the two bounds.
+        let cpu = (host_bytes / (OFFLOAD_THREADS * HOST_THREAD_BW)).hypot(host_bytes * p.per_node as f64 / HOST_NODE_BW);
+        // Gradients stream to the host during backward, bucket by bucket
+        // (off the critical path); the updated weights come back after the
+        // step, through a switch port the rank shares once the node is full.
+        let sharing = (p.per_node as f64 / HOST_SWITCHES).ceil().clamp(1.0, GPUS_PER_HOST_SWITCH);
+        cpu + opt_params * wb.min(4.0) * sharing / HOST_LINK_BW
     } else {
-        opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY) + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime)
+        opt_params * step_bytes / (bw * OPT_BW_EFFICIENCY) + layers_stage * OPT_TENSORS_PER_LAYER * opt_launch_per_tensor_s(c.runtime, c.optimizer)
     };
 
     // Synchronous ranks wait for the slowest: the expected maximum of the

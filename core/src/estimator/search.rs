@@ -42,6 +42,16 @@ fn micro_batch_counts(per_replica: u32, pp: u32) -> Vec<u32> {
     pick
 }
 
+/// Micro-batch counts to try: the one that gives the training script's fixed
+/// micro-batch size (at most the replica's samples) when there is one and it
+/// divides them, else [`micro_batch_counts`].
+fn fixed_or_all_counts(per_replica: u32, pp: u32, fixed: Option<u32>) -> Vec<u32> {
+    match fixed.map(|f| f.clamp(1, per_replica.max(1))) {
+        Some(f) if per_replica % f == 0 => vec![per_replica / f],
+        _ => micro_batch_counts(per_replica, pp),
+    }
+}
+
 /// The fastest plan that fits; `Err` explains why none does.
 pub(crate) fn best_plan(cx: &CellContext<'_>, cell: &Cell) -> Result<PlanEval, String> {
     let cost = cx.cost;
@@ -58,7 +68,7 @@ pub(crate) fn best_plan(cx: &CellContext<'_>, cell: &Cell) -> Result<PlanEval, S
         if per_stage % tp == 0 && tp <= cost.max_tp.max(1) && (tp == 1 || tp <= node) {
             let dp = per_stage / tp;
             if cx.global_batch % dp == 0 {
-                for m in micro_batch_counts(cx.global_batch / dp, cell.stages) {
+                for m in fixed_or_all_counts(cx.global_batch / dp, cell.stages, cost.micro_batch) {
                     any_divisible = true;
                     let zeros: &[u8] = if dp > 1 { &[0, 1, 2, 3] } else { &[0] };
                     let ckpts: &[bool] = match cost.recompute {

@@ -7,10 +7,18 @@ use crate::gpu::{GpuSpec, Link};
 /// Fraction of link bandwidth a ring collective achieves (NCCL bus bandwidth
 /// over link bandwidth: protocol overhead, chunking, kernel contention).
 const COLLECTIVE_EFFICIENCY: f64 = 0.75;
-/// Fraction of the catalog's per-node network rate a cross-node ring reaches
-/// when unmeasured (derated default: NCCL over sockets/untuned RDMA, shared
-/// switches; `cellsched profile comm` measures it).
+/// Fraction of a declared per-node network rate a cross-node ring reaches
+/// (derated default: untuned RDMA, shared switches; `cellsched profile comm`
+/// measures it).
 const INTER_NODE_EFFICIENCY: f64 = 0.5;
+/// Fraction of an undeclared (Ethernet) link NCCL's socket transport reaches
+/// while the host keeps up: TCP goodput on a slow link.
+const SOCKET_LINK_EFFICIENCY: f64 = 0.9;
+/// What NCCL's socket transport moves per node (bytes/s) with its default
+/// threads and sockets: past ~12 Gb/s the copies through host memory and
+/// the socket threads, not the link, set the rate (NCCL over 25 Gb/s
+/// Ethernet reaches about half the link).
+const SOCKET_HOST_CAP: f64 = 1.5e9;
 /// Nominal per-node network rate (GB/s) assumed when the cluster's network
 /// is neither declared nor measured: 25 Gb/s Ethernet. The catalog's
 /// `inter_node_gbs` is the typical fabric of the type's HPC servers
@@ -54,6 +62,30 @@ pub(crate) fn intra_ring_bw(gpu: &GpuSpec, q: f64) -> f64 {
 pub(crate) fn network_bw(gpu: &GpuSpec) -> f64 {
     let gbs = if gpu.network_declared { gpu.inter_node_gbs } else { gpu.inter_node_gbs.min(UNMEASURED_NET_GBS) };
     gbs * 1e9
+}
+
+/// Per-node network rate (bytes/s) a cross-node collective achieves: a
+/// declared network at [`INTER_NODE_EFFICIENCY`] of its rate; an undeclared
+/// one is taken as Ethernet under NCCL's socket transport, which fills a
+/// slow link ([`SOCKET_LINK_EFFICIENCY`]) but is capped by the host
+/// ([`SOCKET_HOST_CAP`]) on a fast one.
+pub(crate) fn achieved_network_bw(gpu: &GpuSpec) -> f64 {
+    let nominal = network_bw(gpu);
+    if gpu.network_declared {
+        nominal * INTER_NODE_EFFICIENCY
+    } else {
+        (nominal * SOCKET_LINK_EFFICIENCY).min(SOCKET_HOST_CAP)
+    }
+}
+
+/// Run-to-run variation (coefficient of variation) of one network link's
+/// throughput: shared switches, other tenants, TCP congestion control.
+const LINK_CV: f64 = 0.1;
+
+/// A ring across `n` nodes moves in lockstep: every step waits for its
+/// slowest link, so its time is that of the expected slowest of the n links.
+fn slowest_link(n: f64) -> f64 {
+    1.0 + LINK_CV * super::plan_cost::expected_max_normal(n)
 }
 
 /// Multipliers on the α–β times of the two kinds of link, fitted from
@@ -124,10 +156,10 @@ impl Group {
         }
         let q = (self.size / self.nodes).max(1) as f64;
         let intra = intra_ring_bw(gpu, q);
-        let inter = network_bw(gpu) * INTER_NODE_EFFICIENCY;
+        let inter = achieved_network_bw(gpu);
         let n = self.nodes as f64;
         let intra_s = if q > 1.0 { 2.0 * (q - 1.0) / q * bytes / intra } else { 0.0 };
-        let inter_s = if n > 1.0 { 2.0 * (n - 1.0) / n * bytes * self.sharing as f64 / inter } else { 0.0 };
+        let inter_s = if n > 1.0 { 2.0 * (n - 1.0) / n * bytes * self.sharing as f64 / inter * slowest_link(n) } else { 0.0 };
         let intra_lat = 2.0 * (q - 1.0) * ALPHA_INTRA_S + ALPHA_INTRA_S;
         let inter_lat = 2.0 * (n - 1.0) * ALPHA_INTER_S;
         (intra_s + intra_lat) * k.intra + (inter_s + inter_lat) * k.net
@@ -154,7 +186,7 @@ impl Group {
         let n = self.nodes as f64;
         let intra_s = if q > 1.0 { (q - 1.0) / (q * n) * bytes / intra_ring_bw(gpu, q) + ALPHA_INTRA_S } else { 0.0 };
         let inter_s = if n > 1.0 {
-            (n - 1.0) / n * bytes * q * self.sharing as f64 / (network_bw(gpu) * INTER_NODE_EFFICIENCY) + ALPHA_INTER_S
+            (n - 1.0) / n * bytes * q * self.sharing as f64 / achieved_network_bw(gpu) + ALPHA_INTER_S
         } else {
             0.0
         };
@@ -168,7 +200,7 @@ pub(crate) fn p2p_s(bytes: f64, cross_node: bool, gpu: &GpuSpec, sharing: u32, k
         return 0.0;
     }
     if cross_node {
-        (bytes / (network_bw(gpu) * INTER_NODE_EFFICIENCY / sharing.max(1) as f64) + ALPHA_INTER_S) * k.net
+        (bytes * sharing.max(1) as f64 / achieved_network_bw(gpu) + ALPHA_INTER_S) * k.net
     } else {
         (bytes / intra_ring_bw(gpu, 2.0) + ALPHA_INTRA_S) * k.intra
     }
@@ -212,6 +244,34 @@ mod tests {
         let (a2a, ag) = (across.all_to_all_s(b, &a100, ONE), across.all_gather_s(b, &a100, ONE));
         assert!(a2a > 6.0 * ag, "{a2a} vs {ag}");
         assert_eq!(Group::new(1, 1, Placement::pack(1, 8).unwrap()).all_to_all_s(b, &a100, ONE), 0.0);
+    }
+
+    /// A ring across more nodes waits for the slowest of more links: its
+    /// network time per byte grows with the node count (none on one node).
+    #[test]
+    fn rings_across_more_nodes_wait_for_a_slower_link() {
+        assert_eq!(slowest_link(1.0), 1.0);
+        assert!(slowest_link(2.0) > 1.0 && slowest_link(8.0) > slowest_link(2.0) && slowest_link(8.0) < 1.0 + 3.0 * LINK_CV);
+        let v100 = GpuCatalog::builtin().get("v100").unwrap().clone();
+        let per_byte = |n: u32| {
+            let g = Group::new(n, 1, Placement::pack(n, 1).unwrap());
+            g.all_reduce_s(1e9, &v100, ONE) / (2.0 * (n as f64 - 1.0) / n as f64)
+        };
+        assert!(per_byte(8) > 1.05 * per_byte(2), "{} vs {}", per_byte(8), per_byte(2));
+    }
+
+    /// Undeclared Ethernet under NCCL's sockets: a 10 Gb/s link is nearly
+    /// filled, a faster one is capped by the host; a declared network keeps
+    /// its derated rate.
+    #[test]
+    fn socket_transport_fills_slow_links_and_caps_fast_ones() {
+        let cat = GpuCatalog::builtin();
+        let (k80, a100) = (cat.get("k80").unwrap(), cat.get("a100").unwrap());
+        assert!((achieved_network_bw(k80) - 0.9 * k80.inter_node_gbs * 1e9).abs() < 1.0);
+        assert_eq!(achieved_network_bw(a100), SOCKET_HOST_CAP);
+        assert!(achieved_network_bw(a100) < 0.5 * network_bw(a100));
+        let ib = GpuCatalog::with_overrides_toml("[gpu.a100]\ninter_node_gbs = 25\n").unwrap().get("a100").unwrap().clone();
+        assert_eq!(achieved_network_bw(&ib), 25e9 * INTER_NODE_EFFICIENCY);
     }
 
     #[test]
