@@ -233,7 +233,7 @@ pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Con
             waited_s: 0.0,
             rem_plan_s: planned_iters(c.iter_time_s) as f64 * c.iter_time_s,
         };
-        let correct = placement::corrects_wait(false, f.cell.gpus, f.iter_time_s, c.cell.gpus, c.iter_time_s);
+        let correct = placement::corrects_wait(false, f.cell.gpus, f.iter_time_s, c.cell.gpus, c.iter_time_s, true);
         let rem_here = wait.rem_plan_s * f.iter_time_s / c.iter_time_s;
         if f.iter_time_s <= c.iter_time_s * cfg.placement.replan_max_slowdown && wait.slower_cell_finishes_first(0.0, rem_here, correct) {
             why = format!(

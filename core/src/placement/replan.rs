@@ -214,6 +214,8 @@ pub fn plan_moves_cached<J: ReplanJob>(
 ) -> Vec<Move> {
     let mut pool = Pool::new(nodes, cfg);
     let mut moves = Vec::new();
+    // GPU types that a job earlier in the order waits for (it neither starts nor moves).
+    let mut waited_for: Vec<&str> = Vec::new();
     for jw in jobs {
         let j = jw.job();
         let d = &j.decision;
@@ -221,49 +223,73 @@ pub fn plan_moves_cached<J: ReplanJob>(
         if pool.reserve(&d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
             continue; // its Cell can start now
         }
-        let all = pool.ranked_for(j, est, ranks);
-        // Only Cells within the slowdown bound of its first plan are candidates (as in the simulator).
-        let plan_iter_s = j.plan_iter_s.map_or(d.iter_s, |p| p.min(d.iter_s));
-        let limit = plan_iter_s * cfg.replan_max_slowdown * (1.0 + 1e-9);
-        let mut ranked: Vec<Estimate> = all.iter().filter(|e| e.iter_time_s <= limit).cloned().collect();
-        if let Some((iters, left_s)) = j.deadline_work {
-            let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
-            ranked.retain(|e| work.met_by(e.iter_time_s));
-        }
-        let Some(best) = super::choose_ranked(&ranked, cfg, j.fixed_gpus).map(|i| ranked[i].clone()) else {
+        let Some(mv) = plan_move(j, jw.plan_wait(), &mut pool, &waited_for, cfg, declared, est, ranks, now_s) else {
+            if !waited_for.contains(&d.cell.gpu_type.as_str()) {
+                waited_for.push(&d.cell.gpu_type);
+            }
             continue;
         };
-        if best.cell == d.cell {
-            continue;
-        }
-        if best.iter_time_s > d.iter_s * (1.0 + 1e-9) && cfg.replan_wait_test {
-            if let Some(w) = jw.plan_wait() {
-                // Slower than its Cell: only if that beats waiting for it. A
-                // deadline job counts as urgent (nothing passes it, so its
-                // forecast needs no waited-time correction).
-                let correct = corrects_wait(j.deadline_work.is_some(), best.cell.gpus, best.iter_time_s, d.cell.gpus, d.iter_s);
-                let rem_here = w.rem_plan_s * best.iter_time_s / d.iter_s;
-                if !w.slower_cell_finishes_first(now_s, rem_here, correct) {
-                    continue;
-                }
-            }
-        }
-        if !pool.reserve(&best.cell.gpu_type, best.nodes, best.gpus_per_node) {
-            continue;
-        }
-        let user = request::without_type_feature(j.features.as_deref(), &d.cell.gpu_type);
-        moves.push(Move {
-            id: j.id,
-            from: d.clone(),
-            features: request::with_type_feature(user.as_deref(), &best.cell.gpu_type),
-            gres: format!("gpu:{}", best.gpus_per_node),
-            tags: j.tags.clone(),
-            time_limit_min: j.limited_iters.and_then(|n| crate::declared::time_bound_min(n, best.iter_time_s, declared)),
-            plan_iter_s,
-            to: best,
-        });
+        moves.push(mv);
     }
     moves
+}
+
+/// The move of pending job `j`, whose Cell cannot start on `pool`, if any
+/// (its GPUs then set aside in `pool`); `waited_for`: the GPU types jobs
+/// earlier in the order wait for.
+#[allow(clippy::too_many_arguments)]
+fn plan_move(
+    j: &PendingDl,
+    wait: Option<PlanWait>,
+    pool: &mut Pool<'_>,
+    waited_for: &[&str],
+    cfg: &PlacementConfig,
+    declared: &DeclaredConfig,
+    est: &Estimator,
+    ranks: Option<&RankCache>,
+    now_s: f64,
+) -> Option<Move> {
+    let d = &j.decision;
+    let all = pool.ranked_for(j, est, ranks);
+    // Only Cells within the slowdown bound of its first plan are candidates (as in the simulator).
+    let plan_iter_s = j.plan_iter_s.map_or(d.iter_s, |p| p.min(d.iter_s));
+    let limit = plan_iter_s * cfg.replan_max_slowdown * (1.0 + 1e-9);
+    let mut ranked: Vec<Estimate> = all.iter().filter(|e| e.iter_time_s <= limit).cloned().collect();
+    if let Some((iters, left_s)) = j.deadline_work {
+        let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
+        ranked.retain(|e| work.met_by(e.iter_time_s));
+    }
+    let best = super::choose_ranked(&ranked, cfg, j.fixed_gpus).map(|i| ranked[i].clone())?;
+    if best.cell == d.cell {
+        return None;
+    }
+    if best.iter_time_s > d.iter_s * (1.0 + 1e-9) && cfg.replan_wait_test {
+        if let Some(w) = wait {
+            // Slower than its Cell: only if that beats waiting for it. A
+            // deadline job counts as urgent (nothing passes it, so its
+            // forecast needs no waited-time correction).
+            let contended = waited_for.contains(&best.cell.gpu_type.as_str());
+            let correct = corrects_wait(j.deadline_work.is_some(), best.cell.gpus, best.iter_time_s, d.cell.gpus, d.iter_s, contended);
+            let rem_here = w.rem_plan_s * best.iter_time_s / d.iter_s;
+            if !w.slower_cell_finishes_first(now_s, rem_here, correct) {
+                return None;
+            }
+        }
+    }
+    if !pool.reserve(&best.cell.gpu_type, best.nodes, best.gpus_per_node) {
+        return None;
+    }
+    let user = request::without_type_feature(j.features.as_deref(), &d.cell.gpu_type);
+    Some(Move {
+        id: j.id,
+        from: d.clone(),
+        features: request::with_type_feature(user.as_deref(), &best.cell.gpu_type),
+        gres: format!("gpu:{}", best.gpus_per_node),
+        tags: j.tags.clone(),
+        time_limit_min: j.limited_iters.and_then(|n| crate::declared::time_bound_min(n, best.iter_time_s, declared)),
+        plan_iter_s,
+        to: best,
+    })
 }
 
 #[cfg(test)]
@@ -427,9 +453,29 @@ mod tests {
         // With the wait test off, it moves either way.
         let off = PlacementConfig { replan_wait_test: false, ..cfg.clone() };
         assert!(moved(wait(0.5 * loss, 0.0), &off));
-        // Having waited longer than the loss counts only where the slower Cell uses no more GPU-time.
-        let cheap = crate::placement::uses_no_more_gpu_time(to.cell.gpus, to.iter_time_s, d.cell.gpus, d.iter_s);
-        assert_eq!(moved(wait(0.0, 1.5 * loss), &cfg), cheap);
+        // Having waited longer than the loss counts where nobody ahead waits
+        // for the slower Cell's type (here nobody is ahead)...
+        assert!(moved(wait(0.0, 1.5 * loss), &cfg));
+        assert!(!moved(wait(0.0, 0.5 * loss), &cfg));
+        // ... and otherwise only where the slower Cell uses no more GPU-time.
+        // A job ahead that needs 16 v100s waits for v100 (one node of it free):
+        // a move of this job to that node is taken when it has waited longer
+        // than its loss only if it uses no more GPU-time than its plan.
+        let one_v100: Vec<NodeGpus> = cluster(&[("a100-1", 4), ("a100-2", 4), ("v100-2", 8)]);
+        let v100s = PlacementConfig { allowed_gpu_types: vec!["v100".into()], ..Default::default() };
+        let sixteen = e.rank_cells(&spec(), &offers(&cluster(&[]), &v100s, false), 16).into_iter().find(|x| x.cell.gpus == 16).expect("a 16-GPU v100 Cell");
+        let ahead = PendingDl { id: 6, decision: sixteen.to_decision(), fixed_gpus: Some(16), ..job.clone() };
+        let alone = plan_moves_cached(&[(&job, Some(wait(0.0, 1e9)))], &one_v100, &cfg, &dc, &e, None, 0.0);
+        let to1 = alone.first().map(|m| m.to.clone()).expect("precondition: the free v100 node takes the job");
+        let loss1 = 1000.0 * (to1.iter_time_s - d.iter_s);
+        let cheap = crate::placement::uses_no_more_gpu_time(to1.cell.gpus, to1.iter_time_s, d.cell.gpus, d.iter_s);
+        assert!(!cheap, "the scenario must make the slower Cell cost more GPU-time: {to1:?}");
+        let both = [(&ahead, None), (&job, Some(wait(0.0, 1.5 * loss1)))];
+        let m = plan_moves_cached(&both, &one_v100, &cfg, &dc, &e, None, 0.0);
+        assert!(m.iter().all(|mv| mv.id != 6), "the job ahead waits: {m:?}");
+        assert_eq!(m.iter().any(|mv| mv.id == 7), cheap, "{m:?}");
+        // Alone (nobody ahead waits for v100) it moves.
+        assert!(!plan_moves_cached(&[(&job, Some(wait(0.0, 1.5 * loss1)))], &one_v100, &cfg, &dc, &e, None, 0.0).is_empty());
     }
 
     #[test]

@@ -72,9 +72,11 @@ pub fn uses_no_more_gpu_time(gpus: u32, iter_s: f64, plan_gpus: u32, plan_iter_s
 }
 
 /// Whether the waited-time correction applies to a job: not urgent, and
-/// the slower Cell uses no more GPU-time than the plan.
-pub fn corrects_wait(urgent: bool, gpus: u32, iter_s: f64, plan_gpus: u32, plan_iter_s: f64) -> bool {
-    !urgent && uses_no_more_gpu_time(gpus, iter_s, plan_gpus, plan_iter_s)
+/// the slower Cell uses no more GPU-time than the plan or nobody ahead of
+/// the job waits for its GPU type (`contended` false: the extra GPU-time
+/// is taken from no one).
+pub fn corrects_wait(urgent: bool, gpus: u32, iter_s: f64, plan_gpus: u32, plan_iter_s: f64, contended: bool) -> bool {
+    !urgent && (!contended || uses_no_more_gpu_time(gpus, iter_s, plan_gpus, plan_iter_s))
 }
 
 #[cfg(test)]
@@ -110,8 +112,10 @@ mod tests {
         assert!(uses_no_more_gpu_time(4, 1.5, 8, 1.0));
         // 8 slower GPUs at 2 s vs 8 at 1 s: twice the GPU-time.
         assert!(!uses_no_more_gpu_time(8, 2.0, 8, 1.0));
-        assert!(corrects_wait(false, 4, 1.5, 8, 1.0));
-        assert!(!corrects_wait(true, 4, 1.5, 8, 1.0));
-        assert!(!corrects_wait(false, 8, 2.0, 8, 1.0));
+        assert!(corrects_wait(false, 4, 1.5, 8, 1.0, true));
+        assert!(!corrects_wait(true, 4, 1.5, 8, 1.0, false));
+        assert!(!corrects_wait(false, 8, 2.0, 8, 1.0, true));
+        // Nobody waits for the slower Cell's type: its extra GPU-time costs no one.
+        assert!(corrects_wait(false, 8, 2.0, 8, 1.0, false));
     }
 }

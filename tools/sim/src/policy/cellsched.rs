@@ -518,9 +518,11 @@ impl CellschedPolicy {
     /// free Cell is acceptable for the job's whole class (not just this job).
     /// `queue_wait_s` is the extra wait for the planned Cell caused by the
     /// work queued ahead of the job on its type ([`Backlog::wait_s`]).
+    /// `queued_on`: per GPU type, the work of the jobs earlier in the pass
+    /// that wait for it ([`Backlog`]); none: a slower Cell there takes GPU-time from no one.
     /// `urgent`: the job is in the urgent band (see [`wait`]).
     #[allow(clippy::too_many_arguments)]
-    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, urgent: bool, no_cell: &mut bool) -> Option<(Shape, f64)> {
+    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, queued_on: &[f64], urgent: bool, no_cell: &mut bool) -> Option<(Shape, f64)> {
         let held = view.held;
         let plan = &self.plan(i).ideal;
         // A job pinned to its request is handled like a stock one here
@@ -577,7 +579,9 @@ impl CellschedPolicy {
                 // queue ahead understates its wait: one that has waited long
                 // expects to wait as long again (core::placement::wait).
                 let (plan_gpus, plan_iter) = (self.plan(i).ideal.gpus, self.plan(i).ideal.iter_s);
-                let correct = placement::corrects_wait(urgent, s.gpus(), it, plan_gpus, plan_iter);
+                // Contended: a job earlier in this pass waits for the slower Cell's type.
+                let contended = queued_on.get(sim.cluster().groups[s.group].type_idx).is_some_and(|g| *g > 0.0);
+                let correct = placement::corrects_wait(urgent, s.gpus(), it, plan_gpus, plan_iter, contended);
                 let waited = sim.now() - sim.job(i).spec.submission_time;
                 let pw = placement::PlanWait { plan_free_at_s: plan_free_at, queue_ahead_s: queue_wait_s, waited_s: waited, rem_plan_s: rem_plan };
                 let queue_wait_s = placement::expected_queue_wait_s(queue_wait_s, waited, correct);
@@ -819,7 +823,7 @@ impl Policy for CellschedPolicy {
                 }
                 let queue_wait = backlog.wait_s(plan_t);
                 let mut no_cell = false;
-                let mut chosen = self.choose(sim, i, View { held: &held, slot: 0 }, &mut ft, queue_wait, aged, &mut no_cell);
+                let mut chosen = self.choose(sim, i, View { held: &held, slot: 0 }, &mut ft, queue_wait, &backlog.gpu_s, aged, &mut no_cell);
                 if no_cell && replanning {
                     self.no_cell_epoch[class] = self.epoch;
                 }
@@ -835,7 +839,7 @@ impl Policy for CellschedPolicy {
                             *extra -= shape.gpus() as u64;
                         } else {
                             let mut unused = false;
-                            chosen = self.choose(sim, i, View { held: &reserved, slot: 1 }, &mut ft, queue_wait, aged, &mut unused);
+                            chosen = self.choose(sim, i, View { held: &reserved, slot: 1 }, &mut ft, queue_wait, &backlog.gpu_s, aged, &mut unused);
                         }
                     }
                 }
