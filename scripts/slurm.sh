@@ -22,7 +22,9 @@
 #
 # Env:  CELLSCHED_SRC_ROOT       configured source trees, <root>/slurm-RELEASE (default /opt/cellsched/src;
 #                                made by scripts/install-deps.sh)
-#       CARGO_TARGET_DIR         check's build dir (default target-RELEASE, kept apart from the normal build)
+#       CELLSCHED_CHECK_TARGET_DIR  check's build dir (default target-RELEASE, kept apart from the normal
+#                                build; a CARGO_TARGET_DIR in the environment is not used for it, so a
+#                                check never overwrites the plugins the normal build made)
 #       CHECK_TESTS=0            check: skip the unit tests
 #       CELLSCHED_SLURM_PREFIX   build/live: install prefix (default /opt/cellsched/slurm-RELEASE, -fe appended
 #                                for front-end)
@@ -79,7 +81,7 @@ cmd_check() {
   need_release "${1:-}"; shift
   local SRC INC expected got CRATES=()
   SRC=$(src_dir "$REL"); INC=$(include_dir "$REL")
-  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target-$REL}
+  export CARGO_TARGET_DIR=${CELLSCHED_CHECK_TARGET_DIR:-target-$REL}
   if [ "${1:-}" = --no-plugins ]; then CRATES=(); elif [ $# -gt 0 ]; then CRATES=("$@"); else CRATES=(site_factor_cellsched job_submit_cellsched spank_cellsched); fi
   [ -f "$SRC/slurm/slurm_version.h" ] || die "no Slurm $REL source tree at $SRC (run scripts/install-deps.sh or set CELLSCHED_SRC_ROOT)"
   [ -f "$SRC/config.h" ] || die "$SRC is not configured (no config.h); run scripts/install-deps.sh"
@@ -260,7 +262,7 @@ cmd_live() {
     PLUGIN_DIR=$tdir/release
     log "building the plugins against $REL (scripts/slurm.sh check $REL, incremental)"
     mkdir -p "$tdir"
-    CHECK_TESTS=0 CARGO_TARGET_DIR="$tdir" "$0" check "$REL" >"$tdir/live-build.log" 2>&1 \
+    CHECK_TESTS=0 CELLSCHED_CHECK_TARGET_DIR="$tdir" "$0" check "$REL" >"$tdir/live-build.log" 2>&1 \
       || { tail -20 "$tdir/live-build.log" >&2; die "scripts/slurm.sh check $REL failed; see $tdir/live-build.log"; }
     grep '\] ok ' "$tdir/live-build.log" | sed 's/^/  /' | cut -c1-120
   fi
