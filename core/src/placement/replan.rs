@@ -212,84 +212,86 @@ pub fn plan_moves_cached<J: ReplanJob>(
     ranks: Option<&RankCache>,
     now_s: f64,
 ) -> Vec<Move> {
-    let mut pool = Pool::new(nodes, cfg);
+    let mut pass = Pass { pool: Pool::new(nodes, cfg), waited_for: Vec::new(), cfg, declared, est, ranks, now_s };
     let mut moves = Vec::new();
-    // GPU types that a job earlier in the order waits for (it neither starts nor moves).
-    let mut waited_for: Vec<&str> = Vec::new();
     for jw in jobs {
         let j = jw.job();
         let d = &j.decision;
         let nodes_n = d.nodes.max(1);
-        if pool.reserve(&d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
+        if pass.pool.reserve(&d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
             continue; // its Cell can start now
         }
-        let Some(mv) = plan_move(j, jw.plan_wait(), &mut pool, &waited_for, cfg, declared, est, ranks, now_s) else {
-            if !waited_for.contains(&d.cell.gpu_type.as_str()) {
-                waited_for.push(&d.cell.gpu_type);
+        match pass.plan_move(j, jw.plan_wait()) {
+            Some(mv) => moves.push(mv),
+            None => {
+                if !pass.waited_for.contains(&d.cell.gpu_type) {
+                    pass.waited_for.push(d.cell.gpu_type.clone());
+                }
             }
-            continue;
-        };
-        moves.push(mv);
+        }
     }
     moves
 }
 
-/// The move of pending job `j`, whose Cell cannot start on `pool`, if any
-/// (its GPUs then set aside in `pool`); `waited_for`: the GPU types jobs
-/// earlier in the order wait for.
-#[allow(clippy::too_many_arguments)]
-fn plan_move(
-    j: &PendingDl,
-    wait: Option<PlanWait>,
-    pool: &mut Pool<'_>,
-    waited_for: &[&str],
-    cfg: &PlacementConfig,
-    declared: &DeclaredConfig,
-    est: &Estimator,
-    ranks: Option<&RankCache>,
+/// One planning pass: the free GPUs, the GPU types that jobs earlier in the
+/// order wait for (they neither start nor move), and what every job's
+/// choice reads.
+struct Pass<'a> {
+    pool: Pool<'a>,
+    waited_for: Vec<String>,
+    cfg: &'a PlacementConfig,
+    declared: &'a DeclaredConfig,
+    est: &'a Estimator,
+    ranks: Option<&'a RankCache>,
     now_s: f64,
-) -> Option<Move> {
-    let d = &j.decision;
-    let all = pool.ranked_for(j, est, ranks);
-    // Only Cells within the slowdown bound of its first plan are candidates (as in the simulator).
-    let plan_iter_s = j.plan_iter_s.map_or(d.iter_s, |p| p.min(d.iter_s));
-    let limit = plan_iter_s * cfg.replan_max_slowdown * (1.0 + 1e-9);
-    let mut ranked: Vec<Estimate> = all.iter().filter(|e| e.iter_time_s <= limit).cloned().collect();
-    if let Some((iters, left_s)) = j.deadline_work {
-        let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
-        ranked.retain(|e| work.met_by(e.iter_time_s));
-    }
-    let best = super::choose_ranked(&ranked, cfg, j.fixed_gpus).map(|i| ranked[i].clone())?;
-    if best.cell == d.cell {
-        return None;
-    }
-    if best.iter_time_s > d.iter_s * (1.0 + 1e-9) && cfg.replan_wait_test {
-        if let Some(w) = wait {
-            // Slower than its Cell: only if that beats waiting for it. A
-            // deadline job counts as urgent (nothing passes it, so its
-            // forecast needs no waited-time correction).
-            let contended = waited_for.contains(&best.cell.gpu_type.as_str());
-            let correct = corrects_wait(j.deadline_work.is_some(), best.cell.gpus, best.iter_time_s, d.cell.gpus, d.iter_s, contended);
-            let rem_here = w.rem_plan_s * best.iter_time_s / d.iter_s;
-            if !w.slower_cell_finishes_first(now_s, rem_here, correct) {
-                return None;
+}
+
+impl Pass<'_> {
+    /// The move of pending job `j`, whose Cell cannot start now, if any (its GPUs then set aside).
+    fn plan_move(&mut self, j: &PendingDl, wait: Option<PlanWait>) -> Option<Move> {
+        let (cfg, declared, now_s) = (self.cfg, self.declared, self.now_s);
+        let d = &j.decision;
+        let all = self.pool.ranked_for(j, self.est, self.ranks);
+        // Only Cells within the slowdown bound of its first plan are candidates (as in the simulator).
+        let plan_iter_s = j.plan_iter_s.map_or(d.iter_s, |p| p.min(d.iter_s));
+        let limit = plan_iter_s * cfg.replan_max_slowdown * (1.0 + 1e-9);
+        let mut ranked: Vec<Estimate> = all.iter().filter(|e| e.iter_time_s <= limit).cloned().collect();
+        if let Some((iters, left_s)) = j.deadline_work {
+            let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
+            ranked.retain(|e| work.met_by(e.iter_time_s));
+        }
+        let best = super::choose_ranked(&ranked, cfg, j.fixed_gpus).map(|i| ranked[i].clone())?;
+        if best.cell == d.cell {
+            return None;
+        }
+        if best.iter_time_s > d.iter_s * (1.0 + 1e-9) && cfg.replan_wait_test {
+            if let Some(w) = wait {
+                // Slower than its Cell: only if that beats waiting for it. A
+                // deadline job counts as urgent (nothing passes it, so its
+                // forecast needs no waited-time correction).
+                let contended = self.waited_for.contains(&best.cell.gpu_type);
+                let correct = corrects_wait(j.deadline_work.is_some(), best.cell.gpus, best.iter_time_s, d.cell.gpus, d.iter_s, contended);
+                let rem_here = w.rem_plan_s * best.iter_time_s / d.iter_s;
+                if !w.slower_cell_finishes_first(now_s, rem_here, correct) {
+                    return None;
+                }
             }
         }
+        if !self.pool.reserve(&best.cell.gpu_type, best.nodes, best.gpus_per_node) {
+            return None;
+        }
+        let user = request::without_type_feature(j.features.as_deref(), &d.cell.gpu_type);
+        Some(Move {
+            id: j.id,
+            from: d.clone(),
+            features: request::with_type_feature(user.as_deref(), &best.cell.gpu_type),
+            gres: format!("gpu:{}", best.gpus_per_node),
+            tags: j.tags.clone(),
+            time_limit_min: j.limited_iters.and_then(|n| crate::declared::time_bound_min(n, best.iter_time_s, declared)),
+            plan_iter_s,
+            to: best,
+        })
     }
-    if !pool.reserve(&best.cell.gpu_type, best.nodes, best.gpus_per_node) {
-        return None;
-    }
-    let user = request::without_type_feature(j.features.as_deref(), &d.cell.gpu_type);
-    Some(Move {
-        id: j.id,
-        from: d.clone(),
-        features: request::with_type_feature(user.as_deref(), &best.cell.gpu_type),
-        gres: format!("gpu:{}", best.gpus_per_node),
-        tags: j.tags.clone(),
-        time_limit_min: j.limited_iters.and_then(|n| crate::declared::time_bound_min(n, best.iter_time_s, declared)),
-        plan_iter_s,
-        to: best,
-    })
 }
 
 #[cfg(test)]
