@@ -233,9 +233,9 @@ pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Con
             waited_s: 0.0,
             rem_plan_s: planned_iters(c.iter_time_s) as f64 * c.iter_time_s,
         };
-        let correct = placement::corrects_wait(false, f.cell.gpus, f.iter_time_s, c.cell.gpus, c.iter_time_s, true);
-        let rem_here = wait.rem_plan_s * f.iter_time_s / c.iter_time_s;
-        if f.iter_time_s <= c.iter_time_s * cfg.placement.replan_max_slowdown && wait.slower_cell_finishes_first(0.0, rem_here, correct) {
+        // Contended: other pending jobs may wait for the free Cell's type (the conservative side).
+        let takes = wait.takes_slower_cell(0.0, (f.cell.gpus, f.iter_time_s), (c.cell.gpus, c.iter_time_s), false, true);
+        if f.iter_time_s <= c.iter_time_s * cfg.placement.replan_max_slowdown && takes {
             why = format!(
                 "placed on {} at submit (the best Cell of the whole cluster, busy now); its first re-planning pass moves it to {} in the GPUs free now, slower per iteration but predicted to finish first (placement.replan_wait_test)",
                 c.cell, f.cell

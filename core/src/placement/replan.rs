@@ -13,7 +13,7 @@
 //! than waiting for the current Cell ([`PlanWait::slower_cell_finishes_first`],
 //! the simulator's rule). GPUs given to a moved job are set aside too, so
 //! two jobs are never moved onto the same GPUs.
-use super::wait::{corrects_wait, PlanWait};
+use super::wait::PlanWait;
 use super::{offers, request, NodeGpus};
 use crate::config::PlacementConfig;
 use crate::declared::DeclaredConfig;
@@ -212,7 +212,7 @@ pub fn plan_moves_cached<J: ReplanJob>(
     ranks: Option<&RankCache>,
     now_s: f64,
 ) -> Vec<Move> {
-    let mut pass = Pass { pool: Pool::new(nodes, cfg), waited_for: Vec::new(), cfg, declared, est, ranks, now_s };
+    let mut pass = Pass { pool: Pool::new(nodes, cfg), waited_for: Vec::new(), declared, est, ranks, now_s };
     let mut moves = Vec::new();
     for jw in jobs {
         let j = jw.job();
@@ -239,7 +239,6 @@ pub fn plan_moves_cached<J: ReplanJob>(
 struct Pass<'a> {
     pool: Pool<'a>,
     waited_for: Vec<String>,
-    cfg: &'a PlacementConfig,
     declared: &'a DeclaredConfig,
     est: &'a Estimator,
     ranks: Option<&'a RankCache>,
@@ -249,7 +248,7 @@ struct Pass<'a> {
 impl Pass<'_> {
     /// The move of pending job `j`, whose Cell cannot start now, if any (its GPUs then set aside).
     fn plan_move(&mut self, j: &PendingDl, wait: Option<PlanWait>) -> Option<Move> {
-        let (cfg, declared, now_s) = (self.cfg, self.declared, self.now_s);
+        let (cfg, declared, now_s) = (self.pool.cfg, self.declared, self.now_s);
         let d = &j.decision;
         let all = self.pool.ranked_for(j, self.est, self.ranks);
         // Only Cells within the slowdown bound of its first plan are candidates (as in the simulator).
@@ -270,9 +269,7 @@ impl Pass<'_> {
                 // deadline job counts as urgent (nothing passes it, so its
                 // forecast needs no waited-time correction).
                 let contended = self.waited_for.contains(&best.cell.gpu_type);
-                let correct = corrects_wait(j.deadline_work.is_some(), best.cell.gpus, best.iter_time_s, d.cell.gpus, d.iter_s, contended);
-                let rem_here = w.rem_plan_s * best.iter_time_s / d.iter_s;
-                if !w.slower_cell_finishes_first(now_s, rem_here, correct) {
+                if !w.takes_slower_cell(now_s, (best.cell.gpus, best.iter_time_s), (d.cell.gpus, d.iter_s), j.deadline_work.is_some(), contended) {
                     return None;
                 }
             }

@@ -51,6 +51,15 @@ impl PlanWait {
     pub fn slower_cell_finishes_first(&self, now_s: f64, rem_here_s: f64, correct: bool) -> bool {
         now_s + rem_here_s <= self.finish_on_plan_s(correct)
     }
+
+    /// [`Self::slower_cell_finishes_first`] for a job whose own Cell is
+    /// `own` (GPUs, seconds per iteration) and the free one `slower`, its
+    /// work there scaled by the iteration times, with the waited-time
+    /// correction where [`corrects_wait`] applies it.
+    pub fn takes_slower_cell(&self, now_s: f64, slower: (u32, f64), own: (u32, f64), urgent: bool, contended: bool) -> bool {
+        let correct = corrects_wait(urgent, slower.0, slower.1, own.0, own.1, contended);
+        self.slower_cell_finishes_first(now_s, self.rem_plan_s * slower.1 / own.1, correct)
+    }
 }
 
 /// The extra wait for the planned Cell, beyond the time its GPUs free up,
