@@ -23,6 +23,12 @@
 #        CELLSCHED_BENCH_PORT_BASE  port base (default 18300)
 #        CELLSCHED_BENCH_WINDOW_S   measuring window in seconds (default 75)
 #        CELLSCHED_BENCH_PARALLEL   parallel submitters (default 4)
+#        CELLSCHED_BENCH_SCHED_PARAMS  slurm.conf SchedulerParameters for both modes (default: the
+#                                   test cluster's fast cycles, sched_interval=2,bf_interval=1,
+#                                   bf_resolution=1,sched_min_interval=100000: backfill every
+#                                   second, as deep as 1 s allows). "sched_interval=2,sched_min_interval=100000" keeps the
+#                                   main scheduler's 2 s and Slurm's default backfill (every 30 s,
+#                                   up to 500 jobs, bf_resolution 60), as a production cluster runs it
 #        CELLSCHED_BENCH_MODES      modes to run (default "stock plugins"; the ratio
 #                                   column needs both). DIAGNOSTIC mode "stock-rewritten"
 #                                   (never a baseline): stock Slurm (no plugins) given each
@@ -59,6 +65,7 @@ NODES=${CELLSCHED_BENCH_NODES:-5}
 DIR=${CELLSCHED_BENCH_DIR:-/tmp/cs-bench-sched}
 PB=${CELLSCHED_BENCH_PORT_BASE:-18300}
 WINDOW=${CELLSCHED_BENCH_WINDOW_S:-75}
+SCHED_PARAMS=${CELLSCHED_BENCH_SCHED_PARAMS:-}
 PAR=${CELLSCHED_BENCH_PARALLEL:-4}
 
 case $N in '' | *[!0-9]*) echo "sched_cost.sh: N_JOBS must be a number, got '$N'" >&2; exit 2 ;; esac
@@ -116,7 +123,7 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   # A fresh slurmctld: no job records saved by an earlier run (they would count in its RSS).
   "$CLI" cluster down --cancel-jobs "${args[@]}" >/dev/null 2>&1 || true
   rm -rf "$dir/state"
-  "$CLI" cluster up "${args[@]}" >&2
+  "$CLI" cluster up "${args[@]}" ${SCHED_PARAMS:+--scheduler-parameters "$SCHED_PARAMS"} >&2
   UP_DIR=$dir
   eval "$("$CLI" cluster env "${args[@]}")"
   mkdir -p "$dir/jobs"
@@ -275,6 +282,7 @@ for d in stock-rewritten plugins-submit-only; do [ -f "$DIR-$d.results" ] && DIA
 
 echo
 echo "slurmctld scheduling cost at $N pending jobs (half DL) on $NODES nodes, window ${WINDOW}s; times in microseconds, RSS in KiB"
+echo "SchedulerParameters: $(grep -h '^SchedulerParameters=' "$DIR-stock/etc/slurm.conf" "$DIR-plugins/etc/slurm.conf" 2>/dev/null | sort -u | cut -d= -f2- | paste -sd' ' -)"
 head=$(printf '%-26s %14s %14s %8s' metric stock plugins ratio)
 for d in "${DIAGS[@]}"; do head+=$(printf ' %20s %8s' "$d" "p/diag"); done
 ((${#DIAGS[@]})) && echo "(diagnostic columns: ${DIAGS[*]}; p/diag = plugins / that column)"

@@ -35,7 +35,14 @@ pub struct Args {
 enum Action {
     /// Start MariaDB, slurmdbd, slurmctld and the slurmd nodes: no-op if already up, starts
     /// only what is down on a partly-up cluster; never cancels a job
-    Up,
+    Up {
+        /// Slurm `SchedulerParameters=` instead of the test cluster's fast cycles
+        /// (sched_interval=2,bf_interval=1,bf_resolution=1,sched_min_interval=100000);
+        /// e.g. `sched_interval=2` keeps Slurm's default backfill (every 30 s, 500 jobs deep).
+        /// A running cluster with other parameters is restarted (jobs kept)
+        #[arg(long, env = "CELLSCHED_CLUSTER_SCHED_PARAMS", value_name = "PARAMS", value_parser = scheduler_parameters)]
+        scheduler_parameters: Option<String>,
+    },
     /// Stop every daemon of the cluster (no-op if already down). Jobs are kept in slurmctld's
     /// saved state and found again by the next `up`; running steps keep running meanwhile
     Down {
@@ -47,6 +54,10 @@ enum Action {
     Status,
     /// Print `export SLURM_CONF=...` lines: eval "$(cellsched cluster env)"
     Env,
+}
+
+fn scheduler_parameters(s: &str) -> Result<String, String> {
+    cellsched_devcluster::parse_scheduler_parameters(s).map_err(|e| e.to_string())
 }
 
 fn port_base(s: &str) -> Result<u16, String> {
@@ -71,7 +82,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         (None, None) => spec.use_saved_groups(own_sbin)?,
     }
     match a.action {
-        Action::Up => up(&spec),
+        Action::Up { scheduler_parameters } => {
+            spec.scheduler_parameters = scheduler_parameters;
+            up(&spec)
+        }
         Action::Down { cancel_jobs } => {
             let t = Instant::now();
             let policy = if cancel_jobs { JobPolicy::Cancel } else { JobPolicy::Keep };

@@ -51,4 +51,7 @@ pub use layout::Layout;
 pub use plugins::{PluginSet, OUR_PLUGINS};
 pub use ports::{holder_of, is_free};
 pub use render::DEFAULT_CELLSCHED_TOML;
-pub use spec::{default_dir, default_plugin_build_dir, parse_port_base, ClusterSpec, NodeGroup, Ports, DEFAULT_PORT_BASE, FRONT_END_NAME, FRONT_END_PREFIX};
+pub use spec::{
+    default_dir, default_plugin_build_dir, parse_port_base, parse_scheduler_parameters, ClusterSpec, NodeGroup, Ports, DEFAULT_PORT_BASE, DEV_SCHEDULER_PARAMETERS,
+    FRONT_END_NAME, FRONT_END_PREFIX,
+};

@@ -1,7 +1,7 @@
 //! Text of the cluster's configuration files, rendered from a [`ClusterSpec`].
 use crate::layout::Layout;
 use crate::plugins::PluginSet;
-use crate::spec::{ClusterSpec, Ports, FRONT_END_NAME};
+use crate::spec::{ClusterSpec, Ports, DEV_SCHEDULER_PARAMETERS, FRONT_END_NAME};
 
 /// Database user, password and schema slurmdbd uses (loopback-only MariaDB).
 pub const DB_USER: &str = "cellsched";
@@ -70,7 +70,7 @@ GresTypes=gpu\n\
 SelectType=select/cons_tres\n\
 SelectTypeParameters=CR_Core\n\
 SchedulerType=sched/backfill\n\
-SchedulerParameters=sched_interval=2,bf_interval=1,bf_resolution=1,sched_min_interval=100000\n\
+SchedulerParameters={sched_params}\n\
 PriorityType=priority/multifactor\n\
 PriorityCalcPeriod=1\n\
 PriorityWeightAge=10\n\
@@ -91,6 +91,7 @@ Waittime=0\n\
 SlurmctldTimeout=30\n\
 SlurmdTimeout=60\n",
         cluster = spec.cluster_name,
+        sched_params = spec.scheduler_parameters.as_deref().unwrap_or(DEV_SCHEDULER_PARAMETERS),
         ctld = ports.slurmctld,
         auth = spec.auth_type,
         cred = spec.cred_type,
@@ -261,6 +262,17 @@ mod tests {
         assert!(!c.contains("site_factor/cellsched"));
         assert!(!c.contains("JobSubmitPlugins"));
         assert!(!r.plugstack_conf.contains("spank_cellsched"));
+    }
+
+    #[test]
+    fn scheduler_parameters_default_to_the_fast_test_cycles_and_can_be_replaced() {
+        let r = setup(PluginSet::default());
+        assert!(r.slurm_conf.contains(&format!("\nSchedulerParameters={DEV_SCHEDULER_PARAMETERS}\n")));
+        let spec = ClusterSpec { dir: "/tmp/csx".into(), scheduler_parameters: Some("sched_interval=2".into()), ..ClusterSpec::default() };
+        let l = Layout::new(&spec.dir);
+        let c = render(&spec, &l, &spec.ports().unwrap(), &PluginSet::default(), &|_| true).slurm_conf;
+        assert!(c.contains("\nSchedulerParameters=sched_interval=2\n") && !c.contains("bf_interval"), "{c}");
+        assert_eq!(c.matches("SchedulerParameters=").count(), 1);
     }
 
     #[test]

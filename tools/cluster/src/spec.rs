@@ -148,6 +148,33 @@ pub struct ClusterSpec {
     /// on one machine. Needs a Slurm built with `--enable-front-end`
     /// (`scripts/slurm.sh build 22.05.8 front-end`); without it, one slurmd per node.
     pub front_end: bool,
+    /// Slurm `SchedulerParameters=`; `None`: the test cluster's fast cycles
+    /// ([`DEV_SCHEDULER_PARAMETERS`]).
+    pub scheduler_parameters: Option<String>,
+}
+
+/// The test cluster's `SchedulerParameters`: a main scheduling pass every 2 s
+/// and backfill every second (Slurm's defaults: 60 s and 30 s), so tests see
+/// jobs start quickly.
+pub const DEV_SCHEDULER_PARAMETERS: &str = "sched_interval=2,bf_interval=1,bf_resolution=1,sched_min_interval=100000";
+
+/// Checks a `SchedulerParameters=` value: one line of comma-separated
+/// `key` or `key=value` words (letters, digits, `_ - . : / =`).
+pub fn parse_scheduler_parameters(s: &str) -> Result<String> {
+    let s = s.trim();
+    let bad = |why: &str| ClusterError::InvalidSpec(format!("scheduler parameters {s:?}: {why} (want e.g. sched_interval=2,bf_interval=30)"));
+    if s.is_empty() {
+        return Err(bad("empty"));
+    }
+    for word in s.split(',') {
+        if word.is_empty() {
+            return Err(bad("empty word between commas"));
+        }
+        if let Some(c) = word.chars().find(|c| !(c.is_ascii_alphanumeric() || "_-.:/=".contains(*c))) {
+            return Err(bad(&format!("character {c:?} in {word:?}")));
+        }
+    }
+    Ok(s.to_string())
 }
 
 impl Default for ClusterSpec {
@@ -169,6 +196,7 @@ impl Default for ClusterSpec {
             auth_type: "auth/none".to_string(),
             cred_type: "cred/none".to_string(),
             front_end: false,
+            scheduler_parameters: None,
         }
     }
 }
@@ -177,8 +205,10 @@ impl ClusterSpec {
     /// The default spec adjusted by the environment: `CELLSCHED_CLUSTER_DIR`,
     /// `CELLSCHED_PORT_BASE`, `CELLSCHED_PLUGIN_BUILD_DIR`, `CELLSCHED_SLURM_SBIN`
     /// (its sibling `bin/` then holds the client commands),
-    /// `CELLSCHED_CLUSTER_TOML` (a file copied to `etc/cellsched.toml`), and
-    /// `CELLSCHED_CLUSTER_GROUPS` (node groups, see [`NodeGroup::parse_list`]).
+    /// `CELLSCHED_CLUSTER_TOML` (a file copied to `etc/cellsched.toml`),
+    /// `CELLSCHED_CLUSTER_GROUPS` (node groups, see [`NodeGroup::parse_list`]),
+    /// and `CELLSCHED_CLUSTER_SCHED_PARAMS` (`SchedulerParameters=`, see
+    /// [`parse_scheduler_parameters`]).
     pub fn from_env() -> Result<Self> {
         let mut spec = ClusterSpec::default();
         if let Some(f) = env_nonempty("CELLSCHED_CLUSTER_TOML") {
@@ -200,6 +230,9 @@ impl ClusterSpec {
         }
         if let Some(d) = env_nonempty("CELLSCHED_SLURM_SBIN") {
             spec.set_slurm_sbin(PathBuf::from(d));
+        }
+        if let Some(p) = env_nonempty("CELLSCHED_CLUSTER_SCHED_PARAMS") {
+            spec.scheduler_parameters = Some(parse_scheduler_parameters(&p)?);
         }
         Ok(spec)
     }
@@ -408,6 +441,15 @@ fn env_nonempty(key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scheduler_parameters_are_one_line_of_words() {
+        assert_eq!(parse_scheduler_parameters(" sched_interval=2,bf_continue ").unwrap(), "sched_interval=2,bf_continue");
+        for bad in ["", "a=1,,b=2", "a=1\nSlurmUser=x", "a=1 b=2", "a=1,"] {
+            let e = parse_scheduler_parameters(bad).unwrap_err().to_string();
+            assert!(e.contains("scheduler parameters"), "{bad:?}: {e}");
+        }
+    }
 
     #[test]
     fn default_groups_and_hostlists() {
