@@ -551,9 +551,10 @@ impl Calibration {
     /// Level 2b: per layout (GPU type, nodes, GPUs per node) with multi-GPU
     /// points, one multiplier on both link scales over the points' (runtime,
     /// type) constants, searched in log2 steps of 1/8 within
-    /// ±[`LAYOUT_RANGE_LOG2`] minimising the fit loss of
-    /// [`Calibration::fit_constants`], then shrunk toward 1 in log space by
-    /// [`LAYOUT_PRIOR_POINTS`]. A layout without points keeps its type's constants.
+    /// ±[`LAYOUT_RANGE_LOG2`] minimising the points' mean |log error| (a
+    /// layout holds few models: the mean is steadier than the median), then
+    /// shrunk toward 1 in log space by [`LAYOUT_PRIOR_POINTS`]. A layout
+    /// without points keeps its type's constants.
     fn fit_layouts(&mut self, base: &Estimator, multis: &[ResolvedPoint]) {
         let mut groups: BTreeMap<(String, u32, u32), Vec<&ResolvedPoint>> = BTreeMap::new();
         for p in multis {
@@ -576,7 +577,7 @@ impl Calibration {
             };
             let loss = |m: f64| -> f64 {
                 let e = errs(m);
-                if e.len() < pts.len() || e.is_empty() { f64::INFINITY } else { median(&e) + 0.1 * e.iter().sum::<f64>() / e.len() as f64 }
+                if e.len() < pts.len() || e.is_empty() { f64::INFINITY } else { e.iter().sum::<f64>() / e.len() as f64 }
             };
             let (mut best, mut best_loss) = (1.0, loss(1.0));
             if !best_loss.is_finite() {
