@@ -317,8 +317,8 @@ pub struct Calibration {
     framework_by_runtime_type: BTreeMap<(String, String), Framework>,
     /// Framework constants from every multi-GPU point.
     framework_global: Option<Framework>,
-    /// Communication multiplier per layout (GPU type, nodes, GPUs per node).
-    per_layout: BTreeMap<(String, u32, u32), f64>,
+    /// Communication multiplier per GPU type and layout (nodes, GPUs per node).
+    per_layout: BTreeMap<String, BTreeMap<(u32, u32), f64>>,
     /// Per-model (compute, communication) multipliers of the per-job refit.
     per_job: BTreeMap<String, (f64, f64)>,
     /// Measured link multipliers per GPU type.
@@ -406,7 +406,7 @@ impl Calibration {
         if self.per_layout.is_empty() {
             return 1.0;
         }
-        self.per_layout.get(&(gpu_type.to_string(), nodes, per_node)).copied().unwrap_or(1.0)
+        self.per_layout.get(gpu_type).and_then(|l| l.get(&(nodes, per_node))).copied().unwrap_or(1.0)
     }
 
     /// `fw` with `gpu_type`'s measured link multipliers applied.
@@ -606,7 +606,7 @@ impl Calibration {
                 log_error_before: median(&errs(1.0)),
                 log_error_after: median(&errs(shrunk)),
             });
-            self.per_layout.insert(key, shrunk);
+            self.per_layout.entry(key.0).or_default().insert((key.1, key.2), shrunk);
         }
     }
 
@@ -1111,7 +1111,7 @@ mod tests {
         let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
         let mut truth = Calibration::default().with_type_factor("v100", 0.6);
         truth.framework_global = Some(Framework::default());
-        truth.per_layout.insert(("v100".into(), 1, 4), 3.0);
+        truth.per_layout.entry("v100".into()).or_default().insert((1, 4), 3.0);
         let slow = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(truth);
         let point = |model: &str, per_gpu: u32, gpus: u32, nodes: u32| {
             let job = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: per_gpu * gpus };
