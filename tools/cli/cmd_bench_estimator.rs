@@ -369,7 +369,7 @@ fn score_split(points: &[Point], split: &Split, per_job: bool, detail: bool, gpu
                 m.dedup();
                 m
             };
-            for l in cal.report.to_string().lines().filter(|l| l.contains("framework (")) {
+            for l in cal.report.to_string().lines().filter(|l| l.contains("framework (") || l.contains("layout   ")) {
                 println!("    fit (testing {}): {}", held.join(","), l.trim());
             }
         }

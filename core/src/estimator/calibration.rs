@@ -17,6 +17,12 @@
 //!    fitted from every multi-GPU point across models, per runtime when it has
 //!    enough points, else globally, minimising the median |log(pred/measured)|;
 //!    a new model with only a single-GPU profile inherits them.
+//!    Then per **layout** (GPU type, nodes, GPUs per node): one multiplier
+//!    on both link scales over those constants, from the multi-GPU points
+//!    measured on that layout (servers of one type differ by layout: which
+//!    link joins a group's GPUs, how many share a PCIe switch or NIC), shrunk
+//!    toward 1 in log space by point count; an unmeasured layout keeps the
+//!    type's constants.
 //! 3. (model, type) pairs measured only on several GPUs get their compute
 //!    level from those points, with the fitted framework constants (and so
 //!    does a GPU type without single-GPU points).
@@ -32,6 +38,7 @@
 //! efficiency is implausible (a wrong model description).
 use super::comm::{fit_links, CommPoint, MeasuredLinks};
 use super::plan_cost::{evaluate, Framework};
+use super::topology::Placement;
 use super::{Estimator, JobSpec};
 use crate::cell::{Cell, Plan};
 use crate::error::CoreError;
@@ -52,6 +59,12 @@ const FAMILY_PRIOR_POINTS: f64 = 1.0;
 const MAX_FIT_POINTS: usize = 400;
 /// Fewest multi-GPU points of one runtime for its own framework constants.
 const MIN_RUNTIME_POINTS: usize = 5;
+/// Prior weight, in points, of the parent (runtime, type) constants on a
+/// layout's communication multiplier: a layout measured by a few points
+/// keeps most of its type's constants.
+const LAYOUT_PRIOR_POINTS: f64 = 4.0;
+/// Range of a layout's communication multiplier (log2 steps of 1/8).
+const LAYOUT_RANGE_LOG2: i32 = 3;
 /// Fewest distinct measured configurations (GPU type, GPUs, nodes, batch) of
 /// one model, at least one of them multi-GPU, for its per-job refit.
 pub const MIN_JOB_CONFIGS: usize = 2;
@@ -134,6 +147,33 @@ pub struct FittedFramework {
     pub median_log_error: f64,
 }
 
+/// A communication multiplier fitted for one layout (GPU type, nodes, GPUs
+/// per node): servers of one type differ by layout (which link joins the
+/// GPUs of a group, how many share a PCIe switch or NIC), so the type's
+/// constants are refined per layout from the multi-GPU points measured on it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FittedLayout {
+    /// GPU type.
+    pub gpu_type: String,
+    /// Nodes spanned.
+    pub nodes: u32,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// Multiplier on both link scales over the type's constants, shrunk
+    /// toward 1 by [`LAYOUT_PRIOR_POINTS`].
+    pub comm_scale: f64,
+    /// The multiplier the points alone give (before shrinkage).
+    pub raw_scale: f64,
+    /// Multi-GPU points used.
+    pub points: usize,
+    /// Distinct models among them.
+    pub models: usize,
+    /// Median |log(pred/measured)| of those points with the type's constants.
+    pub log_error_before: f64,
+    /// The same with the (shrunk) layout multiplier.
+    pub log_error_after: f64,
+}
+
 /// A per-iteration host overhead fitted for one (model, GPU type).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FittedOverhead {
@@ -182,6 +222,8 @@ pub struct CalibrationReport {
     pub per_model_overhead: Vec<FittedOverhead>,
     /// Framework constants (multi-GPU points).
     pub framework: Vec<FittedFramework>,
+    /// Per-layout communication multipliers (multi-GPU points).
+    pub per_layout: Vec<FittedLayout>,
     /// Per-job refits.
     pub per_job: Vec<JobRefit>,
     /// Link multipliers measured by collective microbenchmarks.
@@ -228,6 +270,13 @@ impl fmt::Display for CalibrationReport {
                 w.median_log_error
             )?;
         }
+        for l in &self.per_layout {
+            writeln!(
+                f,
+                "  layout   {:<10} {} node(s) x {} GPUs: comm x{:.2} over the type's constants (points alone x{:.2}; {} multi-GPU points of {} models, median |log error| {:.3} -> {:.3})",
+                l.gpu_type, l.nodes, l.gpus_per_node, l.comm_scale, l.raw_scale, l.points, l.models, l.log_error_before, l.log_error_after
+            )?;
+        }
         for l in &self.links {
             writeln!(
                 f,
@@ -268,6 +317,8 @@ pub struct Calibration {
     framework_by_runtime_type: BTreeMap<(String, String), Framework>,
     /// Framework constants from every multi-GPU point.
     framework_global: Option<Framework>,
+    /// Communication multiplier per GPU type and layout (nodes, GPUs per node).
+    per_layout: BTreeMap<String, BTreeMap<(u32, u32), f64>>,
     /// Per-model (compute, communication) multipliers of the per-job refit.
     per_job: BTreeMap<String, (f64, f64)>,
     /// Measured link multipliers per GPU type.
@@ -339,6 +390,25 @@ impl Calibration {
         self.with_links(gpu_type, fw)
     }
 
+    /// [`Calibration::framework_on`] for a group of `nodes` × `per_node`
+    /// GPUs: with the layout's communication multiplier when one was fitted
+    /// (else the type's constants as they are).
+    pub fn framework_at(&self, runtime: Runtime, gpu_type: &str, nodes: u32, per_node: u32) -> Framework {
+        let mut fw = self.framework_on(runtime, gpu_type);
+        let m = self.layout_scale(gpu_type, nodes, per_node);
+        fw.comm_scale *= m;
+        fw.net_scale *= m;
+        fw
+    }
+
+    /// The communication multiplier fitted for a layout (1 when none).
+    pub fn layout_scale(&self, gpu_type: &str, nodes: u32, per_node: u32) -> f64 {
+        if self.per_layout.is_empty() {
+            return 1.0;
+        }
+        self.per_layout.get(gpu_type).and_then(|l| l.get(&(nodes, per_node))).copied().unwrap_or(1.0)
+    }
+
     /// `fw` with `gpu_type`'s measured link multipliers applied.
     fn with_links(&self, gpu_type: &str, mut fw: Framework) -> Framework {
         if let Some(l) = self.links.get(gpu_type) {
@@ -363,9 +433,10 @@ impl Calibration {
     /// Compute factor and framework constants for `model` on `gpu_type`:
     /// the hierarchical levels, the model's host overhead and, when the
     /// model has one, its per-job refit.
-    pub fn job_constants(&self, model: &str, family: ModelFamily, runtime: Runtime, gpu_type: &str) -> (f64, Framework) {
+    /// `nodes` × `per_node` is the Cell's layout.
+    pub fn job_constants(&self, model: &str, family: ModelFamily, runtime: Runtime, gpu_type: &str, nodes: u32, per_node: u32) -> (f64, Framework) {
         let mut f = self.factor_for(model, family, gpu_type);
-        let mut fw = self.with_overhead(model, gpu_type, self.framework_on(runtime, gpu_type));
+        let mut fw = self.with_overhead(model, gpu_type, self.framework_at(runtime, gpu_type, nodes, per_node));
         if let Some(&(c, m)) = self.per_job.get(model) {
             f *= c;
             fw.comm_scale *= m;
@@ -434,6 +505,7 @@ impl Calibration {
             cal.fit_overheads(base, &singles);
         }
         cal.fit_framework(base, &multis);
+        cal.fit_layouts(base, &multis);
         // (model, type) pairs seen only on several GPUs: their level from those points.
         let mut only_multi: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         // GPU types without single-GPU points get their type level from these
@@ -442,7 +514,7 @@ impl Calibration {
         for p in &multis {
             let key = model_type_key(&p.job.model.name, &p.gpu);
             if policy.per_model && !cal.per_model_type.contains_key(&key) {
-                let fw = cal.with_overhead(&p.job.model.name, &p.gpu, cal.framework_on(p.job.model.runtime, &p.gpu));
+                let fw = cal.point_framework(p);
                 if let Ok((_, f)) = p.implied_factor(base, 1.0, &fw) {
                     only_multi.entry(key).or_default().push(f.ln());
                     if !cal.per_type.contains_key(&p.gpu) {
@@ -469,6 +541,75 @@ impl Calibration {
         cal
     }
 
+    /// Framework constants (with the model's host overhead) for a measured
+    /// point's runtime, GPU type and layout.
+    fn point_framework(&self, p: &ResolvedPoint) -> Framework {
+        let (nodes, per_node) = p.layout();
+        self.with_overhead(&p.job.model.name, &p.gpu, self.framework_at(p.job.model.runtime, &p.gpu, nodes, per_node))
+    }
+
+    /// Level 2b: per layout (GPU type, nodes, GPUs per node) with multi-GPU
+    /// points, one multiplier on both link scales over the points' (runtime,
+    /// type) constants, searched in log2 steps of 1/8 within
+    /// ±[`LAYOUT_RANGE_LOG2`] minimising the points' mean |log error| (a
+    /// layout holds few models: the mean is steadier than the median), then
+    /// shrunk toward 1 in log space by [`LAYOUT_PRIOR_POINTS`]. A layout
+    /// without points keeps its type's constants.
+    fn fit_layouts(&mut self, base: &Estimator, multis: &[ResolvedPoint]) {
+        let mut groups: BTreeMap<(String, u32, u32), Vec<&ResolvedPoint>> = BTreeMap::new();
+        for p in multis {
+            let (nodes, per_node) = p.layout();
+            groups.entry((p.gpu.clone(), nodes, per_node)).or_default().push(p);
+        }
+        for (key, pts) in groups {
+            let stride = pts.len().div_ceil(MAX_FIT_POINTS).max(1);
+            let pts: Vec<&ResolvedPoint> = pts.iter().step_by(stride).copied().collect();
+            let consts: Vec<(f64, Framework)> =
+                pts.iter().map(|p| (self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), self.point_framework(p))).collect();
+            let errs = |m: f64| -> Vec<f64> {
+                pts.iter()
+                    .zip(&consts)
+                    .filter_map(|(p, (f, fw))| {
+                        let fw = Framework { comm_scale: fw.comm_scale * m, net_scale: fw.net_scale * m, ..*fw };
+                        p.predict(base, *f, &fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
+                    })
+                    .collect()
+            };
+            let loss = |m: f64| -> f64 {
+                let e = errs(m);
+                if e.len() < pts.len() || e.is_empty() { f64::INFINITY } else { e.iter().sum::<f64>() / e.len() as f64 }
+            };
+            let (mut best, mut best_loss) = (1.0, loss(1.0));
+            if !best_loss.is_finite() {
+                continue;
+            }
+            for k in -8 * LAYOUT_RANGE_LOG2..=8 * LAYOUT_RANGE_LOG2 {
+                let m = 2f64.powf(k as f64 / 8.0);
+                let l = loss(m);
+                if l < best_loss {
+                    (best, best_loss) = (m, l);
+                }
+            }
+            let mut models: Vec<&str> = pts.iter().map(|p| network_key(&p.job.model.name)).collect();
+            models.sort_unstable();
+            models.dedup();
+            let n = pts.len() as f64;
+            let shrunk = (best.ln() * n / (n + LAYOUT_PRIOR_POINTS)).exp();
+            self.report.per_layout.push(FittedLayout {
+                gpu_type: key.0.clone(),
+                nodes: key.1,
+                gpus_per_node: key.2,
+                comm_scale: shrunk,
+                raw_scale: best,
+                points: pts.len(),
+                models: models.len(),
+                log_error_before: median(&errs(1.0)),
+                log_error_after: median(&errs(shrunk)),
+            });
+            self.per_layout.entry(key.0).or_default().insert((key.1, key.2), shrunk);
+        }
+    }
+
     /// Level 4: per model with ≥ [`MIN_JOB_CONFIGS`] configurations (one
     /// multi-GPU), a coordinate search in log space over a compute and a
     /// communication multiplier minimising its points' mean |log error| plus
@@ -487,10 +628,7 @@ impl Calibration {
             }
             let base_consts: Vec<(f64, Framework)> =
                 pts.iter()
-                    .map(|p| {
-                        let fw = self.with_overhead(&p.job.model.name, &p.gpu, self.framework_on(p.job.model.runtime, &p.gpu));
-                        (self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), fw)
-                    })
+                    .map(|p| (self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), self.point_framework(p)))
                     .collect();
             let errs = |c: f64, m: f64| -> Vec<f64> {
                 pts.iter()
@@ -744,6 +882,11 @@ fn resolve(base: &Estimator, rec: &ProfileRecord) -> Result<ResolvedPoint, CoreE
 }
 
 impl ResolvedPoint {
+    /// (nodes, GPUs per node) the point's GPUs sit on.
+    fn layout(&self) -> (u32, u32) {
+        Placement::pack(self.rec.gpus(), self.rec.gpus_per_node.max(1)).map_or((self.rec.nodes.max(1), self.rec.gpus_per_node.max(1)), |p| (p.nodes, p.per_node))
+    }
+
     /// Predicted time with a compute factor and framework constants.
     fn predict(&self, base: &Estimator, factor: f64, fw: &Framework) -> Option<f64> {
         let (gpu, placement) = base.setup(&self.job, &self.cell, self.rec.gpus_per_node).ok()?;
@@ -955,6 +1098,68 @@ mod tests {
         let unknown = ProfileRecord { model: "no_such_model".into(), ..recs[0].clone() };
         let cal2 = Calibration::fit(&base, [&unknown], &CalibrationPolicy::default());
         assert!(cal2.report.per_type.is_empty() && cal2.report.skipped[0].1.contains("no_such_model"));
+    }
+
+    /// Points generated with communication 3x slower on one layout (one
+    /// node of 4 V100s) than on the type's others: the layout gets its own
+    /// multiplier from other models' points there, which moves a new
+    /// model's prediction on that layout toward the truth; layouts measured
+    /// as modelled stay near 1, an unseen layout keeps the type's constants,
+    /// and a layout measured by one point is shrunk most of the way to 1.
+    #[test]
+    fn layout_multiplier_is_fitted_per_layout_and_shrunk() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let mut truth = Calibration::default().with_type_factor("v100", 0.6);
+        truth.framework_global = Some(Framework::default());
+        truth.per_layout.entry("v100".into()).or_default().insert((1, 4), 3.0);
+        let slow = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(truth);
+        let point = |model: &str, per_gpu: u32, gpus: u32, nodes: u32| {
+            let job = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: per_gpu * gpus };
+            let plan = Plan { dp: gpus, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: true };
+            let t = slow.evaluate_plan(&job, &Cell::new("v100", gpus, 1).unwrap(), gpus / nodes, &plan).unwrap().iter_time_s;
+            rec(model, per_gpu * gpus, gpus, nodes, t, plan)
+        };
+        let mut recs = Vec::new();
+        for model in ["gpt__125M", "bert__350M", "gpt__350M"] {
+            for per_gpu in [1, 2, 4, 8] {
+                for (gpus, nodes) in [(1, 1), (2, 1), (4, 1), (2, 2)] {
+                    recs.push(point(model, per_gpu, gpus, nodes));
+                }
+            }
+        }
+        let cal = Calibration::fit(&base, &recs, &CalibrationPolicy { per_job: false, ..Default::default() });
+        let four = cal.report.per_layout.iter().find(|l| (l.nodes, l.gpus_per_node) == (1, 4)).expect("layout 1 x 4");
+        assert!((four.raw_scale / 3.0 - 1.0).abs() < 0.15 && four.points == 12 && four.models == 3, "{}", cal.report);
+        assert!(four.log_error_after < 0.5 * four.log_error_before, "{four:?}");
+        let shrunk = 3f64.ln() * 12.0 / (12.0 + LAYOUT_PRIOR_POINTS);
+        assert!((cal.layout_scale("v100", 1, 4).ln() - four.raw_scale.ln() * shrunk / 3f64.ln()).abs() < 1e-9);
+        for (nodes, per_node) in [(1, 2), (2, 1)] {
+            let m = cal.layout_scale("v100", nodes, per_node);
+            assert!((m - 1.0).abs() < 0.2, "{nodes} x {per_node}: {m}");
+        }
+        // Unseen layout and type: the type's constants as they are.
+        assert_eq!(cal.layout_scale("v100", 1, 8), 1.0);
+        assert_eq!(cal.framework_at(Runtime::Ddp, "v100", 1, 8), cal.framework_on(Runtime::Ddp, "v100"));
+        assert_eq!(cal.layout_scale("a100", 1, 4), 1.0);
+        assert!(cal.report.to_string().contains("1 node(s) x 4 GPUs"), "{}", cal.report);
+        // A new model on the slow layout: closer with the layout level than without.
+        let truth_t = point("bert__1.3B", 4, 4, 1);
+        let job = JobSpec { model: ModelCatalog::builtin().resolve("bert__1.3B").unwrap(), global_batch: truth_t.batch };
+        let cell = Cell::new("v100", 4, 1).unwrap();
+        let err = |c: &Calibration| {
+            let e = base.clone().with_calibration(c.clone());
+            (e.evaluate_plan(&job, &cell, 4, &truth_t.plan.unwrap()).unwrap().iter_time_s / truth_t.iter_time_s).ln().abs()
+        };
+        let mut flat = cal.clone();
+        flat.per_layout.clear();
+        assert!(err(&cal) < 0.6 * err(&flat), "with layout {} without {}", err(&cal), err(&flat));
+        // One point on the layout: shrunk to a fifth of its log.
+        let mut few: Vec<ProfileRecord> = recs.iter().filter(|r| r.gpus() != 4).cloned().collect();
+        few.push(point("gpt__350M", 8, 4, 1));
+        let cal1 = Calibration::fit(&base, &few, &CalibrationPolicy { per_job: false, ..Default::default() });
+        let one = cal1.report.per_layout.iter().find(|l| (l.nodes, l.gpus_per_node) == (1, 4)).unwrap();
+        assert_eq!(one.points, 1);
+        assert!(one.raw_scale > 2.0 && (one.comm_scale.ln() - one.raw_scale.ln() / (1.0 + LAYOUT_PRIOR_POINTS)).abs() < 1e-9, "{one:?}");
     }
 
     /// A model whose communication is 4x slower than the hierarchical model

@@ -18,7 +18,7 @@ mod topology;
 pub use assemble::{Assembled, EstimatorSources};
 pub use calibration::{
     median, quantile, spearman, Calibration, CalibrationPoint, CalibrationPolicy, CalibrationReport, FittedFactor,
-    FittedFramework, FittedOverhead, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
+    FittedFramework, FittedLayout, FittedOverhead, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
 };
 pub use comm::{fit_links, Collective, CommPoint, MeasuredLinks, COMM_MODEL_PREFIX};
 pub use plan_cost::{Framework, MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
@@ -266,16 +266,23 @@ impl Estimator {
     pub fn explain(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Explanation, CoreError> {
         let est = self.estimate(job, cell, gpus_per_node)?;
         let eval = self.evaluate_plan(job, cell, gpus_per_node, &est.plan)?;
-        let (gpu, _) = self.setup(job, cell, gpus_per_node)?;
+        let (gpu, placement) = self.setup(job, cell, gpus_per_node)?;
         let fitted_compute = self.calibration.has_factor(&job.model.name, &gpu.name);
         let fitted_framework = self.calibration.report.framework.iter().any(|w| w.runtime.map_or(true, |r| r == job.model.runtime));
         let refit = self.calibration.has_job_refit(&job.model.name);
         let overhead = self.calibration.overhead(&job.model.name, &gpu.name);
-        let (factor, framework) = self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name);
+        let layout = self.calibration.layout_scale(&gpu.name, placement.nodes, placement.per_node);
+        let (factor, framework) = self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name, placement.nodes, placement.per_node);
+        let layout_source = if layout != 1.0 {
+            format!("fitted x{layout:.2} for {} node(s) x {} {} (other models' multi-GPU points on this layout, shrunk toward the type's constants)", placement.nodes, placement.per_node, gpu.name)
+        } else {
+            "none (the type's constants: no multi-GPU profiles on this layout)".to_string()
+        };
         let sources = vec![
             ("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" }),
             ("compute efficiency", if fitted_compute { "fitted (single-GPU profiles: model > family > type)" } else { "default (datasheet peak x GEMM/roofline model)" }),
             ("communication alpha-beta", if fitted_framework { "fitted scale (multi-GPU profiles) over derated defaults" } else { "default (derated datasheet links)" }),
+            ("communication by layout", layout_source.as_str()),
             ("per-micro-batch / per-iteration costs", if fitted_framework { "fitted (multi-GPU profiles)" } else { "default" }),
             ("host overhead per iteration", if overhead > 0.0 { "fitted (this model's single-GPU profiles at several batch sizes; in the per-iteration cost)" } else { "none (no single-GPU profiles at two batch sizes)" }),
             ("per-job refit", if refit { "fitted (this model's own measured configurations: compute and communication multipliers)" } else { "none (fewer than 2 measured configurations of this model)" }),
@@ -370,7 +377,8 @@ impl Estimator {
 
     /// What the cost model needs for `job` on `gpu` with this placement.
     fn cell_context<'a>(&self, job: &JobSpec, gpu: &'a GpuSpec, cost: &'a ModelCost, placement: Placement) -> CellContext<'a> {
-        let (efficiency_factor, framework) = self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name);
+        let (efficiency_factor, framework) =
+            self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name, placement.nodes, placement.per_node);
         CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, framework }
     }
 
