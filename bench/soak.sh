@@ -27,6 +27,10 @@
 #                                  catch up beyond its own backlog) and the summary counts late jobs.
 #                                  At a fixed rate the ended job records slurmctld keeps (MinJobAge)
 #                                  stay constant, so RSS growth is not mistaken for record growth.
+# The daemons inherit this script's environment (through `cellsched cluster up`): e.g.
+# MALLOC_ARENA_MAX=2 bounds glibc's per-thread malloc arenas in slurmctld, whose RSS
+# otherwise climbs for tens of thousands of jobs as each arena reaches its own
+# high-water mark (stock Slurm and the plugins alike; README, "Live soak").
 # Output: one line per sample (time, submitted, completed, cancelled,
 # pending, RSS KiB, job records slurmctld holds) in $DIR.samples, the
 # summary on stdout and in $DIR.results.
