@@ -233,7 +233,8 @@ pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Con
             waited_s: 0.0,
             rem_plan_s: planned_iters(c.iter_time_s) as f64 * c.iter_time_s,
         };
-        // Contended: other pending jobs may wait for the free Cell's type (the conservative side).
+        // A new job has waited nothing, so the waited-time correction (and
+        // with it whether the free Cell's type is contended) changes nothing.
         let takes = wait.takes_slower_cell(0.0, (f.cell.gpus, f.iter_time_s), (c.cell.gpus, c.iter_time_s), false, true);
         if f.iter_time_s <= c.iter_time_s * cfg.placement.replan_max_slowdown && takes {
             why = format!(

@@ -403,9 +403,6 @@ impl Calibration {
 
     /// The communication multiplier fitted for a layout (1 when none).
     pub fn layout_scale(&self, gpu_type: &str, nodes: u32, per_node: u32) -> f64 {
-        if self.per_layout.is_empty() {
-            return 1.0;
-        }
         self.per_layout.get(gpu_type).and_then(|l| l.get(&(nodes, per_node))).copied().unwrap_or(1.0)
     }
 
