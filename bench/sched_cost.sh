@@ -52,7 +52,20 @@
 #                                   malloc_system_kb); needs gdb. On an emulated cluster also
 #                                   gres_select_jobs/gres_select_kb: pending jobs holding
 #                                   cons_tres's per-job GRES selection arrays, and their bytes
-#                                   (bench/diag/gres_select.c, loaded by gdb; needs gcc)
+#                                   (bench/diag/gres_select.c, loaded by gdb; needs gcc), and
+#                                   how scattered the pending jobs' records are, which the
+#                                   main scheduler walks every cycle (bench/diag/job_locality.c):
+#                                   job_pages, distinct 4 KiB pages holding the pending jobs'
+#                                   records, details, step lists and select jobinfo;
+#                                   jobs_details_near / jobs_steps_near, jobs whose details /
+#                                   step list lie within 4 KiB of their record; jobs_next_near,
+#                                   jobs within 64 KiB of the previous pending job's record
+#        CELLSCHED_BENCH_SIDE_BY_SIDE=1  run the modes at the same time, each on its own cluster
+#                                   (port bases PORT_BASE, +20, ...), submitting together and
+#                                   measuring in one common window: the ratio then compares
+#                                   the modes under the same machine load. On this 2-core VM the
+#                                   load of the machine moves between runs minutes apart by more
+#                                   than the 5-20% the goals are about
 #        CELLSCHED_BENCH_PERF=1     also sample slurmctld with `perf record -g` (199 Hz)
 #                                   during the window; `perf report` goes to
 #                                   $CELLSCHED_BENCH_DIR-<mode>.perf.txt
@@ -78,8 +91,12 @@ for so in site_factor job_submit spank; do
   }
 done
 
+SIDE=${CELLSCHED_BENCH_SIDE_BY_SIDE:-0}
+case $SIDE in 0 | 1) ;; *) echo "sched_cost.sh: CELLSCHED_BENCH_SIDE_BY_SIDE must be 0 or 1, got '$SIDE'" >&2; exit 2 ;; esac
+
 UP_DIR=""
-cleanup() { [ -n "$UP_DIR" ] && "$CLI" cluster down --cancel-jobs --dir "$UP_DIR" --port-base "$PB" >/dev/null 2>&1 || true; }
+MODE_PB=$PB
+cleanup() { [ -n "$UP_DIR" ] && "$CLI" cluster down --cancel-jobs --dir "$UP_DIR" --port-base "$MODE_PB" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 # Value of "KEY:" inside the sdiag section starting with SECTION (first match).
@@ -114,12 +131,13 @@ submit_range() { # mode from to
   done
 }
 
-run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
+run_mode() { # mode [port base] -> prints "key value" lines into $DIR-$mode.results
   local mode=$1 dir="$DIR-$1" args
-  args=(--dir "$dir" --port-base "$PB")
+  MODE_PB=${2:-$PB}
+  args=(--dir "$dir" --port-base "$MODE_PB")
   case $mode in plugins | plugins-submit-only) ;; *) args+=(--no-plugins) ;; esac
   if [ "$NODES" = 5 ]; then args+=(--groups a100:2x4,v100:2x8,a10:1x4); else args+=(--nodes "$NODES"); fi
-  echo "== $mode: cluster up at $dir (port base $PB)" >&2
+  echo "== $mode: cluster up at $dir (port base $MODE_PB)" >&2
   # A fresh slurmctld: no job records saved by an earlier run (they would count in its RSS).
   "$CLI" cluster down --cancel-jobs "${args[@]}" >/dev/null 2>&1 || true
   rm -rf "$dir/state"
@@ -173,6 +191,19 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   sdiag >"$sd"
   local submit_rpc_us
   submit_rpc_us=$(awk '/REQUEST_SUBMIT_BATCH_JOB/ { for (i = 1; i <= NF; i++) if ($i ~ /^ave_time:/) { sub("ave_time:", "", $i); print $i } }' "$sd")
+  if [ "$SIDE" = 1 ]; then
+    # Side by side: every mode's window starts when the last one has submitted.
+    touch "$DIR-$mode.at-window"
+    local m w=0
+    for m in $MODES; do
+      while [ ! -e "$DIR-$m.at-window" ]; do
+        [ ! -e "$DIR-$m.failed" ] || { echo "== $mode: $m failed; no window" >&2; exit 1; }
+        sleep 1; w=$((w + 1))
+        [ $w -lt 1800 ] || { echo "== $mode: $m never reached its window" >&2; exit 1; }
+      done
+    done
+    echo "== $mode: every mode has submitted; window starts" >&2
+  fi
   local log="$dir/log/slurmctld.log" log_start
   log_start=$(($(wc -c <"$log") + 1))
   scontrol setdebug debug
@@ -199,7 +230,7 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
   # other threads, such as the plugins' background threads).
   awk '/^[0-9a-f]+-[0-9a-f]+ / { name = ($6 == "" ? "[anon " $1 "]" : $6) } /^Size:/ { size = $2 } /^Rss:/ { if ($2 > 0) print $2, size, name }' \
     "/proc/$ctld_pid/smaps" 2>/dev/null | sort -rn | head -15 >"$DIR-$mode.smaps.txt" || true
-  local rss_trimmed=NA in_use=NA system=NA gres_select_jobs=NA gres_select_bytes=NA
+  local rss_trimmed=NA in_use=NA system=NA gres_select_jobs=NA gres_select_bytes=NA job_pages=NA near_details=NA near_steps=NA near_next=NA
   if [ "${CELLSCHED_BENCH_TRIM:-0}" = 1 ]; then
     # malloc_stats() writes to slurmctld's stderr (log/slurmctld.out); its last "Total" block is ours.
     local out="$dir/log/slurmctld.out"
@@ -212,6 +243,14 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
       timeout 60 gdb -p "$ctld_pid" -batch -ex "call (void *) dlopen(\"$diag_so\", 2)" \
         -ex "call (long) cellsched_diag_gres_select(\"$dir/gres_select.txt\")" >/dev/null 2>&1 || true
       read -r _ _ _ gres_select_jobs _ gres_select_bytes <"$dir/gres_select.txt" 2>/dev/null || true
+    fi
+    # How scattered the pending jobs' records are (bench/diag/job_locality.c).
+    local loc_so="$DIR-job_locality.so"
+    if [ -f "$fe_build/config.h" ] && gcc -shared -fPIC -O2 -I"$fe_build" -o "$loc_so" "$ROOT/bench/diag/job_locality.c" 2>/dev/null; then
+      rm -f "$dir/job_locality.txt"
+      timeout 60 gdb -p "$ctld_pid" -batch -ex "call (void *) dlopen(\"$loc_so\", 2)" \
+        -ex "call (long) cellsched_diag_job_locality(\"$dir/job_locality.txt\")" >/dev/null 2>&1 || true
+      read -r _ _ _ job_pages _ near_details _ near_steps _ near_next <"$dir/job_locality.txt" 2>/dev/null || true
     fi
     if gdb -p "$ctld_pid" -batch -ex 'call (void) malloc_stats()' >/dev/null 2>&1; then
       system=$(awk '/^Total/ { t = 1; next } t && /^system bytes/ { s = $4 } t && /^in use bytes/ { u = $5; t = 0 } END { print int(s / 1024) }' "$out")
@@ -231,6 +270,10 @@ run_mode() { # mode -> prints "key value" lines into $DIR-$mode.results
     echo "malloc_system_kb $system"
     echo "gres_select_jobs $gres_select_jobs"
     echo "gres_select_kb $([ "$gres_select_bytes" = NA ] && echo NA || echo $((gres_select_bytes / 1024)))"
+    echo "job_pages $job_pages"
+    echo "jobs_details_near $near_details"
+    echo "jobs_steps_near $near_steps"
+    echo "jobs_next_near $near_next"
     echo "submit_s $submit_s"
     echo "submit_rpc_mean_us ${submit_rpc_us:-NA}"
     echo "main_cycles $(sdiag_field "$sd" 'Main schedule statistics' 'Total cycles')"
@@ -273,21 +316,43 @@ ratio() { # a b
 MODES=${CELLSCHED_BENCH_MODES:-stock plugins}
 rm -f "$DIR-stock.results" "$DIR-plugins.results" "$DIR-stock-rewritten.results" "$DIR-plugins-submit-only.results" # no column from an earlier run
 for mode in $MODES; do
-  case $mode in stock | plugins | stock-rewritten | plugins-submit-only) run_mode "$mode" ;;
+  case $mode in stock | plugins | stock-rewritten | plugins-submit-only) ;;
     *) echo "sched_cost.sh: unknown mode '$mode' (stock, plugins; diagnostics: stock-rewritten, plugins-submit-only)" >&2; exit 2 ;; esac
 done
+if [ "$SIDE" = 1 ]; then
+  # All modes at once, each on its own cluster (port bases PB, PB+20, ...), with
+  # one common window: both see the same machine, its load and its noise.
+  rm -f "$DIR"-*.at-window "$DIR"-*.failed
+  pids=()
+  i=0
+  for mode in $MODES; do
+    (
+      trap 'cleanup; [ -e "$DIR-$mode.results" ] || touch "$DIR-$mode.failed"' EXIT
+      run_mode "$mode" $((PB + 20 * i))
+    ) &
+    pids+=($!)
+    i=$((i + 1))
+  done
+  failed=0
+  for p in "${pids[@]}"; do wait "$p" || failed=1; done
+  rm -f "$DIR"-*.at-window "$DIR"-*.failed
+  [ $failed = 0 ] || { echo "sched_cost.sh: a side-by-side mode failed" >&2; exit 1; }
+else
+  for mode in $MODES; do run_mode "$mode"; done
+fi
 # Diagnostic columns (never a baseline), each with its ratio plugins / that column.
 DIAGS=()
 for d in stock-rewritten plugins-submit-only; do [ -f "$DIR-$d.results" ] && DIAGS+=("$d"); done
 
 echo
 echo "slurmctld scheduling cost at $N pending jobs (half DL) on $NODES nodes, window ${WINDOW}s; times in microseconds, RSS in KiB"
+[ "$SIDE" = 0 ] || echo "side by side: the modes ran at the same time, one cluster each, with one common window"
 echo "SchedulerParameters: $(grep -h '^SchedulerParameters=' "$DIR-stock/etc/slurm.conf" "$DIR-plugins/etc/slurm.conf" 2>/dev/null | sort -u | cut -d= -f2- | paste -sd' ' -)"
 head=$(printf '%-26s %14s %14s %8s' metric stock plugins ratio)
 for d in "${DIAGS[@]}"; do head+=$(printf ' %20s %8s' "$d" "p/diag"); done
 ((${#DIAGS[@]})) && echo "(diagnostic columns: ${DIAGS[*]}; p/diag = plugins / that column)"
 echo "$head"
-for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb ctld_rss_trimmed_kb malloc_in_use_kb malloc_system_kb gres_select_jobs gres_select_kb submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
+for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb ctld_rss_trimmed_kb malloc_in_use_kb malloc_system_kb gres_select_jobs gres_select_kb job_pages jobs_details_near jobs_steps_near jobs_next_near submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
   bf_cycles bf_mean_us bf_max_us bf_mean_depth site_factor_updates site_factor_mean_us site_factor_max_us \
   rank_passes rank_snapshot_mean_us rank_snapshot_max_us rank_held_in_all_mean_us rank_compute_mean_us \
   replan_passes replan_snapshot_mean_us replan_snapshot_max_us replan_held_in_all_mean_us site_factor_heap_kb job_submit_heap_kb; do

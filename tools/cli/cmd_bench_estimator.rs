@@ -27,7 +27,7 @@
 //! was measured, where it is known).
 use anyhow::{bail, Context, Result};
 use cellsched_core::cell::{Cell, Plan};
-use cellsched_core::estimator::{quantile, spearman, Calibration, CalibrationPolicy};
+use cellsched_core::estimator::{quantile, spearman, weak_scaling_contradictions, Calibration, CalibrationPolicy, CONTRADICTION_TOLERANCE};
 use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::{ModelCatalog, ModelFamily, Optimizer, Precision, Recompute, Runtime};
@@ -441,6 +441,20 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
         points.iter().filter(|p| p.rec.gpus() > 1).count()
     );
     println!("APE = |predicted - measured| / measured; rho = Spearman rank correlation of per-sample time across the Cells of one job (jobs with >= 3 scored Cells).");
+    let contradictory = contradictory_points(&points);
+    if !contradictory.is_empty() {
+        let mut where_: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for &i in &contradictory {
+            *where_.entry((points[i].dataset, points[i].rec.gpu_type.as_str())).or_default() += 1;
+        }
+        let list: Vec<String> = where_.iter().map(|((d, g), n)| format!("{n} {d} {g}")).collect();
+        println!(
+            "data consistency (measurements against each other, no estimator): {} multi-GPU points ({}) belong to in-node weak-scaling series in which more GPUs make an iteration over {:.0}% faster, which synchronous data parallelism cannot do; calibration leaves them out of its communication fits, every score keeps them, and the rows \"w/o contradictory\" show the score without them",
+            contradictory.len(),
+            list.join(", "),
+            CONTRADICTION_TOLERANCE * 100.0
+        );
+    }
     for proto in protocols(&points) {
         let scored: Vec<Scored> = proto.splits.iter().flat_map(|s| score_split(&points, s, proto.per_job, detail, &gpus, &models)).collect();
         println!("\n== {} ({} split{}) ==", proto.name, proto.splits.len(), if proto.splits.len() == 1 { "" } else { "s" });
@@ -449,6 +463,10 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
         for (label, v) in [("estimate (own plan)", &est_ape), ("measured plan", &pin_ape)] {
             println!("  {label}:");
             println!("{}", line("all", &v.iter().map(|x| x.1).collect::<Vec<_>>()));
+            let consistent: Vec<f64> = v.iter().filter(|(i, _)| contradictory.binary_search(i).is_err()).map(|x| x.1).collect();
+            if consistent.len() < v.len() {
+                println!("{}", line("w/o contradictory", &consistent));
+            }
             for ds in ["gavel", "rubick-a800", "h100"] {
                 let sub: Vec<f64> = v.iter().filter(|(i, _)| points[*i].dataset == ds).map(|x| x.1).collect();
                 if !sub.is_empty() {
@@ -522,6 +540,16 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
     }
     h100_memory(&points, &gpus, &models);
     Ok(())
+}
+
+/// Truth checked against itself, no estimator involved: the multi-GPU points
+/// of in-node weak-scaling series (same job, GPU type and per-GPU batch) in
+/// which an iteration on more GPUs is clearly faster than on fewer
+/// ([`weak_scaling_contradictions`]; calibration leaves them out of its
+/// communication fits the same way).
+pub fn contradictory_points(points: &[Point]) -> Vec<usize> {
+    let keyed: Vec<(&str, &ProfileRecord)> = points.iter().map(|p| (p.job.as_str(), &p.rec)).collect();
+    weak_scaling_contradictions(&keyed)
 }
 
 /// Diagnostic: median predicted/measured ratio (own plan) by dataset, GPU
@@ -684,6 +712,21 @@ mod tests {
         assert_eq!((d[0].calibrate.clone(), d[0].test.clone()), (vec![0, 1, 3, 4, 5], vec![2]));
         assert!(ps[4].per_job && !ps[5].per_job && ps[5].splits == ps[4].splits);
         assert_eq!(ps[6].splits, vec![Split { calibrate: b[0].calibrate.clone(), test: vec![2] }]);
+    }
+
+    /// The bench keys series by job: a job whose 4-GPU iteration is slower
+    /// than its 8-GPU one has its multi-GPU points reported.
+    #[test]
+    fn contradictory_points_are_keyed_by_job() {
+        let mut points = Vec::new();
+        for (job, times) in [("bad", [0.10, 0.10, 0.30, 0.12]), ("good", [0.10, 0.11, 0.13, 0.15])] {
+            for (g, t) in [1, 2, 4, 8].into_iter().zip(times) {
+                let mut p = pt(job, g);
+                p.rec.iter_time_s = t;
+                points.push(p);
+            }
+        }
+        assert_eq!(contradictory_points(&points), vec![1, 2, 3]);
     }
 
     #[test]

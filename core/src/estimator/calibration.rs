@@ -37,6 +37,7 @@
 //! The report says what was fitted from what, and flags profiles whose implied
 //! efficiency is implausible (a wrong model description).
 use super::comm::{fit_links, CommPoint, MeasuredLinks};
+use super::consistency::{weak_scaling_contradictions, CONTRADICTION_TOLERANCE};
 use super::plan_cost::{evaluate, Framework};
 use super::topology::Placement;
 use super::{Estimator, JobSpec};
@@ -234,6 +235,9 @@ pub struct CalibrationReport {
     pub skipped: Vec<(ProfileRecord, String)>,
     /// Profiles whose implied efficiency is outside [`PLAUSIBLE_EFFICIENCY`].
     pub flagged: Vec<FlaggedProfile>,
+    /// Multi-GPU points of in-node weak-scaling series that contradict
+    /// themselves (see `weak_scaling_contradictions`), with what to check; still used.
+    pub contradicting: Vec<(ProfileRecord, String)>,
 }
 
 impl fmt::Display for CalibrationReport {
@@ -293,6 +297,9 @@ impl fmt::Display for CalibrationReport {
         }
         for p in &self.flagged {
             writeln!(f, "  WARNING {} x{} batch {} on {}: {}", p.record.model, p.record.gpus(), p.record.batch, p.record.gpu_type, p.message)?;
+        }
+        for (r, message) in &self.contradicting {
+            writeln!(f, "  WARNING {} x{} batch {} on {}: {}", r.model, r.gpus(), r.batch, r.gpu_type, message)?;
         }
         Ok(())
     }
@@ -494,6 +501,19 @@ impl Calibration {
                 Ok(p) => multis.push(p),
                 Err(e) => cal.report.skipped.push((rec.clone(), e.to_string())),
             }
+        }
+        // Series that contradict themselves are kept (leaving them out of the
+        // communication fits made the held-out error worse: what they share,
+        // a slow layout, is still real) but reported, for the user to check.
+        let all: Vec<(&str, &ProfileRecord)> = singles.iter().map(|s| &s.0).chain(multis.iter()).map(|p| (p.job.model.name.as_str(), &p.rec)).collect();
+        for i in weak_scaling_contradictions(&all) {
+            let r = all[i].1;
+            let message = format!(
+                "an iteration of this model on more GPUs of one node at {} samples per GPU is over {:.0}% faster than on fewer, which synchronous data parallelism cannot do: one of these measurements is not what its record says (kept)",
+                r.batch / r.gpus().max(1),
+                CONTRADICTION_TOLERANCE * 100.0
+            );
+            cal.report.contradicting.push((r.clone(), message));
         }
         cal.report.links = fit_links(&comm, base.gpu_catalog());
         cal.links = cal.report.links.iter().map(|l| (l.gpu_type.clone(), l.clone())).collect();
@@ -1249,6 +1269,24 @@ mod tests {
         let bad = ProfileRecord { model: "comm:bcast:10".into(), ..rows[0].clone() };
         let cal = Calibration::fit(&base, [&bad], &CalibrationPolicy::default());
         assert!(cal.report.skipped[0].1.contains("bcast"));
+    }
+
+    /// A model whose 4-GPU iterations are slower than its 8-GPU ones in one
+    /// node is reported, and its points still calibrate; a monotone series is not.
+    #[test]
+    fn contradicting_series_are_reported_and_kept() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let dp = |g: u32| Plan { dp: g, checkpointing: true, ..Plan::default() };
+        let series = |m: &str, times: [f64; 4]| -> Vec<ProfileRecord> { [1, 2, 4, 8].into_iter().zip(times).map(|(g, t)| rec(m, 8 * g, g, 1, t, dp(g))).collect() };
+        let mut rows = series("gpt__350M", [0.10, 0.11, 0.30, 0.12]);
+        rows.extend(series("bert__350M", [0.10, 0.11, 0.12, 0.13]));
+        let cal = Calibration::fit(&base, rows.iter(), &CalibrationPolicy::default());
+        let flagged: Vec<u32> = cal.report.contradicting.iter().map(|(r, _)| r.gpus()).collect();
+        assert_eq!(flagged, vec![2, 4, 8], "{:?} skipped {:?}", cal.report.contradicting, cal.report.skipped);
+        assert!(cal.report.contradicting.iter().all(|(r, m)| r.model == "gpt__350M" && m.contains("faster")));
+        assert!(cal.report.to_string().contains("WARNING gpt__350M x4"));
+        assert!(cal.report.skipped.is_empty(), "{:?}", cal.report.skipped);
+        assert_eq!(cal.report.used.len(), rows.len());
     }
 
     /// A profile far faster than the model's FLOPs allow is flagged, a plausible one is not.

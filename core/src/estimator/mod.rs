@@ -11,6 +11,7 @@
 mod assemble;
 mod calibration;
 mod comm;
+mod consistency;
 mod plan_cost;
 mod search;
 mod topology;
@@ -21,6 +22,7 @@ pub use calibration::{
     FittedFramework, FittedLayout, FittedOverhead, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
 };
 pub use comm::{fit_links, Collective, CommPoint, MeasuredLinks, COMM_MODEL_PREFIX};
+pub use consistency::{weak_scaling_contradictions, CONTRADICTION_TOLERANCE};
 pub use plan_cost::{Framework, MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
 
 use crate::cell::{Cell, Decision, EstimateSource, Plan};
