@@ -17,6 +17,8 @@
 //!   single-GPU one), score its larger Cells; scored with the per-job refit
 //!   and without it, and (b) on the same points.
 //!
+//! Gavel's runs are described as trained (a fixed micro-batch of the batch
+//! size per worker, no gradient accumulation: `<model>+gavel-mbN`).
 //! Rubick's runs are described as trained (fp32 on TF32 tensor cores, the
 //! ZeRO-Offload runs with `offload = true`, registered as
 //! `<model>+rubick[+offload]`); for leave-one-model-out they count as the
@@ -103,6 +105,22 @@ pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
     Ok(out)
 }
 
+/// How Gavel's throughputs were measured: its PyTorch workloads train data
+/// parallel with the batch size per worker as given (`--batch_size`), no
+/// gradient accumulation, so every iteration computes one micro-batch of
+/// `per_gpu` samples on each GPU. Registered as `<name>+gavel-mb<per_gpu>`,
+/// a variant of the same network with that fixed micro-batch; returns that name.
+pub fn gavel_model(models: &mut ModelCatalog, name: &str, per_gpu: u32) -> Result<String> {
+    let mut m = models.get(name)?.clone();
+    m.name = format!("{}+gavel-mb{per_gpu}", m.name);
+    m.micro_batch = Some(per_gpu.max(1));
+    let out = m.name.clone();
+    if models.get(&out).is_err() {
+        models.insert(m, &[]);
+    }
+    Ok(out)
+}
+
 /// How Rubick's A800 runs were trained: the catalog model in fp32 on TF32
 /// tensor cores (the artifact's Megatron-DeepSpeed configs disable fp16 and
 /// its Hugging Face runs pass no `--fp16`; the measured forward passes run at
@@ -146,13 +164,17 @@ pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>> 
         }
     }
     for p in &mut out {
+        if p.dataset == "gavel" {
+            let per_gpu = p.rec.batch / p.rec.gpus().max(1);
+            p.rec.model = gavel_model(models, &p.rec.model, per_gpu)?;
+        }
         if p.dataset == "rubick-a800" {
             let gc = p.rec.plan.is_some_and(|pl| pl.checkpointing);
             let mbs = p.rec.plan.map_or(1, |pl| p.rec.batch / (pl.dp * pl.micro_batches).max(1));
             p.rec.model = rubick_model(models, &p.rec.model, p.job.ends_with("-offload"), gc, mbs)?;
         }
         let name = models.canonical_name(&p.rec.model).unwrap_or(&p.rec.model).to_string();
-        // A variant (`+rubick`, `+offload`) is the same network as the model's other runs.
+        // A variant (`+gavel-mbN`, `+rubick`, `+offload`) is the same network as the model's other runs.
         p.model = name.split('+').next().unwrap_or(&name).to_string();
     }
     Ok(out)
@@ -727,6 +749,18 @@ mod tests {
             }
         }
         assert_eq!(contradictory_points(&points), vec![1, 2, 3]);
+    }
+
+    /// A Gavel job is the catalog network with its per-worker batch as a
+    /// fixed micro-batch; registering it twice keeps one variant.
+    #[test]
+    fn gavel_jobs_are_described_with_their_fixed_micro_batch() {
+        let mut models = ModelCatalog::builtin();
+        let name = gavel_model(&mut models, "resnet-50", 64).unwrap();
+        assert_eq!(name, format!("{}+gavel-mb64", models.canonical_name("resnet-50").unwrap_or("resnet-50")));
+        assert_eq!(models.get(&name).unwrap().micro_batch, Some(64));
+        assert_eq!(gavel_model(&mut models, "resnet-50", 64).unwrap(), name);
+        assert!(gavel_model(&mut models, "no_such_network", 8).is_err());
     }
 
     #[test]

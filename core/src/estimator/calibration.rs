@@ -58,6 +58,9 @@ const MODEL_PRIOR_POINTS: f64 = 0.25;
 const FAMILY_PRIOR_POINTS: f64 = 1.0;
 /// Most points one framework fit evaluates (about 350 plan evaluations each).
 const MAX_FIT_POINTS: usize = 400;
+/// Range of a compute multiplier for one micro-batch size over the fitted level.
+const BATCH_SCALE_RANGE: (f64, f64) = (0.25, 4.0);
+
 /// Fewest multi-GPU points of one runtime for its own framework constants.
 const MIN_RUNTIME_POINTS: usize = 5;
 /// Prior weight, in points, of the parent (runtime, type) constants on a
@@ -188,6 +191,21 @@ pub struct FittedOverhead {
     pub points: usize,
 }
 
+/// A compute multiplier fitted for one micro-batch size of a (model, GPU type).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FittedBatch {
+    /// Model (network name).
+    pub model: String,
+    /// GPU type.
+    pub gpu_type: String,
+    /// Samples per GPU per micro-batch.
+    pub micro_batch: u32,
+    /// Multiplier on compute time at that size, shrunk (see `fit_batch_sizes`).
+    pub scale: f64,
+    /// The multiplier that makes the single-GPU point exact.
+    pub raw_scale: f64,
+}
+
 /// One point used for calibration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CalibrationPoint {
@@ -221,6 +239,8 @@ pub struct CalibrationReport {
     pub per_model_type: Vec<FittedFactor>,
     /// Per (model, GPU type) per-iteration host overheads.
     pub per_model_overhead: Vec<FittedOverhead>,
+    /// Per (model, GPU type, micro-batch size) compute multipliers.
+    pub per_batch: Vec<FittedBatch>,
     /// Framework constants (multi-GPU points).
     pub framework: Vec<FittedFramework>,
     /// Per-layout communication multipliers (multi-GPU points).
@@ -288,6 +308,13 @@ impl fmt::Display for CalibrationReport {
                 l.gpu_type, l.intra, l.net, l.points.0, l.points.1
             )?;
         }
+        for b in self.per_batch.iter().filter(|b| (b.scale.ln()).abs() >= 0.05) {
+            writeln!(
+                f,
+                "  batch    {:<22} {:<10} micro-batch {:>4}: compute x{:.2} (the single-GPU point alone x{:.2})",
+                b.model, b.gpu_type, b.micro_batch, b.scale, b.raw_scale
+            )?;
+        }
         for j in &self.per_job {
             writeln!(
                 f,
@@ -318,6 +345,9 @@ pub struct Calibration {
     per_model_type: BTreeMap<(String, String), (f64, usize)>,
     /// Per-iteration host overhead (seconds) per (model, type).
     per_model_overhead: BTreeMap<(String, String), f64>,
+    /// Compute-time multipliers by micro-batch size per (model, type): what a
+    /// single-GPU profile at that size says beyond the fitted level, shrunk.
+    per_batch: BTreeMap<(String, String), Vec<(u32, f64)>>,
     /// Framework constants per runtime.
     framework_by_runtime: BTreeMap<String, Framework>,
     /// Framework constants per (runtime, GPU type): the cluster's interconnect as measured.
@@ -428,6 +458,12 @@ impl Calibration {
         self.per_model_overhead.get(&model_type_key(model, gpu_type)).copied().unwrap_or(0.0)
     }
 
+    /// Compute-time multipliers by micro-batch size fitted for `model` on
+    /// `gpu_type` (empty when none): (samples per GPU per micro-batch, multiplier).
+    pub fn batch_scale(&self, model: &str, gpu_type: &str) -> &[(u32, f64)] {
+        self.per_batch.get(&model_type_key(model, gpu_type)).map_or(&[], |v| v.as_slice())
+    }
+
     /// `fw` with `model`'s host overhead on `gpu_type` added to its per-iteration cost.
     fn with_overhead(&self, model: &str, gpu_type: &str, mut fw: Framework) -> Framework {
         fw.per_iter_s += self.overhead(model, gpu_type);
@@ -520,6 +556,10 @@ impl Calibration {
         cal.fit_compute(&singles, policy.per_model);
         if policy.per_model {
             cal.fit_overheads(base, &singles);
+            cal.fit_batch_sizes(base, &singles);
+            for p in singles.iter_mut().map(|s| &mut s.0).chain(multis.iter_mut()) {
+                p.batch_scale = cal.batch_scale(&p.job.model.name, &p.gpu).to_vec();
+            }
         }
         cal.fit_framework(base, &multis);
         cal.fit_layouts(base, &multis);
@@ -749,6 +789,44 @@ impl Calibration {
         }
     }
 
+    /// Level 1c: per (model, type) and micro-batch size, what a single-GPU
+    /// profile at that size says beyond the fitted level (and host overhead):
+    /// GEMM algorithms, memory effects and input pipelines change with the
+    /// size in ways a smooth model does not follow, and a data-parallel run
+    /// at the same size per GPU computes the same micro-batches. The
+    /// multiplier on compute time that makes the point exact is shrunk in log
+    /// space by r²/(r² + s²), s² being the median squared residual over every
+    /// single-GPU point (their typical noise): a residual at the noise level
+    /// moves the prediction half way, a large one nearly all the way, a small
+    /// one hardly.
+    fn fit_batch_sizes(&mut self, base: &Estimator, singles: &[(ResolvedPoint, f64)]) {
+        let mut res: Vec<((String, String), u32, f64)> = Vec::new();
+        for (p, _) in singles {
+            let key = model_type_key(&p.job.model.name, &p.gpu);
+            let Some((compute, rest)) = p.split(base) else { continue };
+            let f = self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu);
+            let x = self.overhead(&p.job.model.name, &p.gpu);
+            let work = compute / f;
+            let m = (p.rec.iter_time_s - rest - x) / work;
+            if work > 0.0 && m > 0.0 {
+                let mbs = p.rec.batch / (p.plan.dp * p.plan.micro_batches).max(1);
+                res.push((key, mbs, m.clamp(BATCH_SCALE_RANGE.0, BATCH_SCALE_RANGE.1).ln()));
+            }
+        }
+        if res.is_empty() {
+            return;
+        }
+        let s2 = median(&res.iter().map(|r| r.2 * r.2).collect::<Vec<_>>());
+        for (key, mbs, r) in res {
+            let w = if r * r + s2 > 0.0 { r * r / (r * r + s2) } else { 0.0 };
+            let v = self.per_batch.entry(key.clone()).or_default();
+            if !v.iter().any(|b| b.0 == mbs) {
+                v.push((mbs, (w * r).exp()));
+                self.report.per_batch.push(FittedBatch { model: key.0, gpu_type: key.1, micro_batch: mbs, scale: (w * r).exp(), raw_scale: r.exp() });
+            }
+        }
+    }
+
     fn fit_compute(&mut self, singles: &[(ResolvedPoint, f64)], per_model: bool) {
         let mut by_type: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         let mut by_model_type: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
@@ -881,6 +959,8 @@ struct ResolvedPoint {
     cell: Cell,
     plan: Plan,
     datasheet_s: f64,
+    /// The (model, type)'s compute multipliers by micro-batch size, once fitted.
+    batch_scale: Vec<(u32, f64)>,
 }
 
 fn resolve(base: &Estimator, rec: &ProfileRecord) -> Result<ResolvedPoint, CoreError> {
@@ -895,7 +975,7 @@ fn resolve(base: &Estimator, rec: &ProfileRecord) -> Result<ResolvedPoint, CoreE
         None => base.estimate(&job, &cell, rec.gpus_per_node)?.plan,
     };
     let datasheet_s = base.evaluate_plan(&job, &cell, rec.gpus_per_node, &plan)?.iter_time_s;
-    Ok(ResolvedPoint { rec: rec.clone(), job, gpu, cell, plan, datasheet_s })
+    Ok(ResolvedPoint { rec: rec.clone(), job, gpu, cell, plan, datasheet_s, batch_scale: Vec::new() })
 }
 
 impl ResolvedPoint {
@@ -910,6 +990,7 @@ impl ResolvedPoint {
         let cost = self.job.model.cost();
         let mut cx = base.cell_context(&self.job, gpu, &cost, placement);
         cx.efficiency_factor = factor;
+        cx.batch_scale = &self.batch_scale;
         cx.framework = *fw;
         evaluate(&cx, &self.plan).map(|e| e.iter_time_s)
     }
@@ -920,6 +1001,7 @@ impl ResolvedPoint {
         let cost = self.job.model.cost();
         let mut cx = base.cell_context(&self.job, gpu, &cost, placement);
         cx.efficiency_factor = f0;
+        cx.batch_scale = &self.batch_scale;
         cx.framework = *fw;
         let ev = evaluate(&cx, &self.plan).ok_or_else(|| CoreError::invalid("plan", self.plan.to_string(), "a plan that divides the batch"))?;
         let compute = ev.time.compute_s - ev.time.launch_bound_s + ev.time.bubble_s;
@@ -1115,6 +1197,40 @@ mod tests {
         let unknown = ProfileRecord { model: "no_such_model".into(), ..recs[0].clone() };
         let cal2 = Calibration::fit(&base, [&unknown], &CalibrationPolicy::default());
         assert!(cal2.report.per_type.is_empty() && cal2.report.skipped[0].1.contains("no_such_model"));
+    }
+
+    /// Single-GPU points from a "true" estimator at five micro-batch sizes,
+    /// one of them (8) measured 2.5x slower than the rest follow: that size
+    /// gets a compute multiplier near its raw one, so a data-parallel run at
+    /// 8 samples per GPU is predicted slow while one at 4 is not; the other
+    /// sizes, on the fitted level, stay near 1. Without the multiplier
+    /// (`per_model: false`) nothing is fitted per size.
+    #[test]
+    fn a_micro_batch_size_measured_off_the_level_gets_its_own_multiplier() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let truth = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(Calibration::default().with_type_factor("v100", 0.6));
+        let m = ModelCatalog::builtin().resolve("gpt__125M").unwrap();
+        let plan = |dp: u32| Plan { dp, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: true };
+        let time = |batch: u32, gpus: u32| truth.estimate_plan(&JobSpec { model: m.clone(), global_batch: batch }, &Cell::new("v100", gpus, 1).unwrap(), 8, &plan(gpus)).unwrap().iter_time_s;
+        let mut recs = Vec::new();
+        for mbs in [1, 2, 4, 8, 16] {
+            let slow = if mbs == 8 { 2.5 } else { 1.0 };
+            recs.push(rec("gpt__125M", mbs, 1, 1, time(mbs, 1) * slow, plan(1)));
+        }
+        let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
+        let scale: BTreeMap<u32, f64> = cal.batch_scale("gpt__125M", "v100").iter().copied().collect();
+        assert!(scale[&8] > 1.8, "{scale:?}");
+        for mbs in [1, 2, 4, 16] {
+            assert!((scale[&mbs].ln()).abs() < 0.5 * scale[&8].ln(), "{scale:?}");
+        }
+        assert!(cal.report.per_batch.iter().any(|b| b.micro_batch == 8 && b.raw_scale >= b.scale && b.scale > 1.8), "{:?}", cal.report.per_batch);
+        assert!(cal.report.to_string().contains("micro-batch    8"));
+        let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(cal);
+        let predict = |batch: u32, gpus: u32| est.estimate_plan(&JobSpec { model: m.clone(), global_batch: batch }, &Cell::new("v100", gpus, 1).unwrap(), 8, &plan(gpus)).unwrap().iter_time_s;
+        assert!(predict(32, 4) > 1.6 * time(32, 4), "{} vs {}", predict(32, 4), time(32, 4));
+        assert!((predict(16, 4) / time(16, 4) - 1.0).abs() < 0.35, "{} vs {}", predict(16, 4), time(16, 4));
+        let off = Calibration::fit(&base, &recs, &CalibrationPolicy { per_model: false, ..Default::default() });
+        assert!(off.batch_scale("gpt__125M", "v100").is_empty() && off.report.per_batch.is_empty());
     }
 
     /// Points generated with communication 3x slower on one layout (one

@@ -19,7 +19,7 @@ mod topology;
 pub use assemble::{Assembled, EstimatorSources};
 pub use calibration::{
     median, quantile, spearman, Calibration, CalibrationPoint, CalibrationPolicy, CalibrationReport, FittedFactor,
-    FittedFramework, FittedLayout, FittedOverhead, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
+    FittedBatch, FittedFramework, FittedLayout, FittedOverhead, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
 };
 pub use comm::{fit_links, Collective, CommPoint, MeasuredLinks, COMM_MODEL_PREFIX};
 pub use consistency::{weak_scaling_contradictions, CONTRADICTION_TOLERANCE};
@@ -275,6 +275,11 @@ impl Estimator {
         let overhead = self.calibration.overhead(&job.model.name, &gpu.name);
         let layout = self.calibration.layout_scale(&gpu.name, placement.nodes, placement.per_node);
         let (factor, framework) = self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name, placement.nodes, placement.per_node);
+        let mbs = job.global_batch / (est.plan.dp * est.plan.micro_batches).max(1);
+        let batch_source = match self.calibration.batch_scale(&job.model.name, &gpu.name).iter().find(|b| b.0 == mbs) {
+            Some(b) => format!("fitted x{:.2} at {mbs} samples per micro-batch (this model's single-GPU profile at that size, shrunk toward the level)", b.1),
+            None => format!("none (no single-GPU profile of this model at {mbs} samples per micro-batch)"),
+        };
         let layout_source = if layout != 1.0 {
             format!("fitted x{layout:.2} for {} node(s) x {} {} (other models' multi-GPU points on this layout, shrunk toward the type's constants)", placement.nodes, placement.per_node, gpu.name)
         } else {
@@ -286,6 +291,7 @@ impl Estimator {
             ("communication alpha-beta", if fitted_framework { "fitted scale (multi-GPU profiles) over derated defaults" } else { "default (derated datasheet links)" }),
             ("communication by layout", layout_source.as_str()),
             ("per-micro-batch / per-iteration costs", if fitted_framework { "fitted (multi-GPU profiles)" } else { "default" }),
+            ("compute at this micro-batch size", batch_source.as_str()),
             ("host overhead per iteration", if overhead > 0.0 { "fitted (this model's single-GPU profiles at several batch sizes; in the per-iteration cost)" } else { "none (no single-GPU profiles at two batch sizes)" }),
             ("per-job refit", if refit { "fitted (this model's own measured configurations: compute and communication multipliers)" } else { "none (fewer than 2 measured configurations of this model)" }),
             ("memory", "model (states by precision/optimizer, activations, logits, step temporaries, fragmentation)"),
@@ -378,10 +384,11 @@ impl Estimator {
     }
 
     /// What the cost model needs for `job` on `gpu` with this placement.
-    fn cell_context<'a>(&self, job: &JobSpec, gpu: &'a GpuSpec, cost: &'a ModelCost, placement: Placement) -> CellContext<'a> {
+    fn cell_context<'a>(&'a self, job: &JobSpec, gpu: &'a GpuSpec, cost: &'a ModelCost, placement: Placement) -> CellContext<'a> {
         let (efficiency_factor, framework) =
             self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name, placement.nodes, placement.per_node);
-        CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, framework }
+        let batch_scale = self.calibration.batch_scale(&job.model.name, &gpu.name);
+        CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, batch_scale, framework }
     }
 
     fn estimate_uncached(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Estimate, CoreError> {

@@ -220,6 +220,9 @@ pub(crate) struct CellContext<'a> {
     pub placement: Placement,
     /// Calibrated efficiency multiplier on compute (1 = datasheet).
     pub efficiency_factor: f64,
+    /// Measured compute-time multipliers by micro-batch size (samples per
+    /// GPU per micro-batch) over the calibrated level; 1 for other sizes.
+    pub batch_scale: &'a [(u32, f64)],
     /// Framework constants (fitted or default).
     pub framework: Framework,
 }
@@ -333,7 +336,8 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let mem_rank = (c.mem_bytes_per_sample - rep) * share + rep * share * tp;
     let mem_bound = mem_rank * mbs * passes / (bw * MEM_BW_EFFICIENCY);
     let roofline_floor = (c.fwd_flops_per_sample * passes * share / peak + mem_rank * passes / bw) * mbs;
-    let work = ((gemm + attention + mem_bound) / cx.efficiency_factor).max(roofline_floor);
+    let at_size = cx.batch_scale.iter().find(|b| b.0 as f64 == mbs).map_or(1.0, |b| b.1);
+    let work = ((gemm + attention + mem_bound) / cx.efficiency_factor * at_size).max(roofline_floor);
     let launch = c.kernels_per_layer * layers_stage * passes * launch_floor_s(c.runtime);
     let t_compute_mb = work.max(launch);
     let launch_bound = t_compute_mb - work;
