@@ -87,6 +87,14 @@ fn error(msg: &str) {
     log::error(&format!("site_factor/cellsched: {msg}"));
 }
 
+/// Makes the calling background thread yield the CPU to slurmctld's own
+/// threads (see `cellsched_slurm_ffi::background`); logs when it cannot.
+fn lower_priority(what: &str) {
+    if let Err(e) = cellsched_slurm_ffi::background::yield_cpu_to_slurmctld() {
+        info(&format!("the {what} thread keeps slurmctld's CPU priority: {e}"));
+    }
+}
+
 fn now_s() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
@@ -353,16 +361,19 @@ fn rank_pass() {
 fn start_ranker() {
     let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
     let s2 = stop.clone();
-    let spawned = std::thread::Builder::new().name("cellsched-rank".into()).spawn(move || loop {
-        let secs = current().map(|c| c.rank_interval_s).unwrap_or(5).max(1);
-        let (lock, cv) = &*s2;
-        let g = lock.lock().unwrap_or_else(|e| e.into_inner());
-        let (stopped, _) = cv.wait_timeout_while(g, std::time::Duration::from_secs(secs), |s| !*s).unwrap_or_else(|e| e.into_inner());
-        if *stopped {
-            return;
+    let spawned = std::thread::Builder::new().name("cellsched-rank".into()).spawn(move || {
+        lower_priority("ranking");
+        loop {
+            let secs = current().map(|c| c.rank_interval_s).unwrap_or(5).max(1);
+            let (lock, cv) = &*s2;
+            let g = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let (stopped, _) = cv.wait_timeout_while(g, std::time::Duration::from_secs(secs), |s| !*s).unwrap_or_else(|e| e.into_inner());
+            if *stopped {
+                return;
+            }
+            drop(stopped);
+            guard("site_factor/cellsched ranking", (), rank_pass);
         }
-        drop(stopped);
-        guard("site_factor/cellsched ranking", (), rank_pass);
     });
     match spawned {
         Ok(h) => *RANK_THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some((stop, h)),
@@ -399,6 +410,7 @@ fn spawn_reload(first: impl FnOnce() + Send + 'static) {
         let _ = h.join(); // finished: it cleared `running` as its last step
     }
     let run = move || {
+        lower_priority("reload");
         guard("site_factor/cellsched reload", (), first);
         loop {
             let mut r = RELOAD.lock().unwrap_or_else(|e| e.into_inner());

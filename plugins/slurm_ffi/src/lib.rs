@@ -8,12 +8,14 @@
 //! - [`version`]: running-Slurm-versus-build check for `init`.
 //! - [`plugin_identity!`]: `plugin_name` / `plugin_type` / `plugin_version` symbols.
 //! - [`heap`]: a counting global allocator (the plugin's own Rust heap, for `debug` lines).
+//! - [`background`]: the plugins' background threads yield the CPU to slurmctld's own.
 //! - [`ctld`]: safe slurmctld access (jobs, locks, `update_job`, nodes) over the slurm-sys shim.
 //!
 //! Link arguments (version script, lazy binding) come from
 //! `plugins/build_support.rs`, included by each plugin crate's `build.rs`.
 #![deny(missing_docs)]
 
+pub mod background;
 pub mod cstr;
 pub mod ctld;
 pub mod guard;
