@@ -557,9 +557,7 @@ impl Calibration {
         if policy.per_model {
             cal.fit_overheads(base, &singles);
             cal.fit_batch_sizes(base, &singles);
-            for p in singles.iter_mut().map(|s| &mut s.0).chain(multis.iter_mut()) {
-                p.batch_scale = cal.batch_scale(&p.job.model.name, &p.gpu).to_vec();
-            }
+
         }
         cal.fit_framework(base, &multis);
         cal.fit_layouts(base, &multis);
@@ -588,6 +586,13 @@ impl Calibration {
         for (gpu, logs) in type_only_multi {
             cal.report.per_type.push(FittedFactor { gpu_type: gpu.clone(), model: None, factor: median(&logs).exp(), points: logs.len() });
             cal.per_type.insert(gpu, (median(&logs), logs.len()));
+        }
+        // The shared constants above (framework, layouts) are fitted against
+        // the smooth compute level: one size's single-GPU run is evidence about
+        // that (model, type, size) alone, not about links every model shares.
+        // The per-job refit predicts as the estimator will, sizes included.
+        for p in singles.iter_mut().map(|s| &mut s.0).chain(multis.iter_mut()) {
+            p.batch_scale = cal.batch_scale(&p.job.model.name, &p.gpu).to_vec();
         }
         if policy.per_job {
             cal.fit_jobs(base, singles.iter().map(|s| &s.0).chain(multis.iter()));
