@@ -471,7 +471,7 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
         }
         let list: Vec<String> = where_.iter().map(|((d, g), n)| format!("{n} {d} {g}")).collect();
         println!(
-            "data consistency (measurements against each other, no estimator): {} multi-GPU points ({}) belong to in-node weak-scaling series in which more GPUs make an iteration over {:.0}% faster, which synchronous data parallelism cannot do; calibration leaves them out of its communication fits, every score keeps them, and the rows \"w/o contradictory\" show the score without them",
+            "data consistency (measurements against each other, no estimator): {} multi-GPU points ({}) belong to in-node weak-scaling series in which more GPUs make an iteration over {:.0}% faster, which synchronous data parallelism cannot do; calibration warns of them and still fits with them, every score keeps them, and the rows \"w/o contradictory\" show the score without them",
             contradictory.len(),
             list.join(", "),
             CONTRADICTION_TOLERANCE * 100.0
@@ -567,8 +567,7 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
 /// Truth checked against itself, no estimator involved: the multi-GPU points
 /// of in-node weak-scaling series (same job, GPU type and per-GPU batch) in
 /// which an iteration on more GPUs is clearly faster than on fewer
-/// ([`weak_scaling_contradictions`]; calibration leaves them out of its
-/// communication fits the same way).
+/// ([`weak_scaling_contradictions`], as calibration warns of them).
 pub fn contradictory_points(points: &[Point]) -> Vec<usize> {
     let keyed: Vec<(&str, &ProfileRecord)> = points.iter().map(|p| (p.job.as_str(), &p.rec)).collect();
     weak_scaling_contradictions(&keyed)

@@ -6,10 +6,10 @@
 //! per-GPU batch, one node, data parallelism only) whose iteration on more
 //! GPUs is clearly faster than on fewer contradicts itself: at least one of
 //! its points did not measure what its record says (another job on the
-//! server, a different link than the rest, a logging slip). Such points are
-//! not evidence about communication costs, so calibration leaves the
-//! series' multi-GPU points out of its communication fits, and
-//! `cellsched bench estimator` reports them.
+//! server, a different link than the rest, a logging slip). Calibration
+//! lists the series' multi-GPU points as warnings in its report (and still
+//! fits with them: what such series share, a slow layout, is real for other
+//! models too), and `cellsched bench estimator` reports them.
 use crate::profile_db::ProfileRecord;
 use std::collections::BTreeMap;
 
