@@ -12,7 +12,11 @@
 //!    level and a per-iteration host overhead (the part of the time that
 //!    does not grow with the batch: Python and launch work, data hand-off,
 //!    synchronisation) are fitted together; the overhead stays when data
-//!    parallelism shrinks each GPU's share of the batch.
+//!    parallelism shrinks each GPU's share of the batch. Each single-GPU
+//!    point then leaves a **compute multiplier for its micro-batch size**
+//!    (what that size measured beyond the level, shrunk toward 1 by the
+//!    typical residual), used by predictions and the per-job refit at that
+//!    size; the shared constants of level 2 are fitted against the level.
 //! 2. **Framework constants** (communication scale, per-micro-batch cost) are
 //!    fitted from every multi-GPU point across models, per runtime when it has
 //!    enough points, else globally, minimising the median |log(pred/measured)|;
@@ -35,7 +39,8 @@
 //!    communication — fitted to those points and used for its other Cells.
 //!
 //! The report says what was fitted from what, and flags profiles whose implied
-//! efficiency is implausible (a wrong model description).
+//! efficiency is implausible (a wrong model description) and in-node series
+//! that contradict themselves ([`super::consistency`]).
 use super::comm::{fit_links, CommPoint, MeasuredLinks};
 use super::consistency::{weak_scaling_contradictions, CONTRADICTION_TOLERANCE};
 use super::plan_cost::{evaluate, Framework};
