@@ -108,6 +108,20 @@ sdiag_field() { # file section key
          if (index(line, key ":") == 1) { sub(/^[^:]*:[ \t]*/, "", line); print line + 0; exit } }' "$1"
 }
 
+# Builds bench/diag/NAME.c, has gdb load it into slurmctld PID (stopped while
+# gdb holds it) and call cellsched_diag_NAME("DIR/NAME.txt"), the file its one
+# line goes to; fails when nothing was written. Built against the front-end
+# tree, whose config.h matches only the emulated clusters' slurmctld. Each
+# mode builds into its own cluster DIR (side by side, two modes build at once).
+FE_BUILD=/opt/cellsched/build/slurm-22.05.8-fe
+ctld_diag() { # name pid dir
+  local so="$3/$1.so" out="$3/$1.txt"
+  rm -f "$out"
+  [ -f "$FE_BUILD/config.h" ] && gcc -shared -fPIC -O2 -I"$FE_BUILD" -o "$so" "$ROOT/bench/diag/$1.c" 2>/dev/null || return 1
+  timeout 60 gdb -p "$2" -batch -ex "call (void *) dlopen(\"$so\", 2)" -ex "call (long) cellsched_diag_$1(\"$out\")" >/dev/null 2>&1 || true
+  [ -s "$out" ]
+}
+
 # Submits jobs FROM..TO of this mode (odd = DL, even = plain).
 submit_range() { # mode from to
   local i mode=$1
@@ -234,23 +248,16 @@ run_mode() { # mode [port base] -> prints "key value" lines into $DIR-$mode.resu
   if [ "${CELLSCHED_BENCH_TRIM:-0}" = 1 ]; then
     # malloc_stats() writes to slurmctld's stderr (log/slurmctld.out); its last "Total" block is ours.
     local out="$dir/log/slurmctld.out"
-    # What pending jobs keep of cons_tres's GRES selection (bench/diag/gres_select.c),
-    # emulated clusters only (built from the front-end tree, whose config.h it needs).
-    local fe_build=/opt/cellsched/build/slurm-22.05.8-fe diag_so="$DIR-gres_select.so"
-    if [ "$NODES" != 5 ] && [ -f "$fe_build/config.h" ] \
-      && gcc -shared -fPIC -O2 -I"$fe_build" -o "$diag_so" "$ROOT/bench/diag/gres_select.c" 2>/dev/null; then
-      rm -f "$dir/gres_select.txt"
-      timeout 60 gdb -p "$ctld_pid" -batch -ex "call (void *) dlopen(\"$diag_so\", 2)" \
-        -ex "call (long) cellsched_diag_gres_select(\"$dir/gres_select.txt\")" >/dev/null 2>&1 || true
-      read -r _ _ _ gres_select_jobs _ gres_select_bytes <"$dir/gres_select.txt" 2>/dev/null || true
-    fi
-    # How scattered the pending jobs' records are (bench/diag/job_locality.c).
-    local loc_so="$DIR-job_locality.so"
-    if [ -f "$fe_build/config.h" ] && gcc -shared -fPIC -O2 -I"$fe_build" -o "$loc_so" "$ROOT/bench/diag/job_locality.c" 2>/dev/null; then
-      rm -f "$dir/job_locality.txt"
-      timeout 60 gdb -p "$ctld_pid" -batch -ex "call (void *) dlopen(\"$loc_so\", 2)" \
-        -ex "call (long) cellsched_diag_job_locality(\"$dir/job_locality.txt\")" >/dev/null 2>&1 || true
-      read -r _ _ _ job_pages _ near_details _ near_steps _ near_next <"$dir/job_locality.txt" 2>/dev/null || true
+    # Diagnostics gdb loads into slurmctld, emulated clusters only (see ctld_diag).
+    if [ "$NODES" != 5 ]; then
+      # What pending jobs keep of cons_tres's GRES selection.
+      if ctld_diag gres_select "$ctld_pid" "$dir"; then
+        read -r _ _ _ gres_select_jobs _ gres_select_bytes <"$dir/gres_select.txt" || true
+      fi
+      # How scattered the pending jobs' records are.
+      if ctld_diag job_locality "$ctld_pid" "$dir"; then
+        read -r _ _ _ job_pages _ near_details _ near_steps _ near_next <"$dir/job_locality.txt" || true
+      fi
     fi
     if gdb -p "$ctld_pid" -batch -ex 'call (void) malloc_stats()' >/dev/null 2>&1; then
       system=$(awk '/^Total/ { t = 1; next } t && /^system bytes/ { s = $4 } t && /^in use bytes/ { u = $5; t = 0 } END { print int(s / 1024) }' "$out")

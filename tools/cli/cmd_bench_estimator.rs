@@ -32,7 +32,7 @@ use cellsched_core::cell::{Cell, Plan};
 use cellsched_core::estimator::{quantile, spearman, weak_scaling_contradictions, Calibration, CalibrationPolicy, CONTRADICTION_TOLERANCE};
 use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
-use cellsched_core::model::{ModelCatalog, ModelFamily, Optimizer, Precision, Recompute, Runtime};
+use cellsched_core::model::{ModelCatalog, ModelFamily, ModelSpec, Optimizer, Precision, Recompute, Runtime};
 use cellsched_core::profile_db::{parse_csv, ProfileRecord};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -89,17 +89,26 @@ pub fn run(a: Args) -> Result<()> {
 /// (BERT then had sequence length 512 and vocabulary 30522). Registered in
 /// `models` as `hf:<name>`; returns that name.
 pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
+    register_variant(models, name, |m| {
+        m.name = format!("hf:{}", m.name);
+        m.precision = Precision::Bf16;
+        m.optimizer = Optimizer::Adam;
+        m.recompute = Recompute::Off;
+        m.runtime = Runtime::Ddp;
+        m.grad_overlap = None;
+        if m.family == ModelFamily::Bert {
+            m.seq_len = 512;
+            m.vocab = 30522;
+        }
+    })
+}
+
+/// Registers in `models` a variant of the catalog model `name` as `describe`
+/// renames and describes it (a variant registered again is replaced by the
+/// same description); returns the variant's name.
+fn register_variant(models: &mut ModelCatalog, name: &str, describe: impl FnOnce(&mut ModelSpec)) -> Result<String> {
     let mut m = models.get(name)?.clone();
-    m.name = format!("hf:{}", m.name);
-    m.precision = Precision::Bf16;
-    m.optimizer = Optimizer::Adam;
-    m.recompute = Recompute::Off;
-    m.runtime = Runtime::Ddp;
-    m.grad_overlap = None;
-    if m.family == ModelFamily::Bert {
-        m.seq_len = 512;
-        m.vocab = 30522;
-    }
+    describe(&mut m);
     let out = m.name.clone();
     models.insert(m, &[]);
     Ok(out)
@@ -111,14 +120,10 @@ pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String> {
 /// `per_gpu` samples on each GPU. Registered as `<name>+gavel-mb<per_gpu>`,
 /// a variant of the same network with that fixed micro-batch; returns that name.
 pub fn gavel_model(models: &mut ModelCatalog, name: &str, per_gpu: u32) -> Result<String> {
-    let mut m = models.get(name)?.clone();
-    m.name = format!("{}+gavel-mb{per_gpu}", m.name);
-    m.micro_batch = Some(per_gpu.max(1));
-    let out = m.name.clone();
-    if models.get(&out).is_err() {
-        models.insert(m, &[]);
-    }
-    Ok(out)
+    register_variant(models, name, |m| {
+        m.name = format!("{}+gavel-mb{per_gpu}", m.name);
+        m.micro_batch = Some(per_gpu.max(1));
+    })
 }
 
 /// How Rubick's A800 runs were trained: the catalog model in fp32 on TF32
@@ -131,17 +136,15 @@ pub fn gavel_model(models: &mut ModelCatalog, name: &str, per_gpu: u32) -> Resul
 /// `recompute` (the artifact's "ZeRO-Offload+GC" runs). Registered as `<name>+rubick[+offload]`, a
 /// variant of the same network; returns that name.
 pub fn rubick_model(models: &mut ModelCatalog, name: &str, offload: bool, recompute: bool, micro_batch: u32) -> Result<String> {
-    let mut m = models.get(name)?.clone();
-    m.name = format!("{}+rubick{}", m.name, if offload { "+offload" } else { "" });
-    m.precision = Precision::Tf32;
-    m.micro_batch = Some(micro_batch);
-    m.offload = offload;
-    if recompute {
-        m.recompute = Recompute::Full;
-    }
-    let out = m.name.clone();
-    models.insert(m, &[]);
-    Ok(out)
+    register_variant(models, name, |m| {
+        m.name = format!("{}+rubick{}", m.name, if offload { "+offload" } else { "" });
+        m.precision = Precision::Tf32;
+        m.micro_batch = Some(micro_batch);
+        m.offload = offload;
+        if recompute {
+            m.recompute = Recompute::Full;
+        }
+    })
 }
 
 /// Loads every measured point under `dir`; datasets that are absent are
@@ -751,7 +754,7 @@ mod tests {
     }
 
     /// A Gavel job is the catalog network with its per-worker batch as a
-    /// fixed micro-batch; registering it twice keeps one variant.
+    /// fixed micro-batch; registering it twice gives the same variant.
     #[test]
     fn gavel_jobs_are_described_with_their_fixed_micro_batch() {
         let mut models = ModelCatalog::builtin();

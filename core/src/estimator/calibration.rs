@@ -43,7 +43,7 @@
 //! that contradict themselves ([`super::consistency`]).
 use super::comm::{fit_links, CommPoint, MeasuredLinks};
 use super::consistency::{weak_scaling_contradictions, CONTRADICTION_TOLERANCE};
-use super::plan_cost::{evaluate, Framework};
+use super::plan_cost::{batch_scale_at, evaluate, micro_batch_size, Framework};
 use super::topology::Placement;
 use super::{Estimator, JobSpec};
 use crate::cell::{Cell, Plan};
@@ -562,7 +562,6 @@ impl Calibration {
         if policy.per_model {
             cal.fit_overheads(base, &singles);
             cal.fit_batch_sizes(base, &singles);
-
         }
         cal.fit_framework(base, &multis);
         cal.fit_layouts(base, &multis);
@@ -818,8 +817,7 @@ impl Calibration {
             let x = self.overhead(&p.job.model.name, &p.gpu);
             let work = compute / f;
             let m = (p.rec.iter_time_s - rest - x) / work;
-            if work > 0.0 && m > 0.0 {
-                let mbs = p.rec.batch / (p.plan.dp * p.plan.micro_batches).max(1);
+            if let (true, Some(mbs)) = (work > 0.0 && m > 0.0, micro_batch_size(p.rec.batch, &p.plan)) {
                 res.push((key, mbs, m.clamp(BATCH_SCALE_RANGE.0, BATCH_SCALE_RANGE.1).ln()));
             }
         }
@@ -830,7 +828,7 @@ impl Calibration {
         for (key, mbs, r) in res {
             let w = if r * r + s2 > 0.0 { r * r / (r * r + s2) } else { 0.0 };
             let v = self.per_batch.entry(key.clone()).or_default();
-            if !v.iter().any(|b| b.0 == mbs) {
+            if batch_scale_at(v, mbs).is_none() {
                 v.push((mbs, (w * r).exp()));
                 self.report.per_batch.push(FittedBatch { model: key.0, gpu_type: key.1, micro_batch: mbs, scale: (w * r).exp(), raw_scale: r.exp() });
             }

@@ -275,9 +275,9 @@ impl Estimator {
         let overhead = self.calibration.overhead(&job.model.name, &gpu.name);
         let layout = self.calibration.layout_scale(&gpu.name, placement.nodes, placement.per_node);
         let (factor, framework) = self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name, placement.nodes, placement.per_node);
-        let mbs = job.global_batch / (est.plan.dp * est.plan.micro_batches).max(1);
-        let batch_source = match self.calibration.batch_scale(&job.model.name, &gpu.name).iter().find(|b| b.0 == mbs) {
-            Some(b) => format!("fitted x{:.2} at {mbs} samples per micro-batch (this model's single-GPU profile at that size, shrunk toward the level)", b.1),
+        let mbs = plan_cost::micro_batch_size(job.global_batch, &est.plan).unwrap_or(0);
+        let batch_source = match plan_cost::batch_scale_at(self.calibration.batch_scale(&job.model.name, &gpu.name), mbs) {
+            Some(m) => format!("fitted x{m:.2} at {mbs} samples per micro-batch (this model's single-GPU profile at that size, shrunk toward the level)"),
             None => format!("none (no single-GPU profile of this model at {mbs} samples per micro-batch)"),
         };
         let layout_source = if layout != 1.0 {

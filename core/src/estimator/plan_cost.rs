@@ -262,12 +262,19 @@ pub(crate) fn micro_batch_size(global_batch: u32, plan: &Plan) -> Option<u32> {
     (per_replica > 0 && global_batch % per_replica == 0).then(|| global_batch / per_replica)
 }
 
+/// The compute multiplier `scale` holds for micro-batch size `mbs`, if any
+/// ([`CellContext::batch_scale`]).
+pub(crate) fn batch_scale_at(scale: &[(u32, f64)], mbs: u32) -> Option<f64> {
+    scale.iter().find(|b| b.0 == mbs).map(|b| b.1)
+}
+
 /// Cost of `plan`; `None` if it does not divide the batch or the layers.
 pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let c = cx.cost;
     let g = cx.gpu;
     let fw = &cx.framework;
-    let mbs = micro_batch_size(cx.global_batch, plan)? as f64;
+    let mbs_n = micro_batch_size(cx.global_batch, plan)?;
+    let mbs = mbs_n as f64;
     if plan.pp > c.pipeline_layers || plan.tp > c.max_tp.max(1) {
         return None;
     }
@@ -336,7 +343,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let mem_rank = (c.mem_bytes_per_sample - rep) * share + rep * share * tp;
     let mem_bound = mem_rank * mbs * passes / (bw * MEM_BW_EFFICIENCY);
     let roofline_floor = (c.fwd_flops_per_sample * passes * share / peak + mem_rank * passes / bw) * mbs;
-    let at_size = cx.batch_scale.iter().find(|b| b.0 as f64 == mbs).map_or(1.0, |b| b.1);
+    let at_size = batch_scale_at(cx.batch_scale, mbs_n).unwrap_or(1.0);
     let work = ((gemm + attention + mem_bound) / cx.efficiency_factor * at_size).max(roofline_floor);
     let launch = c.kernels_per_layer * layers_stage * passes * launch_floor_s(c.runtime);
     let t_compute_mb = work.max(launch);

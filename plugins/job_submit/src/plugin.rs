@@ -585,9 +585,7 @@ fn start_thread() {
     let (s2, d2) = (stop.clone(), done.clone());
     let spawned = std::thread::Builder::new().name("cellsched-replan".into()).spawn(move || {
         // Periodic work nobody waits for: slurmctld's own threads get the CPU first.
-        if let Err(e) = cellsched_slurm_ffi::background::yield_cpu_to_slurmctld() {
-            info(&format!("the re-planning thread keeps slurmctld's CPU priority: {e}"));
-        }
+        cellsched_slurm_ffi::background::yield_cpu_or_log("job_submit/cellsched", "re-planning");
         loop {
             let secs = current().map(|l| l.cfg.placement.replan_interval_s).unwrap_or(30).max(1);
             let (lock, cv) = &*s2;

@@ -87,14 +87,6 @@ fn error(msg: &str) {
     log::error(&format!("site_factor/cellsched: {msg}"));
 }
 
-/// Makes the calling background thread yield the CPU to slurmctld's own
-/// threads (see `cellsched_slurm_ffi::background`); logs when it cannot.
-fn lower_priority(what: &str) {
-    if let Err(e) = cellsched_slurm_ffi::background::yield_cpu_to_slurmctld() {
-        info(&format!("the {what} thread keeps slurmctld's CPU priority: {e}"));
-    }
-}
-
 fn now_s() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
@@ -362,7 +354,7 @@ fn start_ranker() {
     let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
     let s2 = stop.clone();
     let spawned = std::thread::Builder::new().name("cellsched-rank".into()).spawn(move || {
-        lower_priority("ranking");
+        cellsched_slurm_ffi::background::yield_cpu_or_log("site_factor/cellsched", "ranking");
         loop {
             let secs = current().map(|c| c.rank_interval_s).unwrap_or(5).max(1);
             let (lock, cv) = &*s2;
@@ -410,7 +402,7 @@ fn spawn_reload(first: impl FnOnce() + Send + 'static) {
         let _ = h.join(); // finished: it cleared `running` as its last step
     }
     let run = move || {
-        lower_priority("reload");
+        cellsched_slurm_ffi::background::yield_cpu_or_log("site_factor/cellsched", "reload");
         guard("site_factor/cellsched reload", (), first);
         loop {
             let mut r = RELOAD.lock().unwrap_or_else(|e| e.into_inner());

@@ -34,6 +34,15 @@ pub fn yield_cpu_to_slurmctld() -> Result<(), String> {
     Ok(())
 }
 
+/// [`yield_cpu_to_slurmctld`] for a plugin's background thread, logging
+/// through Slurm (`"<plugin>: the <thread> thread keeps slurmctld's CPU
+/// priority: <why>"`) when it cannot.
+pub fn yield_cpu_or_log(plugin: &str, thread: &str) {
+    if let Err(e) = yield_cpu_to_slurmctld() {
+        crate::log::info(&format!("{plugin}: the {thread} thread keeps slurmctld's CPU priority: {e}"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
