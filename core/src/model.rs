@@ -254,6 +254,11 @@ pub struct ModelSpec {
     /// MoE: tokens per dispatch group (0 = sequence length).
     #[serde(default)]
     pub expert_group_size: u32,
+    /// Encoder-decoder transformers (the original Transformer, T5): how
+    /// many of `layers` are decoder layers, each with an extra
+    /// encoder-decoder (cross) attention block. 0: encoder or decoder only.
+    #[serde(default)]
+    pub decoder_layers: u32,
     /// Explicit parameter count (`generic`).
     pub params_override: Option<f64>,
     /// Explicit forward FLOPs per sample (`generic`).
@@ -482,13 +487,17 @@ impl ModelSpec {
         let cf = if self.capacity_factor > 0.0 { self.capacity_factor } else { 1.0 };
         let group = if self.expert_group_size > 0 { self.expert_group_size as f64 } else { s };
         let norms = 4.0 * h;
-        let params = l * (attn + norms) + dense_layers * ffn + moe_layers * (experts * ffn + h * experts) + v * h + s * h;
-        let active_params = l * (attn + norms) + dense_layers * ffn + moe_layers * k * ffn + v * h + s * h;
+        // Decoder layers of an encoder-decoder model add a cross-attention
+        // block (its four projections and a norm) over the encoder's output.
+        let xl = self.decoder_layers.min(self.layers) as f64;
+        let cross = xl * (attn + 2.0 * h);
+        let params = l * (attn + norms) + dense_layers * ffn + moe_layers * (experts * ffn + h * experts) + cross + v * h + s * h;
+        let active_params = l * (attn + norms) + dense_layers * ffn + moe_layers * k * ffn + cross + v * h + s * h;
         // Per token, forward: 2 FLOPs per active weight (experts process
         // capacity-padded slots: × capacity factor), attention scores and
         // values (2 · 2·s·h per layer), output projection onto the vocabulary.
-        let gemm_tok = 2.0 * (l * attn + dense_layers * ffn + moe_layers * (k * cf * ffn + h * experts)) + 2.0 * v * h;
-        let attn_tok = 4.0 * l * s * h;
+        let gemm_tok = 2.0 * ((l + xl) * attn + dense_layers * ffn + moe_layers * (k * cf * ffn + h * experts)) + 2.0 * v * h;
+        let attn_tok = 4.0 * (l + xl) * s * h;
         // GShard dispatch and combine einsums: 2 · E · C · h each per token, C = k · cf · group / E.
         let dispatch_tok = moe_layers * 2.0 * 2.0 * k * cf * group * h;
         // Memory-bound traffic per token: per layer two norms, two residual
@@ -499,7 +508,8 @@ impl ModelSpec {
         // over the vocabulary (logits, fp32 softmax, gradient: ~b + 12 bytes).
         let materialised = self.materialised_attention();
         let attn_scores = if materialised { 4.0 * heads * s * b } else { 0.0 };
-        let mem_tok = l * ((18.0 * h + 2.0 * f * k.min(2.0)) * b + attn_scores) + v * (b + 12.0);
+        // A cross-attention block adds a norm, a residual add and a dropout (~6 h).
+        let mem_tok = l * ((18.0 * h + 2.0 * f * k.min(2.0)) * b + attn_scores) + xl * (6.0 * h * b + attn_scores) + v * (b + 12.0);
         // Korthikanti et al. per-token activation bytes at fp16: 10h unsplit,
         // 24h split by TP (8h attention, 16h MLP scaled by FFN width and active
         // experts), plus 5·heads·s for materialised attention scores.
@@ -508,7 +518,13 @@ impl ModelSpec {
         let max_tp = (0..=6).map(|e| 1u32 << e).filter(|t| self.heads.max(1) % t == 0).max().unwrap_or(1);
         // Largest layer gathered under ZeRO-3: experts are sharded (expert
         // parallel), never gathered, so a dense layer.
-        let layer = attn + norms + ffn;
+        let layer = attn + norms + ffn + if xl > 0.0 { attn + 2.0 * h } else { 0.0 };
+        // Per-layer figures are averages over the layers; `xf` of them carry
+        // a cross-attention block (its attention activations, about half of
+        // a layer's unsplit ones, eight more kernels) and, past a pipeline
+        // stage boundary, the encoder's output beside the hidden state.
+        let xf = xl / l.max(1.0);
+        let scores = if materialised { 5.0 * heads * s * s * scale } else { 0.0 };
         ModelCost {
             params,
             active_params,
@@ -518,16 +534,16 @@ impl ModelSpec {
             attn_flops_per_sample: attn_tok * s,
             dispatch_flops_per_sample: dispatch_tok * s,
             mem_bytes_per_sample: mem_tok * s,
-            mem_bytes_replicated_per_sample: l * 18.0 * h * b * s,
+            mem_bytes_replicated_per_sample: (l * 18.0 + xl * 6.0) * h * b * s,
             gemm_rows_per_sample: s,
             gemm_width: h.min(f),
-            kernels_per_layer: if moe { 30.0 } else { 20.0 },
+            kernels_per_layer: if moe { 30.0 } else { 20.0 } + 8.0 * xf,
             pipeline_layers: self.layers.max(1),
             max_layer_params: layer,
-            act_fixed_per_sample_layer: s * h * 10.0 * scale,
-            act_tp_per_sample_layer: s * h * (8.0 + 16.0 * ffn_scale) * scale + if materialised { 5.0 * heads * s * s * scale } else { 0.0 },
+            act_fixed_per_sample_layer: s * h * (10.0 + 5.0 * xf) * scale,
+            act_tp_per_sample_layer: s * h * (8.0 * (1.0 + xf) + 16.0 * ffn_scale) * scale + scores * (1.0 + xf),
             ckpt_per_sample_layer: s * h * b,
-            boundary_bytes_per_sample: s * h * b,
+            boundary_bytes_per_sample: s * h * b * (1.0 + xf),
             // Logits, their fp32 softmax and its gradient.
             extra_act_per_sample: s * v * (b + 8.0),
             max_tp,
@@ -639,6 +655,7 @@ struct ModelToml {
     expert_interval: Option<u32>,
     capacity_factor: Option<f64>,
     expert_group_size: Option<u32>,
+    decoder_layers: Option<u32>,
     params: Option<f64>,
     fwd_flops_per_sample: Option<f64>,
     act_bytes_per_sample: Option<f64>,
@@ -696,6 +713,7 @@ impl ModelToml {
             expert_interval: 0,
             capacity_factor: 0.0,
             expert_group_size: 0,
+            decoder_layers: 0,
             params_override: None,
             fwd_flops_override: None,
             act_bytes_override: None,
@@ -707,6 +725,13 @@ impl ModelToml {
                 spec.heads = need(self.heads, "heads")?;
                 spec.seq_len = need(self.seq_len, "seq_len")?;
                 spec.vocab = self.vocab.unwrap_or(0);
+                spec.decoder_layers = self.decoder_layers.unwrap_or(0);
+                if spec.decoder_layers > spec.layers {
+                    return Err(err(format!(
+                        "model '{name}': field 'decoder_layers' ({}) must be at most 'layers' ({})",
+                        spec.decoder_layers, spec.layers
+                    )));
+                }
                 if spec.hidden % spec.heads != 0 {
                     return Err(err(format!(
                         "model '{name}': field 'heads' ({}) must divide 'hidden' ({})",
@@ -734,6 +759,9 @@ impl ModelToml {
                         "model '{name}': fields 'expert_interval', 'capacity_factor' and 'expert_group_size' need family = \"moe\""
                     )));
                 }
+            }
+            _ if self.decoder_layers.is_some() => {
+                return Err(err(format!("model '{name}': field 'decoder_layers' needs family = \"gpt\", \"bert\" or \"moe\"")));
             }
             ModelFamily::WideResnet => {
                 spec.depth = need(self.depth.or(Some(50)), "depth")?;
@@ -780,6 +808,7 @@ fn check_size_bounds(s: &ModelSpec) -> Result<(), String> {
         ("width_factor", s.width_factor),
         ("image_size", s.image_size),
         ("expert_group_size", s.expert_group_size),
+        ("decoder_layers", s.decoder_layers),
     ];
     for (k, v) in dims {
         if v > MAX_MODEL_DIM {
@@ -854,6 +883,7 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "expert_interval": nz(s.expert_interval),
         "capacity_factor": (s.capacity_factor > 0.0).then_some(s.capacity_factor),
         "expert_group_size": nz(s.expert_group_size),
+        "decoder_layers": nz(s.decoder_layers),
         "params": s.params_override,
         "fwd_flops_per_sample": s.fwd_flops_override,
         "act_bytes_per_sample": s.act_bytes_override,
@@ -1113,6 +1143,32 @@ mod tests {
             assert!(e.contains(&format!("m.toml:{line}")) && e.contains(field), "{bad}: {e}");
         }
         assert!(model_from_wire(r#"{"family":"moe","layers":2,"hidden":8,"heads":2,"seq_len":4,"experts":2,"capacity_factor":-1}"#).is_err());
+    }
+
+    /// Decoder layers of an encoder-decoder model carry a cross-attention
+    /// block: its weights are gradients to synchronise, its work is compute;
+    /// the field is validated and crosses the wire.
+    #[test]
+    fn decoder_layers_add_cross_attention() {
+        let enc = "family = 'bert'\nlayers = 12\nhidden = 512\nheads = 8\nseq_len = 50\nvocab = 10000\n";
+        let plain = parse_model_toml(enc, "m.toml", "m").unwrap();
+        let encdec = parse_model_toml(&format!("{enc}decoder_layers = 6\n"), "m.toml", "m").unwrap();
+        let (cp, cd) = (plain.cost(), encdec.cost());
+        let block = 4.0 * 512.0 * 512.0 + 2.0 * 512.0;
+        assert!((cd.params - cp.params - 6.0 * block).abs() < 1.0, "{} vs {}", cd.params, cp.params);
+        assert!(cd.fwd_flops_per_sample > cp.fwd_flops_per_sample && cd.act_tp_per_sample_layer > cp.act_tp_per_sample_layer);
+        assert!(cd.max_layer_params > cp.max_layer_params);
+        assert_eq!(model_from_wire(&model_to_wire(&encdec)).unwrap(), encdec);
+        let builtin = ModelCatalog::builtin().resolve("transformer").unwrap();
+        assert_eq!(builtin.decoder_layers, 6);
+        assert!((builtin.params() / 49e6 - 1.0).abs() < 0.05, "{}", builtin.params());
+        for (bad, field) in [
+            (format!("{enc}decoder_layers = 13\n"), "decoder_layers"),
+            ("family = 'wide_resnet'\nwidth = 64\ndecoder_layers = 2\n".to_string(), "decoder_layers"),
+        ] {
+            let e = parse_model_toml(&bad, "m.toml", "m").unwrap_err().to_string();
+            assert!(e.contains("m.toml:1") && e.contains(field), "{bad}: {e}");
+        }
     }
 
     #[test]
