@@ -300,6 +300,12 @@ pub struct ModelCost {
     pub kernels_per_layer: f64,
     /// Layers a pipeline can split.
     pub pipeline_layers: u32,
+    /// Of the pipeline layers, the last ones that are decoder layers with
+    /// cross-attention (encoder-decoder models; 0 otherwise).
+    pub decoder_layers: u32,
+    /// Extra forward FLOPs per sample of one decoder layer (its
+    /// cross-attention) over an encoder layer.
+    pub cross_flops_per_sample_layer: f64,
     /// Parameters of the largest layer (ZeRO-3 gather buffer).
     pub max_layer_params: f64,
     /// Stored activation bytes per sample per layer not split by TP.
@@ -420,6 +426,8 @@ impl ModelSpec {
             gemm_width: 1.0,
             kernels_per_layer: 10.0,
             pipeline_layers: 1,
+            decoder_layers: 0,
+            cross_flops_per_sample_layer: 0.0,
             max_layer_params: 0.0,
             act_fixed_per_sample_layer: 0.0,
             act_tp_per_sample_layer: 0.0,
@@ -539,6 +547,8 @@ impl ModelSpec {
             gemm_width: h.min(f),
             kernels_per_layer: if moe { 30.0 } else { 20.0 } + 8.0 * xf,
             pipeline_layers: self.layers.max(1),
+            decoder_layers: xl as u32,
+            cross_flops_per_sample_layer: (2.0 * attn + 4.0 * s * h) * s,
             max_layer_params: layer,
             act_fixed_per_sample_layer: s * h * (10.0 + 5.0 * xf) * scale,
             act_tp_per_sample_layer: s * h * (8.0 * (1.0 + xf) + 16.0 * ffn_scale) * scale + scores * (1.0 + xf),

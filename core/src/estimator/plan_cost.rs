@@ -239,21 +239,35 @@ pub(crate) fn slowest_stage_share(c: &ModelCost, pp: u32) -> f64 {
         return 1.0;
     }
     let p = pp as f64;
-    let uniform = (l / p).ceil() / l;
     let total = c.fwd_flops_per_sample;
     let head = c.head_flops_per_sample.clamp(0.0, total);
-    let per_layer = (total - head) / l;
-    if head <= 0.0 || per_layer <= 0.0 {
-        return uniform;
+    // Encoder-decoder models: the last `xl` layers carry cross-attention and
+    // weigh `w` encoder layers each, so the stages holding them are heavier.
+    let xl = (c.decoder_layers as f64).min(l);
+    let cross = c.cross_flops_per_sample_layer.max(0.0);
+    let per_layer = (total - head - xl * cross) / l;
+    if per_layer <= 0.0 {
+        return (l / p).ceil() / l;
     }
-    let h = head / per_layer; // the head in layers' worth of work
+    let w = 1.0 + cross / per_layer;
+    let h = head / per_layer; // the head in (encoder) layers' worth of work
+    // Work of the last k layers, in encoder layers.
+    let tail = |k: f64| k.min(xl) * w + (k - xl).max(0.0);
     let units = if c.runtime.balances_stages() {
+        // The last stage keeps k layers and the head; the others split the
+        // rest in whole layers, the heaviest being the one just before it.
         let most = (l / p).ceil() as u32;
-        (1..=most.max(1)).map(|k| ((l - k as f64) / (p - 1.0)).ceil().max(k as f64 + h)).fold(f64::INFINITY, f64::min)
+        (1..=most.max(1))
+            .map(|k| {
+                let k = k as f64;
+                let others = ((l - k) / (p - 1.0)).ceil();
+                (tail(k + others) - tail(k)).max(tail(k) + h)
+            })
+            .fold(f64::INFINITY, f64::min)
     } else {
-        (l / p).ceil() + h
+        tail((l / p).ceil()) + h
     };
-    units / (l + h)
+    units / (tail(l) + h)
 }
 
 /// Samples per micro-batch, if the plan divides the global batch exactly.
@@ -498,5 +512,24 @@ mod tests {
         let wrn = cat.get("wide_resnet__500M").unwrap().cost();
         let l = wrn.pipeline_layers as f64;
         assert_eq!(slowest_stage_share(&wrn, 4), (l / 4.0).ceil() / l);
+    }
+
+    /// Decoder layers carry cross-attention: with an encoder-decoder split
+    /// over two stages the decoder's stage does more than half the work, by
+    /// as much as cross-attention adds; without decoder layers, the old split.
+    #[test]
+    fn the_decoder_stage_is_heavier() {
+        let mut m = ModelCatalog::builtin().get("transformer").unwrap().clone();
+        m.runtime = Runtime::Megatron;
+        let c = m.cost();
+        assert_eq!((c.pipeline_layers, c.decoder_layers), (12, 6));
+        let share = slowest_stage_share(&c, 2);
+        let enc_layer = (c.fwd_flops_per_sample - c.head_flops_per_sample - 6.0 * c.cross_flops_per_sample_layer) / 12.0;
+        let want = (c.fwd_flops_per_sample - 6.0 * enc_layer) / c.fwd_flops_per_sample;
+        assert!((share - want).abs() < 1e-9 && share > 0.55, "{share} vs {want}");
+        m.decoder_layers = 0;
+        let plain = m.cost();
+        let h = plain.head_flops_per_sample / ((plain.fwd_flops_per_sample - plain.head_flops_per_sample) / 12.0);
+        assert!((slowest_stage_share(&plain, 2) - (6.0 + h) / (12.0 + h)).abs() < 1e-9);
     }
 }
