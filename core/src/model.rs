@@ -375,6 +375,7 @@ impl ModelSpec {
         for v in [
             self.layers, self.hidden, self.heads, self.seq_len, self.vocab, self.ffn_hidden, self.experts,
             self.top_k, self.depth, self.width, self.width_factor, self.image_size, self.expert_interval, self.expert_group_size,
+            self.decoder_layers,
         ] {
             v.hash(&mut h);
         }
@@ -1169,6 +1170,7 @@ mod tests {
         assert!(cd.fwd_flops_per_sample > cp.fwd_flops_per_sample && cd.act_tp_per_sample_layer > cp.act_tp_per_sample_layer);
         assert!(cd.max_layer_params > cp.max_layer_params);
         assert_eq!(model_from_wire(&model_to_wire(&encdec)).unwrap(), encdec);
+        assert_ne!(plain.fingerprint(), encdec.fingerprint(), "memo keys tell them apart");
         let builtin = ModelCatalog::builtin().resolve("transformer").unwrap();
         assert_eq!(builtin.decoder_layers, 6);
         assert!((builtin.params() / 49e6 - 1.0).abs() < 0.05, "{}", builtin.params());
