@@ -201,7 +201,7 @@ pub struct ModelSpec {
     pub heads: u32,
     /// Tokens per sample.
     pub seq_len: u32,
-    /// Vocabulary size (output classes for encoders).
+    /// Vocabulary size (output classes for encoders and ResNets; 0 → 1000 for ResNets).
     pub vocab: u32,
     /// FFN inner size (0 → 4 × hidden).
     pub ffn_hidden: u32,
@@ -211,13 +211,14 @@ pub struct ModelSpec {
     pub experts: u32,
     /// MoE experts active per token.
     pub top_k: u32,
-    /// ResNet depth (50, 101 or 152).
+    /// ResNet depth (18 or 34: basic blocks; 50, 101 or 152: bottlenecks).
     pub depth: u32,
     /// ResNet base width (channels of the first stage).
     pub width: u32,
     /// ResNet bottleneck width multiplier.
     pub width_factor: u32,
-    /// Input image side in pixels.
+    /// Input image side in pixels (under 64: the CIFAR stem, one 3×3
+    /// convolution at full resolution).
     pub image_size: u32,
     /// Training precision.
     pub precision: Precision,
@@ -303,6 +304,13 @@ pub struct ModelCost {
     /// Of the pipeline layers, the last ones that are decoder layers with
     /// cross-attention (encoder-decoder models; 0 otherwise).
     pub decoder_layers: u32,
+    /// Byte-weighted mean share of the backward pass still to run when a
+    /// synchronised gradient becomes ready: ½ when parameters are spread
+    /// evenly with the work (a transformer's layers), near 1 when most bytes
+    /// sit in the last layers, whose backward runs first (a CNN), 0 when all
+    /// are ready only at the end. Sets how much of the gradient sync
+    /// overlapping backward can hide.
+    pub grad_ready_share: f64,
     /// Extra forward FLOPs per sample of one decoder layer (its
     /// cross-attention) over an encoder layer.
     pub cross_flops_per_sample_layer: f64,
@@ -428,6 +436,8 @@ impl ModelSpec {
             kernels_per_layer: 10.0,
             pipeline_layers: 1,
             decoder_layers: 0,
+            // Unknown structure: parameters as spread as the work.
+            grad_ready_share: 0.5,
             cross_flops_per_sample_layer: 0.0,
             max_layer_params: 0.0,
             act_fixed_per_sample_layer: 0.0,
@@ -534,6 +544,20 @@ impl ModelSpec {
         // stage boundary, the encoder's output beside the hidden state.
         let xf = xl / l.max(1.0);
         let scores = if materialised { 5.0 * heads * s * s * scale } else { 0.0 };
+        // Backward runs the head, then the layers from the last; each
+        // layer's weights are ready once its backward is done; the (tied)
+        // embedding and the position table only at the end. Experts' weights
+        // are not synchronised across data-parallel ranks.
+        let grad_ready_share = {
+            let fwd = gemm_tok + attn_tok + dispatch_tok;
+            let head = 2.0 * v * h;
+            let layer_work = (fwd - head) / l.max(1.0);
+            let synced_layer = (attn + norms) + (dense_layers * ffn + moe_layers * h * experts + cross) / l.max(1.0);
+            // Mean over layers of the backward left after layer i (i = 1 is the last layer).
+            let left: f64 = (1..=self.layers.max(1)).map(|i| 1.0 - (head + i as f64 * layer_work) / fwd.max(1e-30)).sum::<f64>() / l.max(1.0);
+            let synced = l * synced_layer + v * h + s * h;
+            if synced > 0.0 { (l * synced_layer * left.max(0.0) / synced).clamp(0.0, 1.0) } else { 0.5 }
+        };
         ModelCost {
             params,
             active_params,
@@ -549,6 +573,7 @@ impl ModelSpec {
             kernels_per_layer: if moe { 30.0 } else { 20.0 } + 8.0 * xf,
             pipeline_layers: self.layers.max(1),
             decoder_layers: xl as u32,
+            grad_ready_share,
             cross_flops_per_sample_layer: (2.0 * attn + 4.0 * s * h) * s,
             max_layer_params: layer,
             act_fixed_per_sample_layer: s * h * (10.0 + 5.0 * xf) * scale,
@@ -566,46 +591,68 @@ impl ModelSpec {
     }
 
     fn resnet_cost(&self, b: f64) -> ModelCost {
-        let blocks: &[u32] = match self.depth {
-            101 => &[3, 4, 23, 3],
-            152 => &[3, 8, 36, 3],
-            _ => &[3, 4, 6, 3],
+        // Basic blocks (two 3×3 convolutions) at depth 18 and 34, bottlenecks
+        // (1×1, 3×3, 1×1 with 4× expansion) from 50 up.
+        let (blocks, bottleneck): (&[u32], bool) = match self.depth {
+            18 => (&[2, 2, 2, 2], false),
+            34 => (&[3, 4, 6, 3], false),
+            101 => (&[3, 4, 23, 3], true),
+            152 => (&[3, 8, 36, 3], true),
+            _ => (&[3, 4, 6, 3], true),
         };
         let w = self.width.max(1) as f64;
         let k = self.width_factor.max(1) as f64;
         let img = if self.image_size == 0 { 224.0 } else { self.image_size as f64 };
-        let stem = 3.0 * w * 49.0;
+        let classes = if self.vocab == 0 { 1000.0 } else { self.vocab as f64 };
+        // ImageNet stem: a 7×7 stride-2 convolution and a max-pool, stages at
+        // img/4 … img/32. CIFAR-sized inputs (under 64 pixels): one 3×3
+        // convolution at full resolution, stages at img … img/8.
+        let (stem, stem_side, first_side) = if img < 64.0 { (3.0 * w * 9.0, img, img) } else { (3.0 * w * 49.0, img / 2.0, img / 4.0) };
         let mut params = stem;
-        let mut flops = 2.0 * stem * (img / 2.0).powi(2);
-        let stem_act = 3.0 * w * (img / 2.0).powi(2);
+        let mut flops = 2.0 * stem * stem_side.powi(2);
+        let stem_act = 3.0 * w * stem_side.powi(2);
         let mut act = 0.0; // stored activation elements of all blocks
         let mut boundary = 0.0;
         let mut max_layer = 0.0f64;
         let mut inc = w;
-        let mut n_blocks = 0u32;
+        let mut per_block: Vec<(f64, f64)> = Vec::new(); // (parameters, forward FLOPs)
         for (i, &n) in blocks.iter().enumerate() {
-            let inner = w * 2f64.powi(i as i32) * k;
-            let out = 4.0 * w * 2f64.powi(i as i32);
-            let sp = (img / 4.0 / 2f64.powi(i as i32)).max(1.0).powi(2);
+            let scale = 2f64.powi(i as i32);
+            let inner = w * scale * k;
+            let out = if bottleneck { 4.0 * w * scale } else { inner };
+            let sp = (first_side / scale).max(1.0).powi(2);
             for j in 0..n {
-                let mut p = inc * inner + 9.0 * inner * inner + inner * out;
-                if j == 0 {
+                let mut p = if bottleneck { inc * inner + 9.0 * inner * inner + inner * out } else { 9.0 * inc * inner + 9.0 * inner * out };
+                // Projection shortcut where the shape changes.
+                if j == 0 && (inc != out || i > 0) {
                     p += inc * out;
                 }
                 params += p;
                 flops += 2.0 * p * sp;
-                // conv and batch-norm outputs of the three convolutions (the
-                // ReLU runs in place on the batch-norm output).
-                act += 2.0 * (2.0 * inner + out) * sp;
+                per_block.push((p, 2.0 * p * sp));
+                // conv and batch-norm outputs of the convolutions (the ReLU
+                // runs in place on the batch-norm output).
+                act += 2.0 * (if bottleneck { 2.0 * inner } else { inner } + out) * sp;
                 boundary += out * sp;
                 max_layer = max_layer.max(p);
                 inc = out;
-                n_blocks += 1;
             }
         }
-        params += inc * 1000.0;
-        flops += 2.0 * inc * 1000.0;
-        let nb = n_blocks as f64;
+        params += inc * classes;
+        flops += 2.0 * inc * classes;
+        // Backward runs the classifier, then the blocks from the last, the
+        // stem at the end: the wide late stages, which hold most parameters
+        // and little work, have their gradients ready early.
+        let grad_ready_share = {
+            let mut done = 2.0 * inc * classes;
+            let mut weighted = inc * classes * (1.0 - done / flops);
+            for &(p, f) in per_block.iter().rev() {
+                done += f;
+                weighted += p * (1.0 - done / flops).max(0.0);
+            }
+            (weighted / params).clamp(0.0, 1.0)
+        };
+        let nb = per_block.len().max(1) as f64;
         ModelCost {
             params,
             active_params: params,
@@ -614,16 +661,17 @@ impl ModelSpec {
             // Batch-norm and ReLU read and write every stored activation.
             mem_bytes_per_sample: (2.0 * act + 2.0 * stem_act) * b,
             // Output pixels of the last stage per sample (the smallest GEMM rows).
-            gemm_rows_per_sample: (img / 32.0).max(1.0).powi(2),
+            gemm_rows_per_sample: (first_side / 8.0).max(1.0).powi(2),
             // Reduction dimension of the 3×3 convolutions' implicit GEMM.
             gemm_width: 9.0 * w * k,
-            kernels_per_layer: 12.0,
-            pipeline_layers: n_blocks,
+            kernels_per_layer: if bottleneck { 12.0 } else { 8.0 },
+            pipeline_layers: per_block.len() as u32,
             max_layer_params: max_layer,
             act_fixed_per_sample_layer: act * b / nb,
             ckpt_per_sample_layer: boundary * b / nb,
             boundary_bytes_per_sample: boundary * b / nb,
             extra_act_per_sample: stem_act * b,
+            grad_ready_share,
             ..self.blank_cost()
         }
     }
@@ -776,9 +824,10 @@ impl ModelToml {
             }
             ModelFamily::WideResnet => {
                 spec.depth = need(self.depth.or(Some(50)), "depth")?;
-                if ![50, 101, 152].contains(&spec.depth) {
-                    return Err(err(format!("model '{name}': field 'depth' must be 50, 101 or 152, got {}", spec.depth)));
+                if ![18, 34, 50, 101, 152].contains(&spec.depth) {
+                    return Err(err(format!("model '{name}': field 'depth' must be 18, 34, 50, 101 or 152, got {}", spec.depth)));
                 }
+                spec.vocab = self.vocab.unwrap_or(0);
                 spec.width = need(self.width, "width")?;
                 spec.width_factor = need(self.width_factor.or(Some(1)), "width_factor")?;
                 spec.image_size = need(self.image_size.or(Some(224)), "image_size")?;
@@ -1181,6 +1230,38 @@ mod tests {
             let e = parse_model_toml(&bad, "m.toml", "m").unwrap_err().to_string();
             assert!(e.contains("m.toml:1") && e.contains(field), "{bad}: {e}");
         }
+    }
+
+    /// ResNet-18 for CIFAR-10 as Gavel trains it (basic blocks, 3×3 stem at
+    /// 32×32, 10 classes) has its published size and work; depths other
+    /// than 18/34/50/101/152 are refused.
+    #[test]
+    fn basic_block_resnets_with_the_cifar_stem() {
+        let r18 = ModelCatalog::builtin().resolve("resnet-18").unwrap().cost();
+        assert!((r18.params / 11.17e6 - 1.0).abs() < 0.01, "{}", r18.params);
+        assert!((r18.fwd_flops_per_sample / 1.11e9 - 1.0).abs() < 0.02, "{}", r18.fwd_flops_per_sample);
+        assert_eq!((r18.pipeline_layers, r18.gemm_rows_per_sample), (8, 16.0));
+        let imagenet = parse_model_toml("family='wide_resnet'\ndepth=18\nwidth=64\n", "x", "x").unwrap().cost();
+        assert!((imagenet.params / 11.69e6 - 1.0).abs() < 0.01, "torchvision resnet18: {}", imagenet.params);
+        let e = parse_model_toml("family='wide_resnet'\ndepth=20\nwidth=64\n", "m.toml", "m").unwrap_err().to_string();
+        assert!(e.contains("depth") && e.contains("18, 34"), "{e}");
+    }
+
+    /// Where the synchronised gradients become ready in backward: a CNN's
+    /// wide late stages (most bytes, little work) early, a transformer's
+    /// layers evenly with the work and its embedding last; an undescribed
+    /// (generic) model is taken as even.
+    #[test]
+    fn gradients_of_cnns_are_ready_early() {
+        let c = ModelCatalog::builtin();
+        let share = |m: &str| c.resolve(m).unwrap().cost().grad_ready_share;
+        for cnn in ["resnet-50", "resnet-18", "wide_resnet__1B"] {
+            assert!(share(cnn) > 0.7 && share(cnn) < 1.0, "{cnn}: {}", share(cnn));
+        }
+        for t in ["gpt__1.3B", "bert_large", "transformer", "moe__1.3B"] {
+            assert!(share(t) > 0.3 && share(t) < 0.5, "{t}: {}", share(t));
+        }
+        assert_eq!(share("lm"), 0.5);
     }
 
     #[test]

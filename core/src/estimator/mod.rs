@@ -28,7 +28,7 @@ pub use plan_cost::{Framework, MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_
 use crate::cell::{Cell, Decision, EstimateSource, Plan};
 use crate::error::CoreError;
 use crate::gpu::{GpuCatalog, GpuSpec};
-use crate::model::{ModelCatalog, ModelCost, ModelSpec, Recompute};
+use crate::model::{ModelCatalog, ModelCost, ModelFamily, ModelSpec, Recompute};
 use crate::profile_db::ProfileDb;
 use plan_cost::CellContext;
 use topology::Placement;
@@ -285,11 +285,18 @@ impl Estimator {
         } else {
             "none (the type's constants: no multi-GPU profiles on this layout)".to_string()
         };
+        let ready = job.model.cost().grad_ready_share;
+        let overlap_source = if job.model.family == ModelFamily::Generic {
+            "default (gradients taken as ready evenly through backward: a generic model has no layer structure)".to_string()
+        } else {
+            format!("model (gradients ready on average with {:.0}% of backward still to run, from where the architecture's parameters and work sit)", ready * 100.0)
+        };
         let sources = vec![
             ("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" }),
             ("compute efficiency", if fitted_compute { "fitted (single-GPU profiles: model > family > type)" } else { "default (datasheet peak x GEMM/roofline model)" }),
             ("communication alpha-beta", if fitted_framework { "fitted scale (multi-GPU profiles) over derated defaults" } else { "default (derated datasheet links)" }),
             ("communication by layout", layout_source.as_str()),
+            ("gradient sync hidden behind backward", overlap_source.as_str()),
             ("per-micro-batch / per-iteration costs", if fitted_framework { "fitted (multi-GPU profiles)" } else { "default" }),
             ("compute at this micro-batch size", batch_source.as_str()),
             ("host overhead per iteration", if overhead > 0.0 { "fitted (this model's single-GPU profiles at several batch sizes; in the per-iteration cost)" } else { "none (no single-GPU profiles at two batch sizes)" }),

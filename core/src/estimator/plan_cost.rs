@@ -40,10 +40,14 @@ fn launch_floor_s(r: Runtime) -> f64 {
     if r == Runtime::Alpa { 3e-6 } else { 6e-6 }
 }
 /// Share of the DP synchronisation that can never hide behind backward (last
-/// bucket, NCCL kernels slowing the overlapped compute).
+/// bucket, NCCL kernels slowing the overlapped compute) when the parameters
+/// are spread evenly with the work; it shrinks as gradients become ready
+/// earlier (`ModelCost::grad_ready_share`).
 const MIN_EXPOSED_DP: f64 = 0.4;
 /// Fraction of the last micro-batch's backward pass that gradient buckets can
-/// overlap (buckets are ready only after their layers' backward finishes).
+/// overlap (buckets are ready only after their layers' backward finishes)
+/// when the parameters are spread evenly with the work; it grows as
+/// gradients become ready earlier.
 const BACKWARD_OVERLAP: f64 = 0.3;
 /// Fraction of peak memory bandwidth element-wise optimizer kernels reach.
 const OPT_BW_EFFICIENCY: f64 = 0.8;
@@ -411,8 +415,12 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let dp_exposed = if plan.dp <= 1 {
         0.0
     } else if c.overlaps_grad_sync(z) {
-        let window = t_compute_mb * 2.0 / 3.0 * BACKWARD_OVERLAP + if z >= 2 { (m - 1.0) * t_compute_mb } else { 0.0 };
-        (dp_comm - window).max(MIN_EXPOSED_DP * dp_comm)
+        // Both constants hold for gradients ready on average half way through
+        // backward (share ½); earlier-ready gradients hide more.
+        let early = c.grad_ready_share.clamp(0.0, 1.0) / 0.5;
+        let late = (1.0 - c.grad_ready_share.clamp(0.0, 1.0)) / 0.5;
+        let window = t_compute_mb * 2.0 / 3.0 * BACKWARD_OVERLAP * early + if z >= 2 { (m - 1.0) * t_compute_mb } else { 0.0 };
+        (dp_comm - window).max(MIN_EXPOSED_DP * late * dp_comm)
     } else {
         dp_comm
     };
