@@ -554,7 +554,9 @@ impl ModelSpec {
             let layer_work = (fwd - head) / l.max(1.0);
             let synced_layer = (attn + norms) + (dense_layers * ffn + moe_layers * h * experts + cross) / l.max(1.0);
             // Mean over layers of the backward left after layer i (i = 1 is the last layer).
-            let left: f64 = (1..=self.layers.max(1)).map(|i| 1.0 - (head + i as f64 * layer_work) / fwd.max(1e-30)).sum::<f64>() / l.max(1.0);
+            // Mean over the layers of the backward left after layer i
+            // (i = 1 is the last layer): 1 − (head + i · work) / total.
+            let left = 1.0 - (head + layer_work * (l.max(1.0) + 1.0) / 2.0) / fwd.max(1e-30);
             let synced = l * synced_layer + v * h + s * h;
             if synced > 0.0 { (l * synced_layer * left.max(0.0) / synced).clamp(0.0, 1.0) } else { 0.5 }
         };
@@ -610,7 +612,9 @@ impl ModelSpec {
         let (stem, stem_side, first_side) = if img < 64.0 { (3.0 * w * 9.0, img, img) } else { (3.0 * w * 49.0, img / 2.0, img / 4.0) };
         let mut params = stem;
         let mut flops = 2.0 * stem * stem_side.powi(2);
-        let stem_act = 3.0 * w * stem_side.powi(2);
+        // Stem outputs kept for backward: convolution and batch norm, and the
+        // max-pool's on the ImageNet stem.
+        let stem_act = if img < 64.0 { 2.0 } else { 3.0 } * w * stem_side.powi(2);
         let mut act = 0.0; // stored activation elements of all blocks
         let mut boundary = 0.0;
         let mut max_layer = 0.0f64;
@@ -785,9 +789,9 @@ impl ModelToml {
                 spec.seq_len = need(self.seq_len, "seq_len")?;
                 spec.vocab = self.vocab.unwrap_or(0);
                 spec.decoder_layers = self.decoder_layers.unwrap_or(0);
-                if spec.decoder_layers > spec.layers {
+                if spec.decoder_layers >= spec.layers && spec.decoder_layers > 0 {
                     return Err(err(format!(
-                        "model '{name}': field 'decoder_layers' ({}) must be at most 'layers' ({})",
+                        "model '{name}': field 'decoder_layers' ({}) must be less than 'layers' ({}): the rest are the encoder's",
                         spec.decoder_layers, spec.layers
                     )));
                 }
@@ -917,7 +921,7 @@ pub fn load_model_file_limited(path: &Path) -> Result<ModelSpec, CoreError> {
 /// passed in the job environment as [`MODEL_SPEC_ENV_KEY`].
 pub fn model_to_wire(s: &ModelSpec) -> String {
     let nz = |v: u32| (v > 0).then_some(v);
-    serde_json::json!({
+    let mut wire = serde_json::json!({
         "name": s.name,
         "family": s.family,
         "layers": nz(s.layers),
@@ -947,8 +951,13 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "params": s.params_override,
         "fwd_flops_per_sample": s.fwd_flops_override,
         "act_bytes_per_sample": s.act_bytes_override,
-    })
-    .to_string()
+    });
+    // Unset fields are left out, so a receiver built before a field existed
+    // (a rolling upgrade) still reads descriptions that do not use it.
+    if let Some(fields) = wire.as_object_mut() {
+        fields.retain(|_, v| !v.is_null());
+    }
+    wire.to_string()
 }
 
 /// Parses and validates [`model_to_wire`]'s form with the same rules as a
@@ -1220,11 +1229,12 @@ mod tests {
         assert!(cd.max_layer_params > cp.max_layer_params);
         assert_eq!(model_from_wire(&model_to_wire(&encdec)).unwrap(), encdec);
         assert_ne!(plain.fingerprint(), encdec.fingerprint(), "memo keys tell them apart");
+        assert!(!model_to_wire(&plain).contains("decoder_layers"), "unset fields stay off the wire");
         let builtin = ModelCatalog::builtin().resolve("transformer").unwrap();
         assert_eq!(builtin.decoder_layers, 6);
         assert!((builtin.params() / 49e6 - 1.0).abs() < 0.05, "{}", builtin.params());
         for (bad, field) in [
-            (format!("{enc}decoder_layers = 13\n"), "decoder_layers"),
+            (format!("{enc}decoder_layers = 12\n"), "decoder_layers"),
             ("family = 'wide_resnet'\nwidth = 64\ndecoder_layers = 2\n".to_string(), "decoder_layers"),
         ] {
             let e = parse_model_toml(&bad, "m.toml", "m").unwrap_err().to_string();

@@ -285,8 +285,11 @@ impl Estimator {
         } else {
             "none (the type's constants: no multi-GPU profiles on this layout)".to_string()
         };
-        let ready = job.model.cost().grad_ready_share;
-        let overlap_source = if job.model.family == ModelFamily::Generic {
+        let cost = job.model.cost();
+        let ready = cost.grad_ready_share;
+        let overlap_source = if est.plan.dp <= 1 || !cost.overlaps_grad_sync(est.plan.zero_stage) {
+            "not used (no data-parallel sync overlapping backward in this plan)".to_string()
+        } else if job.model.family == ModelFamily::Generic {
             "default (gradients taken as ready evenly through backward: a generic model has no layer structure)".to_string()
         } else {
             format!("model (gradients ready on average with {:.0}% of backward still to run, from where the architecture's parameters and work sit)", ready * 100.0)

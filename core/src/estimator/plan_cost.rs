@@ -49,6 +49,9 @@ const MIN_EXPOSED_DP: f64 = 0.4;
 /// when the parameters are spread evenly with the work; it grows as
 /// gradients become ready earlier.
 const BACKWARD_OVERLAP: f64 = 0.3;
+/// Largest gradient-readiness share the overlap uses (the unhideable share
+/// keeps at least a quarter of its even-spread value).
+const MAX_READY_SHARE: f64 = 0.875;
 /// Fraction of peak memory bandwidth element-wise optimizer kernels reach.
 const OPT_BW_EFFICIENCY: f64 = 0.8;
 /// Parameter tensors per layer (weights, biases, norms) the optimizer visits.
@@ -416,9 +419,12 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         0.0
     } else if c.overlaps_grad_sync(z) {
         // Both constants hold for gradients ready on average half way through
-        // backward (share ½); earlier-ready gradients hide more.
-        let early = c.grad_ready_share.clamp(0.0, 1.0) / 0.5;
-        let late = (1.0 - c.grad_ready_share.clamp(0.0, 1.0)) / 0.5;
+        // backward (share ½); earlier-ready gradients hide more. ZeRO-3's
+        // parameter gathers are prefetched, not waiting on gradients: they
+        // keep the constants. NCCL kernels slow the overlapped compute however
+        // early the gradients are ready: at most a share of ⅞ counts.
+        let share = if z >= 3 { 0.5 } else { c.grad_ready_share.clamp(0.0, MAX_READY_SHARE) };
+        let (early, late) = (share / 0.5, (1.0 - share) / 0.5);
         let window = t_compute_mb * 2.0 / 3.0 * BACKWARD_OVERLAP * early + if z >= 2 { (m - 1.0) * t_compute_mb } else { 0.0 };
         (dp_comm - window).max(MIN_EXPOSED_DP * late * dp_comm)
     } else {
@@ -535,6 +541,12 @@ mod tests {
         let enc_layer = (c.fwd_flops_per_sample - c.head_flops_per_sample - 6.0 * c.cross_flops_per_sample_layer) / 12.0;
         let want = (c.fwd_flops_per_sample - 6.0 * enc_layer) / c.fwd_flops_per_sample;
         assert!((share - want).abs() < 1e-9 && share > 0.55, "{share} vs {want}");
+        // Alpa balances stages by cost: no more than the count split, no
+        // less than an even share.
+        let mut alpa = m.clone();
+        alpa.runtime = Runtime::Alpa;
+        let balanced = slowest_stage_share(&alpa.cost(), 4);
+        assert!(balanced >= 0.25 - 1e-12 && balanced <= slowest_stage_share(&c, 4) + 1e-12, "{balanced}");
         m.decoder_layers = 0;
         let plain = m.cost();
         let h = plain.head_flops_per_sample / ((plain.fwd_flops_per_sample - plain.head_flops_per_sample) / 12.0);
