@@ -553,7 +553,6 @@ impl ModelSpec {
             let head = 2.0 * v * h;
             let layer_work = (fwd - head) / l.max(1.0);
             let synced_layer = (attn + norms) + (dense_layers * ffn + moe_layers * h * experts + cross) / l.max(1.0);
-            // Mean over layers of the backward left after layer i (i = 1 is the last layer).
             // Mean over the layers of the backward left after layer i
             // (i = 1 is the last layer): 1 − (head + i · work) / total.
             let left = 1.0 - (head + layer_work * (l.max(1.0) + 1.0) / 2.0) / fwd.max(1e-30);
@@ -609,12 +608,12 @@ impl ModelSpec {
         // ImageNet stem: a 7×7 stride-2 convolution and a max-pool, stages at
         // img/4 … img/32. CIFAR-sized inputs (under 64 pixels): one 3×3
         // convolution at full resolution, stages at img … img/8.
-        let (stem, stem_side, first_side) = if img < 64.0 { (3.0 * w * 9.0, img, img) } else { (3.0 * w * 49.0, img / 2.0, img / 4.0) };
-        let mut params = stem;
-        let mut flops = 2.0 * stem * stem_side.powi(2);
         // Stem outputs kept for backward: convolution and batch norm, and the
         // max-pool's on the ImageNet stem.
-        let stem_act = if img < 64.0 { 2.0 } else { 3.0 } * w * stem_side.powi(2);
+        let (stem, stem_side, first_side, stem_outputs) = if img < 64.0 { (3.0 * w * 9.0, img, img, 2.0) } else { (3.0 * w * 49.0, img / 2.0, img / 4.0, 3.0) };
+        let mut params = stem;
+        let mut flops = 2.0 * stem * stem_side.powi(2);
+        let stem_act = stem_outputs * w * stem_side.powi(2);
         let mut act = 0.0; // stored activation elements of all blocks
         let mut boundary = 0.0;
         let mut max_layer = 0.0f64;
@@ -631,9 +630,10 @@ impl ModelSpec {
                 if j == 0 && (inc != out || i > 0) {
                     p += inc * out;
                 }
+                let block_flops = 2.0 * p * sp;
                 params += p;
-                flops += 2.0 * p * sp;
-                per_block.push((p, 2.0 * p * sp));
+                flops += block_flops;
+                per_block.push((p, block_flops));
                 // conv and batch-norm outputs of the convolutions (the ReLU
                 // runs in place on the batch-norm output).
                 act += 2.0 * (if bottleneck { 2.0 * inner } else { inner } + out) * sp;
