@@ -17,7 +17,8 @@
 //!   contract; [`plan_env`]: the plan as environment variables for tasks.
 //! - [`record`]: the typed job record ([`record::DlRecord`]) and its one
 //!   AdminComment text form, printer and parser.
-//! - [`config`]: `cellsched.toml`; [`slurm_conf`]: slurm.conf/gres.conf text.
+//! - [`config`]: `cellsched.toml`; [`slurm_text`]: Slurm's own text parsed
+//!   once (hostlists, GRES/TRES strings, slurm.conf/gres.conf lines).
 //! - [`rank_cache`], [`snapshot_cache`]: bounded caches for long-lived
 //!   processes (slurmctld), over the private `bounded` map.
 //! - `error` (private): the crate's error type, [`CoreError`]; `rng`
@@ -54,7 +55,7 @@ pub mod profile_db;
 pub mod rank_cache;
 pub mod record;
 mod rng;
-pub mod slurm_conf;
+pub mod slurm_text;
 pub mod snapshot_cache;
 
 pub use cell::{Cell, Decision, Plan};
