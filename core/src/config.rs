@@ -295,7 +295,7 @@ pub const KEYS: &[ConfigKey] = &[
     ConfigKey { section: "estimator", key: "gpu_catalog", default: None, range: "absolute path of a TOML file", reload: Reload::OnChangeAndSteps,
         doc: "GPU catalog overrides and additions ([gpu.KEY] tables with datasheet fields and aliases), e.g. the site's network rate (inter_node_gbs)." },
     ConfigKey { section: "estimator", key: "history", default: None, range: "absolute path of a CSV file", reload: Reload::Reconfigure,
-        doc: "Job history CSV (user,model,batch,gpus,requested_time_s,iterations,elapsed_s[,gpu_type]); site_factor/cellsched fits the iteration predictor on it in the background and ranks jobs without --dl-iters by the iterations it predicts." },
+        doc: "Job history CSV (columns user, model, batch, gpus, requested_time_s, iterations, elapsed_s and optionally gpu_type); site_factor/cellsched fits the iteration predictor on it in the background and ranks jobs without --dl-iters by the iterations it predicts." },
     ConfigKey { section: "declared", key: "policy", default: Some("\"limit\""), range: "\"limit\", \"demote\" or \"off\"", reload: Reload::Reconfigure,
         doc: "\"limit\": a job declaring --dl-iters gets a time limit of iterations x predicted seconds per iteration x slack + grace_s (or keeps its own shorter one), and users whose jobs run past their declared work x slack are distrusted; \"demote\": no limit, distrusted users' pending DL jobs get the stock site factor; \"off\": declarations are trusted as given." },
     ConfigKey { section: "declared", key: "slack", default: Some("3.0"), range: "1..=1000", reload: Reload::Reconfigure,
