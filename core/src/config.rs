@@ -95,7 +95,7 @@ pub struct OrderingConfig {
     /// job ends, and rebuilds them at its next test): the A-SRPT order
     /// brings more distinct jobs to backfill's tests than FIFO does. Off by
     /// default: it writes Slurm's own job state, and on the 1,000-node bench
-    /// (README, runs 13-17) it did not lower the memory in use measurably.
+    /// (bench/HISTORY.md, runs 13-17) it did not lower the memory in use measurably.
     pub release_gres_select: bool,
 }
 
@@ -130,7 +130,7 @@ pub struct PlacementConfig {
     /// A pending job whose Cell cannot start now moves to a Cell that can,
     /// if that one is at most this many times slower per iteration (>= 1)
     /// and, with `replan_wait_test`, predicted to finish first. The default,
-    /// 6, is the simulator's (README, "How a job's Cell is sized"); without
+    /// 6, is the simulator's (bench/HISTORY.md, the wait test); without
     /// the wait test 4 did best of 2, 3, 4, 6 and 8 there.
     pub replan_max_slowdown: f64,
     /// Move a pending job to a slower free Cell only when it is predicted to
