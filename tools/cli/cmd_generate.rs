@@ -301,9 +301,9 @@ fn config_page(source: &str) -> String {
     ));
     p.push_str("\n.PP\n");
     p.push_str(&escape(
-        "Where the file is found (first match wins): site_factor/cellsched: PrioritySiteFactorParameters=config=PATH \
-         in slurm.conf, then CELLSCHED_CONFIG in slurmctld's environment, then cellsched.toml beside slurm.conf. \
-         job_submit/cellsched: CELLSCHED_CONFIG, then cellsched.toml beside slurm.conf. spank_cellsched.so: its \
+        "Where the file is found (first match wins): site_factor/cellsched and job_submit/cellsched: \
+         PrioritySiteFactorParameters=config=PATH in slurm.conf, then CELLSCHED_CONFIG in slurmctld's environment, \
+         then cellsched.toml beside slurm.conf. spank_cellsched.so: its \
          plugstack argument config=PATH, then cellsched.toml beside slurm.conf. Keeping the file beside \
          slurm.conf makes all three read the same file; cellsched doctor warns when they do not.",
     ));
