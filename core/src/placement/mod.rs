@@ -14,12 +14,14 @@
 //! estimate) the user's own request is kept, a pinned Cell is written as a
 //! plain request, and a DL job with no GPU request at all is refused with a
 //! message that says what to add.
+mod modify;
 mod replan;
 mod request;
 mod sizing;
 mod wait;
 
-pub use replan::{plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
+pub use modify::{judge_edit, EditField, JobEdit, JobNow, ModifyContext, ModifyVerdict, Replanned};
+pub use replan::{in_cooldown, plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
 pub use request::{
     gpu_entries, gpu_request, strip_tres_gres_prefix, with_type_feature, with_untyped_gpus, without_gpus,
     without_type_feature, GpuRequest, GRES_PREFIX_2205,
