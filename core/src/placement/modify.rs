@@ -87,6 +87,26 @@ impl JobEdit {
     }
 }
 
+impl fmt::Display for JobEdit {
+    /// The edit as `scontrol update` words (`Features=v100 TimeLimit=60`), for logs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut words: Vec<String> = Vec::new();
+        let mut put = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                words.push(format!("{k}={v}"));
+            }
+        };
+        put("Features", self.features.clone());
+        put("TresPerNode", self.tres_per_node.clone());
+        put("TresPerJob/Socket/Task", self.other_gpu_tres.clone());
+        put("MinNodes", self.min_nodes.map(|n| n.to_string()));
+        put("MaxNodes", self.max_nodes.map(|n| n.to_string()));
+        put("Partition", self.partition.clone());
+        put("TimeLimit", self.time_limit_min.map(|t| if t == u32::MAX { "UNLIMITED".into() } else { t.to_string() }));
+        f.write_str(&words.join(" "))
+    }
+}
+
 /// The job as it is before the edit.
 #[derive(Debug, Clone, Copy)]
 pub struct JobNow<'a> {
@@ -508,6 +528,13 @@ mod tests {
         assert_eq!(x.time_limit_min, Some(1));
         let edit = JobEdit { time_limit_min: Some(u32::MAX), ..edit };
         assert_eq!(refused_field(&judge(&r, &env(), &edit, true, Some(&est))), Some(EditField::TimeLimit));
+    }
+
+    #[test]
+    fn an_edit_prints_as_scontrol_words() {
+        let e = JobEdit { features: Some("v100".into()), min_nodes: Some(2), time_limit_min: Some(u32::MAX), ..JobEdit::default() };
+        assert_eq!(e.to_string(), "Features=v100 MinNodes=2 TimeLimit=UNLIMITED");
+        assert_eq!(JobEdit::default().to_string(), "");
     }
 
     #[test]

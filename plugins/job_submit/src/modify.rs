@@ -79,6 +79,11 @@ pub extern "C" fn job_modify(desc: *mut slurm_sys::job_desc_msg_t, job_ptr: *mut
         if edit.is_empty() {
             return slurm_sys::SLURM_SUCCESS;
         }
+        let admin = is_admin(uid);
+        // cellsched's own re-planning update (as root, with the new record): nothing to judge.
+        if admin && unsafe { cstr::borrow_str(desc.admin_comment) }.is_some_and(|c| c.contains(record::PREFIX)) {
+            return slurm_sys::SLURM_SUCCESS;
+        }
         let env: Vec<String> = job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect();
         let loaded = current();
         let nodes = node_snapshot();
@@ -96,22 +101,21 @@ pub extern "C" fn job_modify(desc: *mut slurm_sys::job_desc_msg_t, job_ptr: *mut
             ModifyVerdict::Refuse { field: EditField::Features, message: "cellsched: internal error judging the edit (see slurmctld log); the job is unchanged".into() }
         });
         let id = job.id();
-        if is_admin(uid) {
-            let own = unsafe { cstr::borrow_str(desc.admin_comment) }.is_some_and(|c| c.contains(record::PREFIX));
-            if verdict != ModifyVerdict::Accept && !own {
+        if admin {
+            if verdict != ModifyVerdict::Accept {
                 let what = match &verdict {
                     ModifyVerdict::Refuse { message, .. } => format!("would have refused it: {message}"),
                     ModifyVerdict::Replan(x) => format!("would have re-planned it on {}", x.record.decision.cell),
                     ModifyVerdict::Accept => unreachable!(),
                 };
-                info(&format!("JobId={id}: admin override by uid {uid}: edit {edit:?} applied as is (cellsched {what}); its record still says {}", rec.decision.cell));
+                info(&format!("JobId={id}: admin override by uid {uid}: edit '{edit}' applied as is (cellsched {what}); its record still says {}", rec.decision.cell));
             }
             return slurm_sys::SLURM_SUCCESS;
         }
         match verdict {
             ModifyVerdict::Accept => slurm_sys::SLURM_SUCCESS,
             ModifyVerdict::Refuse { field, message } => {
-                info(&format!("JobId={id}: refused an edit by uid {uid}: {message}"));
+                info(&format!("JobId={id}: refused the edit '{edit}' by uid {uid}: {message}"));
                 if !err_msg.is_null() {
                     if let Ok(p) = cstr::xstrdup(&message) {
                         unsafe { *err_msg = p };
@@ -129,7 +133,7 @@ pub extern "C" fn job_modify(desc: *mut slurm_sys::job_desc_msg_t, job_ptr: *mut
                 match written {
                     Ok(()) => {
                         info(&format!(
-                            "JobId={id}: edit by uid {uid} re-planned from {} to {} on {} node(s) ({})",
+                            "JobId={id}: edit '{edit}' by uid {uid} re-planned from {} to {} on {} node(s) ({})",
                             rec.decision.cell, x.record.decision.cell, x.rewrite.nodes, x.record.decision.to_admin_comment()
                         ));
                         slurm_sys::SLURM_SUCCESS
