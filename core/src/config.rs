@@ -20,6 +20,8 @@
 //! replan_interval_s = 30
 //! replan_max_slowdown = 6.0
 //! replan_wait_test = true
+//! replan_min_gain = 0.05
+//! replan_cooldown_s = 300
 //! max_gpus = 16
 //! max_gpu_factor = 4.0
 //! min_marginal_efficiency = 0.5
@@ -140,6 +142,16 @@ pub struct PlacementConfig {
     /// (`core::placement::PlanWait`). Off: any free Cell within
     /// `replan_max_slowdown` is taken at once.
     pub replan_wait_test: bool,
+    /// Hysteresis: a move to a slower Cell must be predicted to finish
+    /// earlier than waiting by at least this share (0..=1) of the job's
+    /// remaining run on its current Cell (0.05: 5 %), so a job whose
+    /// choices are nearly equal stays where it is.
+    pub replan_min_gain: f64,
+    /// Hysteresis: seconds after a move (or a re-plan on a user's edit)
+    /// during which the job is not moved again (its record's `moved_at`);
+    /// an array's pending tasks share one record, so the cool-down is per
+    /// array. 0 turns it off.
+    pub replan_cooldown_s: u64,
     /// Most GPUs the plugin may give one job (>= 1).
     pub max_gpus: u32,
     /// Most GPUs a job without a GPU count of its own may get, as a multiple
@@ -165,6 +177,8 @@ impl Default for PlacementConfig {
             replan_interval_s: 30,
             replan_max_slowdown: 6.0,
             replan_wait_test: true,
+            replan_min_gain: 0.05,
+            replan_cooldown_s: 300,
             max_gpus: 16,
             max_gpu_factor: 4.0,
             min_marginal_efficiency: 0.5,
@@ -364,6 +378,9 @@ impl Config {
         if p.replan_interval_s == 0 {
             return bad("placement.replan_interval_s = 0 must be at least 1 second".into());
         }
+        if !(p.replan_min_gain.is_finite() && (0.0..=1.0).contains(&p.replan_min_gain)) {
+            return bad(format!("placement.replan_min_gain = {} must be a number in 0..=1", p.replan_min_gain));
+        }
         if !(p.replan_max_slowdown.is_finite() && p.replan_max_slowdown >= 1.0) {
             return bad(format!("placement.replan_max_slowdown = {} must be a number >= 1", p.replan_max_slowdown));
         }
@@ -489,6 +506,7 @@ profile_db = "/var/lib/cellsched/p.csv"
             ("[placement]\nmax_gpus = 0", "max_gpus"),
             ("[placement]\nreplan_interval_s = 0", "replan_interval_s"),
             ("[placement]\nreplan_max_slowdown = 0.5", "replan_max_slowdown"),
+            ("[placement]\nreplan_min_gain = 1.5", "replan_min_gain"),
             ("[placement]\nmax_gpu_factor = 0.5", "max_gpu_factor"),
             ("[placement]\nmin_marginal_efficiency = 1.5", "min_marginal_efficiency"),
             ("[placement]\nallowed_gpu_types = [\"a 100\"]", "a 100"),

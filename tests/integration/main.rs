@@ -6,6 +6,7 @@ mod cluster;
 mod cli;
 mod spank;
 mod placement;
+mod modify;
 mod report;
 mod sim;
 mod doctor;

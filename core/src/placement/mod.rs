@@ -14,13 +14,15 @@
 //! estimate) the user's own request is kept, a pinned Cell is written as a
 //! plain request, and a DL job with no GPU request at all is refused with a
 //! message that says what to add.
+mod modify;
 mod replan;
 mod request;
 mod sizing;
 mod wait;
 
-pub use replan::{plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
 pub use crate::slurm_text::{gpu_entries, gpu_request, with_untyped_gpus, without_gpus, GpuRequest, GRES_PREFIX_2205};
+pub use modify::{judge_edit, EditField, JobEdit, JobNow, ModifyContext, ModifyVerdict, Replanned};
+pub use replan::{in_cooldown, plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
 pub use request::{with_type_feature, without_type_feature};
 pub use sizing::{DeadlineWork, Sizable, SizingRule};
 pub use wait::{corrects_wait, expected_queue_wait_s, uses_no_more_gpu_time, PlanWait};
