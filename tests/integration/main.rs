@@ -11,3 +11,4 @@ mod sim;
 mod doctor;
 mod whatif;
 mod emulated;
+mod hardening;
