@@ -67,3 +67,68 @@ fn extreme_counts_are_refused_not_crashed() {
     let o = cellsched(&["cells", "--model", "gpt__125M", "--batch", "16", "--nodes", "65536", "--max-gpus", "64", "--top", "1"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// Runs `cellsched ARGS` against the test cluster; fails the test if it has
+/// not finished after `guard` (a hang guard, not a timing assertion).
+fn cellsched_on_cluster_guarded(args: &[&str], guard: std::time::Duration) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(crate::common::cellsched_bin())
+        .args(args)
+        .env("SLURM_CONF", &crate::common::cluster().slurm_conf)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cellsched");
+    let start = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > guard {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cellsched {args:?} still running after {guard:?}: it hangs");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Issue 31 item 7: `report --iter-log` on a job whose output path became a
+/// FIFO or a symlink to /dev/zero finishes, warns and measures the job
+/// another way; the regular file still gives the iter-log measurement.
+#[test]
+fn report_iter_log_refuses_fifos_and_symlinks() {
+    use crate::common::{require_e2e, submit, wait_for_state};
+    require_e2e!();
+    let d = TempDir::new("iterlog");
+    let out = d.0.join("%j.out");
+    let id = submit(&["-o", out.to_str().unwrap(), "--wrap", "echo cellsched-iter 0.25; echo cellsched-iter 0.25"]).expect("submit");
+    wait_for_state(id, &["COMPLETED"], std::time::Duration::from_secs(180)).expect("job completes");
+    let file = d.0.join(format!("{id}.out"));
+    let json = |pattern: &str| {
+        let o = cellsched_on_cluster_guarded(&["report", "--jobs", &id.to_string(), "--json", "--iter-log", pattern], std::time::Duration::from_secs(120));
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        (v["jobs"][0]["measured_from"].clone(), stderr(&o))
+    };
+    let pattern = out.to_str().unwrap();
+    // sacct may list the job a moment after it completes; the regular file is read.
+    let mut from = serde_json::Value::Null;
+    for _ in 0..30 {
+        from = json(pattern).0;
+        if from == "iter-log" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    assert_eq!(from, "iter-log");
+    std::fs::remove_file(&file).unwrap();
+    let c = std::ffi::CString::new(file.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+    let (from, warn) = json(pattern);
+    assert_ne!(from, "iter-log");
+    assert!(warn.contains("not a regular file"), "{warn}");
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
+    let (from, warn) = json(pattern);
+    assert_ne!(from, "iter-log");
+    assert!(warn.contains("symlink"), "{warn}");
+}
