@@ -16,6 +16,8 @@
 //! - [`options`], [`job_env`]: the DL option table and the job-environment
 //!   contract; [`limits`]: the one table of input caps (batch, GPUs, nodes)
 //!   every edge applies; [`plan_env`]: the plan as environment variables for tasks.
+//! - [`record`]: the typed job record ([`record::DlRecord`]) and its one
+//!   AdminComment text form, printer and parser.
 //! - [`config`]: `cellsched.toml`; [`slurm_conf`]: slurm.conf/gres.conf text.
 //! - [`rank_cache`], [`snapshot_cache`]: bounded caches for long-lived
 //!   processes (slurmctld), over the private `bounded` map.
@@ -52,6 +54,7 @@ pub mod predictor;
 
 pub mod profile_db;
 pub mod rank_cache;
+pub mod record;
 mod rng;
 pub mod slurm_conf;
 pub mod snapshot_cache;
