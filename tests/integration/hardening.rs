@@ -132,3 +132,41 @@ fn report_iter_log_refuses_fifos_and_symlinks() {
     assert_ne!(from, "iter-log");
     assert!(warn.contains("symlink"), "{warn}");
 }
+
+/// Issue 31 item 9: a 2-layer, hidden-64 model TOML named `gpt__1.3B` is
+/// recorded under the user namespace with its fingerprint, so `report
+/// history` never exports it as the catalog's gpt__1.3B.
+#[test]
+fn a_model_toml_cannot_take_a_catalog_name() {
+    use crate::common::{self, require_e2e, submit, wait_for_state};
+    require_e2e!();
+    let c = common::cluster();
+    if !(c.cluster.plugins.job_submit && common::plugin_built("libspank_cellsched.so")) {
+        eprintln!("skipped: needs job_submit/cellsched and the SPANK plugin");
+        return;
+    }
+    let name = common::unique_name("forged-model");
+    let model = c.jobs_dir.join(format!("{name}.toml"));
+    std::fs::write(&model, "name = \"gpt__1.3B\"\nfamily = \"gpt\"\nlayers = 2\nhidden = 64\nheads = 2\nseq_len = 16\n").unwrap();
+    let id = submit(&["-J", &name, "--dl-model", model.to_str().unwrap(), "--dl-batch=8", "--dl-iters=5000", "-t", "5", "--wrap", "sleep 1"]).expect("submit");
+    let comment = common::admin_comment(id).unwrap_or_default();
+    assert!(comment.contains(" model=user:gpt__1.3B@") && !comment.contains(" model=gpt__1.3B "), "{comment}");
+    wait_for_state(id, &["COMPLETED"], std::time::Duration::from_secs(180)).expect("job completes");
+    let job = id.to_string();
+    let mut csv = String::new();
+    for _ in 0..30 {
+        let o = crate::common::scrubbed_command(&crate::common::cellsched_bin())
+            .args(["report", "history", "--jobs", &job, "--out", "-"])
+            .env("SLURM_CONF", &c.slurm_conf)
+            .output()
+            .unwrap();
+        csv = String::from_utf8_lossy(&o.stdout).into_owned();
+        if csv.lines().count() > 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "one history row for job {id}:\n{csv}");
+    assert!(rows[0].contains(",user:gpt__1.3B@") && !rows[0].contains(",gpt__1.3B,"), "{csv}");
+}

@@ -1091,7 +1091,7 @@ mod tests {
         ];
         let r = SubmitRequest { env: env.clone(), ..Default::default() };
         let Outcome::Place(p) = place(&r, &cluster(&[]), &PlacementConfig::default(), &est()) else { panic!("not placed") };
-        assert_eq!(p.record.model.as_deref(), Some("small"), "{}", p.admin_comment());
+        assert!(p.record.model.as_deref().is_some_and(|m| m.starts_with("user:small@")), "{}", p.admin_comment());
         // Without the description (no SPANK plugin at submit) the file is never opened here.
         let r2 = SubmitRequest { env: env[..2].to_vec(), ..Default::default() };
         match place(&r2, &cluster(&[]), &PlacementConfig::default(), &est()) {
