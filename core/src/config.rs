@@ -54,6 +54,8 @@ pub struct Config {
     pub estimator: EstimatorConfig,
     /// What happens when jobs overrun their declared work.
     pub declared: crate::declared::DeclaredConfig,
+    /// How much deadline urgency users get (`--dl-deadline`).
+    pub deadline: crate::deadline::DeadlineConfig,
 }
 
 /// `[ordering]`: how predicted remaining time becomes a Slurm site factor.
@@ -246,6 +248,9 @@ impl Config {
             ));
         }
         if let Err(m) = self.declared.check() {
+            return bad(m);
+        }
+        if let Err(m) = self.deadline.check() {
             return bad(m);
         }
         if o.rank_interval_s == 0 || o.rank_interval_s > 3600 {
