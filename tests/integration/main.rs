@@ -14,3 +14,4 @@ mod whatif;
 mod emulated;
 mod docs;
 mod install;
+mod hardening;

@@ -447,6 +447,6 @@ fn a_model_toml_job_gets_a_cell_and_a_plan() {
     let text = output_of(jobid, &out);
     let d = sacct_decision(jobid).expect("a decision for the model file's job");
     let comment = common::admin_comment(jobid).unwrap_or_default();
-    assert!(comment.contains(&format!("model={name}")), "{comment}");
+    assert!(comment.contains(&format!("model=user:{name}@")), "{comment}");
     assert!(text.contains("SRC=decision") && text.contains(&format!("CELL={}", d.cell)) && text.contains("ERR=[]"), "{text}");
 }
