@@ -220,6 +220,7 @@ pub fn gavel_points(text: &str) -> Result<Vec<Point>> {
                     gpus_per_node: if spread { 1 } else { scale },
                     iter_time_s: scale as f64 / tput,
                     plan: Some(Plan { dp: scale, ..Plan::default() }),
+                    peak_mem_gib: None,
                 },
             });
         }
@@ -278,6 +279,7 @@ pub fn rubick_points(dir: &Path) -> Result<Vec<Point>> {
                         zero_stage: zero.min(3),
                         checkpointing: offload && offload_recomputes.contains(&model),
                     }),
+                    peak_mem_gib: None,
                 },
             });
         }
@@ -684,7 +686,7 @@ mod tests {
             dataset: "gavel",
             job: format!("j:{model}"),
             model: model.into(),
-            rec: ProfileRecord { model: model.into(), batch: 8 * gpus, gpu_type: "v100".into(), nodes: 1, gpus_per_node: gpus, iter_time_s: 0.1, plan: None },
+            rec: ProfileRecord { model: model.into(), batch: 8 * gpus, gpu_type: "v100".into(), nodes: 1, gpus_per_node: gpus, iter_time_s: 0.1, plan: None, peak_mem_gib: None },
         }
     }
 

@@ -190,6 +190,7 @@ fn measured_points_override_and_calibrate() {
         gpus_per_node: 1,
         iter_time_s: dat.iter_time_s * 2.0,
         plan: None,
+        peak_mem_gib: None,
     });
     let e = est().with_db(db);
     let m = e.estimate(&j, &cell("v100x1"), 8).unwrap();
