@@ -831,13 +831,13 @@ mod tests {
 
     #[test]
     fn small_jobs_get_the_gpus_that_pay_not_the_fastest_cell() {
-        // A batch-64 350M job with no GPU request: the fastest Cell is large
-        // (8 A100 over the two nodes; at batch 8 one node's 4 are fastest
-        // since pipeline sends across nodes share the node's network link),
+        // A batch-256 350M job with no GPU request: the fastest Cell is large
+        // (8 A100 over the two nodes; at batch 64 one node's 4 are fastest
+        // since gradient sync across nodes shares the node's network link),
         // the marginal rule stops where doubling no longer pays 1.5x.
         let (e, c) = (est(), cluster(&[]));
         let m = ModelCatalog::builtin().names().find(|n| n.contains("350M")).expect("a 350M model").to_string();
-        let r = req(&[&format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=64"]);
+        let r = req(&[&format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=256"]);
         let cfg = PlacementConfig::default();
         let Outcome::Place(p) = place(&r, &c, &cfg, &e) else { panic!("not placed") };
         let job = job_spec(&dl_options(&r.env).unwrap().unwrap(), &e, &r.env).unwrap();
@@ -862,7 +862,7 @@ mod tests {
         let m = ModelCatalog::builtin().names().find(|n| n.contains("350M")).expect("a 350M model").to_string();
         let now = 1_800_000_000;
         let r = |extra: &[&str]| {
-            let mut env = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=64".to_string()];
+            let mut env = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=256".to_string()];
             env.extend(extra.iter().map(|s| s.to_string()));
             SubmitRequest { env, now, ..Default::default() }
         };
