@@ -16,6 +16,7 @@
 //! message that says what to add.
 mod replan;
 mod request;
+mod load;
 mod sizing;
 mod wait;
 
@@ -24,6 +25,7 @@ pub use request::{
     gpu_entries, gpu_request, strip_tres_gres_prefix, with_type_feature, with_untyped_gpus, without_gpus,
     without_type_feature, GpuRequest, GRES_PREFIX_2205,
 };
+pub use load::LoadView;
 pub use sizing::{DeadlineWork, Sizable, SizingRule};
 pub use wait::{corrects_wait, expected_queue_wait_s, uses_no_more_gpu_time, PlanWait};
 

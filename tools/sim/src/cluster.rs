@@ -94,6 +94,17 @@ impl ClusterSpec {
         Ok(ClusterSpec { groups })
     }
 
+    /// The cluster with every group's node count multiplied by `k` (a
+    /// cluster `k` times larger, same node shapes): the light-load end of a
+    /// load sweep.
+    pub fn grow(&self, k: u32) -> Result<ClusterSpec, SimError> {
+        if k == 0 {
+            return Err(SimError::invalid("grow factor", "0", "an integer >= 1"));
+        }
+        let groups = self.groups.iter().map(|g| GroupSpec { nodes: g.nodes.saturating_mul(k), ..g.clone() }).collect();
+        Ok(ClusterSpec { groups })
+    }
+
     /// Lowers each job's requested GPU count to the most GPUs of its
     /// requested type that one job can get on this cluster (all of the
     /// type's nodes of one group), so that a shrunk cluster can still run

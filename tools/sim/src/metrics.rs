@@ -1,5 +1,6 @@
 //! Results of one simulation: JCT statistics, queueing delay, makespan,
-//! utilization per GPU type, re-plans; unfinished jobs are counted, never dropped.
+//! utilization per GPU type, re-plans; unfinished jobs are counted, never
+//! dropped: their JCT runs to the end of the run.
 use crate::engine::{Sim, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -19,9 +20,11 @@ pub struct Metrics {
     pub unfinished: u64,
     /// Of the unfinished, those that can never run on this cluster under the policy.
     pub never_fit: u64,
-    /// Mean job completion time (finish - submit) of finished jobs, s.
+    /// Mean job completion time (finish - submit) over every job of the
+    /// trace; an unfinished job (`unfinished`) counts with its time up to
+    /// the end of the run, so every policy is averaged over the same jobs, s.
     pub avg_jct_s: f64,
-    /// Median JCT, s.
+    /// Median JCT (same jobs), s.
     pub median_jct_s: f64,
     /// 99th-percentile JCT (nearest rank), s.
     pub p99_jct_s: f64,
@@ -109,7 +112,10 @@ impl Metrics {
     /// Collects the metrics of a finished (or stopped) simulation.
     pub fn collect(sim: &Sim<'_>, policy: &str) -> Metrics {
         let jobs = sim.jobs();
-        let mut jct: Vec<f64> = jobs.iter().filter_map(|j| j.finish.map(|f| f - j.spec.submission_time)).collect();
+        // Every policy is averaged over the same jobs: a job that did not
+        // finish counts with its time in the system up to the end of the run.
+        let end = sim.now();
+        let mut jct: Vec<f64> = jobs.iter().map(|j| j.finish.unwrap_or(end.max(j.spec.submission_time)) - j.spec.submission_time).collect();
         jct.sort_by(f64::total_cmp);
         let queue: Vec<f64> = jobs.iter().filter_map(|j| j.first_start.map(|s| s - j.spec.submission_time)).collect();
         let first_submit = jobs.iter().map(|j| j.spec.submission_time).fold(f64::INFINITY, f64::min);
@@ -136,7 +142,7 @@ impl Metrics {
             jobs.iter().filter_map(|j| j.spec.due_s.map(|d| j.finish.is_some_and(|f| f - j.spec.submission_time <= d))).collect();
         let deadline_met_ratio = (!due.is_empty()).then(|| round6(due.iter().filter(|m| **m).count() as f64 / due.len() as f64));
         let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
-        let finished = jct.len() as u64;
+        let finished = jobs.iter().filter(|j| j.finish.is_some()).count() as u64;
         let c = sim.truth_counts();
         let all = ErrorStats::of(c.pairs.iter().map(|&(p, t, _)| (p, t)));
         let held = ErrorStats::of(c.pairs.iter().filter(|x| x.2).map(|&(p, t, _)| (p, t)));

@@ -64,8 +64,9 @@ use crate::error::SimError;
 use crate::progress_model::SpeedProfile;
 use crate::times::{CellChoice, Offer};
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
+use cellsched_core::config::Config;
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
-use cellsched_core::placement::{self, DeadlineWork, Sizable, SizingRule};
+use cellsched_core::placement::{self, DeadlineWork, LoadView, Sizable, SizingRule};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -82,12 +83,15 @@ pub enum Ablation {
     Freeze,
     /// `aging`: no starvation guard (no aging, no reservation for aged jobs).
     Aging,
+    /// `load-sizing`: size by marginal value alone, never growing a job into
+    /// GPUs no pending job waits for (`core::placement::LoadView`).
+    LoadSizing,
 }
 
 impl Ablation {
     /// All components, in table order.
-    pub const ALL: [Ablation; 5] = [Ablation::CellSearch, Ablation::Srpt, Ablation::Replan, Ablation::Freeze, Ablation::Aging];
-    /// Text form (`cell-search`, `srpt`, `replan`, `freeze`).
+    pub const ALL: [Ablation; 6] = [Ablation::CellSearch, Ablation::Srpt, Ablation::Replan, Ablation::Freeze, Ablation::Aging, Ablation::LoadSizing];
+    /// Text form (`cell-search`, `srpt`, `replan`, `freeze`, `aging`, `load-sizing`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Ablation::CellSearch => "cell-search",
@@ -95,6 +99,7 @@ impl Ablation {
             Ablation::Replan => "replan",
             Ablation::Freeze => "freeze",
             Ablation::Aging => "aging",
+            Ablation::LoadSizing => "load-sizing",
         }
     }
     /// Parses a comma-separated list such as `srpt,freeze` (empty = none).
@@ -106,7 +111,7 @@ impl Ablation {
                 Ablation::ALL
                     .into_iter()
                     .find(|a| a.as_str() == x.to_ascii_lowercase())
-                    .ok_or_else(|| SimError::invalid("ablation", x, "cell-search, srpt, replan, freeze or aging"))
+                    .ok_or_else(|| SimError::invalid("ablation", x, "cell-search, srpt, replan, freeze, aging or load-sizing"))
             })
             .collect()
     }
@@ -125,6 +130,9 @@ pub struct CellschedOptions {
     pub freeze: bool,
     /// Starvation guard on: aging (per `asrpt`) plus `aged_guard`.
     pub aging: bool,
+    /// Load-adaptive sizing on: a job starting now also grows into free GPUs
+    /// no pending job waits for (`SizingRule::choose_under_load`).
+    pub load_sizing: bool,
     /// Accept a free Cell up to this many times slower than the job's best (>= 1).
     pub max_slowdown: f64,
     /// Take a slower free Cell only when it is predicted to finish before
@@ -132,8 +140,12 @@ pub struct CellschedOptions {
     /// `replan_wait_test`). Off: any free Cell within `max_slowdown` is
     /// taken at once.
     pub wait_test: bool,
+    /// Most GPUs one job may get (`placement.max_gpus`; never below its request).
+    pub max_gpus: u32,
     /// Cells may use up to this many times the requested GPU count (>= 1).
     pub max_gpu_factor: f64,
+    /// GPU types Cells may use (`placement.allowed_gpu_types`); empty: all.
+    pub allowed_gpu_types: Vec<String>,
     /// Marginal-value sizing (`core::placement::sizing`): a job grows to more
     /// GPUs only while the extra GPUs' marginal efficiency is at least this
     /// (0..=1; 0 takes the fastest Cell within the cap).
@@ -170,19 +182,39 @@ impl std::str::FromStr for AgedGuard {
     }
 }
 
+/// The plugins' defaults (cellsched.toml with no keys set).
 impl Default for CellschedOptions {
     fn default() -> Self {
+        CellschedOptions::from_config(&Config::default())
+    }
+}
+
+impl CellschedOptions {
+    /// The policy the plugins' configuration describes: the `[placement]`
+    /// section (job_submit: Cell choice, sizing, re-planning) and the
+    /// `[ordering]` section (site_factor: A-SRPT), read from the same
+    /// cellsched.toml. Keys that only steer slurmctld plumbing have no
+    /// simulator counterpart: `placement.replan_interval_s` (the simulator
+    /// re-plans at every scheduling pass), `placement.deadline_policy` (a
+    /// submit-time refusal; trace jobs are all admitted), and
+    /// `ordering.site_factor_max`, `default_remaining_s`, `rank_interval_s`,
+    /// `release_gres_select`.
+    pub fn from_config(cfg: &Config) -> Self {
+        let p = &cfg.placement;
         CellschedOptions {
-            cell_search: true,
-            srpt: true,
-            replan: true,
+            cell_search: p.enabled,
+            srpt: cfg.ordering.enabled,
+            replan: p.replan,
             freeze: true,
             aging: true,
-            max_slowdown: cellsched_core::config::PlacementConfig::default().replan_max_slowdown,
-            wait_test: cellsched_core::config::PlacementConfig::default().replan_wait_test,
-            max_gpu_factor: 1.0,
-            min_marginal_efficiency: cellsched_core::config::PlacementConfig::default().min_marginal_efficiency,
-            asrpt: AsrptConfig::default(),
+            load_sizing: true,
+            max_slowdown: p.replan_max_slowdown,
+            wait_test: p.replan_wait_test,
+            max_gpus: p.max_gpus,
+            max_gpu_factor: p.max_gpu_factor,
+            allowed_gpu_types: p.allowed_gpu_types.clone(),
+            min_marginal_efficiency: p.min_marginal_efficiency,
+            asrpt: cellsched_core::ordering::asrpt_config(&cfg.ordering),
             aged_guard: AgedGuard::None,
         }
     }
@@ -198,6 +230,7 @@ impl CellschedOptions {
                 Ablation::Replan => self.replan = false,
                 Ablation::Freeze => self.freeze = false,
                 Ablation::Aging => self.aging = false,
+                Ablation::LoadSizing => self.load_sizing = false,
             }
         }
         self
@@ -205,7 +238,7 @@ impl CellschedOptions {
     /// `cellsched` plus `-no-X` for each component switched off.
     pub fn name(&self) -> String {
         let mut n = String::from("cellsched");
-        for (on, a) in [(self.cell_search, "cell-search"), (self.srpt, "srpt"), (self.replan, "replan"), (self.freeze, "freeze"), (self.aging, "aging")] {
+        for (on, a) in [(self.cell_search, "cell-search"), (self.srpt, "srpt"), (self.replan, "replan"), (self.freeze, "freeze"), (self.aging, "aging"), (self.load_sizing, "load-sizing")] {
             if !on {
                 n.push_str("-no-");
                 n.push_str(a);
@@ -348,6 +381,9 @@ pub struct CellschedPolicy {
     /// Scratch: jobs started in the current pass; FCFS order.
     started: Vec<usize>,
     fcfs: Vec<(usize, bool)>,
+    /// Per GPU type: the GPUs the pending jobs' plans wait for, counted at
+    /// the start of each pass and lowered as jobs start (the load view).
+    wanted: Vec<u64>,
 }
 
 /// The GPU types a job may be offered: all but `held`; `slot` names the
@@ -405,6 +441,7 @@ impl CellschedPolicy {
             queue,
             started: Vec::new(),
             fcfs: Vec::new(),
+            wanted: Vec::new(),
         })
     }
 
@@ -415,7 +452,7 @@ impl CellschedPolicy {
     /// The sizing rule: the trace's GPU count is the job's hint, capped at
     /// `max_gpu_factor` times it (the cluster bounds the rest).
     fn sizing(&self) -> SizingRule {
-        SizingRule { max_gpus: u32::MAX, max_gpu_factor: self.opts.max_gpu_factor, min_marginal_efficiency: self.opts.min_marginal_efficiency }
+        SizingRule { max_gpus: self.opts.max_gpus.max(1), max_gpu_factor: self.opts.max_gpu_factor, min_marginal_efficiency: self.opts.min_marginal_efficiency }
     }
 
     fn max_gpus(&self, sim: &Sim<'_>, i: usize) -> u32 {
@@ -427,8 +464,26 @@ impl CellschedPolicy {
     /// With a deadline (`work`), only the Cells predicted to meet it count
     /// (`SizingRule::choose_in_time`, as job_submit and re-planning do);
     /// `None` then means none of `cells` does.
-    fn sized(&self, sim: &Sim<'_>, i: usize, cells: &[&CellChoice], work: Option<DeadlineWork>) -> Option<usize> {
-        self.sizing().choose_in_time(cells, Some(sim.job(i).spec.num_gpu.max(1)), work)
+    fn sized(&self, sim: &Sim<'_>, i: usize, cells: &[&CellChoice], work: Option<DeadlineWork>, load: Option<&LoadView>) -> Option<usize> {
+        self.sizing().choose_in_time_under_load(cells, Some(sim.job(i).spec.num_gpu.max(1)), work, load)
+    }
+
+    /// The load job `i` is sized against when it starts now: the free GPUs
+    /// of every type and the GPUs the other pending jobs' plans wait for.
+    /// `None` with load sizing off.
+    fn load_view(&self, sim: &Sim<'_>, i: usize) -> Option<LoadView> {
+        if !self.opts.load_sizing {
+            return None;
+        }
+        let c = sim.cluster();
+        let mut v = LoadView::new();
+        for (t, name) in c.types.iter().enumerate() {
+            v.add_total(name, c.total_of_type(t));
+            v.add_free(name, c.free_of_type(t));
+            v.add_wanted(name, self.wanted.get(t).copied().unwrap_or(0));
+        }
+        let p = self.plan(i);
+        Some(v.without_wanted(&p.ideal.gpu_type, u64::from(p.ideal.gpus)))
     }
 
     /// Job `i`'s deadline work now (trace column `due`): the iterations it
@@ -451,11 +506,13 @@ impl CellschedPolicy {
     /// canonical form — the fully free nodes a Cell of `max_gpus` could use,
     /// else the node with the most free GPUs — which gives the same ranking
     /// and lets [`crate::times::TimeCache`] hit far more often.
-    fn offers(sim: &Sim<'_>, max_gpus: u32, idle: bool, held: &[bool]) -> Vec<Offer> {
+    fn offers(&self, sim: &Sim<'_>, max_gpus: u32, idle: bool, held: &[bool]) -> Vec<Offer> {
         let c = sim.cluster();
+        let allowed = &self.opts.allowed_gpu_types;
         c.groups
             .iter()
             .filter(|g| !held[g.type_idx])
+            .filter(|g| allowed.is_empty() || allowed.iter().any(|t| t.eq_ignore_ascii_case(&g.spec.gpu_type)))
             .filter_map(|g| {
                 let gpn = g.spec.gpus_per_node;
                 let cap = max_gpus.div_ceil(gpn) as usize;
@@ -491,14 +548,14 @@ impl CellschedPolicy {
         if self.opts.cell_search && !sim.job(i).stock && !sim.job(i).pinned {
             let max = self.max_gpus(sim, i);
             let held = vec![false; sim.cluster().types.len()];
-            let offers = Self::offers(sim, max, true, &held);
+            let offers = self.offers(sim, max, true, &held);
             let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
             let ranked = sim.times().rank_cells(&m, b, &offers, max);
             let fit: Vec<&CellChoice> = ranked.iter().filter(|c| Self::group_for(sim, c, true).is_some()).collect();
             // With a deadline: the sizing choice among the Cells that meet
             // it; when none does, the fastest Cell (job_submit's rule).
             let work = self.deadline_work(sim, i);
-            let k = self.sized(sim, i, &fit, work).or_else(|| {
+            let k = self.sized(sim, i, &fit, work, None).or_else(|| {
                 work.and_then(|_| (0..fit.len()).min_by(|&a, &b| fit[a].iter_s.total_cmp(&fit[b].iter_s)))
             });
             k.map(|k| fit[k].clone())
@@ -632,7 +689,7 @@ impl CellschedPolicy {
             self.ranked[slot].1.clone()
         } else {
             let max = self.max_gpus(sim, i);
-            let offers = Self::offers(sim, max, false, held);
+            let offers = self.offers(sim, max, false, held);
             let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
             let r = if offers.is_empty() { Rc::new(Vec::new()) } else { sim.times().rank_cells(&m, b, &offers, max) };
             self.ranked[slot] = (self.epoch, r.clone());
@@ -650,7 +707,10 @@ impl CellschedPolicy {
         let k = match work {
             // Not even the plan meets the deadline: the fastest Cell (job_submit's fallback).
             Some(w) if !w.met_by(plan.iter_s) => (0..cells.len()).min_by(|&a, &b| cells[a].iter_s.total_cmp(&cells[b].iter_s)),
-            _ => self.sized(sim, i, &cells, work),
+            _ => {
+                let load = self.load_view(sim, i);
+                self.sized(sim, i, &cells, work, load.as_ref())
+            }
         };
         let Some((c, s)) = k.map(|k| fit[k]) else { return Some(ClassPick::NoCell) };
         let (plan_iter, plan_gpus) = (plan.iter_s, plan.gpus);
@@ -672,6 +732,9 @@ impl Sizable for CellChoice {
     }
     fn iter_s(&self) -> f64 {
         self.iter_s
+    }
+    fn gpu_type(&self) -> &str {
+        &self.gpu_type
     }
 }
 
@@ -807,6 +870,14 @@ impl Policy for CellschedPolicy {
             // one; without a guard its work is queued like any other's.
             let guarded = self.opts.aged_guard != AgedGuard::None;
             self.epoch += 1; // the cluster changed since the last pass
+            if self.opts.load_sizing {
+                self.wanted.clear();
+                self.wanted.resize(sim.cluster().types.len(), 0);
+                for i in sim.pending() {
+                    let p = self.plans[i].as_ref().expect("admitted job has a plan");
+                    self.wanted[p.plan_type] += u64::from(p.ideal.gpus);
+                }
+            }
             for (i, aged) in order {
                 if sim.cluster().free_total() == 0 {
                     break;
@@ -852,6 +923,9 @@ impl Policy for CellschedPolicy {
                         let ty = sim.cluster().types[t].clone();
                         if sim.start(i, shape, iter_s) {
                             started.push(i);
+                            if let Some(w) = self.wanted.get_mut(plan_t) {
+                                *w = w.saturating_sub(u64::from(plan_gpus));
+                            }
                             if planned != Some((ty, shape.gpus(), shape.nodes)) {
                                 sim.count_replan();
                             }
@@ -1294,6 +1368,70 @@ mod tests {
         assert_eq!(a, once());
         assert_eq!(a.0, 400);
         assert!(a.2 > 0.0, "the test needs queueing: {a:?}");
+    }
+
+    /// One configuration for both hosts: every `[placement]` and
+    /// `[ordering]` knob either drives the simulator's policy exactly or is
+    /// named as slurmctld plumbing. The destructuring breaks the build when
+    /// a knob is added, so a new one cannot be forgotten here.
+    #[test]
+    fn options_follow_every_knob_of_the_plugins_configuration() {
+        use cellsched_core::config::{OrderingConfig, PlacementConfig};
+        let check = |cfg: &Config| {
+            let o = CellschedOptions::from_config(cfg);
+            let PlacementConfig {
+                enabled,
+                replan,
+                replan_interval_s: _, // the simulator re-plans at every pass
+                replan_max_slowdown,
+                replan_wait_test,
+                max_gpus,
+                max_gpu_factor,
+                min_marginal_efficiency,
+                allowed_gpu_types,
+                deadline_policy: _, // a submit-time refusal
+            } = cfg.placement.clone();
+            assert_eq!(o.cell_search, enabled);
+            assert_eq!(o.replan, replan);
+            assert_eq!(o.max_slowdown, replan_max_slowdown);
+            assert_eq!(o.wait_test, replan_wait_test);
+            assert_eq!(o.max_gpus, max_gpus);
+            assert_eq!(o.max_gpu_factor, max_gpu_factor);
+            assert_eq!(o.min_marginal_efficiency, min_marginal_efficiency);
+            assert_eq!(o.allowed_gpu_types, allowed_gpu_types);
+            let OrderingConfig {
+                enabled,
+                aging_bound_s,
+                aging_factor,
+                rank_by,
+                deadline_slack_factor,
+                aged_lane,
+                site_factor_max: _,     // the site factor's scale
+                default_remaining_s: _, // slurmctld jobs without known work; trace jobs declare theirs
+                rank_interval_s: _,     // the ranking thread's period
+                release_gres_select: _, // Slurm memory housekeeping
+            } = cfg.ordering.clone();
+            assert_eq!(o.srpt, enabled);
+            assert_eq!(
+                (o.asrpt.aging_bound_s, o.asrpt.aging_factor, o.asrpt.rank_by, o.asrpt.deadline_slack_factor, o.asrpt.aged_lane),
+                (aging_bound_s, aging_factor, rank_by, deadline_slack_factor, aged_lane)
+            );
+            assert_eq!(o.asrpt, cellsched_core::ordering::asrpt_config(&cfg.ordering), "site_factor's A-SRPT settings");
+            o
+        };
+        // Without a file: exactly the plugins' defaults (issue: --max-gpu-factor was 1 here, 4 there).
+        let d = check(&Config::default());
+        assert_eq!(d.max_gpu_factor, PlacementConfig::default().max_gpu_factor);
+        assert_eq!(CellschedOptions::default().max_gpu_factor, 4.0);
+        // Every knob changed from its default.
+        let text = "[placement]\nenabled = false\nreplan = false\nreplan_max_slowdown = 2.5\nreplan_wait_test = false\n\
+                    max_gpus = 8\nmax_gpu_factor = 2.0\nmin_marginal_efficiency = 0.25\nallowed_gpu_types = [\"v100\"]\n\
+                    [ordering]\nenabled = false\naging_bound_s = 100.0\naging_factor = 3.0\nrank_by = \"time\"\n\
+                    deadline_slack_factor = 2.0\naged_lane = 3\n";
+        let cfg = Config::from_toml_str(text, "test.toml").unwrap();
+        let o = check(&cfg);
+        assert_eq!(o.name(), "cellsched-no-cell-search-no-srpt-no-replan");
+        assert!(!o.wait_test && o.max_gpus == 8 && o.allowed_gpu_types == ["v100"]);
     }
 
     #[test]

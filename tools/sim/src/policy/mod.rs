@@ -104,14 +104,20 @@ pub(crate) fn start_on_type(sim: &mut Sim<'_>, i: usize, t: usize, gpus: u32) ->
     let iter = match iter_on(sim, i, shape) {
         Some(x) => x,
         None => {
-            // The knowledge learnt that this Cell cannot be used (a run failed
-            // or truth lacks it): re-plan the job, which may fail it.
+            // The knowledge learnt that the idle-cluster Cell, the one the
+            // job was admitted on, cannot be used (a run failed or truth
+            // lacks it): re-plan the job, which may fail it. A fragmented
+            // shape the knowledge rules out changes nothing in the plan (the
+            // re-plan would find the same Cell and come back here at once,
+            // round after round): the job waits for the idle-cluster shape.
+            let idle = sim.cluster().place_idle(t, gpus);
             let ty = sim.cluster().groups[shape.group].spec.gpu_type.clone();
             let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
-            if sim.times().is_marked(&m, b, &ty, shape.nodes, shape.gpus_per_node) {
+            if idle.is_some_and(|s| s.nodes == shape.nodes && s.gpus_per_node == shape.gpus_per_node)
+                && sim.times().is_marked(&m, b, &ty, shape.nodes, shape.gpus_per_node)
+            {
                 sim.requeue_later(i);
             }
-            // Else infeasible on this fragmented shape: wait for the idle-cluster shape.
             return false;
         }
     };
