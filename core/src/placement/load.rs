@@ -85,6 +85,13 @@ impl LoadView {
         *slot(&mut self.wanted, gpu_type) += gpus;
     }
 
+    /// Adds every GPU `other` says pending jobs wait for.
+    pub fn add_wanted_of(&mut self, other: &LoadView) {
+        for (t, g) in &other.wanted {
+            self.add_wanted(t, *g);
+        }
+    }
+
     /// A pending job that waited for `gpus` GPUs of `gpu_type` no longer does
     /// (it started, moved or left).
     pub fn remove_wanted(&mut self, gpu_type: &str, gpus: u64) {
@@ -113,6 +120,15 @@ impl LoadView {
     /// Free GPUs of `gpu_type` that no pending job waits for.
     pub fn unwanted(&self, gpu_type: &str) -> u64 {
         self.free(gpu_type).saturating_sub(self.wanted(gpu_type))
+    }
+
+    /// Free GPUs of every type less the GPUs pending jobs wait for on any
+    /// type: re-planning moves a waiting job to another type's free GPUs,
+    /// so a GPU is spare only when the whole queue is served.
+    pub fn unwanted_anywhere(&self) -> u64 {
+        let free: u64 = self.free.iter().map(|x| x.1).sum();
+        let wanted: u64 = self.wanted.iter().map(|x| x.1).sum();
+        free.saturating_sub(wanted)
     }
 
     /// The share of `gpu_type`'s GPUs that are busy or wanted once a job
@@ -146,6 +162,7 @@ mod tests {
         v.add_wanted("v100", 4);
         v.add_wanted("k80", 6);
         assert_eq!((v.unwanted("v100"), v.unwanted("k80"), v.unwanted("a100")), (6, 0, 0));
+        assert_eq!(v.unwanted_anywhere(), 14 - 10);
         // A job's own demand is not counted against it.
         let mine = v.without_wanted("v100", 4);
         assert_eq!((mine.unwanted("v100"), v.unwanted("v100")), (10, 6));

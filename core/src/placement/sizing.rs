@@ -136,7 +136,7 @@ impl SizingRule {
             if g == 0 || g > cap || !t.is_finite() || t <= 0.0 || t >= ranked[best].iter_s() {
                 continue;
             }
-            if u64::from(g) > load.unwanted(c.gpu_type()) {
+            if u64::from(g) > load.unwanted(c.gpu_type()) || u64::from(g) > load.unwanted_anywhere() {
                 continue;
             }
             // Fewer or as many GPUs and faster: better on both counts.
@@ -228,6 +228,10 @@ mod tests {
         fn gpu_type(&self) -> &str {
             self.0
         }
+    }
+
+    fn rule(factor: f64, theta: f64) -> SizingRule {
+        SizingRule { max_gpus: 16, max_gpu_factor: factor, min_marginal_efficiency: theta }
     }
 
     #[test]

@@ -1044,7 +1044,10 @@ mod tests {
 
     /// One policy, two hosts: the same jobs on the same free GPUs get the
     /// same Cell from the simulator's policy and from job_submit's `place()`
-    /// (both call `core::placement::sizing` over the core estimator's ranking).
+    /// (both call `core::placement::sizing` over the core estimator's
+    /// ranking), by marginal value alone (`load-sizing` off; job_submit
+    /// without a load view) and against the load (nobody waits: the job
+    /// grows into the idle GPUs, `SizingRule::choose_under_load`, in both).
     #[test]
     fn simulator_and_job_submit_choose_the_same_cells() {
         use cellsched_core::config::PlacementConfig;
@@ -1071,13 +1074,22 @@ mod tests {
             PlacementConfig { max_gpu_factor: 16.0, min_marginal_efficiency: 0.9, ..PlacementConfig::default() },
         ];
         let mut distinct = std::collections::BTreeSet::new();
-        for (k, (cfg, (model, batch))) in configs.iter().flat_map(|c| jobs.iter().map(move |j| (c, j))).enumerate() {
+        let mut grown = 0;
+        let nobody_waits = placement::LoadView::new();
+        let cases = configs.iter().flat_map(|c| jobs.iter().map(move |j| (c, j))).flat_map(|x| [(x, false), (x, true)]);
+        for (k, ((cfg, (model, batch)), load)) in cases.enumerate() {
             // Plugin host: no GPU request, so the base is the fewest GPUs the model fits on.
             let req = SubmitRequest {
                 env: vec![format!("{}={model}", DlKey::Model.env_key()), format!("{}={batch}", DlKey::Batch.env_key())],
                 ..Default::default()
             };
-            let Outcome::Place(p) = placement::place(&req, &nodes, cfg, &est) else { panic!("{model}: not placed") };
+            let Outcome::Place(p) = placement::place_under_load(&req, &nodes, cfg, &est, None, load.then_some(&nobody_waits)) else {
+                panic!("{model}: not placed")
+            };
+            if load {
+                let Outcome::Place(plain) = placement::place(&req, &nodes, cfg, &est) else { panic!("{model}: not placed") };
+                grown += usize::from(p.estimate.cell.gpus > plain.estimate.cell.gpus);
+            }
             // Simulator host: the trace's GPU count is that same base and the factor the same.
             let spec_j = cellsched_core::estimator::JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: *batch };
             let base = est
@@ -1089,7 +1101,8 @@ mod tests {
             let mut t = job(&format!("j{k}"), 0.0, 10, base, "a100", 0.0);
             t.model_name = model.to_string();
             t.batch_size = *batch;
-            let opts = CellschedOptions { max_gpu_factor: cfg.max_gpu_factor, min_marginal_efficiency: cfg.min_marginal_efficiency, ..Default::default() };
+            let opts = CellschedOptions::from_config(&Config { placement: cfg.clone(), ..Config::default() });
+            let opts = if load { opts } else { opts.without(&[Ablation::LoadSizing]) };
             let mut pol = CellschedPolicy::new(opts).unwrap();
             let mut rec = Recording { inner: &mut pol, starts: Vec::new() };
             let times = crate::core_times::CoreTimes::from_estimator(Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()), None);
@@ -1101,11 +1114,13 @@ mod tests {
             assert_eq!(
                 (ty.as_str(), gpus, n),
                 (p.estimate.cell.gpu_type.as_str(), p.estimate.cell.gpus, p.estimate.nodes),
-                "{model} batch {batch}, {cfg:?}: simulator vs job_submit"
+                "{model} batch {batch}, {cfg:?}, load view {load}: simulator vs job_submit"
             );
         }
-        // The scenarios exercise the rule: it picks several sizes, not one.
+        // The scenarios exercise the rule: it picks several sizes, not one,
+        // and the load view grows some jobs beyond their efficient size.
         assert!(distinct.len() >= 3, "sizes chosen: {distinct:?}");
+        assert!(grown >= 2, "jobs grown into idle GPUs: {grown}");
     }
 
     /// One policy, two hosts, re-planning: job B's planned Cell (a100) is
