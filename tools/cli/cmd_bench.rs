@@ -11,7 +11,7 @@
 use crate::cmd_sim::{self, Inputs, Loaded, Tuning};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use anyhow::{bail, Result};
-use cellsched_sim::policy::{Ablation, POLICY_NAMES};
+use cellsched_sim::policy::{self, Ablation};
 use cellsched_sim::{ClusterSpec, Metrics, TimeCache};
 use std::time::Instant;
 
@@ -127,7 +127,7 @@ struct SpeedArgs {
 pub fn run(a: Args) -> Result<()> {
     match a.cmd {
         BenchCmd::Policies(c) => {
-            let names = c.policies.clone().unwrap_or_else(|| POLICY_NAMES.iter().map(|s| s.to_string()).collect());
+            let names = c.policies.clone().unwrap_or_else(|| policy::names().into_iter().map(str::to_string).collect());
             let runs: Vec<(String, Vec<Ablation>)> = names.into_iter().map(|n| (n, vec![])).collect();
             compare(c, runs, "slurm")
         }

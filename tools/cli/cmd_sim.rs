@@ -498,7 +498,7 @@ pub fn run(a: Args) -> Result<()> {
 
 fn simulate(r: RunArgs) -> Result<()> {
     let Some(name) = &r.policy else {
-        bail!("--policy is required (one of: {})", policy::POLICY_NAMES.join(", "));
+        bail!("--policy is required (one of: {})", policy::names().join(", "));
     };
     let opts = r.tuning.cellsched()?;
     r.tuning.validate()?;

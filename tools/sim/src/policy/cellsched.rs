@@ -7,7 +7,7 @@
 //!   and if starting there now is predicted to finish no later than waiting
 //!   for the planned Cell — otherwise the job waits. Waiting is estimated as
 //!   the earliest time the planned Cell's shape fits (running jobs' GPUs
-//!   released node by node at their predicted ends, [`Sim::earliest_fit`]),
+//!   released node by node at their predicted ends, [`SimView::earliest_fit`]),
 //!   plus the work queued ahead of the job on that type (GPU-seconds of the
 //!   non-aged jobs earlier in the A-SRPT order that did not start, over the
 //!   type's GPUs: `Backlog`) — at least the time the job has already waited
@@ -57,12 +57,14 @@
 //! times ([`crate::times`]) and known iterations ([`crate::engine::Job::iters`]);
 //! the engine runs the clock on truth when one is set. Jobs whose model the
 //! knowledge lacks keep their requested type and count (stock).
-use super::{iter_on, requested_admissible, Policy};
+use super::starts::{iter_on, requested_admissible};
+use crate::view::Policy;
 use crate::cluster::Shape;
-use crate::engine::Sim;
+use crate::view::SimView;
 use crate::error::SimError;
 use crate::progress_model::SpeedProfile;
-use crate::times::{CellChoice, Offer};
+use crate::times::CellChoice;
+use cellsched_core::estimator::CellOffer;
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
 use cellsched_core::config::Config;
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
@@ -267,7 +269,7 @@ struct JobPlan {
 }
 
 /// GPUs of each type started during the current pass. The engine's view
-/// ([`Sim::start`] updates the free GPUs and the running ends at once)
+/// ([`SimView::start`] updates the free GPUs and the running ends at once)
 /// already includes them, so [`Self::earliest`] counts them a second time:
 /// a pessimistic margin, on top of [`Backlog`], that makes jobs later in a
 /// pass readier to take a slower free Cell. Kept deliberately: dropping it
@@ -281,7 +283,7 @@ struct FreeTimes {
 impl FreeTimes {
     /// Earliest time `gpus` GPUs of type `t` are free (GPU counts only),
     /// from running jobs' predicted ends.
-    fn earliest(&mut self, sim: &Sim<'_>, t: usize, gpus: u32) -> f64 {
+    fn earliest(&mut self, sim: &dyn SimView, t: usize, gpus: u32) -> f64 {
         let need = gpus as u64 + self.used.get(&t).copied().unwrap_or(0);
         let mut cum = sim.cluster().free_of_type(t);
         if cum >= need {
@@ -298,7 +300,7 @@ impl FreeTimes {
 
     /// EASY-backfill reservation for `gpus` GPUs of type `t`: the shadow
     /// time ([`Self::earliest`]) and how many GPUs beyond `gpus` are free then.
-    fn shadow(&mut self, sim: &Sim<'_>, t: usize, gpus: u32) -> (f64, u64) {
+    fn shadow(&mut self, sim: &dyn SimView, t: usize, gpus: u32) -> (f64, u64) {
         let at = self.earliest(sim, t, gpus);
         let used = self.used.get(&t).copied().unwrap_or(0);
         let mut free = sim.cluster().free_of_type(t);
@@ -339,7 +341,7 @@ struct Backlog {
 }
 
 impl Backlog {
-    fn new(sim: &Sim<'_>) -> Self {
+    fn new(sim: &dyn SimView) -> Self {
         let c = sim.cluster();
         let inv_cap = (0..c.types.len()).map(|t| 1.0 / (c.total_of_type(t).max(1) as f64)).collect();
         Backlog { gpu_s: vec![0.0; c.types.len()], inv_cap }
@@ -455,7 +457,7 @@ impl CellschedPolicy {
         SizingRule { max_gpus: self.opts.max_gpus.max(1), max_gpu_factor: self.opts.max_gpu_factor, min_marginal_efficiency: self.opts.min_marginal_efficiency }
     }
 
-    fn max_gpus(&self, sim: &Sim<'_>, i: usize) -> u32 {
+    fn max_gpus(&self, sim: &dyn SimView, i: usize) -> u32 {
         self.sizing().cap(sim.job(i).spec.num_gpu.max(1))
     }
 
@@ -464,14 +466,14 @@ impl CellschedPolicy {
     /// With a deadline (`work`), only the Cells predicted to meet it count
     /// (`SizingRule::choose_in_time`, as job_submit and re-planning do);
     /// `None` then means none of `cells` does.
-    fn sized(&self, sim: &Sim<'_>, i: usize, cells: &[&CellChoice], work: Option<DeadlineWork>, load: Option<&LoadView>) -> Option<usize> {
+    fn sized(&self, sim: &dyn SimView, i: usize, cells: &[&CellChoice], work: Option<DeadlineWork>, load: Option<&LoadView>) -> Option<usize> {
         self.sizing().choose_in_time_under_load(cells, Some(sim.job(i).spec.num_gpu.max(1)), work, load)
     }
 
     /// The load job `i` is sized against when it starts now: the free GPUs
     /// of every type and the GPUs the other pending jobs' plans wait for.
     /// `None` with load sizing off.
-    fn load_view(&self, sim: &Sim<'_>, i: usize) -> Option<LoadView> {
+    fn load_view(&self, sim: &dyn SimView, i: usize) -> Option<LoadView> {
         if !self.opts.load_sizing {
             return None;
         }
@@ -489,7 +491,7 @@ impl CellschedPolicy {
     /// Job `i`'s deadline work now (trace column `due`): the iterations it
     /// has left as the scheduler knows them and the seconds to its deadline.
     /// None without a deadline or Cell search.
-    fn deadline_work(&self, sim: &Sim<'_>, i: usize) -> Option<DeadlineWork> {
+    fn deadline_work(&self, sim: &dyn SimView, i: usize) -> Option<DeadlineWork> {
         let j = sim.job(i);
         let due = j.spec.due_s.filter(|d| d.is_finite())?;
         if !self.opts.cell_search || j.stock || j.pinned {
@@ -506,7 +508,7 @@ impl CellschedPolicy {
     /// canonical form — the fully free nodes a Cell of `max_gpus` could use,
     /// else the node with the most free GPUs — which gives the same ranking
     /// and lets [`crate::times::TimeCache`] hit far more often.
-    fn offers(&self, sim: &Sim<'_>, max_gpus: u32, idle: bool, held: &[bool]) -> Vec<Offer> {
+    fn offers(&self, sim: &dyn SimView, max_gpus: u32, idle: bool, held: &[bool]) -> Vec<CellOffer> {
         let c = sim.cluster();
         let allowed = &self.opts.allowed_gpu_types;
         c.groups
@@ -522,13 +524,13 @@ impl CellschedPolicy {
                 } else {
                     g.top_free(1)
                 };
-                (!free.is_empty()).then(|| Offer { gpu_type: g.spec.gpu_type.clone(), gpus_per_node: gpn, free_gpus_per_node: free })
+                (!free.is_empty()).then(|| CellOffer { gpu_type: g.spec.gpu_type.clone(), gpus_per_node: gpn, free_gpus_per_node: free })
             })
             .collect()
     }
 
     /// The group where a choice's shape fits now (or on an idle cluster).
-    fn group_for(sim: &Sim<'_>, c: &CellChoice, idle: bool) -> Option<Shape> {
+    fn group_for(sim: &dyn SimView, c: &CellChoice, idle: bool) -> Option<Shape> {
         let cl = sim.cluster();
         let t = cl.type_index(&c.gpu_type)?;
         cl.type_groups[t].iter().find_map(|&g| {
@@ -544,7 +546,7 @@ impl CellschedPolicy {
     }
 
     /// Best Cell on an idle cluster, per the enabled components.
-    fn ideal(&self, sim: &mut Sim<'_>, i: usize) -> Option<CellChoice> {
+    fn ideal(&self, sim: &mut dyn SimView, i: usize) -> Option<CellChoice> {
         if self.opts.cell_search && !sim.job(i).stock && !sim.job(i).pinned {
             let max = self.max_gpus(sim, i);
             let held = vec![false; sim.cluster().types.len()];
@@ -579,7 +581,7 @@ impl CellschedPolicy {
     /// that wait for it ([`Backlog`]); none: a slower Cell there takes GPU-time from no one.
     /// `urgent`: the job is in the urgent band (see [`wait`]).
     #[allow(clippy::too_many_arguments)]
-    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, queued_on: &[f64], urgent: bool, no_cell: &mut bool) -> Option<(Shape, f64)> {
+    fn choose(&mut self, sim: &mut dyn SimView, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, queued_on: &[f64], urgent: bool, no_cell: &mut bool) -> Option<(Shape, f64)> {
         let held = view.held;
         let plan = &self.plan(i).ideal;
         // A job pinned to its request is handled like a stock one here
@@ -683,7 +685,7 @@ impl CellschedPolicy {
     /// count; when none does, it waits for its plan (a re-planned job moves
     /// only to a Cell in time); when not even the plan would meet it, the
     /// fastest free Cell (job_submit's rule when no Cell is in time).
-    fn class_pick(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, work: Option<DeadlineWork>) -> Option<ClassPick> {
+    fn class_pick(&mut self, sim: &mut dyn SimView, i: usize, view: View<'_>, ft: &mut FreeTimes, work: Option<DeadlineWork>) -> Option<ClassPick> {
         let (held, slot) = (view.held, 2 * self.plan(i).class + view.slot);
         let ranked = if self.ranked[slot].0 == self.epoch {
             self.ranked[slot].1.clone()
@@ -759,7 +761,7 @@ impl Policy for CellschedPolicy {
         &self.name
     }
 
-    fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+    fn admissible(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         match self.ideal(sim, i) {
             Some(ideal) => {
                 let mode = match sim.job(i).spec.freeze.as_deref() {
@@ -792,7 +794,7 @@ impl Policy for CellschedPolicy {
         }
     }
 
-    fn on_requeue(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+    fn on_requeue(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         if let Some(q) = &mut self.queue {
             q.remove(i as u32);
         }
@@ -804,12 +806,11 @@ impl Policy for CellschedPolicy {
         }
     }
 
-    fn on_arrival(&mut self, sim: &mut Sim<'_>, i: usize) {
+    fn on_arrival(&mut self, sim: &mut dyn SimView, i: usize) {
         let p = self.plan(i);
-        let j = sim.job_mut(i);
-        j.planned = Some((p.ideal.gpu_type.clone(), p.ideal.gpus, p.ideal.nodes));
+        sim.set_planned(i, (p.ideal.gpu_type.clone(), p.ideal.gpus, p.ideal.nodes));
         if let Some(f) = &p.freeze {
-            j.speed = speed_profile(f);
+            sim.set_speed(i, speed_profile(f));
         }
         let rem = sim.remaining_s(i, self.plan(i).ideal.iter_s);
         // A pending job's remaining time is fixed while it waits (this
@@ -831,7 +832,7 @@ impl Policy for CellschedPolicy {
         }
     }
 
-    fn schedule(&mut self, sim: &mut Sim<'_>) {
+    fn schedule(&mut self, sim: &mut dyn SimView) {
         if sim.cluster().free_total() == 0 {
             return;
         }
@@ -856,7 +857,7 @@ impl Policy for CellschedPolicy {
                 None => {
                     // FCFS: the same starvation guard, from the same aging rule.
                     let (now, cfg) = (sim.now(), &self.opts.asrpt);
-                    fcfs.extend(sim.pending().map(|i| (i, asrpt::standing(&self.plan(i).asrpt, now, cfg).0.is_urgent())));
+                    fcfs.extend(sim.pending().iter().copied().map(|i| (i, asrpt::standing(&self.plan(i).asrpt, now, cfg).0.is_urgent())));
                     f_iter = fcfs.iter().copied();
                     &mut f_iter
                 }
@@ -873,7 +874,7 @@ impl Policy for CellschedPolicy {
             if self.opts.load_sizing {
                 self.wanted.clear();
                 self.wanted.resize(sim.cluster().types.len(), 0);
-                for i in sim.pending() {
+                for i in sim.pending().iter().copied() {
                     let p = self.plans[i].as_ref().expect("admitted job has a plan");
                     self.wanted[p.plan_type] += u64::from(p.ideal.gpus);
                 }
@@ -972,7 +973,8 @@ impl Policy for CellschedPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testutil::*;
+    use crate::engine::Sim;
+    use crate::testutil::*;
     use crate::times::LinearTimes;
 
     /// Records the Cell each job starts on (type, GPUs, nodes), then delegates.
@@ -985,16 +987,16 @@ mod tests {
         fn name(&self) -> &str {
             "recording"
         }
-        fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+        fn admissible(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
             self.inner.admissible(sim, i)
         }
-        fn on_arrival(&mut self, sim: &mut Sim<'_>, i: usize) {
+        fn on_arrival(&mut self, sim: &mut dyn SimView, i: usize) {
             self.inner.on_arrival(sim, i)
         }
-        fn on_requeue(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+        fn on_requeue(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
             self.inner.on_requeue(sim, i)
         }
-        fn schedule(&mut self, sim: &mut Sim<'_>) {
+        fn schedule(&mut self, sim: &mut dyn SimView) {
             let before: Vec<bool> = sim.jobs().iter().map(|j| j.alloc.is_some()).collect();
             self.inner.schedule(sim);
             for (i, j) in sim.jobs().iter().enumerate() {
