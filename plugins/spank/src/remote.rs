@@ -78,8 +78,7 @@ pub fn verified_decision(claimed: Option<Decision>, admin: Option<Option<Decisio
 /// The decision in `scontrol show job` text: the `AdminComment=` line only
 /// (users can write `Comment=`, never AdminComment).
 pub fn decision_in_job_info(text: &str) -> Option<Decision> {
-    let line = text.lines().find_map(|l| l.trim_start().strip_prefix("AdminComment="))?;
-    Decision::parse_admin_comment(line)
+    cellsched_core::record::record_of_scontrol_job(text).map(|r| r.decision)
 }
 
 /// What slurmstepd prepared as root for the tasks of this step (inherited
