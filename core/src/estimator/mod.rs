@@ -47,7 +47,7 @@ pub struct JobSpec {
 }
 
 /// GPUs of one type offered for placement.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CellOffer {
     /// GPU type (catalog key or NVML name).
     pub gpu_type: String,

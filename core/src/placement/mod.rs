@@ -14,6 +14,7 @@
 //! estimate) the user's own request is kept, a pinned Cell is written as a
 //! plain request, and a DL job with no GPU request at all is refused with a
 //! message that says what to add.
+mod load;
 mod modify;
 mod replan;
 mod request;
@@ -21,6 +22,7 @@ mod sizing;
 mod wait;
 
 pub use crate::slurm_text::{gpu_entries, gpu_request, with_untyped_gpus, without_gpus, GpuRequest, GRES_PREFIX_2205};
+pub use load::LoadView;
 pub use modify::{judge_edit, EditField, JobEdit, JobNow, ModifyContext, ModifyVerdict, Replanned};
 pub use replan::{in_cooldown, plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
 pub use request::{with_type_feature, without_type_feature};
@@ -375,6 +377,26 @@ pub fn place(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est
 
 /// [`place`], with Cell rankings from `ranks` (the cache of `est`) when given.
 pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConfig, est: &Estimator, ranks: Option<&RankCache>) -> Outcome {
+    place_under_load(req, nodes, cfg, est, ranks, None)
+}
+
+/// [`place_cached`], sizing against the load: `pending` holds the GPUs the
+/// pending jobs wait for per type ([`LoadView::add_wanted`]); the free GPUs
+/// come from `nodes`. A job then also grows into free GPUs nobody waits for
+/// (`SizingRule::choose_under_load`). `None`: marginal value alone.
+pub fn place_under_load(
+    req: &SubmitRequest,
+    nodes: &[NodeGpus],
+    cfg: &PlacementConfig,
+    est: &Estimator,
+    ranks: Option<&RankCache>,
+    pending: Option<&LoadView>,
+) -> Outcome {
+    let load = pending.map(|p| {
+        let mut v = LoadView::from_nodes(nodes);
+        v.add_wanted_of(p);
+        v
+    });
     let opts = match submitted_options(req) {
         Ok(o) => o,
         Err(out) => return out,
@@ -504,7 +526,7 @@ pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConf
     // The best Cell and the runner-up (the next Cell of the same ranking on another GPU type or count).
     // With a deadline and declared work, only Cells predicted to finish in time count (`in_time`).
     let meets = |e: &Estimate| !matches!(deadline_verdict(e, opts.iters, deadline, req.now), DeadlineVerdict::Misses(_));
-    let mut best = |offers: &[CellOffer], in_time: bool| -> Option<(Estimate, Option<Estimate>)> {
+    let mut best = |offers: &[CellOffer], in_time: bool, load: Option<&LoadView>| -> Option<(Estimate, Option<Estimate>)> {
         match pinned_plan {
             Some(p) => best_for_plan(&job, &p, offers, est).map_err(|e| plan_err = e).ok().filter(|e| !in_time || meets(e)).map(|e| (e, None)),
             None => {
@@ -512,10 +534,10 @@ pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConf
                 if in_time {
                     ranked.retain(|e| meets(e));
                 }
-                let first = ranked[choose_ranked(&ranked, cfg, want_gpus)?].clone();
+                let first = ranked[choose_ranked_under_load(&ranked, cfg, want_gpus, load)?].clone();
                 // The same rule's choice on another GPU type or count (a different stage count of the same GPUs is a plan detail).
                 let others: Vec<Estimate> = ranked.into_iter().filter(|e| (&e.cell.gpu_type, e.cell.gpus) != (&first.cell.gpu_type, first.cell.gpus)).collect();
-                let second = choose_ranked(&others, cfg, want_gpus).map(|i| others[i].clone());
+                let second = choose_ranked_under_load(&others, cfg, want_gpus, load).map(|i| others[i].clone());
                 Some((first, second))
             }
         }
@@ -523,14 +545,14 @@ pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConf
     // Nothing fits in the free GPUs now: the best Cell of the whole cluster (re-planned later).
     // With a deadline: first the Cells predicted to meet it; when none can, the fastest Cell.
     let capacity = offers(nodes, cfg, true);
-    let mut found = match best(&free, true) {
+    let mut found = match best(&free, true, load.as_ref()) {
         // Slower than its Cell of the whole cluster: taken only when that is
         // predicted to finish first (re-planning's wait test, `PlanWait`). At
         // submit Slurm has no forecast of the job's start yet and the job
         // has waited nothing, so the test says wait (a forecast of "now");
         // re-planning moves it once backfill's forecast says waiting loses.
         // Deadline jobs take a free Cell in time.
-        Some(b) if cfg.replan && cfg.replan_wait_test && deadline.is_none() => match best(&capacity, true) {
+        Some(b) if cfg.replan && cfg.replan_wait_test && deadline.is_none() => match best(&capacity, true, None) {
             Some(c) if b.0.iter_time_s > c.0.iter_time_s * (1.0 + 1e-9) => Some((
                 c,
                 "the best Cell in the GPUs free now is slower than the job's Cell of the whole cluster: it waits for that one until Slurm's forecast shows that waiting loses (placement.replan_wait_test)",
@@ -538,7 +560,7 @@ pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConf
             _ => Some((b, "sized by marginal value in the GPUs free now")),
         },
         Some(b) => Some((b, "sized by marginal value in the GPUs free now")),
-        None => best(&capacity, true).map(|b| (b, "nothing fits in the free GPUs now: best of the whole cluster, the job waits for it")),
+        None => best(&capacity, true, None).map(|b| (b, "nothing fits in the free GPUs now: best of the whole cluster, the job waits for it")),
     };
     if found.is_none() && deadline.is_some() && opts.iters.is_some() {
         // A pinned plan stays pinned: its fastest Cell, never another plan's.
@@ -667,9 +689,15 @@ pub fn rank_cells(est: &Estimator, ranks: Option<&RankCache>, job: &JobSpec, off
 /// fastest when the user fixed the GPU count, else the marginal-value
 /// choice of [`sizing`].
 pub fn choose_ranked(ranked: &[Estimate], cfg: &PlacementConfig, want_gpus: Option<u32>) -> Option<usize> {
+    choose_ranked_under_load(ranked, cfg, want_gpus, None)
+}
+
+/// [`choose_ranked`] against a load view of the free GPUs
+/// (`SizingRule::choose_under_load`; the job's own demand not in it).
+pub fn choose_ranked_under_load(ranked: &[Estimate], cfg: &PlacementConfig, want_gpus: Option<u32>, load: Option<&LoadView>) -> Option<usize> {
     match want_gpus {
         Some(_) => (!ranked.is_empty()).then_some(0),
-        None => sizing::SizingRule::from_config(cfg).choose(ranked, None),
+        None => sizing::SizingRule::from_config(cfg).choose_under_load(ranked, None, load),
     }
 }
 

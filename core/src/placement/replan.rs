@@ -6,7 +6,8 @@
 //! Jobs are visited in priority order. A job whose current Cell could start
 //! on the free GPUs keeps it (and those GPUs are set aside for it); one that
 //! could not moves to the Cell the free GPUs allow (sized by marginal value,
-//! `super::sizing`, like at submit), if that is at most
+//! `super::sizing`, like at submit, and against the load: it grows into
+//! free GPUs no other pending job waits for, `super::load`), if that is at most
 //! `replan_max_slowdown` times slower per iteration and, with the wait test
 //! on (`replan_wait_test`, the default) and a wait view from the host
 //! ([`ReplanJob::plan_wait`]), only if it is predicted to finish no later
@@ -14,7 +15,7 @@
 //! the simulator's rule). GPUs given to a moved job are set aside too, so
 //! two jobs are never moved onto the same GPUs.
 use super::wait::PlanWait;
-use super::{offers, request, NodeGpus};
+use super::{offers, request, LoadView, NodeGpus};
 use crate::config::PlacementConfig;
 use crate::declared::DeclaredConfig;
 use crate::estimator::{CellOffer, Estimate, Estimator, JobSpec};
@@ -225,17 +226,26 @@ pub fn plan_moves_cached<J: ReplanJob>(
     ranks: Option<&RankCache>,
     now_s: f64,
 ) -> Vec<Move> {
-    let mut pass = Pass { pool: Pool::new(nodes, cfg), waited_for: Vec::new(), declared, est, ranks, now_s };
+    // The load moves are sized against: every pending job waits for its Cell's GPUs until it starts or moves.
+    let mut load = LoadView::from_nodes(nodes);
+    for jw in jobs {
+        load.add_wanted(&jw.job().record.decision.cell.gpu_type, u64::from(jw.job().record.decision.cell.gpus));
+    }
+    let mut pass = Pass { pool: Pool::new(nodes, cfg), waited_for: Vec::new(), declared, est, ranks, now_s, load };
     let mut moves = Vec::new();
     for jw in jobs {
         let j = jw.job();
         let d = &j.record.decision;
         let nodes_n = d.nodes.max(1);
         if pass.pool.reserve(&d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
+            pass.load.remove_wanted(&d.cell.gpu_type, u64::from(d.cell.gpus));
             continue; // its Cell can start now
         }
         match pass.plan_move(j, jw.plan_wait()) {
-            Some(mv) => moves.push(mv),
+            Some(mv) => {
+                pass.load.remove_wanted(&d.cell.gpu_type, u64::from(d.cell.gpus));
+                moves.push(mv)
+            }
             None => {
                 if !pass.waited_for.contains(&d.cell.gpu_type) {
                     pass.waited_for.push(d.cell.gpu_type.clone());
@@ -256,6 +266,8 @@ struct Pass<'a> {
     est: &'a Estimator,
     ranks: Option<&'a RankCache>,
     now_s: f64,
+    /// Free GPUs (as of the pass start) and the GPUs still-pending jobs wait for.
+    load: LoadView,
 }
 
 impl Pass<'_> {
@@ -275,7 +287,11 @@ impl Pass<'_> {
             let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
             ranked.retain(|e| work.met_by(e.iter_time_s));
         }
-        let best = super::choose_ranked(&ranked, cfg, j.record.fixed_gpus).map(|i| ranked[i].clone())?;
+        let mut load = self.load.without_wanted(&d.cell.gpu_type, u64::from(d.cell.gpus));
+        for (t, free) in &self.pool.free_by_type {
+            load.set_free(t, *free);
+        }
+        let best = super::choose_ranked_under_load(&ranked, cfg, j.record.fixed_gpus, Some(&load)).map(|i| ranked[i].clone())?;
         if best.cell == d.cell {
             return None;
         }

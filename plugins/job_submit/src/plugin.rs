@@ -61,6 +61,10 @@ static REPLAN_JOBS: Mutex<Option<(Arc<Loaded>, SnapshotCache<Parsed>, Vec<Seen>)
 /// A pending DL job as re-planning sees it, with the [`comment_stamp`] of its AdminComment.
 type Parsed = Box<(PendingDl, u64)>;
 static THREAD: Mutex<Option<Periodic>> = Mutex::new(None);
+/// The GPUs per type the pending DL jobs wait for, as of the last
+/// re-planning pass: the load a submitted job is sized against
+/// (`placement::place_under_load`). `None` before the first pass.
+static PENDING_LOAD: Mutex<Option<placement::LoadView>> = Mutex::new(None);
 
 pub(crate) fn info(msg: &str) {
     log::info(&format!("job_submit/cellsched: {msg}"));
@@ -262,7 +266,11 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
         let nodes = node_snapshot();
         // A panic in the placement logic must not cost the job its GPUs either.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match current() {
-            Some(l) => placement::place_cached(&req, &nodes, &l.cfg.placement, &l.est, Some(&l.ranks)),
+            Some(l) => {
+                // Never wait for the re-planning thread: without its view, marginal value alone.
+                let pending = PENDING_LOAD.try_lock().ok().and_then(|g| g.clone());
+                placement::place_under_load(&req, &nodes, &l.cfg.placement, &l.est, Some(&l.ranks), pending.as_ref())
+            }
             None => placement::fallback(&req, &nodes, "no valid cellsched.toml"),
         }))
         .unwrap_or_else(|_| placement::fallback(&req, &nodes, "internal error in placement (see slurmctld log)"));
@@ -458,12 +466,22 @@ fn replan_pass() {
     ranked.sort_by(|a, b| b.0.priority.cmp(&a.0.priority).then(a.1 .0.id.cmp(&b.1 .0.id)));
     let n_pending = ranked.len();
     if n_pending == 0 {
+        if let Ok(mut g) = PENDING_LOAD.lock() {
+            *g = Some(placement::LoadView::new()); // nobody waits
+        }
         return;
     }
     // Planned on references into the cache (no per-pass copy of every job):
     // the cache's own mutex stays held while planning; no slurmctld lock is.
     let now = now_unix();
     let pending: Vec<(&PendingDl, Option<PlanWait>)> = ranked.iter().map(|(s, (p, _))| (p, Some(plan_wait(p, s, now, &l.cfg.ordering)))).collect();
+    let mut wanted = placement::LoadView::new();
+    for (p, _) in &pending {
+        wanted.add_wanted(&p.record.decision.cell.gpu_type, u64::from(p.record.decision.cell.gpus));
+    }
+    if let Ok(mut g) = PENDING_LOAD.lock() {
+        *g = Some(wanted);
+    }
     drop(ranked);
     let moves = placement::plan_moves_cached(&pending, &nodes, &l.cfg.placement, &l.cfg.declared, &l.est, Some(&l.ranks), now as f64);
     drop(pending);

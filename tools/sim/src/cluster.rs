@@ -95,6 +95,17 @@ impl ClusterSpec {
         Ok(ClusterSpec { groups })
     }
 
+    /// The cluster with every group's node count multiplied by `k` (a
+    /// cluster `k` times larger, same node shapes): the light-load end of a
+    /// load sweep.
+    pub fn grow(&self, k: u32) -> Result<ClusterSpec, SimError> {
+        if k == 0 {
+            return Err(SimError::invalid("grow factor", "0", "an integer >= 1"));
+        }
+        let groups = self.groups.iter().map(|g| GroupSpec { nodes: g.nodes.saturating_mul(k), ..g.clone() }).collect();
+        Ok(ClusterSpec { groups })
+    }
+
     /// Lowers each job's requested GPU count to the most GPUs of its
     /// requested type that one job can get on this cluster (all of the
     /// type's nodes of one group), so that a shrunk cluster can still run
@@ -181,10 +192,6 @@ pub struct GroupState {
 }
 
 impl GroupState {
-    /// Free GPUs in the group.
-    pub fn free_gpus(&self) -> u64 {
-        self.free_total
-    }
     /// Total GPUs in the group.
     pub fn total_gpus(&self) -> u64 {
         self.spec.nodes as u64 * self.spec.gpus_per_node as u64
@@ -398,7 +405,24 @@ mod tests {
         assert_eq!((four.groups[1].nodes, four.groups[1].gpus_per_node), (1, 6)); // 24 GPUs / 4
         assert_eq!(four.groups[1].inter_node_gbps, Some(100.0));
         assert!(s.shrink(0).is_err());
-        let mut jobs = vec![crate::policy::testutil::job("a", 0.0, 1, 8, "a100", 0.0), crate::policy::testutil::job("b", 0.0, 1, 4, "v100", 0.0)];
+        let job = |id: &str, gpus, ty: &str| crate::trace::TraceJob {
+            job_id: id.into(),
+            submission_time: 0.0,
+            num_iteration: 1,
+            model_name: "m".into(),
+            deadline: 0.0,
+            batch_size: 32,
+            num_gpu: gpus,
+            gpu_type: ty.into(),
+            user: None,
+            freeze: None,
+            due_s: None,
+        };
+        let mut jobs = vec![job("a", 8, "a100"), job("b", 4, "v100")];
+        // A grown cluster keeps node shapes and multiplies the nodes.
+        let big = s.grow(4).unwrap();
+        assert_eq!((big.groups[0].nodes, big.groups[0].gpus_per_node), (s.groups[0].nodes * 4, s.groups[0].gpus_per_node));
+        assert!(s.grow(0).is_err());
         assert_eq!(four.clamp_requests(&mut jobs), 1);
         assert_eq!((jobs[0].num_gpu, jobs[1].num_gpu), (2, 4));
     }
