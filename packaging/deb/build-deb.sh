@@ -62,7 +62,7 @@ gzip -9n "$PKG"/usr/share/man/man1/*.1 "$PKG"/usr/share/man/man8/*.8
 DOC=$PKG/usr/share/doc/cellsched
 mkdir -p "$DOC/examples" "$DBG/usr/share/doc"
 install -m 0644 "$ROOT_DIR/README.md" "$DOC/README.md"
-install -m 0644 "$ROOT_DIR/plugins/spank/README.md" "$DOC/README.spank.md"
+install -m 0644 "$ROOT_DIR/spank/README.md" "$DOC/README.spank.md"
 for f in slurm.conf gres.conf plugstack.conf slurmdbd.conf cellsched.toml profile-gpus.sbatch; do
   install -m 0644 "$ROOT_DIR/etc/$f" "$DOC/examples/$f"
 done
