@@ -1,8 +1,9 @@
 //! Remote context (slurmstepd). Three callbacks:
 //! - [`post_opt`] (`init_post_opt`, once per step and node, as root before
 //!   privileges drop): creates the step's plan directory for the job's user
-//!   (see [`crate::plan_file`]) and fetches the job's decision from its
-//!   AdminComment, the only copy a user cannot write.
+//!   (see [`crate::plan_file`]), fetches the job's decision from its
+//!   AdminComment, the only copy a user cannot write, and builds the step's
+//!   estimator once for all its tasks ([`crate::step_estimator`]).
 //! - [`task_init`] (each task, as the job's user, once the GPUs are known):
 //!   reads the options (forwarded option values, or the `CELLSCHED_DL_*` /
 //!   `SPANK_*` / `SLURM_SPANK_*` copies in the job environment, which is all
@@ -32,7 +33,7 @@
 use crate::args::PluginArgs;
 use crate::env::{gpus_on_node, job_num_nodes, task_env, StepInfo, BATCH_STEP_ID, RANK_KEYS};
 use crate::error::SpankError;
-use crate::ffi::{self, item, spank_t};
+use crate::spank::{self, Item, Spank};
 use crate::options::{given, given_keys, with_env};
 use crate::plan::{choose, gres_gpu_type, PlanInputs};
 use crate::plan_file::{plan_path, prepare_plan_dir, prepare_step_dir, remove_job_dirs, remove_step_dir, write_private};
@@ -42,6 +43,8 @@ use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::job_env;
 use cellsched_core::model::ModelCatalog;
 use cellsched_core::Decision;
+use std::sync::Arc;
+use crate::step_estimator::EstimatorCache;
 
 /// Looks `key` up in the job environment by `cellsched_core::job_env`'s
 /// rule (plain, then `SPANK_`, then `SLURM_SPANK_`).
@@ -75,11 +78,11 @@ pub fn verified_decision(claimed: Option<Decision>, admin: Option<Option<Decisio
     }
 }
 
-/// The decision in `scontrol show job` text: the `AdminComment=` line only
-/// (users can write `Comment=`, never AdminComment).
-pub fn decision_in_job_info(text: &str) -> Option<Decision> {
-    let line = text.lines().find_map(|l| l.trim_start().strip_prefix("AdminComment="))?;
-    Decision::parse_admin_comment(line)
+/// The decision in the job's AdminComment as slurmctld holds it (users can
+/// write `Comment=`, never AdminComment): `None` when slurmctld could not be
+/// asked, `Some(None)` when the job has no decision.
+pub fn admin_decision(admin_comment: Option<Option<String>>) -> Option<Option<Decision>> {
+    admin_comment.map(|c| c.as_deref().and_then(Decision::parse_admin_comment))
 }
 
 /// What slurmstepd prepared as root for the tasks of this step (inherited
@@ -95,44 +98,46 @@ struct Prepared {
 static PREPARED: std::sync::OnceLock<Prepared> = std::sync::OnceLock::new();
 
 /// The job's step label and node index as seen by slurmstepd.
-fn step_ids(sp: spank_t) -> Option<(u32, String, u32)> {
-    let job = ffi::get_u32(sp, item::S_JOB_ID)?;
-    let step = ffi::get_u32(sp, item::S_JOB_STEPID)?;
-    let node = ffi::get_u32(sp, item::S_JOB_NODEID).unwrap_or(0);
+fn step_ids(sp: &Spank) -> Option<(u32, String, u32)> {
+    let job = sp.get_u32(Item::JobId)?;
+    let step = sp.get_u32(Item::StepId)?;
+    let node = sp.get_u32(Item::NodeId).unwrap_or(0);
     let label = if step == BATCH_STEP_ID { "batch".to_string() } else { step.to_string() };
     Some((job, label, node))
 }
 
 /// `init_post_opt` in slurmstepd (root): see the module doc. Never fails the step.
-pub fn post_opt(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
-    let env = |k: &str| ffi::getenv(sp, k);
+pub fn post_opt(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
+    let env = |k: &str| sp.getenv(k);
     match with_env(&given().clone(), &given_keys(), &env) {
         Ok(o) if !o.is_empty() => {}
         _ => return Ok(()), // not a DL job; bad options are reported by task_init
     }
     let Some((job, label, node)) = step_ids(sp) else { return Ok(()) };
     let (dir, _) = plan_path(&args.plan_dir, job, &label, node);
-    let uid = ffi::get_u32(sp, item::S_JOB_UID);
-    let gid = ffi::get_u32(sp, item::S_JOB_GID);
+    let uid = sp.get_u32(Item::JobUid);
+    let gid = sp.get_u32(Item::JobGid);
     let dir = match (uid, gid) {
         (Some(u), Some(g)) => prepare_plan_dir(&args.plan_dir).and_then(|()| prepare_step_dir(&dir, u, g)).map(|()| dir),
         _ => Err(SpankError::Allocation("job uid/gid unavailable".into())),
     }
     .map_err(|e| {
-        ffi::log(ffi::Level::Error, &format!("job {job} step {label}: no plan file: {e}"));
+        spank::log(spank::Level::Error, &format!("job {job} step {label}: no plan file: {e}"));
         e.to_string()
     });
-    let admin = ffi::job_info_text(job).map(|t| decision_in_job_info(&t));
+    let admin = admin_decision(spank::job_admin_comment(job));
     let (decision, note) = verified_decision(decision(&env), admin);
     if let Some(n) = note {
-        ffi::log(ffi::Level::Info, &format!("job {job} step {label}: {n}"));
+        spank::log(spank::Level::Info, &format!("job {job} step {label}: {n}"));
     }
     let _ = PREPARED.set(Prepared { dir, decision });
+    // Built here, before slurmstepd forks the tasks: each task inherits it.
+    estimator(args);
     Ok(())
 }
 
 /// `slurm_spank_exit` in slurmstepd (root): removes the step's plan directory.
-pub fn exit(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
+pub fn exit(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
     if PREPARED.get().is_none() {
         return Ok(());
     }
@@ -142,11 +147,11 @@ pub fn exit(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
 
 /// `slurm_spank_job_epilog` (root, once per job and node): removes every
 /// plan directory of the job that a killed step may have left.
-pub fn job_epilog(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
-    let Some(job) = ffi::get_u32(sp, item::S_JOB_ID) else { return Ok(()) };
+pub fn job_epilog(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
+    let Some(job) = sp.get_u32(Item::JobId) else { return Ok(()) };
     let n = remove_job_dirs(&args.plan_dir, job)?;
     if n > 0 {
-        ffi::log(ffi::Level::Verbose, &format!("job {job}: removed {n} plan director{} left by its steps", if n == 1 { "y" } else { "ies" }));
+        spank::log(spank::Level::Verbose, &format!("job {job}: removed {n} plan director{} left by its steps", if n == 1 { "y" } else { "ies" }));
     }
     Ok(())
 }
@@ -166,24 +171,24 @@ fn job_model(name: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<cellsch
 }
 
 /// The step's shape from SPANK items and the job environment.
-fn step_info(sp: spank_t, env: &dyn Fn(&str) -> Option<String>) -> Result<StepInfo, SpankError> {
+fn step_info(sp: &Spank, env: &dyn Fn(&str) -> Option<String>) -> Result<StepInfo, SpankError> {
     let get = |it, what: &'static str| {
-        ffi::get_u32(sp, it).ok_or(SpankError::Spank { call: "spank_get_item", msg: format!("{what} unavailable") })
+        sp.get_u32(it).ok_or(SpankError::Spank { call: "spank_get_item", msg: format!("{what} unavailable") })
     };
-    let step_id = get(item::S_JOB_STEPID, "step id")?;
+    let step_id = get(Item::StepId, "step id")?;
     let batch = step_id == BATCH_STEP_ID;
-    let nnodes = if batch { job_num_nodes(env).unwrap_or(1) } else { get(item::S_JOB_NNODES, "node count")? };
+    let nnodes = if batch { job_num_nodes(env).unwrap_or(1) } else { get(Item::Nodes, "node count")? };
     let first = if batch { env("SLURM_JOB_NODELIST") } else { env("SLURM_STEP_NODELIST").or_else(|| env("SLURM_JOB_NODELIST")) };
     Ok(StepInfo {
-        job_id: get(item::S_JOB_ID, "job id")?,
+        job_id: get(Item::JobId, "job id")?,
         step_id,
         nnodes,
-        node_id: get(item::S_JOB_NODEID, "node id").unwrap_or(0),
+        node_id: get(Item::NodeId, "node id").unwrap_or(0),
         gpus_on_node: gpus_on_node(env).unwrap_or(0),
-        local_tasks: get(item::S_JOB_LOCAL_TASK_COUNT, "local task count").unwrap_or(1),
-        total_tasks: get(item::S_JOB_TOTAL_TASK_COUNT, "task count").unwrap_or(1),
-        local_task_id: get(item::S_TASK_ID, "task id").unwrap_or(0),
-        global_task_id: get(item::S_TASK_GLOBAL_ID, "global task id").unwrap_or(0),
+        local_tasks: get(Item::LocalTasks, "local task count").unwrap_or(1),
+        total_tasks: get(Item::TotalTasks, "task count").unwrap_or(1),
+        local_task_id: get(Item::TaskId, "task id").unwrap_or(0),
+        global_task_id: get(Item::GlobalTaskId, "global task id").unwrap_or(0),
         first_node: first,
     })
 }
@@ -216,33 +221,36 @@ fn node_gpu_type(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
         .or_else(|| read(&conf).and_then(|t| crate::plan::slurm_conf_gpu_type(&t, &node)))
 }
 
-/// The estimator with the site's GPU overrides and profile DB when the
-/// cellsched.toml is readable; built-in numbers otherwise.
-fn estimator(args: &PluginArgs) -> Estimator {
+/// The step's estimator (see [`crate::step_estimator`]): the site's GPU
+/// overrides and profile DB when the cellsched.toml is readable, built-in
+/// numbers otherwise. Built once per step, in `init_post_opt`, and shared by
+/// every task.
+fn estimator(args: &PluginArgs) -> Arc<Estimator> {
+    static CACHE: EstimatorCache = EstimatorCache::new();
     let conf_path = resolve_config_path(
         args.config.as_deref().and_then(|p| p.to_str()),
         None,
         std::env::var("SLURM_CONF").ok().as_deref(),
     );
-    match Config::load(&conf_path) {
+    CACHE.get(&conf_path, |path| match Config::load(path) {
         Ok(cfg) => {
             let a = Estimator::from_config(&cfg.estimator, None);
             for p in &a.problems {
-                ffi::log(ffi::Level::Verbose, p);
+                spank::log(spank::Level::Verbose, p);
             }
             a.estimator
         }
         Err(e) => {
-            ffi::log(ffi::Level::Debug, &format!("config: {e}; using built-in catalogs"));
+            spank::log(spank::Level::Debug, &format!("config: {e}; using built-in catalogs"));
             Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
         }
-    }
+    })
 }
 
 /// `slurm_spank_task_init`: see the module doc. Errors are logged by the
 /// caller and also shown to the job as `CELLSCHED_ERROR`; the task still runs.
-pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
-    let env = |k: &str| ffi::getenv(sp, k);
+pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
+    let env = |k: &str| sp.getenv(k);
     let forwarded = given().clone();
     let opts = match with_env(&forwarded, &given_keys(), &env) {
         Ok(o) => o,
@@ -275,19 +283,19 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
             None => Some("the plan directory was not prepared by slurmstepd (plugin not loaded in slurmstepd's plugstack.conf?)".into()),
         };
         if let Some(why) = &file_error {
-            ffi::log(ffi::Level::Error, &format!("job {} step {}: plan file not written: {why}", step.job_id, plan.step));
+            spank::log(spank::Level::Error, &format!("job {} step {}: plan file not written: {why}", step.job_id, plan.step));
             show_error(sp, &format!("plan file not written: {why}"));
         }
         let file_ok = file_error.is_none();
         for k in RANK_KEYS {
-            ffi::unsetenv(sp, k);
+            sp.unsetenv(k);
         }
         let file_text = file.to_string_lossy().into_owned();
         for (k, v) in task_env(&plan, &step, file_ok.then_some(file_text.as_str())) {
-            ffi::setenv(sp, k, &v, true).map_err(|msg| SpankError::Spank { call: "spank_setenv", msg })?;
+            sp.setenv(k, &v, true).map_err(|msg| SpankError::Spank { call: "spank_setenv", msg })?;
         }
-        ffi::log(
-            ffi::Level::Verbose,
+        spank::log(
+            spank::Level::Verbose,
             &format!("job {} step {}: {} plan {} ({})", step.job_id, plan.step, plan.cell, plan.plan_text, plan.source),
         );
         Ok::<(), SpankError>(())
@@ -296,15 +304,15 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
 }
 
 /// Shows the error to the job as `CELLSCHED_ERROR` and returns it.
-fn fail(sp: spank_t, e: SpankError) -> SpankError {
+fn fail(sp: &Spank, e: SpankError) -> SpankError {
     show_error(sp, &e.to_string());
     e
 }
 
 /// Sets `CELLSCHED_ERROR` (control characters dropped, at most 512 characters).
-fn show_error(sp: spank_t, msg: &str) {
+fn show_error(sp: &Spank, msg: &str) {
     let msg: String = msg.chars().filter(|c| !c.is_control()).take(512).collect();
-    let _ = ffi::setenv(sp, "CELLSCHED_ERROR", &msg, true);
+    let _ = sp.setenv("CELLSCHED_ERROR", &msg, true);
 }
 
 #[cfg(test)]
@@ -365,14 +373,13 @@ mod tests {
     }
 
     #[test]
-    fn decision_only_from_the_admin_comment_line() {
+    fn decision_only_from_the_admin_comment() {
         let d = "cellsched: cell=a100x8x1 nodes=2 dp=8 tp=1 pp=1 mb=1 zero=2 ckpt=0 iter_s=0.5 src=datasheet";
-        let text = format!("JobId=5 JobName=x\n   Comment={}\n   AdminComment={d} model=gpt2 batch=64 \n   JobState=RUNNING\n", d.replace("dp=8", "dp=4"));
-        let got = decision_in_job_info(&text).unwrap();
+        let got = admin_decision(Some(Some(format!("{d} model=gpt2 batch=64 ")))).unwrap().unwrap();
         assert_eq!((got.cell.to_string(), got.plan.dp, got.nodes), ("a100x8x1".into(), 8, 2));
-        // A forged decision in the user's Comment is ignored.
-        assert!(decision_in_job_info(&format!("JobId=5\n   Comment={d}\n   AdminComment= \n")).is_none());
-        assert!(decision_in_job_info("JobId=5\n").is_none());
+        // No AdminComment, or one without a decision: the job has none; no answer: unknown.
+        assert_eq!(admin_decision(Some(None)), Some(None));
+        assert_eq!(admin_decision(Some(Some("site note".into()))), Some(None));
+        assert_eq!(admin_decision(None), None);
     }
-
 }
