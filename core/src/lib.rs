@@ -14,7 +14,8 @@
 //! - [`asrpt`]: the order of pending jobs; [`ordering`]: job records → site factors (site_factor/cellsched); [`predictor`], [`history`]: the
 //!   iteration predictor; [`freezing`]: layer freezing.
 //! - [`options`], [`job_env`]: the DL option table and the job-environment
-//!   contract; [`plan_env`]: the plan as environment variables for tasks.
+//!   contract; [`plan_env`]: the plan for tasks (the choice rule, and the
+//!   plan as environment variables).
 //! - [`config`]: `cellsched.toml`; [`slurm_conf`]: slurm.conf/gres.conf text.
 //! - [`rank_cache`], [`snapshot_cache`]: bounded caches for long-lived
 //!   processes (slurmctld), over the private `bounded` map.

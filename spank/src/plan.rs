@@ -9,7 +9,8 @@ use cellsched_core::estimator::{Estimator, JobSpec};
 use cellsched_core::freezing::FreezeSchedule;
 use cellsched_core::model::ModelSpec;
 use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
-use cellsched_core::{Cell, Decision};
+use cellsched_core::plan_env::{choose_plan, PlanChoiceError, PlanRequest};
+use cellsched_core::Decision;
 pub use cellsched_core::slurm_conf::{gres_conf_gpu_type, slurm_conf_gpu_type};
 
 /// Everything the choice depends on.
@@ -57,54 +58,38 @@ pub fn choose(i: &PlanInputs, est: &Estimator) -> Result<InjectedPlan, SpankErro
     let batch = i.opts.batch.ok_or_else(|| SpankError::Allocation("--dl-batch missing".into()))?;
     let job = JobSpec { model: i.model.clone(), global_batch: batch };
     let node = i.step.gpus_on_node;
-    let (cell, plan, iter_s, source) = match (i.decision, &i.opts.plan) {
-        // slurmctld's decision, unless the user pinned another plan (a pinned plan is honoured or refused).
-        (Some(d), PlanChoice::Auto) if d.cell.gpus == granted && d.plan.gpus() == granted => {
-            (d.cell.clone(), d.plan, Some(d.iter_s), "decision")
-        }
-        (Some(d), PlanChoice::Pinned(p)) if d.cell.gpus == granted && d.plan == *p => {
-            (d.cell.clone(), d.plan, Some(d.iter_s), "decision")
-        }
-        (_, PlanChoice::Pinned(p)) => {
-            if p.gpus() != granted {
-                return Err(SpankError::Allocation(format!(
-                    "--dl-plan={p} uses dp*tp*pp = {} GPUs but the step was granted {granted} ({} node(s) x {node})",
-                    p.gpus(),
-                    i.step.nnodes
-                )));
-            }
-            let cell = Cell::new(&gtype, granted, p.pp)?;
-            let iter = est.estimate_plan(&job, &cell, node, p).ok().map(|e| e.iter_time_s);
-            (cell, *p, iter, "pinned")
-        }
-        _ => {
-            let stages: Vec<u32> = match &i.opts.cell {
-                CellChoice::Pinned(c) if c.gpus == granted => vec![c.stages],
-                _ => (1..=granted).filter(|s| granted % s == 0).collect(),
-            };
-            let mut best = None;
-            let mut last_err = None;
-            for s in stages {
-                let cell = Cell::new(&gtype, granted, s)?;
-                match est.estimate(&job, &cell, node) {
-                    Ok(e) => {
-                        if best.as_ref().map_or(true, |b: &cellsched_core::estimator::Estimate| e.iter_time_s < b.iter_time_s) {
-                            best = Some(e);
-                        }
-                    }
-                    Err(e) => last_err = Some(e),
-                }
-            }
-            let e = best.ok_or_else(|| {
-                SpankError::Allocation(format!(
-                    "no feasible plan for model {} (batch {batch}) on {granted} x {gtype}: {}",
-                    i.model.name,
-                    last_err.map(|e| e.to_string()).unwrap_or_default()
-                ))
-            })?;
-            (e.cell, e.plan, Some(e.iter_time_s), "estimated")
-        }
+    let pinned_plan = match &i.opts.plan {
+        PlanChoice::Pinned(p) => Some(p),
+        PlanChoice::Auto => None,
     };
+    let pinned_cell = match &i.opts.cell {
+        CellChoice::Pinned(c) => Some(c),
+        _ => None,
+    };
+    let request = PlanRequest {
+        job: Some(&job),
+        gpu_type: &gtype,
+        gpus: granted,
+        gpus_per_node: node,
+        pinned_plan,
+        pinned_cell,
+        decision: i.decision,
+    };
+    let chosen = choose_plan(est, &request).map_err(|e| match e {
+        PlanChoiceError::PinnedSize { plan, gpus } => SpankError::Allocation(format!(
+            "--dl-plan={plan} uses dp*tp*pp = {} GPUs but the step was granted {gpus} ({} node(s) x {node})",
+            plan.gpus(),
+            i.step.nnodes
+        )),
+        PlanChoiceError::NoPlan(why) => SpankError::Allocation(format!(
+            "no feasible plan for model {} (batch {batch}) on {granted} x {gtype}: {}",
+            i.model.name,
+            why.map(|e| e.to_string()).unwrap_or_default()
+        )),
+        PlanChoiceError::Cell(e) => SpankError::Core(e),
+        PlanChoiceError::NoGpus => SpankError::Allocation("no GPUs granted to this step".into()),
+    })?;
+    let (cell, plan, iter_s, source) = (chosen.cell, chosen.plan, chosen.iter_time_s, chosen.source.as_str());
     Ok(InjectedPlan {
         version: PLAN_FILE_VERSION,
         job_id: i.step.job_id,
@@ -160,6 +145,7 @@ fn lookup_is_gpu_key(key: &str) -> bool {
 mod tests {
     use super::*;
     use crate::env::BATCH_STEP_ID;
+    use cellsched_core::Cell;
     use cellsched_core::gpu::GpuCatalog;
     use cellsched_core::model::ModelCatalog;
     use cellsched_core::cell::EstimateSource;
