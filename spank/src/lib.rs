@@ -8,7 +8,8 @@
 //!   submit, `spank_job_control_setenv` propagation.
 //! - [`remote`]: slurmstepd `task_init` — plan choice, plan file, task env.
 //! - [`plan`], [`env`], [`plan_file`], [`args`]: pure logic, unit tested;
-//!   [`step_estimator`]: the estimator built once per step.
+//!   [`step_estimator`]: the estimator built once per step; [`remove_tree`]:
+//!   plan-directory removal with bounded descriptors.
 //!
 //! - [`spank`]: the safe [`spank::Spank`] handle over slurm-sys's generated
 //!   spank.h bindings; callback code never sees a raw `spank_t`.
@@ -24,6 +25,7 @@ mod options;
 mod plan;
 mod plan_file;
 mod remote;
+mod remove_tree;
 mod spank;
 mod step_estimator;
 
@@ -145,11 +147,36 @@ pub unsafe extern "C" fn slurm_spank_job_epilog(sp: spank_t, _ac: c_int, _av: *m
     })
 }
 
-/// Remote: injects the plan into the task (never fails the task).
+/// Remote: injects the plan into the task. A step whose own `--dl-*`
+/// values its grant cannot honour fails: the task prints why on its stderr
+/// and exits 1 before the user's program starts (Slurm ignores a failing
+/// `optional` plugin, so the plugin ends the task itself, as slurmstepd
+/// does for a failing `required` one). Other errors never fail the task.
 #[no_mangle]
 pub unsafe extern "C" fn slurm_spank_task_init(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
-    callback("slurm_spank_task_init", sp, 0, |sp| match Context::current() {
-        Context::Remote => remote::task_init(sp, &plugin_args()),
+    let mut refused = None;
+    let rc = callback("slurm_spank_task_init", sp, 0, |sp| match Context::current() {
+        Context::Remote => remote::task_init(sp, &plugin_args()).inspect_err(|e| {
+            if let error::SpankError::StepRefused(why) = e {
+                refused = Some(why.clone());
+            }
+        }),
         _ => Ok(()),
-    })
+    });
+    if let Some(why) = refused {
+        refuse_task(&why);
+    }
+    rc
+}
+
+/// Ends the task (forked by slurmstepd, before the user's program runs)
+/// with status 1 after writing `cellsched: error: <why>` to its stderr.
+fn refuse_task(why: &str) -> ! {
+    let line = format!("cellsched: error: {why}; the step is refused\n");
+    // SAFETY: write(2) of an owned buffer to the task's stderr, then _exit
+    // (no unwinding, no atexit handlers of slurmstepd in the task).
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), line.len());
+        libc::_exit(1)
+    }
 }

@@ -10,7 +10,7 @@ use cellsched_core::freezing::FreezeSchedule;
 use cellsched_core::model::ModelSpec;
 use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
 use cellsched_core::plan_env::{choose_plan, PlanChoiceError, PlanRequest};
-use cellsched_core::Decision;
+use cellsched_core::{Cell, Decision};
 pub use cellsched_core::slurm_conf::{gres_conf_gpu_type, slurm_conf_gpu_type};
 
 /// Everything the choice depends on.
@@ -25,6 +25,13 @@ pub struct PlanInputs<'a> {
     pub step: &'a StepInfo,
     /// GPU type read from the job's GRES request, if typed.
     pub gres_gpu_type: Option<String>,
+    /// The step runs the work the decision was made for (the model and
+    /// batch recorded with it); `false` sets the decision's plan aside
+    /// (its GPU type still applies).
+    pub same_work: bool,
+    /// The job's Cell (its decision's, else its own `--dl-cell`), which every
+    /// step inherits; a step's other pinned Cell must match its grant.
+    pub job_cell: Option<&'a Cell>,
     /// Site defaults.
     pub args: &'a PluginArgs,
 }
@@ -46,6 +53,40 @@ pub fn gpu_type(i: &PlanInputs) -> Result<String, SpankError> {
     })
 }
 
+/// The type of the GPUs granted, when known from Slurm (the decision, the
+/// typed request or the node's configuration), never from `--dl-cell`.
+fn granted_gpu_type(i: &PlanInputs) -> Option<String> {
+    i.decision.map(|d| d.cell.gpu_type.clone()).or_else(|| i.gres_gpu_type.clone())
+}
+
+/// A GPU type name in the catalog's spelling (as Cells hold them).
+fn canonical(t: &str) -> String {
+    cellsched_core::gpu::canonical_gpu_type(t).unwrap_or_else(|| t.to_ascii_lowercase())
+}
+
+/// Refuses a pinned `--dl-cell` the step's grant cannot honour: another GPU
+/// type than granted, or (unless it is the job's own Cell, inherited by
+/// every step) another GPU count.
+fn check_pinned_cell(i: &PlanInputs, granted: u32) -> Result<(), SpankError> {
+    let CellChoice::Pinned(c) = &i.opts.cell else { return Ok(()) };
+    if let Some(t) = granted_gpu_type(i) {
+        if canonical(&c.gpu_type) != canonical(&t) {
+            return Err(SpankError::StepRefused(format!(
+                "--dl-cell={c} asks for {} GPUs but this step runs on {t} GPUs; drop --dl-cell or submit a job on {} GPUs",
+                c.gpu_type, c.gpu_type
+            )));
+        }
+    }
+    let inherited = i.job_cell.is_some_and(|j| j.gpus == c.gpus && canonical(&j.gpu_type) == canonical(&c.gpu_type));
+    if c.gpus != granted && !inherited {
+        return Err(SpankError::StepRefused(format!(
+            "--dl-cell={c} asks for {} GPUs but the step was granted {granted} ({} node(s) x {}); request them with srun's --gpus options",
+            c.gpus, i.step.nnodes, i.step.gpus_on_node
+        )));
+    }
+    Ok(())
+}
+
 /// Chooses the plan for the granted GPUs (see the module doc).
 pub fn choose(i: &PlanInputs, est: &Estimator) -> Result<InjectedPlan, SpankError> {
     let granted = i.step.gpus_granted();
@@ -54,6 +95,7 @@ pub fn choose(i: &PlanInputs, est: &Estimator) -> Result<InjectedPlan, SpankErro
             "no GPUs granted to this step (SLURM_GPUS_ON_NODE / CUDA_VISIBLE_DEVICES unset); request GPUs with --gpus or let the job_submit plugin place the job".into(),
         ));
     }
+    check_pinned_cell(i, granted)?;
     let gtype = gpu_type(i)?;
     let batch = i.opts.batch.ok_or_else(|| SpankError::Allocation("--dl-batch missing".into()))?;
     let job = JobSpec { model: i.model.clone(), global_batch: batch };
@@ -73,15 +115,15 @@ pub fn choose(i: &PlanInputs, est: &Estimator) -> Result<InjectedPlan, SpankErro
         gpus_per_node: node,
         pinned_plan,
         pinned_cell,
-        decision: i.decision,
+        decision: i.decision.filter(|_| i.same_work),
     };
     let chosen = choose_plan(est, &request).map_err(|e| match e {
-        PlanChoiceError::PinnedSize { plan, gpus } => SpankError::Allocation(format!(
+        PlanChoiceError::PinnedSize { plan, gpus } => SpankError::StepRefused(format!(
             "--dl-plan={plan} uses dp*tp*pp = {} GPUs but the step was granted {gpus} ({} node(s) x {node})",
             plan.gpus(),
             i.step.nnodes
         )),
-        PlanChoiceError::NoPlan(why) => SpankError::Allocation(format!(
+        PlanChoiceError::NoPlan(why) => SpankError::StepRefused(format!(
             "no feasible plan for model {} (batch {batch}) on {granted} x {gtype}: {}",
             i.model.name,
             why.map(|e| e.to_string()).unwrap_or_default()
@@ -145,7 +187,6 @@ fn lookup_is_gpu_key(key: &str) -> bool {
 mod tests {
     use super::*;
     use crate::env::BATCH_STEP_ID;
-    use cellsched_core::Cell;
     use cellsched_core::gpu::GpuCatalog;
     use cellsched_core::model::ModelCatalog;
     use cellsched_core::cell::EstimateSource;
@@ -191,7 +232,7 @@ mod tests {
         let m = model(&o);
         let s = step(2, 4);
         let args = PluginArgs { default_gpu_type: Some("a100".into()), ..PluginArgs::default() };
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: None, args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: None, args: &args, same_work: true, job_cell: None };
         let p = choose(&i, &estimator()).unwrap();
         assert_eq!(p.plan.gpus(), 8);
         assert_eq!((p.gpus, p.nodes, p.gpus_per_node), (8, 2, 4));
@@ -222,7 +263,7 @@ mod tests {
             source: EstimateSource::Datasheet,
         };
         let args = PluginArgs::default();
-        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: Some("a100".into()), args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
         let p = choose(&i, &estimator()).unwrap();
         assert_eq!((p.plan, p.cell.as_str(), p.source.as_str(), p.gpu_type.as_str()), (d.plan, "v100x4x2", "decision", "v100"));
         assert_eq!(p.iter_time_s, Some(0.5));
@@ -239,7 +280,7 @@ mod tests {
         let m = model(&o);
         let args = PluginArgs::default();
         let s = step(1, 4);
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
         let p = choose(&i, &estimator()).unwrap();
         assert_eq!((p.plan.dp, p.plan.tp, p.source.as_str()), (2, 2, "pinned"));
         let s8 = step(2, 4);
@@ -253,13 +294,71 @@ mod tests {
             iter_s: 0.5,
             source: EstimateSource::Datasheet,
         };
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
         let q = choose(&PlanInputs { decision: Some(&other), gres_gpu_type: None, ..i }, &estimator()).unwrap();
         assert_eq!((q.plan.dp, q.plan.tp, q.source.as_str()), (2, 2, "pinned"));
         let same = Decision { plan: "dp=2,tp=2,pp=1".parse().unwrap(), ..other };
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
         let r = choose(&PlanInputs { decision: Some(&same), ..i }, &estimator()).unwrap();
         assert_eq!((r.plan.dp, r.plan.tp, r.source.as_str()), (2, 2, "decision"));
+    }
+
+    #[test]
+    fn a_step_with_other_work_gets_its_own_plan_or_is_refused() {
+        let o = opts(&[]);
+        let m = model(&o);
+        let s = step(1, 4);
+        let d = Decision {
+            cell: Cell::new("a100", 4, 1).unwrap(),
+            nodes: 1,
+            plan: "dp=4,tp=1,pp=1,zero=2".parse().unwrap(),
+            iter_s: 0.5,
+            source: EstimateSource::Datasheet,
+        };
+        let args = PluginArgs::default();
+        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: None, args: &args, same_work: false, job_cell: None };
+        let p = choose(&i, &estimator()).unwrap();
+        assert_eq!((p.source.as_str(), p.gpu_type.as_str(), p.gpus), ("estimated", "a100", 4), "the decision's type, not its plan");
+        // A model no plan of which fits the grant: refused, not run without a plan.
+        let mut big = opts(&[]);
+        big.parse_option("dl-model", "gpt__15B").unwrap();
+        big.parse_option("dl-batch", "4096").unwrap();
+        let bm = model(&big);
+        let one = step(1, 1);
+        let e = choose(&PlanInputs { opts: &big, model: &bm, step: &one, ..i }, &estimator()).unwrap_err();
+        assert!(matches!(e, SpankError::StepRefused(_)) && e.to_string().contains("no feasible plan"), "{e}");
+    }
+
+    #[test]
+    fn a_pinned_cell_the_grant_cannot_honour_is_refused() {
+        let args = PluginArgs::default();
+        let s = step(1, 4);
+        let d = Decision {
+            cell: Cell::new("a100", 4, 1).unwrap(),
+            nodes: 1,
+            plan: "dp=4,tp=1,pp=1".parse().unwrap(),
+            iter_s: 0.5,
+            source: EstimateSource::Datasheet,
+        };
+        // Another GPU type than granted (decision's or typed request's).
+        let o = opts(&[("dl-cell", "a10x1")]);
+        let m = model(&o);
+        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: None, args: &args, same_work: true, job_cell: Some(&d.cell) };
+        let e = choose(&i, &estimator()).unwrap_err();
+        assert!(matches!(e, SpankError::StepRefused(_)) && e.to_string().contains("runs on a100"), "{e}");
+        let e = choose(&PlanInputs { decision: None, gres_gpu_type: Some("a100".into()), job_cell: None, ..i }, &estimator()).unwrap_err();
+        assert!(e.to_string().contains("--dl-cell=a10x1"), "{e}");
+        // Another count than granted: refused, unless it is the job's own Cell.
+        let o2 = opts(&[("dl-cell", "a100x2")]);
+        let e = choose(&PlanInputs { opts: &o2, gres_gpu_type: None, ..i }, &estimator()).unwrap_err();
+        assert!(e.to_string().contains("granted 4"), "{e}");
+        let o8 = opts(&[("dl-cell", "a100x8")]);
+        let job8 = Cell::new("a100", 8, 1).unwrap();
+        let p = choose(&PlanInputs { opts: &o8, decision: None, gres_gpu_type: Some("a100".into()), job_cell: Some(&job8), ..i }, &estimator()).unwrap();
+        assert_eq!((p.gpus, p.source.as_str()), (4, "estimated"), "a step of a job pinned to a100x8 with 4 GPUs is re-planned");
+        // A pinned Cell that matches the grant is honoured.
+        let o4 = opts(&[("dl-cell", "a100x4")]);
+        assert!(choose(&PlanInputs { opts: &o4, gres_gpu_type: None, ..i }, &estimator()).is_ok());
     }
 
     #[test]
@@ -268,7 +367,7 @@ mod tests {
         let m = model(&o);
         let args = PluginArgs::default();
         let s0 = step(1, 0);
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s0, gres_gpu_type: None, args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s0, gres_gpu_type: None, args: &args, same_work: true, job_cell: None };
         assert!(choose(&i, &estimator()).unwrap_err().to_string().contains("no GPUs granted"));
         let s = step(1, 4);
         let e = choose(&PlanInputs { step: &s, ..i }, &estimator()).unwrap_err().to_string();

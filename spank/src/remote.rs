@@ -31,10 +31,11 @@
 //! (`CELLSCHED_PLAN_SOURCE=estimated`; GPU type from the typed request or the
 //! node's Slurm configuration), which can differ from AdminComment.
 use crate::args::PluginArgs;
-use crate::env::{gpus_on_node, job_num_nodes, task_env, StepInfo, BATCH_STEP_ID, RANK_KEYS};
+use crate::env::{gpus_on_node, job_num_nodes, task_env, StepInfo, BATCH_STEP_ID, PLAN_KEYS};
 use crate::error::SpankError;
 use crate::spank::{self, Item, Spank};
 use crate::options::{given, given_keys, with_env};
+use cellsched_core::options::{CellChoice, DlOptions};
 use crate::plan::{choose, gres_gpu_type, PlanInputs};
 use crate::plan_file::{plan_path, prepare_plan_dir, prepare_step_dir, remove_job_dirs, remove_step_dir, write_private};
 use cellsched_core::config::{resolve_config_path, Config};
@@ -93,6 +94,41 @@ struct Prepared {
     dir: Result<std::path::PathBuf, String>,
     /// The verified decision.
     decision: Option<Decision>,
+    /// The work the decision was made for, as recorded with it.
+    work: RecordedWork,
+}
+
+/// The model and global batch recorded with a job's decision in its
+/// AdminComment (`model=<name> batch=<n>` after the decision); `None` where
+/// a field is missing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordedWork {
+    /// The model's catalog (or model file) name.
+    pub model: Option<String>,
+    /// The global batch.
+    pub batch: Option<u64>,
+}
+
+impl RecordedWork {
+    /// The words after the decision in `comment`.
+    pub fn of_admin_comment(comment: &str) -> RecordedWork {
+        let mut w = RecordedWork::default();
+        let Some(start) = comment.find(Decision::PREFIX) else { return w };
+        for word in comment[start..].split_whitespace() {
+            match word.split_once('=') {
+                Some(("model", v)) if !v.is_empty() => w.model = Some(v.to_string()),
+                Some(("batch", v)) => w.batch = v.parse().ok(),
+                _ => {}
+            }
+        }
+        w
+    }
+
+    /// Does a step of `model` with `batch` run this work? A field not
+    /// recorded does not tell them apart.
+    pub fn is(&self, model: &str, batch: Option<u32>) -> bool {
+        self.model.as_deref().map_or(true, |m| m == model) && self.batch.map_or(true, |b| batch.map(u64::from) == Some(b))
+    }
 }
 
 static PREPARED: std::sync::OnceLock<Prepared> = std::sync::OnceLock::new();
@@ -125,12 +161,13 @@ pub fn post_opt(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
         spank::log(spank::Level::Error, &format!("job {job} step {label}: no plan file: {e}"));
         e.to_string()
     });
-    let admin = admin_decision(spank::job_admin_comment(job));
-    let (decision, note) = verified_decision(decision(&env), admin);
+    let comment = spank::job_admin_comment(job);
+    let work = comment.clone().flatten().map(|c| RecordedWork::of_admin_comment(&c)).unwrap_or_default();
+    let (decision, note) = verified_decision(decision(&env), admin_decision(comment));
     if let Some(n) = note {
         spank::log(spank::Level::Info, &format!("job {job} step {label}: {n}"));
     }
-    let _ = PREPARED.set(Prepared { dir, decision });
+    let _ = PREPARED.set(Prepared { dir, decision, work });
     // Built here, before slurmstepd forks the tasks: each task inherits it.
     estimator(args);
     Ok(())
@@ -248,7 +285,9 @@ fn estimator(args: &PluginArgs) -> Arc<Estimator> {
 }
 
 /// `slurm_spank_task_init`: see the module doc. Errors are logged by the
-/// caller and also shown to the job as `CELLSCHED_ERROR`; the task still runs.
+/// caller and also shown to the job as `CELLSCHED_ERROR`; the task then
+/// runs without plan variables, except for [`SpankError::StepRefused`],
+/// which the caller turns into the task's failure.
 pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
     let env = |k: &str| sp.getenv(k);
     let forwarded = given().clone();
@@ -259,12 +298,29 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
     if opts.is_empty() {
         return Ok(());
     }
+    // Whatever the enclosing step was told (an `srun` inherits the batch
+    // step's variables) is not this step's plan.
+    for k in PLAN_KEYS {
+        sp.unsetenv(k);
+    }
     let result = (|| {
         opts.check_consistency()?;
         let model = job_model(opts.model.as_deref().unwrap_or_default(), &env)?;
         let step = step_info(sp, &env)?;
         let prepared = PREPARED.get();
         let d = prepared.and_then(|p| p.decision.clone());
+        let same_work = prepared.map_or(true, |p| p.work.is(&model.name, opts.batch));
+        if !same_work && d.is_some() {
+            spank::log(
+                spank::Level::Info,
+                &format!("job {} step {}: model {} batch {:?} differ from the job's; the plan is estimated for the step's GPUs", step.job_id, step.step_label(), model.name, opts.batch),
+            );
+        }
+        // The job's Cell: its decision's, else its own --dl-cell (the job environment's).
+        let job_cell = d.as_ref().map(|d| d.cell.clone()).or_else(|| match with_env(&DlOptions::NONE, &[], &env) {
+            Ok(DlOptions { cell: CellChoice::Pinned(c), .. }) => Some(c),
+            _ => None,
+        });
         let inputs = PlanInputs {
             opts: &opts,
             model: &model,
@@ -272,6 +328,8 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
             step: &step,
             gres_gpu_type: gres_gpu_type(&env).or_else(|| node_gpu_type(&env)),
             args,
+            same_work,
+            job_cell: job_cell.as_ref(),
         };
         let plan = choose(&inputs, &estimator(args))?;
         // SAFETY: geteuid has no preconditions.
@@ -287,9 +345,6 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
             show_error(sp, &format!("plan file not written: {why}"));
         }
         let file_ok = file_error.is_none();
-        for k in RANK_KEYS {
-            sp.unsetenv(k);
-        }
         let file_text = file.to_string_lossy().into_owned();
         for (k, v) in task_env(&plan, &step, file_ok.then_some(file_text.as_str())) {
             sp.setenv(k, &v, true).map_err(|msg| SpankError::Spank { call: "spank_setenv", msg })?;
@@ -370,6 +425,18 @@ mod tests {
         assert!(d.is_none() && note.unwrap().contains("estimated"));
         assert_eq!(verified_decision(None, None), (None, None));
         assert_eq!(verified_decision(None, Some(None)), (None, None));
+    }
+
+    #[test]
+    fn the_work_recorded_with_the_decision() {
+        let c = "site note cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=2 ckpt=0 iter_s=0.5 src=datasheet model=gpt__125M batch=64 iters=10";
+        let w = RecordedWork::of_admin_comment(c);
+        assert_eq!(w, RecordedWork { model: Some("gpt__125M".into()), batch: Some(64) });
+        assert!(w.is("gpt__125M", Some(64)));
+        assert!(!w.is("llama7b", Some(256)) && !w.is("gpt__125M", Some(256)) && !w.is("llama7b", Some(64)));
+        // Nothing recorded (no decision, or an older comment): nothing tells them apart.
+        assert_eq!(RecordedWork::of_admin_comment("model=x batch=1"), RecordedWork::default());
+        assert!(RecordedWork::default().is("anything", None));
     }
 
     #[test]
