@@ -22,6 +22,7 @@ use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
 use cellsched_core::SplitMix64;
 use cellsched_core::rank_cache::RankCache;
+use cellsched_core::record::DlRecord;
 use cellsched_core::snapshot_cache::{stamp, SnapshotCache};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -97,7 +98,7 @@ fn main() {
                 .collect();
             let ranked = ranks.rank_cells(&est, &job, &offers, 64);
             let comment = match ranked.first() {
-                Some(e) => format!("{} model={} batch={} iters={iters}", e.to_decision().to_admin_comment(), job.model.name, job.global_batch),
+                Some(e) => DlRecord { model: Some(job.model.name.clone()), batch: Some(u64::from(job.global_batch)), iters: Some(iters), ..DlRecord::new(e.to_decision()) }.to_string(),
                 None => String::new(),
             };
             pending.insert(next_id, Job { id: next_id, spec, submit_s: now, iters, comment, placed: None });
@@ -138,7 +139,7 @@ fn main() {
                 let st = stamp(&[Some(&j.comment), None, None]);
                 live.insert(j.id);
                 if parsed.wants(j.id, st) {
-                    let iter_s = j.comment.split_whitespace().find_map(|w| w.strip_prefix("iter_s=")).and_then(|v| v.parse().ok()).unwrap_or(1.0);
+                    let iter_s = DlRecord::parse(&j.comment).map_or(1.0, |r| r.decision.iter_s);
                     parsed.insert(j.id, st, Some((j.spec as u32, iter_s)));
                 }
             }

@@ -264,8 +264,8 @@ impl std::str::FromStr for EstimateSource {
     }
 }
 
-/// A placement decision as recorded in the job's `AdminComment` by the
-/// job_submit plugin and read back by `cellsched report`.
+/// A placement decision: the first words of the job record
+/// ([`crate::record::DlRecord`]) job_submit/cellsched writes into AdminComment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     /// The chosen Cell.
@@ -281,59 +281,6 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// What marks an `AdminComment` holding a cellsched decision: the
-    /// plugins' cheap test for "cellsched placed this job" (the full check
-    /// is [`Decision::parse_admin_comment`]).
-    pub const PREFIX: &'static str = "cellsched:";
-
-    /// The `AdminComment` text: `cellsched: cell=.. nodes=.. dp=.. ...`.
-    pub fn to_admin_comment(&self) -> String {
-        format!(
-            "{} cell={} nodes={} dp={} tp={} pp={} mb={} zero={} ckpt={} iter_s={:.6} src={}",
-            Self::PREFIX,
-            self.cell,
-            self.nodes,
-            self.plan.dp,
-            self.plan.tp,
-            self.plan.pp,
-            self.plan.micro_batches,
-            self.plan.zero_stage,
-            u8::from(self.plan.checkpointing),
-            self.iter_s,
-            self.source
-        )
-    }
-
-    /// Parses the text written by [`Decision::to_admin_comment`]; the decision
-    /// may be embedded in a longer comment. `None` if there is none or it is
-    /// not self-consistent (see [`Decision::is_consistent`]).
-    pub fn parse_admin_comment(s: &str) -> Option<Decision> {
-        let start = s.find(Self::PREFIX)? + Self::PREFIX.len();
-        let mut cell = None;
-        let mut nodes = None;
-        let mut plan = Plan::default();
-        let mut iter_s = None;
-        let mut source = EstimateSource::Datasheet;
-        for tok in s[start..].split_whitespace() {
-            let Some((k, v)) = tok.split_once('=') else { break };
-            match k {
-                "cell" => cell = v.parse::<Cell>().ok(),
-                "nodes" => nodes = v.parse().ok(),
-                "dp" => plan.dp = v.parse().ok()?,
-                "tp" => plan.tp = v.parse().ok()?,
-                "pp" => plan.pp = v.parse().ok()?,
-                "mb" => plan.micro_batches = v.parse().ok()?,
-                "zero" => plan.zero_stage = v.parse().ok()?,
-                "ckpt" => plan.checkpointing = parse_bool(v)?,
-                "iter_s" => iter_s = v.parse().ok(),
-                "src" => source = v.parse().ok()?,
-                _ => {}
-            }
-        }
-        let d = Decision { cell: cell?, nodes: nodes?, plan, iter_s: iter_s?, source };
-        d.is_consistent().then_some(d)
-    }
-
     /// True when the decision could have been written by the plugins: the
     /// plan within bounds and using exactly the Cell's GPUs and stages, at
     /// least one GPU per node, and a plausible iteration time.

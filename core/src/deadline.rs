@@ -6,8 +6,8 @@
 //! (today, or tomorrow when that time has passed), in the submitting
 //! host's local time. The text is kept as given in the job's environment and
 //! resolved to a Unix time by job_submit at submit ([`Deadline::resolve`]),
-//! which records it in AdminComment (`deadline=<unix time>`, trusted from
-//! then on). The admin's `placement.deadline_policy` decides what happens
+//! which records it in the job's record (`crate::record::DlRecord::deadline`,
+//! trusted from then on). The admin's `placement.deadline_policy` decides what happens
 //! when no Cell can finish in time: `warn` (default, a message at submit)
 //! or `strict` (the submission is refused).
 use crate::error::CoreError;
@@ -192,14 +192,6 @@ pub enum DeadlinePolicy {
     Strict,
 }
 
-/// AdminComment word recording a job's deadline (`deadline=<unix time>`).
-pub const DEADLINE_TAG: &str = "deadline=";
-
-/// The deadline recorded in a job's AdminComment (written by job_submit only).
-pub fn recorded_deadline(admin_comment: &str) -> Option<i64> {
-    admin_comment.split_whitespace().find_map(|w| w.strip_prefix(DEADLINE_TAG)).and_then(|v| v.parse().ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,8 +230,6 @@ mod tests {
         assert_eq!("15:00".parse::<Deadline>().unwrap().resolve(now, 0).unwrap(), now + 3600);
         let past: Deadline = "2026-11-23T13:00".parse().unwrap();
         assert!(past.resolve(now, 0).unwrap_err().to_string().contains("future"));
-        assert_eq!(recorded_deadline("a100x4 model=m deadline=123 batch=8"), Some(123));
-        assert_eq!(recorded_deadline("a100x4 model=m"), None);
     }
 
     proptest::proptest! {

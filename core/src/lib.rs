@@ -16,6 +16,8 @@
 //! - [`options`], [`job_env`]: the DL option table and the job-environment
 //!   contract; [`plan_env`]: the plan for tasks (the choice rule, and the
 //!   plan as environment variables).
+//! - [`record`]: the typed job record ([`record::DlRecord`]) and its one
+//!   AdminComment text form, printer and parser.
 //! - [`config`]: `cellsched.toml`; [`slurm_conf`]: slurm.conf/gres.conf text.
 //! - [`rank_cache`], [`snapshot_cache`]: bounded caches for long-lived
 //!   processes (slurmctld), over the private `bounded` map.
@@ -51,6 +53,7 @@ pub mod predictor;
 
 pub mod profile_db;
 pub mod rank_cache;
+pub mod record;
 mod rng;
 pub mod slurm_conf;
 pub mod snapshot_cache;

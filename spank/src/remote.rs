@@ -43,6 +43,7 @@ use cellsched_core::estimator::Estimator;
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::job_env;
 use cellsched_core::model::ModelCatalog;
+use cellsched_core::record::DlRecord;
 use cellsched_core::Decision;
 use std::sync::Arc;
 use crate::step_estimator::EstimatorCache;
@@ -79,11 +80,11 @@ pub fn verified_decision(claimed: Option<Decision>, admin: Option<Option<Decisio
     }
 }
 
-/// The decision in the job's AdminComment as slurmctld holds it (users can
+/// The job's record in its AdminComment as slurmctld holds it (users can
 /// write `Comment=`, never AdminComment): `None` when slurmctld could not be
-/// asked, `Some(None)` when the job has no decision.
-pub fn admin_decision(admin_comment: Option<Option<String>>) -> Option<Option<Decision>> {
-    admin_comment.map(|c| c.as_deref().and_then(Decision::parse_admin_comment))
+/// asked, `Some(None)` when the job has no cellsched record.
+pub fn admin_record(admin_comment: Option<Option<String>>) -> Option<Option<DlRecord>> {
+    admin_comment.map(|c| c.as_deref().and_then(DlRecord::parse))
 }
 
 /// What slurmstepd prepared as root for the tasks of this step (inherited
@@ -94,41 +95,16 @@ struct Prepared {
     dir: Result<std::path::PathBuf, String>,
     /// The verified decision.
     decision: Option<Decision>,
-    /// The work the decision was made for, as recorded with it.
-    work: RecordedWork,
+    /// The job's record (the decision's work: model, batch), when it has one.
+    record: Option<DlRecord>,
 }
 
-/// The model and global batch recorded with a job's decision in its
-/// AdminComment (`model=<name> batch=<n>` after the decision); `None` where
-/// a field is missing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RecordedWork {
-    /// The model's catalog (or model file) name.
-    pub model: Option<String>,
-    /// The global batch.
-    pub batch: Option<u64>,
-}
-
-impl RecordedWork {
-    /// The words after the decision in `comment`.
-    pub fn of_admin_comment(comment: &str) -> RecordedWork {
-        let mut w = RecordedWork::default();
-        let Some(start) = comment.find(Decision::PREFIX) else { return w };
-        for word in comment[start..].split_whitespace() {
-            match word.split_once('=') {
-                Some(("model", v)) if !v.is_empty() => w.model = Some(v.to_string()),
-                Some(("batch", v)) => w.batch = v.parse().ok(),
-                _ => {}
-            }
-        }
-        w
-    }
-
-    /// Does a step of `model` with `batch` run this work? A field not
-    /// recorded does not tell them apart.
-    pub fn is(&self, model: &str, batch: Option<u32>) -> bool {
-        self.model.as_deref().map_or(true, |m| m == model) && self.batch.map_or(true, |b| batch.map(u64::from) == Some(b))
-    }
+/// Does a step of `model` with `batch` run the work `record` holds the
+/// decision for? A field the record lacks does not tell them apart.
+pub fn same_work(record: Option<&DlRecord>, model: &str, batch: Option<u32>) -> bool {
+    record.map_or(true, |r| {
+        r.model.as_deref().map_or(true, |m| m == model) && r.batch.map_or(true, |b| batch.map(u64::from) == Some(b))
+    })
 }
 
 static PREPARED: std::sync::OnceLock<Prepared> = std::sync::OnceLock::new();
@@ -162,12 +138,13 @@ pub fn post_opt(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
         e.to_string()
     });
     let comment = spank::job_admin_comment(job);
-    let work = comment.clone().flatten().map(|c| RecordedWork::of_admin_comment(&c)).unwrap_or_default();
-    let (decision, note) = verified_decision(decision(&env), admin_decision(comment));
+    let admin = admin_record(comment);
+    let record = admin.clone().flatten();
+    let (decision, note) = verified_decision(decision(&env), admin.map(|r| r.map(|r| r.decision)));
     if let Some(n) = note {
         spank::log(spank::Level::Info, &format!("job {job} step {label}: {n}"));
     }
-    let _ = PREPARED.set(Prepared { dir, decision, work });
+    let _ = PREPARED.set(Prepared { dir, decision, record });
     // Built here, before slurmstepd forks the tasks: each task inherits it.
     estimator(args);
     Ok(())
@@ -309,7 +286,7 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
         let step = step_info(sp, &env)?;
         let prepared = PREPARED.get();
         let d = prepared.and_then(|p| p.decision.clone());
-        let same_work = prepared.map_or(true, |p| p.work.is(&model.name, opts.batch));
+        let same_work = same_work(prepared.and_then(|p| p.record.as_ref()), &model.name, opts.batch);
         if !same_work && d.is_some() {
             spank::log(
                 spank::Level::Info,
@@ -428,25 +405,25 @@ mod tests {
     }
 
     #[test]
-    fn the_work_recorded_with_the_decision() {
+    fn a_step_runs_the_decisions_work_only_with_its_model_and_batch() {
         let c = "site note cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=2 ckpt=0 iter_s=0.5 src=datasheet model=gpt__125M batch=64 iters=10";
-        let w = RecordedWork::of_admin_comment(c);
-        assert_eq!(w, RecordedWork { model: Some("gpt__125M".into()), batch: Some(64) });
-        assert!(w.is("gpt__125M", Some(64)));
-        assert!(!w.is("llama7b", Some(256)) && !w.is("gpt__125M", Some(256)) && !w.is("llama7b", Some(64)));
-        // Nothing recorded (no decision, or an older comment): nothing tells them apart.
-        assert_eq!(RecordedWork::of_admin_comment("model=x batch=1"), RecordedWork::default());
-        assert!(RecordedWork::default().is("anything", None));
+        let r = admin_record(Some(Some(c.into()))).unwrap().unwrap();
+        assert!(same_work(Some(&r), "gpt__125M", Some(64)));
+        assert!(!same_work(Some(&r), "llama7b", Some(256)) && !same_work(Some(&r), "gpt__125M", Some(256)) && !same_work(Some(&r), "llama7b", Some(64)));
+        // Nothing recorded (no record, or one without the fields): nothing tells them apart.
+        assert!(same_work(None, "anything", None));
+        let bare = DlRecord::new(r.decision.clone());
+        assert!(same_work(Some(&bare), "anything", Some(1)));
     }
 
     #[test]
     fn decision_only_from_the_admin_comment() {
         let d = "cellsched: cell=a100x8x1 nodes=2 dp=8 tp=1 pp=1 mb=1 zero=2 ckpt=0 iter_s=0.5 src=datasheet";
-        let got = admin_decision(Some(Some(format!("{d} model=gpt2 batch=64 ")))).unwrap().unwrap();
+        let got = admin_record(Some(Some(format!("{d} model=gpt2 batch=64 ")))).unwrap().unwrap().decision;
         assert_eq!((got.cell.to_string(), got.plan.dp, got.nodes), ("a100x8x1".into(), 8, 2));
         // No AdminComment, or one without a decision: the job has none; no answer: unknown.
-        assert_eq!(admin_decision(Some(None)), Some(None));
-        assert_eq!(admin_decision(Some(Some("site note".into()))), Some(None));
-        assert_eq!(admin_decision(None), None);
+        assert_eq!(admin_record(Some(None)), Some(None));
+        assert_eq!(admin_record(Some(Some("site note".into()))), Some(None));
+        assert_eq!(admin_record(None), None);
     }
 }

@@ -1306,7 +1306,7 @@ fn deadlines_too_close_are_warned_about_or_refused() {
     assert!(ok, "warn policy must accept: {err}");
     assert!(err.contains("warning") && err.contains("--dl-deadline") && err.contains("predicted"), "{err}");
     let id: u32 = out.split(';').next().unwrap().parse().unwrap();
-    let recorded = cellsched_core::deadline::recorded_deadline(&p.admin_comment(id)).expect("deadline= in AdminComment");
+    let recorded = cellsched_core::record::DlRecord::parse(&p.admin_comment(id)).and_then(|r| r.deadline).expect("deadline= in AdminComment");
     assert!((before + 60..=before + 60 + 30).contains(&recorded), "deadline {recorded} vs submit {before}");
     // Ten iterations in a day: nothing to say.
     let (ok, out2, err) = sbatch(&["--dl-iters", "10", "--dl-deadline", "now+1d"]);

@@ -334,7 +334,7 @@ pub fn read_cluster(partition: Option<&str>) -> Result<Snapshot> {
     let jobs = snapshot::parse_squeue(&slurm("squeue", &squeue)?, &mut skipped);
     // AdminComment (written by job_submit/cellsched) is on its own line of
     // the multi-line form; the user's Comment is never read.
-    let comments = if jobs.is_empty() { Default::default() } else { snapshot::parse_admin_comments(&slurm("scontrol", &["show", "job"])?) };
+    let comments = if jobs.is_empty() { Default::default() } else { cellsched_core::record::admin_comments_of_scontrol(&slurm("scontrol", &["show", "job"])?) };
     Ok(Snapshot::build(nodes, &jobs, &comments, skipped))
 }
 

@@ -3,8 +3,8 @@
 //! A job takes part in the A-SRPT order only when job_submit/cellsched
 //! recorded a placement [`Decision`] in its `AdminComment`: that gives the
 //! predicted seconds per iteration. Remaining time = iterations × iteration
-//! time. Iterations come from `CELLSCHED_DL_ITERS` in the job environment,
-//! else from the [`Predictions`] fitted on the job history; when neither
+//! time. Iterations come from the declared iterations in the job's record
+//! ([`DlRecord::iters`], from `--dl-iters` at submit), else from the [`Predictions`] fitted on the job history; when neither
 //! knows them the time limit (or the configured default) stands in. A job
 //! with `CELLSCHED_DL_FREEZE` set to a freezing mode is ranked by its
 //! effective remaining time ([`FreezeProfile`]: faster iterations as layers
@@ -19,6 +19,7 @@ use crate::freezing::{FreezeMode, FreezeProfile};
 use crate::model::ModelCatalog;
 use crate::options::DlOptions;
 use crate::predictor::HistoryQuery;
+use crate::record::DlRecord;
 use crate::Decision;
 
 /// The job's DL options from its `spank_job_env` entries, read through
@@ -57,11 +58,6 @@ pub struct OrderingData<'a> {
     pub predictions: Option<&'a Predictions>,
 }
 
-/// Declared iterations (`CELLSCHED_DL_ITERS` > 0).
-fn declared_iters(job: &JobFields<'_>) -> Option<f64> {
-    options(job).iters.map(|i| i as f64)
-}
-
 /// Iterations the history predicts for this job, if it knows its model.
 pub fn predicted_iters(job: &JobFields<'_>, decision: &Decision, data: &OrderingData<'_>) -> Option<f64> {
     let p = data.predictions?;
@@ -95,25 +91,10 @@ pub fn freeze_profile(job: &JobFields<'_>, data: &OrderingData<'_>) -> Option<Fr
     Some(FreezeProfile::for_mode(o.freeze, model.layers))
 }
 
-/// Iterations a job declared, from the `iters=` tag job_submit/cellsched
-/// wrote into its AdminComment (users cannot edit it after submit).
-pub fn declared_in_comment(admin_comment: &str) -> Option<u64> {
-    admin_comment.split_whitespace().find_map(|w| w.strip_prefix("iters=")).and_then(|v| v.parse().ok())
-}
-
-/// True when a running DL job has overrun the work it declared: its
-/// AdminComment holds the decision (iteration time) and the declared
-/// iterations, and it has run `elapsed_s` seconds.
-pub fn running_overran(admin_comment: &str, elapsed_s: f64, cfg: &crate::declared::DeclaredConfig) -> bool {
-    declared_work(admin_comment).is_some_and(|(iters, iter_s)| crate::declared::overran(iters, iter_s, elapsed_s, cfg))
-}
-
-/// The declared iterations and the decision's seconds per iteration in an
-/// AdminComment, `None` unless it has both: what [`running_overran`] reads
-/// (parsed once per job, so the elapsed time can be checked without the text).
-pub fn declared_work(admin_comment: &str) -> Option<(u64, f64)> {
-    let iter_s = Decision::parse_admin_comment(admin_comment)?.iter_s;
-    Some((declared_in_comment(admin_comment)?, iter_s))
+/// True when a running DL job whose record is `record` has overrun the
+/// work it declared after `elapsed_s` seconds of running.
+pub fn running_overran(record: &DlRecord, elapsed_s: f64, cfg: &crate::declared::DeclaredConfig) -> bool {
+    record.declared_work().is_some_and(|(iters, iter_s)| crate::declared::overran(iters, iter_s, elapsed_s, cfg))
 }
 
 /// A pending job's remaining seconds on its Cell (`iter_s` per iteration):
@@ -129,14 +110,15 @@ pub fn remaining_s(iters: Option<f64>, iter_s: f64, freeze: Option<&FreezeProfil
 
 /// The A-SRPT view of a job, or `None` if cellsched did not place it.
 pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>) -> Option<PendingJob> {
-    let decision = Decision::parse_admin_comment(job.admin_comment?)?;
-    let declared = if job.distrusted { None } else { declared_iters(job) };
-    let iters = declared.or_else(|| predicted_iters(job, &decision, data));
+    let record = DlRecord::parse(job.admin_comment?)?;
+    let decision = &record.decision;
+    // Declared iterations and the deadline as job_submit recorded them (not
+    // the user's text); ignored for a user whose declarations are distrusted.
+    let declared = if job.distrusted { None } else { record.iters.map(|i| i as f64) };
+    let iters = declared.or_else(|| predicted_iters(job, decision, data));
     let remaining_s = remaining_s(iters, decision.iter_s, freeze_profile(job, data).as_ref(), job.time_limit_min, cfg);
     let job_view = PendingJob::new(job.id, job.submit_time_s as f64, remaining_s).with_gpus(decision.cell.gpus.max(1));
-    // The deadline job_submit resolved and recorded (AdminComment, not the
-    // user's text); ignored for a user whose declarations are distrusted.
-    let deadline = job.admin_comment.and_then(crate::deadline::recorded_deadline).filter(|_| !job.distrusted);
+    let deadline = record.deadline.filter(|_| !job.distrusted);
     Some(job_view.with_deadline(deadline.map(|d| d as f64)))
 }
 
@@ -185,9 +167,13 @@ mod tests {
         format!("cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s={iter_s:.6} src=datasheet")
     }
 
+    /// A job with AdminComment `c`; declared iterations go into its record, as job_submit writes them.
     fn job<'a>(id: u32, submit: i64, c: Option<&'a str>, iters: Option<u64>) -> JobFields<'a> {
-        let env = iters.map(|i| vec![format!("SPANK_CELLSCHED_DL_ITERS={i}")]).unwrap_or_default();
-        JobFields { id, user_id: 1000, submit_time_s: submit, admin_comment: c, env, time_limit_min: Some(60), distrusted: false }
+        let c = match (c, iters) {
+            (Some(c), Some(i)) => Some(&*Box::leak(format!("{c} iters={i}").into_boxed_str())),
+            _ => c,
+        };
+        JobFields { id, user_id: 1000, submit_time_s: submit, admin_comment: c, env: Vec::new(), time_limit_min: Some(60), distrusted: false }
     }
 
     #[test]
@@ -261,8 +247,12 @@ mod tests {
         let f = site_factors(&[b, a], 200.0, &cfg, BASE);
         assert_eq!(f[0].0, 1, "{f:?}");
         // Declared iterations win over predicted ones.
-        let mut declared = alice.clone();
-        declared.env.push(format!("{ITERS_KEY}=10"));
+        let with_iters = format!("{c} iters=10");
+        let declared = JobFields { admin_comment: Some(&with_iters), ..alice.clone() };
+        // Iterations in the user's own environment are not the record's.
+        let mut env_only = alice.clone();
+        env_only.env.push(format!("{ITERS_KEY}=10"));
+        assert_eq!(pending_job(&env_only, &cfg, &d).unwrap().remaining_s, a.remaining_s);
         assert_eq!(pending_job(&declared, &cfg, &d).unwrap().remaining_s, 5.0);
         // A model the history never saw falls back to the time limit.
         let unknown = dl_job(3, &c, "llama7b", None);
@@ -272,13 +262,11 @@ mod tests {
     #[test]
     fn freezing_jobs_are_ranked_by_effective_remaining_time() {
         let cfg = OrderingConfig::default();
-        let c = comment(0.5);
+        let c = format!("{} iters=100000", comment(0.5));
         let model = "gpt__350M";
         let layers = catalog().get(model).unwrap().layers;
-        let mut plain = dl_job(1, &c, model, None);
-        plain.env.push(format!("{ITERS_KEY}=100000"));
-        let mut frozen = dl_job(2, &c, model, Some("auto"));
-        frozen.env.push(format!("{ITERS_KEY}=100000"));
+        let plain = dl_job(1, &c, model, None);
+        let frozen = dl_job(2, &c, model, Some("auto"));
         let p = pending_job(&plain, &cfg, &data()).unwrap().remaining_s;
         let f = pending_job(&frozen, &cfg, &data()).unwrap().remaining_s;
         let expected = asrpt::remaining_time_s(100_000.0, 0.0, 0.5, Some(&FreezeProfile::for_mode(FreezeMode::Auto, layers)));
@@ -291,8 +279,7 @@ mod tests {
         assert_eq!(first, if f < p { 2 } else { 1 });
         // `off`, a bad mode, or a model outside the catalog: no freezing.
         for (m, mode) in [(model, "off"), (model, "sometimes"), ("/home/u/m.toml", "auto")] {
-            let mut j = dl_job(3, &c, m, Some(mode));
-            j.env.push(format!("{ITERS_KEY}=100000"));
+            let j = dl_job(3, &c, m, Some(mode));
             assert_eq!(pending_job(&j, &cfg, &data()).unwrap().remaining_s, 50_000.0, "{m} {mode}");
         }
     }
@@ -369,8 +356,8 @@ mod tests {
         let data = OrderingData { models: &models, predictions: None };
         let cfg = OrderingConfig::default();
         let c = comment(0.5);
-        let env = vec!["CELLSCHED_DL_ITERS=1".to_string()];
-        let honest = JobFields { id: 1, user_id: 7, submit_time_s: 100, admin_comment: Some(&c), env: env.clone(), time_limit_min: Some(600), distrusted: false };
+        let declared = format!("{c} iters=1");
+        let honest = JobFields { id: 1, user_id: 7, submit_time_s: 100, admin_comment: Some(&declared), env: Vec::new(), time_limit_min: Some(600), distrusted: false };
         let liar = JobFields { distrusted: true, ..honest.clone() };
         let (h, l) = (pending_job(&honest, &cfg, &data).unwrap(), pending_job(&liar, &cfg, &data).unwrap());
         assert!((h.remaining_s - 0.5).abs() < 1e-9, "{h:?}");
@@ -378,11 +365,12 @@ mod tests {
         // Overruns are read from the AdminComment tags only.
         let d = crate::declared::DeclaredConfig::default();
         let tagged = format!("{c} model=gpt2 batch=32 iters=10");
+        let (tagged, c) = (DlRecord::parse(&tagged).unwrap(), DlRecord::parse(&c).unwrap());
         assert!(!running_overran(&tagged, 14.0, &d));
         assert!(running_overran(&tagged, 16.0, &d));
         assert!(!running_overran(&c, 1e6, &d), "no declaration, no overrun");
-        assert_eq!(declared_work(&tagged), Some((10, 0.5)));
-        assert_eq!(declared_work(&c), None);
-        assert_eq!(declared_work("iters=10"), None, "no decision, no iteration time");
+        assert_eq!(tagged.declared_work(), Some((10, 0.5)));
+        assert_eq!(c.declared_work(), None);
+        assert_eq!(DlRecord::parse("iters=10"), None, "no decision, no record");
     }
 }

@@ -35,6 +35,7 @@ use crate::job_env;
 use crate::model::{is_model_file, model_from_wire, MODEL_SPEC_ENV_KEY};
 use crate::options::{CellChoice, DlOptions, PlanChoice};
 use crate::rank_cache::RankCache;
+use crate::record::DlRecord;
 use crate::{Cell, CoreError, Decision};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -139,16 +140,13 @@ pub struct Rewrite {
 pub struct Placement {
     /// The estimate behind it.
     pub estimate: Estimate,
-    /// What is recorded in AdminComment and `CELLSCHED_DECISION`.
-    pub decision: Decision,
+    /// What is recorded in AdminComment (the record; its decision also in
+    /// `CELLSCHED_DECISION`). The host adds `limit_min` when it bounds the time limit.
+    pub record: DlRecord,
     /// `None` when the user's typed `--gres` is kept as is.
     pub rewrite: Option<Rewrite>,
     /// The user pinned the Cell (never re-planned).
     pub pinned: bool,
-    /// Report tags appended to AdminComment ([`dl_tags`]).
-    pub tags: String,
-    /// Iterations the user declared (`--dl-iters`): bound the time limit.
-    pub iters: Option<u64>,
     /// With `--dl-explain`: the message shown to the user at submit
     /// ([`explanation`]: the chosen Cell and the runner-up of the same
     /// ranking, the best Cell on another GPU type or count).
@@ -170,67 +168,25 @@ impl Placement {
         }
     }
 
-    /// AdminComment text: the decision, then the report tags.
+    /// AdminComment text of the record.
     pub fn admin_comment(&self) -> String {
-        with_tags(&self.decision.to_admin_comment(), &self.tags)
+        self.record.to_string()
     }
 }
 
-/// `text` followed by ` tags` (nothing added for empty tags).
-pub fn with_tags(text: &str, tags: &str) -> String {
-    if tags.is_empty() {
-        text.to_string()
-    } else {
-        format!("{text} {tags}")
+/// The job's record at placement: `decision` plus the facts job_submit
+/// knows at submit (model, global batch, declared iterations, the GPU count
+/// the user fixed, the resolved deadline).
+pub fn dl_record(decision: Decision, job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>, deadline: Option<i64>) -> DlRecord {
+    DlRecord {
+        decision,
+        model: Some(job.model.name.clone()).filter(|m| crate::record::is_one_word(m)),
+        batch: Some(u64::from(job.global_batch)),
+        iters: opts.iters,
+        fixed_gpus,
+        deadline,
+        ..DlRecord::default()
     }
-}
-
-/// The tags `cellsched report` reads after the decision in AdminComment:
-/// `model=<catalog name> batch=<global batch>`, plus `iters=<N>` only when
-/// the user declared `--dl-iters`, `deadline=<unix time>` with
-/// `--dl-deadline` (resolved at submit), and `gpus=<N>` when the user's own
-/// untyped GPU request fixed the count ([`FIXED_GPUS_TAG`]; re-planning keeps
-/// it). `Decision::parse_admin_comment` ignores them.
-pub fn dl_tags(job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>, deadline: Option<i64>) -> String {
-    let mut t = Vec::new();
-    // Catalog names never hold spaces or '='; a name that did would break the word format.
-    if !job.model.name.is_empty() && !job.model.name.contains(|c: char| c.is_whitespace() || c == '=' || c == ';') {
-        t.push(format!("model={}", job.model.name));
-    }
-    t.push(format!("batch={}", job.global_batch));
-    if let Some(n) = opts.iters {
-        t.push(format!("iters={n}"));
-    }
-    if let Some(n) = fixed_gpus {
-        t.push(format!("{FIXED_GPUS_TAG}{n}"));
-    }
-    if let Some(d) = deadline {
-        t.push(format!("{}{d}", crate::deadline::DEADLINE_TAG));
-    }
-    t.join(" ")
-}
-
-/// AdminComment word recording the time limit (minutes) cellsched set from
-/// the declared iterations (`limit_min=N`, see `crate::declared`).
-pub const LIMIT_TAG: &str = "limit_min=";
-
-/// The time limit cellsched set from the declared iterations, from the job's AdminComment.
-pub fn declared_limit(admin_comment: &str) -> Option<u32> {
-    admin_comment.split_whitespace().find_map(|w| w.strip_prefix(LIMIT_TAG)).and_then(|v| v.parse().ok())
-}
-
-/// AdminComment tag of the seconds per iteration of a re-planned job's
-/// Cell before its first move: re-planning bounds later moves by it.
-pub const PLAN_ITER_TAG: &str = "plan_iter_s=";
-
-/// The seconds per iteration of the Cell a re-planned job was planned on,
-/// from its AdminComment ([`PLAN_ITER_TAG`]); `None` before any move.
-pub fn planned_iter_s(admin_comment: &str) -> Option<f64> {
-    admin_comment
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix(PLAN_ITER_TAG))
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v > 0.0)
 }
 
 /// The time limit to give a job with `current` limit (minutes; `NO_VAL`
@@ -239,14 +195,6 @@ pub fn planned_iter_s(admin_comment: &str) -> Option<f64> {
 pub fn bounded_limit(current: u32, iters: Option<u64>, iter_s: f64, cfg: &DeclaredConfig) -> Option<u32> {
     let bound = crate::declared::time_bound_min(iters?, iter_s, cfg)?;
     (current == 0 || current > bound).then_some(bound)
-}
-
-/// AdminComment word recording a GPU count the user fixed (`gpus=N`).
-pub const FIXED_GPUS_TAG: &str = "gpus=";
-
-/// The GPU count the user fixed, from the job's AdminComment (written by this plugin only).
-pub fn fixed_gpus(admin_comment: &str) -> Option<u32> {
-    admin_comment.split_whitespace().find_map(|w| w.strip_prefix(FIXED_GPUS_TAG)).and_then(|v| v.parse().ok())
 }
 
 /// What to do with a submitted job.
@@ -532,10 +480,10 @@ pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConf
             v => v.notice(),
         };
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
-        let tags = dl_tags(&job, &opts, None, deadline);
+        let record = dl_record(estimate.to_decision(), &job, &opts, None, deadline);
         let why = format!("pinned by {what}");
         let explanation = opts.explain.then(|| explanation(&estimate, None, opts.iters, &why));
-        return Outcome::Place(Box::new(Placement { decision: estimate.to_decision(), estimate, rewrite, pinned: true, tags, iters: opts.iters, explanation, notice, why }));
+        return Outcome::Place(Box::new(Placement { record, estimate, rewrite, pinned: true, explanation, notice, why }));
     }
 
     if !cfg.enabled {
@@ -609,14 +557,12 @@ pub fn place_cached(req: &SubmitRequest, nodes: &[NodeGpus], cfg: &PlacementConf
     }
     match found {
         Some(((estimate, runner_up), why)) => Outcome::Place(Box::new(Placement {
-            decision: estimate.to_decision(),
+            record: dl_record(estimate.to_decision(), &job, &opts, want_gpus, deadline),
             rewrite: Some(rewrite_for(req, &estimate)),
             explanation: opts.explain.then(|| explanation(&estimate, runner_up.as_ref(), opts.iters, why)),
             notice: deadline_verdict(&estimate, opts.iters, deadline, req.now).notice(),
             estimate,
             pinned: pinned_plan.is_some(),
-            tags: dl_tags(&job, &opts, want_gpus, deadline),
-            iters: opts.iters,
             why: why.to_string(),
         })),
         None if want_gpus.is_some() => Outcome::Stock(format!(
@@ -912,7 +858,7 @@ mod tests {
         // A far deadline changes nothing but the recorded tag.
         let Outcome::Place(far) = place(&r(&["CELLSCHED_DL_ITERS=1000", "CELLSCHED_DL_DEADLINE=now+30d"]), &c, &cfg, &e) else { panic!() };
         assert_eq!(far.estimate.cell, small);
-        assert!(far.tags.contains(&format!("deadline={}", now + 30 * 86_400)), "{}", far.tags);
+        assert_eq!(far.record.deadline, Some(now + 30 * 86_400), "{}", far.admin_comment());
         assert_eq!(far.notice, None);
         // A deadline the sizing choice misses but a faster Cell meets: that Cell.
         let job = job_spec(&dl_options(&r(&[]).env).unwrap().unwrap(), &e, &r(&[]).env).unwrap();
@@ -945,7 +891,7 @@ mod tests {
         // A pinned plan no Cell can finish in time keeps its plan (warned), never another plan's Cell.
         let pinned = r(&[&format!("CELLSCHED_DL_ITERS={iters}"), "CELLSCHED_DL_DEADLINE=now+60", "CELLSCHED_DL_PLAN=dp=4,tp=1,pp=1,zero=1,ckpt=on"]);
         let Outcome::Place(pp) = place(&pinned, &c, &cfg, &e) else { panic!("pinned plan not placed") };
-        assert_eq!((pp.decision.plan.dp, pp.decision.plan.tp, pp.decision.plan.pp, pp.decision.cell.gpus), (4, 1, 1, 4));
+        assert_eq!((pp.record.decision.plan.dp, pp.record.decision.plan.tp, pp.record.decision.plan.pp, pp.record.decision.cell.gpus), (4, 1, 1, 4));
         assert!(pp.notice.as_deref().is_some_and(|n| n.contains("warning")), "{:?}", pp.notice);
     }
 
@@ -958,7 +904,7 @@ mod tests {
             panic!("not placed")
         };
         assert!(p.pinned);
-        assert_eq!(p.decision.cell, "v100x8".parse().unwrap());
+        assert_eq!(p.record.decision.cell, "v100x8".parse().unwrap());
         assert_eq!(p.rewrite.unwrap().tres_per_node, format!("{}gpu:8", request::GRES_PREFIX_2205));
 
         // Typed --gres: decision recorded, request untouched.
@@ -966,7 +912,7 @@ mod tests {
         let r2 = SubmitRequest { env: env2, tres_per_node: Some("gres:gpu:a100:4".into()), ..Default::default() };
         let Outcome::Place(p2) = place(&r2, &c, &cfg, &e) else { panic!("not placed") };
         assert!(p2.pinned && p2.rewrite.is_none());
-        assert_eq!(p2.decision.cell.gpu_type, "a100");
+        assert_eq!(p2.record.decision.cell.gpu_type, "a100");
 
         // Conflicting pins are rejected with a message naming both.
         let r3 = SubmitRequest { tres_per_node: Some("gres:gpu:a100:4".into()), env, ..Default::default() };
@@ -986,9 +932,9 @@ mod tests {
             panic!("not placed")
         };
         let text = p.admin_comment();
-        assert_eq!(text, format!("{} model={canonical} batch=32 iters=500", p.decision.to_admin_comment()));
+        assert_eq!(text, format!("{} model={canonical} batch=32 iters=500", p.record.decision.to_admin_comment()));
         // The decision still parses, unchanged, with the tags after it.
-        assert_eq!(Decision::parse_admin_comment(&text), Decision::parse_admin_comment(&p.decision.to_admin_comment()));
+        assert_eq!(Decision::parse_admin_comment(&text), Decision::parse_admin_comment(&p.record.decision.to_admin_comment()));
         assert!(Decision::parse_admin_comment(&text).is_some());
         // No declared iterations: no iters tag.
         let no_iters = [format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=8".into()];
@@ -997,7 +943,6 @@ mod tests {
             panic!("not placed")
         };
         assert!(q.admin_comment().ends_with(&format!(" model={canonical} batch=8")), "{}", q.admin_comment());
-        assert_eq!(with_tags("x", ""), "x");
     }
 
     #[test]
@@ -1041,8 +986,8 @@ mod tests {
         let r = SubmitRequest { env: dl_env(&["CELLSCHED_DL_PLAN=dp=4,tp=1,pp=1,zero=1,ckpt=on"]), ..Default::default() };
         let out = place(&r, &c, &cfg, &e);
         let Outcome::Place(p) = out else { panic!("not placed: {out:?}") };
-        assert_eq!((p.decision.plan.dp, p.decision.plan.tp, p.decision.plan.pp), (4, 1, 1));
-        assert_eq!(p.decision.cell.gpus, 4);
+        assert_eq!((p.record.decision.plan.dp, p.record.decision.plan.tp, p.record.decision.plan.pp), (4, 1, 1));
+        assert_eq!(p.record.decision.cell.gpus, 4);
         assert!(p.pinned, "a pinned plan is never re-planned");
         let w = p.rewrite.unwrap();
         let per_node: u32 = w.tres_per_node.rsplit([':', '=']).next().unwrap().parse().unwrap_or_else(|_| panic!("{w:?}"));
@@ -1070,7 +1015,7 @@ mod tests {
         let both = SubmitRequest { env: dl_env(&["CELLSCHED_DL_CELL=v100x8x2", "CELLSCHED_DL_PLAN=dp=4,tp=1,pp=2,zero=1,ckpt=on"]), ..Default::default() };
         let out = place(&both, &c, &cfg, &e);
         let Outcome::Place(q) = out else { panic!("not placed: {out:?}") };
-        assert_eq!((q.decision.plan.dp, q.decision.plan.tp, q.decision.plan.pp, q.decision.cell.gpus), (4, 1, 2, 8));
+        assert_eq!((q.record.decision.plan.dp, q.record.decision.plan.tp, q.record.decision.plan.pp, q.record.decision.cell.gpus), (4, 1, 2, 8));
     }
 
     #[test]
@@ -1080,8 +1025,8 @@ mod tests {
             let r = SubmitRequest { env: dl_env(&[]), tres_per_node: per_node.map(Into::into), tres_per_job: per_job.map(Into::into), ..Default::default() };
             match place(&r, &c, &cfg, &e) {
                 Outcome::Place(p) => {
-                    assert_eq!(p.decision.cell.gpus, want, "{r:?}");
-                    assert_eq!(fixed_gpus(&p.admin_comment()), Some(want), "{}", p.admin_comment());
+                    assert_eq!(p.record.decision.cell.gpus, want, "{r:?}");
+                    assert_eq!(DlRecord::parse(&p.admin_comment()).unwrap().fixed_gpus, Some(want), "{}", p.admin_comment());
                 }
                 Outcome::Stock(why) => assert!(why.contains("kept"), "{why}"),
                 other => panic!("{r:?}: {other:?}"),
@@ -1146,7 +1091,7 @@ mod tests {
         ];
         let r = SubmitRequest { env: env.clone(), ..Default::default() };
         let Outcome::Place(p) = place(&r, &cluster(&[]), &PlacementConfig::default(), &est()) else { panic!("not placed") };
-        assert!(p.tags.contains("model=small"), "{}", p.tags);
+        assert_eq!(p.record.model.as_deref(), Some("small"), "{}", p.admin_comment());
         // Without the description (no SPANK plugin at submit) the file is never opened here.
         let r2 = SubmitRequest { env: env[..2].to_vec(), ..Default::default() };
         match place(&r2, &cluster(&[]), &PlacementConfig::default(), &est()) {
@@ -1171,10 +1116,9 @@ mod tests {
         assert_eq!(bounded_limit(0, None, 0.5, &cfg), None, "nothing declared, nothing bounded");
         let off = DeclaredConfig { policy: crate::declared::OverrunPolicy::Off, ..cfg };
         assert_eq!(bounded_limit(0, Some(100), 0.5, &off), None);
-        assert_eq!(declared_limit(&format!("cellsched: x batch=8 {LIMIT_TAG}{b}")), Some(b));
         // Placements carry the declared iterations.
         let env = [format!("CELLSCHED_DL_MODEL={}", model()), "CELLSCHED_DL_BATCH=32".into(), "CELLSCHED_DL_ITERS=7".into()];
         let Outcome::Place(p) = place(&SubmitRequest { env: env.to_vec(), ..Default::default() }, &cluster(&[]), &PlacementConfig::default(), &est()) else { panic!() };
-        assert_eq!(p.iters, Some(7));
+        assert_eq!(p.record.iters, Some(7));
     }
 }

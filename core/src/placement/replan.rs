@@ -19,6 +19,7 @@ use crate::config::PlacementConfig;
 use crate::declared::DeclaredConfig;
 use crate::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use crate::rank_cache::RankCache;
+use crate::record::DlRecord;
 use crate::Decision;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -28,29 +29,45 @@ use std::rc::Rc;
 pub struct PendingDl {
     /// Job id.
     pub id: u32,
-    /// Its current decision (from AdminComment).
-    pub decision: Decision,
+    /// Its record (from AdminComment): decision, declared iterations, the
+    /// GPU count the user fixed, the limit cellsched set, `plan_iter_s`.
+    pub record: DlRecord,
     /// What the estimator needs.
     pub job: JobSpec,
     /// Its current feature expression.
     pub features: Option<String>,
-    /// Report tags kept in its AdminComment (`model=.. batch=.. [iters=..] [gpus=..]`).
-    pub tags: String,
-    /// GPU count the user fixed (an untyped `--gres=gpu:N`): moves keep it.
-    pub fixed_gpus: Option<u32>,
-    /// Declared iterations, when cellsched set the job's time limit from
-    /// them (`limit_min=` in AdminComment): a move resets the limit for the
-    /// new Cell's iteration time.
-    pub limited_iters: Option<u64>,
     /// Declared iterations and the seconds left to its `--dl-deadline` at
     /// the snapshot: a move goes only to a Cell predicted to finish in time.
     pub deadline_work: Option<(u64, f64)>,
-    /// Declared iterations (`--dl-iters`), for its work left in the wait test.
-    pub iters: Option<u64>,
-    /// Seconds per iteration of its Cell before its first move (AdminComment
-    /// `plan_iter_s=`): the slowdown bound counts from it, so moves of a job
-    /// that did not start do not compound.
-    pub plan_iter_s: Option<f64>,
+}
+
+impl PendingDl {
+    /// The job as re-planning sees it, from its AdminComment and job
+    /// environment (`now` in Unix seconds): `None` unless cellsched placed
+    /// it automatically (no pinned Cell or plan; the caller leaves out
+    /// typed GPU requests) and its record and model still read.
+    pub fn from_job(id: u32, admin_comment: &str, env: &[String], features: Option<String>, est: &Estimator, now: i64) -> Option<PendingDl> {
+        use crate::options::{CellChoice, PlanChoice};
+        let o = super::dl_options(env).ok().flatten().filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)?;
+        let job = super::job_spec(&o, est, env).ok()?;
+        let record = DlRecord::parse(admin_comment)?;
+        // Seconds left to the recorded deadline; one already passed no longer steers the move.
+        let left = record.deadline.map(|d| d - now).filter(|l| *l > 0);
+        let deadline_work = left.zip(record.iters).map(|(l, n)| (n, l as f64));
+        Some(PendingDl { id, record, job, features, deadline_work })
+    }
+
+    /// Its current decision.
+    pub fn decision(&self) -> &Decision {
+        &self.record.decision
+    }
+
+    /// Declared iterations, when cellsched set the job's time limit from
+    /// them (`limit_min` in its record): a move resets the limit for the
+    /// new Cell's iteration time.
+    pub fn limited_iters(&self) -> Option<u64> {
+        self.record.limit_min.and(self.record.iters)
+    }
 }
 
 /// A pending job as [`plan_moves_cached`] reads it: the job, and what its
@@ -103,8 +120,8 @@ pub struct Move {
     pub features: String,
     /// New per-node GRES as users write it (`gpu:N`).
     pub gres: String,
-    /// The job's report tags, kept.
-    pub tags: String,
+    /// The job's record before the move (its facts are kept).
+    pub record: DlRecord,
     /// New time limit (minutes) from the declared iterations on the new Cell.
     pub time_limit_min: Option<u32>,
     /// Seconds per iteration the slowdown bound counts from (kept in AdminComment).
@@ -117,17 +134,10 @@ impl Move {
         self.to.to_decision().to_admin_comment()
     }
 
-    /// AdminComment after the move: the new decision, the job's report tags,
-    /// and where it came from.
+    /// AdminComment after the move: the new decision, the job's facts, the
+    /// new limit, and where it came from ([`DlRecord::moved`]).
     pub fn admin_comment(&self) -> String {
-        let limit = self.time_limit_min.map(|m| format!(" {}{m}", super::LIMIT_TAG)).unwrap_or_default();
-        format!(
-            "{}{limit} {}{} replanned_from={}",
-            super::with_tags(&self.decision_text(), &self.tags),
-            super::PLAN_ITER_TAG,
-            self.plan_iter_s,
-            self.from.cell
-        )
+        self.record.moved(self.to.to_decision(), self.plan_iter_s, self.time_limit_min).to_string()
     }
 }
 
@@ -182,12 +192,12 @@ impl<'c> Pool<'c> {
 
     /// `super::ranked_for` the job on the free GPUs, shared by its class until the next reservation.
     fn ranked_for(&mut self, j: &PendingDl, est: &Estimator, ranks: Option<&RankCache>) -> Rc<Vec<Estimate>> {
-        let key = (j.job.model.fingerprint(), j.job.global_batch, j.fixed_gpus);
+        let key = (j.job.model.fingerprint(), j.job.global_batch, j.record.fixed_gpus);
         if let Some(r) = self.ranked.get(&key) {
             return r.clone();
         }
         let offers = self.offers.get_or_insert_with(|| offers(&self.nodes, self.cfg, false));
-        let r = Rc::new(super::ranked_for(&j.job, offers, self.cfg, j.fixed_gpus, est, ranks));
+        let r = Rc::new(super::ranked_for(&j.job, offers, self.cfg, j.record.fixed_gpus, est, ranks));
         self.ranked.insert(key, r.clone());
         r
     }
@@ -216,7 +226,7 @@ pub fn plan_moves_cached<J: ReplanJob>(
     let mut moves = Vec::new();
     for jw in jobs {
         let j = jw.job();
-        let d = &j.decision;
+        let d = &j.record.decision;
         let nodes_n = d.nodes.max(1);
         if pass.pool.reserve(&d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
             continue; // its Cell can start now
@@ -249,17 +259,17 @@ impl Pass<'_> {
     /// The move of pending job `j`, whose Cell cannot start now, if any (its GPUs then set aside).
     fn plan_move(&mut self, j: &PendingDl, wait: Option<PlanWait>) -> Option<Move> {
         let (cfg, declared, now_s) = (self.pool.cfg, self.declared, self.now_s);
-        let d = &j.decision;
+        let d = &j.record.decision;
         let all = self.pool.ranked_for(j, self.est, self.ranks);
         // Only Cells within the slowdown bound of its first plan are candidates (as in the simulator).
-        let plan_iter_s = j.plan_iter_s.map_or(d.iter_s, |p| p.min(d.iter_s));
+        let plan_iter_s = j.record.plan_iter_s.map_or(d.iter_s, |p| p.min(d.iter_s));
         let limit = plan_iter_s * cfg.replan_max_slowdown * (1.0 + 1e-9);
         let mut ranked: Vec<Estimate> = all.iter().filter(|e| e.iter_time_s <= limit).cloned().collect();
         if let Some((iters, left_s)) = j.deadline_work {
             let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
             ranked.retain(|e| work.met_by(e.iter_time_s));
         }
-        let best = super::choose_ranked(&ranked, cfg, j.fixed_gpus).map(|i| ranked[i].clone())?;
+        let best = super::choose_ranked(&ranked, cfg, j.record.fixed_gpus).map(|i| ranked[i].clone())?;
         if best.cell == d.cell {
             return None;
         }
@@ -283,8 +293,8 @@ impl Pass<'_> {
             from: d.clone(),
             features: request::with_type_feature(user.as_deref(), &best.cell.gpu_type),
             gres: format!("gpu:{}", best.gpus_per_node),
-            tags: j.tags.clone(),
-            time_limit_min: j.limited_iters.and_then(|n| crate::declared::time_bound_min(n, best.iter_time_s, declared)),
+            record: j.record.clone(),
+            time_limit_min: j.limited_iters().and_then(|n| crate::declared::time_bound_min(n, best.iter_time_s, declared)),
             plan_iter_s,
             to: best,
         })
@@ -330,15 +340,10 @@ mod tests {
         let d = on_a100(&e);
         let job = PendingDl {
             id: 5,
-            decision: d.clone(),
+            record: DlRecord { model: Some("m".into()), batch: Some(32), iters: Some(9), ..DlRecord::new(d.clone()) },
             job: spec(),
             features: Some(format!("ib&{}", d.cell.gpu_type)),
-            tags: "model=m batch=32 iters=9".into(),
-            fixed_gpus: None,
-            limited_iters: None,
             deadline_work: None,
-            iters: None,
-            plan_iter_s: None,
         };
         // a100s busy, v100s free: the job moves to v100 (if not too slow).
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
@@ -353,7 +358,7 @@ mod tests {
             m[0].admin_comment(),
             format!("{} model=m batch=32 iters=9 plan_iter_s={} replanned_from={}", m[0].decision_text(), d.iter_s, d.cell)
         );
-        assert_eq!(crate::placement::planned_iter_s(&m[0].admin_comment()), Some(d.iter_s));
+        assert_eq!(DlRecord::parse(&m[0].admin_comment()).unwrap().plan_iter_s, Some(d.iter_s));
         let back = Decision::parse_admin_comment(&m[0].admin_comment()).unwrap();
         assert_eq!((back.cell, back.plan, back.nodes), (m[0].to.cell.clone(), m[0].to.plan, m[0].to.nodes));
 
@@ -365,12 +370,12 @@ mod tests {
             assert!(mv.to.iter_time_s <= d.iter_s);
         }
         // A GPU count the user fixed is kept by every move.
-        let fixed = PendingDl { fixed_gpus: Some(d.cell.gpus), ..job.clone() };
+        let fixed = PendingDl { record: DlRecord { fixed_gpus: Some(d.cell.gpus), ..job.record.clone() }, ..job.clone() };
         for mv in plan_moves(std::slice::from_ref(&fixed), &busy, &cfg, &DeclaredConfig::default(), &e) {
             assert_eq!(mv.to.cell.gpus, d.cell.gpus, "{mv:?}");
         }
         // A time limit cellsched set from declared iterations follows the new Cell's speed.
-        let limited = PendingDl { limited_iters: Some(5000), ..job.clone() };
+        let limited = PendingDl { record: DlRecord { iters: Some(5000), limit_min: Some(1), ..job.record.clone() }, ..job.clone() };
         let mv = plan_moves(std::slice::from_ref(&limited), &busy, &cfg, &DeclaredConfig::default(), &e);
         let want = crate::declared::time_bound_min(5000, mv[0].to.iter_time_s, &DeclaredConfig::default());
         assert!(want.is_some());
@@ -386,7 +391,7 @@ mod tests {
         let hopeless = PendingDl { deadline_work: Some((1000, 1000.0 * t * 0.5)), ..job.clone() };
         let faster_free = plan_moves(std::slice::from_ref(&hopeless), &busy, &cfg, &DeclaredConfig::default(), &e);
         assert!(faster_free.iter().all(|mv| 1000.0 * mv.to.iter_time_s <= 1000.0 * t * 0.5), "{faster_free:?}");
-        let odd = PendingDl { fixed_gpus: Some(3), ..job };
+        let odd = PendingDl { record: DlRecord { fixed_gpus: Some(3), ..job.record.clone() }, ..job };
         assert!(plan_moves(std::slice::from_ref(&odd), &busy, &cfg, &DeclaredConfig::default(), &e).iter().all(|mv| mv.to.cell.gpus == 3));
     }
 
@@ -395,7 +400,7 @@ mod tests {
         let e = est();
         let d = on_a100(&e);
         let dc = DeclaredConfig::default();
-        let job = PendingDl { id: 8, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None, iters: None, plan_iter_s: None };
+        let job = PendingDl { id: 8, record: DlRecord::new(d.clone()), job: spec(), features: None, deadline_work: None };
         // Busy a100s, free v100s; then the v100s busy too, and p100s free.
         let nodes = |v100_used: u32| -> Vec<NodeGpus> {
             [("a100-1", "a100", 4, 4), ("a100-2", "a100", 4, 4), ("v100-1", "v100", 8, v100_used), ("v100-2", "v100", 8, v100_used), ("p100-1", "p100", 8, 8 - v100_used.min(8))]
@@ -406,10 +411,12 @@ mod tests {
         let loose = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
         let first = plan_moves(std::slice::from_ref(&job), &nodes(0), &loose, &dc, &e)[0].clone();
         assert_eq!(first.to.cell.gpu_type, "v100", "precondition: {first:?}");
-        let after = |m: &Move, forget: bool| PendingDl {
-            decision: m.to.to_decision(),
-            plan_iter_s: if forget { None } else { crate::placement::planned_iter_s(&m.admin_comment()) },
-            ..job.clone()
+        let after = |m: &Move, forget: bool| {
+            let mut record = DlRecord::parse(&m.admin_comment()).unwrap();
+            if forget {
+                record.plan_iter_s = None;
+            }
+            PendingDl { record, ..job.clone() }
         };
         let second = plan_moves(&[after(&first, true)], &nodes(8), &loose, &dc, &e)[0].clone();
         assert_eq!(second.to.cell.gpu_type, "p100", "precondition: {second:?}");
@@ -434,7 +441,7 @@ mod tests {
     fn a_slower_cell_is_taken_only_when_it_beats_waiting() {
         let e = est();
         let d = on_a100(&e);
-        let job = PendingDl { id: 7, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None, iters: Some(1000), plan_iter_s: None };
+        let job = PendingDl { id: 7, record: DlRecord { iters: Some(1000), ..DlRecord::new(d.clone()) }, job: spec(), features: None, deadline_work: None };
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
         let dc = DeclaredConfig::default();
@@ -463,7 +470,7 @@ mod tests {
         let one_v100: Vec<NodeGpus> = cluster(&[("a100-1", 4), ("a100-2", 4), ("v100-2", 8)]);
         let v100s = PlacementConfig { allowed_gpu_types: vec!["v100".into()], ..Default::default() };
         let sixteen = e.rank_cells(&spec(), &offers(&cluster(&[]), &v100s, false), 16).into_iter().find(|x| x.cell.gpus == 16).expect("a 16-GPU v100 Cell");
-        let ahead = PendingDl { id: 6, decision: sixteen.to_decision(), fixed_gpus: Some(16), ..job.clone() };
+        let ahead = PendingDl { id: 6, record: DlRecord { fixed_gpus: Some(16), ..DlRecord::new(sixteen.to_decision()) }, ..job.clone() };
         let alone = plan_moves_cached(&[(&job, Some(wait(0.0, 1e9)))], &one_v100, &cfg, &dc, &e, None, 0.0);
         let to1 = alone.first().map(|m| m.to.clone()).expect("precondition: the free v100 node takes the job");
         let loss1 = 1000.0 * (to1.iter_time_s - d.iter_s);
@@ -482,7 +489,7 @@ mod tests {
         let e = est();
         let d = on_a100(&e);
         let jobs: Vec<PendingDl> =
-            (1..=3).map(|id| PendingDl { id, decision: d.clone(), job: spec(), features: None, tags: String::new(), fixed_gpus: None, limited_iters: None, deadline_work: None, iters: None, plan_iter_s: None }).collect();
+            (1..=3).map(|id| PendingDl { id, record: DlRecord::new(d.clone()), job: spec(), features: None, deadline_work: None }).collect();
         let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
         let cfg = PlacementConfig { replan_max_slowdown: 100.0, ..Default::default() };
         let moves = plan_moves(&jobs, &busy, &cfg, &DeclaredConfig::default(), &e);

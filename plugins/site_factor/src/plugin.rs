@@ -17,7 +17,7 @@ use crate::ranker::{Distrust, Ranker, Running, Snap, Stamp};
 use cellsched_core::snapshot_cache;
 use cellsched_core::declared::{DeclaredConfig, OverrunPolicy, Overruns};
 use cellsched_core::asrpt::PendingJob;
-use cellsched_core::Decision;
+use cellsched_core::record;
 use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
 use cellsched_core::job_env;
 use cellsched_core::model::ModelCatalog;
@@ -262,8 +262,8 @@ fn record_overruns(seen: &[(u32, u32, i64)], cfg: &DeclaredConfig, now: f64) -> 
     before != after
 }
 
-/// What marks a job cellsched placed, in its AdminComment (core's [`Decision::PREFIX`]).
-const MARKER: &[u8] = Decision::PREFIX.as_bytes();
+/// What marks a job cellsched placed, in its AdminComment (core's [`record::PREFIX`]).
+const MARKER: &[u8] = record::PREFIX.as_bytes();
 
 /// One ranking pass (ranking thread): snapshot under the read locks, copying
 /// only new or changed jobs; rank without locks; publish the factors.
@@ -440,7 +440,7 @@ fn predictions() -> Option<Arc<Predictions>> {
 fn pending_of(job: &Job<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>, distrusted: bool) -> Option<PendingJob> {
     let comment = job.admin_comment();
     // Cheap pre-check before copying the environment.
-    if !comment.is_some_and(|c| c.contains(Decision::PREFIX)) {
+    if !comment.is_some_and(|c| c.contains(record::PREFIX)) {
         return None;
     }
     let f = JobFields {
@@ -504,7 +504,7 @@ pub extern "C" fn site_factor_p_reconfig() {
 fn reset_to_stock() {
     let mut n = 0;
     ctld::for_each_job(true, |job| {
-        if job.admin_comment().is_some_and(|c| c.contains(Decision::PREFIX)) && job.site_factor() != slurm_sys::NICE_OFFSET {
+        if job.admin_comment().is_some_and(|c| c.contains(record::PREFIX)) && job.site_factor() != slurm_sys::NICE_OFFSET {
             job.set_site_factor(slurm_sys::NICE_OFFSET);
             n += 1;
         }

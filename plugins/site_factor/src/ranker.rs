@@ -16,6 +16,7 @@
 use cellsched_core::ordering::{self, JobFields, OrderingData};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::config::OrderingConfig;
+use cellsched_core::record::DlRecord;
 use cellsched_core::declared::{self, DeclaredConfig};
 use cellsched_core::snapshot_cache::{self, IdMap, IdSet, SnapshotCache};
 use std::collections::HashMap;
@@ -120,7 +121,7 @@ impl Ranker {
     /// no longer running are forgotten.
     pub fn overruns(&mut self, running: &[Running], fresh: Vec<(u32, Stamp, String)>, now_s: f64, cfg: &DeclaredConfig) -> Vec<(u32, u32, i64)> {
         for (id, stamp, comment) in fresh {
-            self.running.insert(id, stamp.0, ordering::declared_work(&comment));
+            self.running.insert(id, stamp.0, DlRecord::parse(&comment).and_then(|r| r.declared_work()));
         }
         self.running.retain_live(&running.iter().map(|r| r.id).collect::<IdSet>());
         running
@@ -203,7 +204,7 @@ mod tests {
             user_id: 1000,
             submit_time_s: submit,
             admin_comment: format!(
-                "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s={iter_s} src=datasheet"
+                "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s={iter_s} src=datasheet model=gpt2 batch=32 iters={iters}"
             ),
             env: vec!["CELLSCHED_DL_MODEL=gpt2".into(), "CELLSCHED_DL_BATCH=32".into(), format!("CELLSCHED_DL_ITERS={iters}")],
             time_limit_min: Some(600),
@@ -261,7 +262,7 @@ mod tests {
     fn running_overruns_are_parsed_once_and_checked_by_the_clock() {
         let d = DeclaredConfig::default();
         // 10 iterations of 0.5 s declared: overran past 10 x 0.5 x slack seconds.
-        let comment = format!("{} iters=10", snap(7, 0.5, 10, 0).admin_comment);
+        let comment = snap(7, 0.5, 10, 0).admin_comment;
         let allowed = 10.0 * 0.5 * d.slack;
         let st = Stamp::of(&comment, None);
         let run = [Running { id: 7, user_id: 1000, start_s: 100, stamp: st }];
@@ -278,7 +279,7 @@ mod tests {
         assert!(r.overruns(&[], Vec::new(), 1e9, &d).is_empty());
         assert!(r.wants_running(7, st), "forgotten after it left");
         // No declaration: never an overrun.
-        let bare = snap(8, 0.5, 10, 0).admin_comment;
+        let bare = snap(8, 0.5, 10, 0).admin_comment.replace(" iters=10", "");
         let b = [Running { id: 8, user_id: 1, start_s: 0, stamp: Stamp::of(&bare, None) }];
         assert!(r.overruns(&b, vec![(8, b[0].stamp, bare)], 1e9, &d).is_empty());
         // The byte stamp is the text stamp; the time limit is part of it.

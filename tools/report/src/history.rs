@@ -149,7 +149,7 @@ mod tests {
         let h = history(&[
             j,
             job(3, 0, 1, 2, "gres/gpu:a100=1", "model=x", ""),
-            job(4, 0, 1, 2, "", "batch=1 iters=3", ""),
+            job(4, 0, 1, 2, "", &format!("{ADMIN} batch=1 iters=3"), ""),
             // A stock job whose user wrote DL tags into Comment: not history.
             job(5, 0, 1, 2, "gres/gpu:a100=1", "", "model=gpt__1.3B batch=64 iters=100"),
         ]);

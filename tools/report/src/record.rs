@@ -30,6 +30,7 @@
 //!   for a COMPLETED job divided by the time scale; never the prediction
 //!   injected into the job.
 use crate::error::ReportError;
+use cellsched_core::record::DlRecord;
 use cellsched_core::Decision;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -61,7 +62,7 @@ pub const SACCT_FIELDS: &[&str] = &[
     "AdminComment",
 ];
 
-/// DL facts tagged on a job as `key=value` words in its AdminComment.
+/// The DL facts of a job's cellsched record that reports show ([`DlTags::of`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DlTags {
     /// `model=NAME`.
@@ -76,28 +77,14 @@ pub struct DlTags {
 }
 
 impl DlTags {
-    /// Collects tags from trusted text (AdminComment); later texts fill only what is missing.
-    pub fn parse(texts: &[&str]) -> DlTags {
-        let mut t = DlTags::default();
-        for text in texts {
-            for word in text.split(|c: char| c.is_whitespace() || c == ';' || c == ',') {
-                let Some((k, v)) = word.split_once('=') else {
-                    continue;
-                };
-                match k.trim().to_ascii_lowercase().as_str() {
-                    "model" | "dl_model" if t.model.is_none() && !v.is_empty() => {
-                        t.model = Some(v.to_string())
-                    }
-                    "batch" | "dl_batch" if t.batch.is_none() => t.batch = v.parse().ok(),
-                    "iters" | "iterations" | "dl_iters" if t.iters.is_none() => {
-                        t.iters = v.parse().ok()
-                    }
-                    "deadline" if t.deadline.is_none() => t.deadline = v.parse().ok(),
-                    _ => {}
-                }
-            }
-        }
-        t
+    /// The facts of a cellsched job record that reports show (none without a record).
+    pub fn of(record: Option<&DlRecord>) -> DlTags {
+        record.map_or_else(DlTags::default, |r| DlTags {
+            model: r.model.clone(),
+            batch: r.batch.and_then(|b| u32::try_from(b).ok()),
+            iters: r.iters,
+            deadline: r.deadline,
+        })
     }
 }
 
@@ -381,13 +368,14 @@ pub fn parse_sacct_line(line: &str, line_no: usize) -> Result<JobRecord, ReportE
         ),
     };
     let admin_comment = f[14].trim_end_matches(['\n', '\r']).trim().to_string();
-    let decision = Decision::parse_admin_comment(&admin_comment);
+    let record = DlRecord::parse(&admin_comment);
+    let decision = record.as_ref().map(|r| r.decision.clone());
     let fallback = decision
         .as_ref()
         .map(|d| d.cell.gpu_type.clone())
         .unwrap_or_else(|| "gpu".into());
     let gpus = parse_tres_gpus(field(11), &fallback).map_err(|m| err(format!("AllocTRES: {m}")))?;
-    let tags = DlTags::parse(&[&admin_comment]);
+    let tags = DlTags::of(record.as_ref());
     // A started job that never ended (RUNNING) has no End; an unstarted one
     // (PENDING, cancelled while pending) may carry Start = End.
     let started = start.filter(|s| *s >= submit);
@@ -546,8 +534,10 @@ pub(crate) mod tests {
         assert!((r.measured_iter_s.unwrap() - 0.2).abs() < 1e-12, "log lines are on the job's own clock");
         assert_eq!(r.measured_from.as_deref(), Some("iter-log"));
         // A time_scale written into AdminComment text is not a tag.
-        let t = DlTags::parse(&["iters=5 time_scale=0.000001"]);
+        let t = DlTags::of(DlRecord::parse("cellsched: cell=a100x1 nodes=1 dp=1 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.2 src=datasheet iters=5 time_scale=0.000001").as_ref());
         assert_eq!(t.iters, Some(5));
+        // Tags outside a cellsched record are not facts.
+        assert_eq!(DlTags::of(DlRecord::parse("iters=5 model=x").as_ref()), DlTags::default());
     }
 
     #[test]

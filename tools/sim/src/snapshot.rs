@@ -21,7 +21,7 @@ use crate::times::TimeCache;
 use crate::trace::TraceJob;
 use cellsched_core::slurm_conf::hostlist_contains;
 use cellsched_core::placement::gpu_entries;
-use cellsched_core::Decision;
+use cellsched_core::record::DlRecord;
 use std::collections::HashMap;
 
 /// `sinfo -N -h -O` format the node parser expects (fields end in `|`).
@@ -219,47 +219,6 @@ pub fn parse_squeue(text: &str, skipped: &mut Vec<String>) -> Vec<QueueJob> {
     out
 }
 
-/// AdminComment per job id from multi-line `scontrol show job` output
-/// (jobs without one are absent).
-pub fn parse_admin_comments(text: &str) -> HashMap<String, String> {
-    let mut out = HashMap::new();
-    let mut id: Option<String> = None;
-    for line in text.lines() {
-        let t = line.trim_start();
-        if let Some(rest) = t.strip_prefix("JobId=") {
-            id = rest.split_whitespace().next().map(str::to_string);
-        } else if let (Some(c), Some(j)) = (t.strip_prefix("AdminComment="), &id) {
-            out.insert(j.clone(), c.trim_end().to_string());
-        }
-    }
-    out
-}
-
-/// The DL facts job_submit/cellsched recorded in an AdminComment.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DlComment {
-    /// The decision (Cell, nodes, plan, seconds per iteration).
-    pub decision: Decision,
-    /// `model=` tag.
-    pub model: Option<String>,
-    /// `batch=` tag.
-    pub batch: Option<u32>,
-    /// `iters=` tag (declared iterations).
-    pub iters: Option<u64>,
-}
-
-/// Parses a cellsched AdminComment; `None` when it holds no decision.
-pub fn parse_dl_comment(admin_comment: &str) -> Option<DlComment> {
-    let decision = Decision::parse_admin_comment(admin_comment)?;
-    let tag = |k: &str| admin_comment.split_whitespace().find_map(|w| w.strip_prefix(k)).map(str::to_string);
-    Some(DlComment {
-        decision,
-        model: tag("model=").filter(|m| !m.is_empty()),
-        batch: tag("batch=").and_then(|b| b.parse().ok()),
-        iters: tag("iters=").and_then(|b| b.parse().ok()),
-    })
-}
-
 impl Snapshot {
     /// Remaining time assumed for a running job with neither declared work nor a time limit.
     pub const DEFAULT_REMAINING_S: f64 = 86400.0;
@@ -280,7 +239,7 @@ impl Snapshot {
             t
         };
         for j in jobs {
-            let dl = comments.get(&j.id).and_then(|c| parse_dl_comment(c));
+            let dl = comments.get(&j.id).and_then(|c| DlRecord::parse(c));
             let limit = j.limit_s.filter(|l| *l > 0.0);
             match j.state.as_str() {
                 "R" | "CG" | "S" => {
@@ -311,7 +270,7 @@ impl Snapshot {
                                 id: j.id.clone(),
                                 iters: d.iters.unwrap_or_else(|| (limit_s / iter_s).ceil().max(1.0) as u64),
                                 model: d.model,
-                                batch: d.batch.unwrap_or(1),
+                                batch: d.batch.and_then(|b| u32::try_from(b).ok()).unwrap_or(1),
                                 gpu_type: d.decision.cell.gpu_type.clone(),
                                 gpus: d.decision.cell.gpus,
                                 limit_s,
@@ -465,6 +424,7 @@ pub struct NewJob {
 mod tests {
     use super::*;
     use crate::times::LinearTimes;
+    use cellsched_core::record::admin_comments_of_scontrol;
 
     const SINFO: &str = "a10-1|gpu:a10:4|gpu:a10:0(IDX:N/A)|idle|\n\
         a100-1|gpu:a100:4|gpu:a100:4(IDX:0-3)|allocated|\n\
@@ -484,7 +444,7 @@ mod tests {
     }
 
     fn comments() -> HashMap<String, String> {
-        parse_admin_comments(
+        admin_comments_of_scontrol(
             "JobId=11 JobName=wrap\n   JobState=RUNNING\nJobId=12 JobName=wrap\n   AdminComment=cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.5 src=datasheet model=m batch=8 iters=200\n   Comment=cellsched: cell=v100x8x1 nodes=1 iter_s=0.001 iters=1\n",
         )
     }
@@ -526,7 +486,7 @@ mod tests {
         assert!(parse_squeue("12|R|a100-2|1|gres/gpu:a100=4|1:00:00|0:10|5|", &mut sk).is_empty());
         assert!(sk[0].contains("expected 11 fields"), "{sk:?}");
         // The Comment's forged decision was never read.
-        assert_eq!(parse_dl_comment(&comments()["12"]).unwrap().iters, Some(200));
+        assert_eq!(DlRecord::parse(&comments()["12"]).unwrap().iters, Some(200));
     }
 
     #[test]

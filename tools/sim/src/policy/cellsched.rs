@@ -1068,15 +1068,10 @@ mod tests {
         let job_spec = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: batch };
         let b = PendingDl {
             id: 2,
-            decision: d.clone(),
+            record: cellsched_core::record::DlRecord { iters: Some(b_iters), ..cellsched_core::record::DlRecord::new(d.clone()) },
             job: job_spec,
             features: None,
-            tags: String::new(),
-            fixed_gpus: None,
-            limited_iters: None,
             deadline_work: None,
-            iters: Some(b_iters),
-            plan_iter_s: None,
         };
         let mut outcomes = std::collections::BTreeSet::new();
         for a_iters in [20u64, 100, 200, 400, 800, 1600, 3200] {
