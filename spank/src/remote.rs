@@ -1,15 +1,17 @@
 //! Remote context (slurmstepd). Three callbacks:
 //! - [`post_opt`] (`init_post_opt`, once per step and node, as root before
 //!   privileges drop): creates the step's plan directory for the job's user
-//!   (see [`crate::plan_file`]), fetches the job's decision from its
-//!   AdminComment, the only copy a user cannot write, and builds the step's
+//!   (see [`crate::plan_file`]), fetches the job's record (decision, model,
+//!   batch) from its AdminComment, the only copy a user cannot write, and builds the step's
 //!   estimator once for all its tasks ([`crate::step_estimator`]).
 //! - [`task_init`] (each task, as the job's user, once the GPUs are known):
 //!   reads the options (forwarded option values, or the `CELLSCHED_DL_*` /
 //!   `SPANK_*` / `SLURM_SPANK_*` copies in the job environment, which is all
 //!   that survives `--export=NONE`), chooses the plan for the granted GPUs,
-//!   writes the plan file and exports the variables; whatever goes wrong is
-//!   also shown to the job as `CELLSCHED_ERROR`.
+//!   writes the plan file and exports the variables (after clearing those
+//!   inherited from the enclosing step); whatever goes wrong is also shown
+//!   to the job as `CELLSCHED_ERROR`, and a step whose own `--dl-*` values
+//!   its grant cannot honour fails ([`SpankError::StepRefused`]).
 //! - [`exit`] (`slurm_spank_exit`, as root): removes the step's plan directory;
 //!   [`job_epilog`] removes what a killed step left.
 //!
@@ -26,7 +28,8 @@
 //! direct `srun` allocations alike (job_submit's copies of the decision in
 //! the batch environment and `env_sup` are only compared with it).
 //! Fallback, when the read fails (slurmctld unreachable, job_submit plugin
-//! not loaded) or for steps granted another GPU count than the decision's:
+//! not loaded), for steps granted another GPU count than the decision's, or
+//! for steps running another model or batch than the one recorded with it:
 //! the tasks estimate the plan here for the GPUs granted
 //! (`CELLSCHED_PLAN_SOURCE=estimated`; GPU type from the typed request or the
 //! node's Slurm configuration), which can differ from AdminComment.
