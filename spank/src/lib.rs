@@ -147,7 +147,7 @@ pub unsafe extern "C" fn slurm_spank_job_epilog(sp: spank_t, _ac: c_int, _av: *m
     })
 }
 
-/// Remote: injects the plan into the task. A step whose own `--dl-*`
+/// Remote: injects the plan into the task. An `srun` step whose `--dl-*`
 /// values its grant cannot honour fails: the task prints why on its stderr
 /// and exits 1 before the user's program starts (Slurm ignores a failing
 /// `optional` plugin, so the plugin ends the task itself, as slurmstepd

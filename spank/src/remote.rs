@@ -311,7 +311,7 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
             same_work,
             job_cell: job_cell.as_ref(),
         };
-        let plan = choose(&inputs, &estimator(args))?;
+        let plan = choose(&inputs, &estimator(args)).map_err(|e| batch_step_runs_on(e, &step))?;
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
         let (_, file) = plan_path(&args.plan_dir, step.job_id, &step.step_label(), step.node_id);
@@ -336,6 +336,17 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
         Ok::<(), SpankError>(())
     })();
     result.map_err(|e| fail(sp, e))
+}
+
+/// The batch step is the job itself, whose values slurmctld accepted at
+/// submit: it is never refused (it runs without a plan, the error in
+/// `CELLSCHED_ERROR`, as when cellsched could not decide); only the steps
+/// launched in a job (`srun`) are.
+fn batch_step_runs_on(e: SpankError, step: &StepInfo) -> SpankError {
+    match e {
+        SpankError::StepRefused(why) if step.is_batch() => SpankError::Allocation(why),
+        e => e,
+    }
 }
 
 /// Shows the error to the job as `CELLSCHED_ERROR` and returns it.
@@ -417,6 +428,26 @@ mod tests {
         assert!(same_work(None, "anything", None));
         let bare = DlRecord::new(r.decision.clone());
         assert!(same_work(Some(&bare), "anything", Some(1)));
+    }
+
+    #[test]
+    fn only_steps_launched_in_a_job_are_refused() {
+        let mut step = StepInfo {
+            job_id: 1,
+            step_id: 0,
+            nnodes: 1,
+            node_id: 0,
+            gpus_on_node: 1,
+            local_tasks: 1,
+            total_tasks: 1,
+            local_task_id: 0,
+            global_task_id: 0,
+            first_node: None,
+        };
+        let refused = || SpankError::StepRefused("no feasible plan".into());
+        assert!(matches!(batch_step_runs_on(refused(), &step), SpankError::StepRefused(_)));
+        step.step_id = BATCH_STEP_ID;
+        assert!(matches!(batch_step_runs_on(refused(), &step), SpankError::Allocation(m) if m == "no feasible plan"));
     }
 
     #[test]
