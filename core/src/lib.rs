@@ -98,12 +98,18 @@ mod structure_tests {
         assert!(read > 20, "read too few files: {read}");
     }
 
-    /// No module of core imports another that imports it back (top-level
-    /// modules; `crate::X` paths outside comments and test modules).
+    /// No file of core imports another that leads back to it: the modules,
+    /// files included, form no circle of any length. Imports are read as
+    /// text (`crate::a::b`, `super::x`, and a parent's own children) outside
+    /// comments and test modules, each resolved to the deepest file it names.
+    /// A folder's `mod.rs` using its own children is the folder's face, not
+    /// an import: children may use their parent's names.
     #[test]
-    fn no_module_imports_one_that_imports_it_back() {
+    fn no_file_imports_one_that_leads_back_to_it() {
+        use std::collections::{BTreeMap, BTreeSet};
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut deps: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+        // Module path ("estimator::plan_cost") -> the file's code before its tests.
+        let mut code: BTreeMap<String, String> = BTreeMap::new();
         let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
             for e in std::fs::read_dir(&dir).unwrap() {
@@ -113,26 +119,70 @@ mod structure_tests {
                     continue;
                 }
                 let rel = p.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
-                let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
-                if top == "lib" || !rel.ends_with(".rs") {
+                if !rel.ends_with(".rs") || rel == "lib.rs" {
                     continue;
                 }
+                let module = rel.trim_end_matches(".rs").trim_end_matches("/mod").replace('/', "::");
                 let text = std::fs::read_to_string(&p).unwrap();
-                let code = text.split("#[cfg(test)]").next().unwrap_or("");
-                for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
-                    for part in line.split("crate::").skip(1) {
-                        let m: String = part.chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
-                        if !m.is_empty() && m != top {
-                            deps.entry(top.clone()).or_default().insert(m);
-                        }
-                    }
-                }
+                let body = text.split("#[cfg(test)]").next().unwrap_or("");
+                let lines: Vec<&str> = body.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+                code.insert(module, lines.join("\n"));
             }
         }
-        assert!(deps.len() > 10, "read too few modules: {deps:?}");
-        for (a, ds) in &deps {
-            for b in ds {
-                assert!(!deps.get(b).is_some_and(|x| x.contains(a)), "core::{a} and core::{b} import each other");
+        let known: BTreeSet<String> = code.keys().cloned().collect();
+        let deepest = |path: &[&str]| -> Option<String> {
+            (1..=path.len()).rev().map(|n| path[..n].join("::")).find(|m| known.contains(m))
+        };
+        let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (module, text) in &code {
+            let segments: Vec<&str> = module.split("::").collect();
+            let words = |rest: &str| -> Vec<String> {
+                rest.split("::").map(|w| w.chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_').collect::<String>()).take_while(|w| !w.is_empty()).collect()
+            };
+            let mut add = |target: Option<String>| {
+                if let Some(t) = target.filter(|t| t != module) {
+                    deps.entry(module.clone()).or_default().insert(t);
+                }
+            };
+            for part in text.split("crate::").skip(1) {
+                let w = words(part);
+                add(deepest(&w.iter().map(String::as_str).collect::<Vec<_>>()));
+            }
+            for part in text.split("super::").skip(1) {
+                let w = words(part);
+                let full: Vec<&str> = segments[..segments.len() - 1].iter().copied().chain(w.iter().map(String::as_str)).collect();
+                add(deepest(&full));
+            }
+        }
+        assert!(deps.len() > 20, "read too few modules: {}", deps.len());
+        // Depth-first search for a back edge; report the circle it closes.
+        fn visit(m: &str, deps: &BTreeMap<String, BTreeSet<String>>, state: &mut BTreeMap<String, u8>, path: &mut Vec<String>) -> Option<Vec<String>> {
+            state.insert(m.to_string(), 1);
+            path.push(m.to_string());
+            for d in deps.get(m).into_iter().flatten() {
+                match state.get(d.as_str()).copied().unwrap_or(0) {
+                    1 => {
+                        let start = path.iter().position(|p| p == d).unwrap();
+                        return Some(path[start..].iter().cloned().chain([d.clone()]).collect());
+                    }
+                    0 => {
+                        if let Some(c) = visit(d, deps, state, path) {
+                            return Some(c);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            path.pop();
+            state.insert(m.to_string(), 2);
+            None
+        }
+        let mut state = BTreeMap::new();
+        for m in code.keys() {
+            if state.get(m.as_str()).copied().unwrap_or(0) == 0 {
+                if let Some(c) = visit(m, &deps, &mut state, &mut Vec::new()) {
+                    panic!("import circle in core: {}", c.join(" -> "));
+                }
             }
         }
     }

@@ -12,6 +12,7 @@ mod assemble;
 mod calibration;
 mod comm;
 mod consistency;
+mod order_stats;
 mod plan_cost;
 mod search;
 mod topology;

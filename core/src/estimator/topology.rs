@@ -85,7 +85,7 @@ const LINK_CV: f64 = 0.1;
 /// A ring across `n` nodes moves in lockstep: every step waits for its
 /// slowest link, so its time is that of the expected slowest of the n links.
 fn slowest_link(n: f64) -> f64 {
-    1.0 + LINK_CV * super::plan_cost::expected_max_normal(n)
+    1.0 + LINK_CV * super::order_stats::expected_max_normal(n)
 }
 
 /// Multipliers on the α–β times of the two kinds of link, fitted from
