@@ -15,7 +15,8 @@
 //!   iteration predictor; [`freezing`]: layer freezing.
 //! - [`options`], [`job_env`]: the DL option table and the job-environment
 //!   contract; [`limits`]: the one table of input caps (batch, GPUs, nodes)
-//!   every edge applies; [`plan_env`]: the plan as environment variables for tasks.
+//!   every edge applies; [`plan_env`]: the plan for tasks (the choice rule,
+//!   and the plan as environment variables).
 //! - [`record`]: the typed job record ([`record::DlRecord`]) and its one
 //!   AdminComment text form, printer and parser.
 //! - [`config`]: `cellsched.toml`; [`slurm_text`]: Slurm's own text parsed
