@@ -261,6 +261,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("placement", "Which Cell (GPU type, count, pipeline stages) a DL job gets at submit, and re-planning of pending jobs (job_submit/cellsched)."),
     ("estimator", "Optional data files; a missing or broken file is logged and the built-in datasheet numbers are used."),
     ("declared", "What a declared --dl-iters promises, and what happens to users whose jobs overrun it."),
+    ("deadline", "How much deadline urgency (--dl-deadline) a user gets, and what infeasible or missed deadlines cost."),
 ];
 
 /// Every key of `cellsched.toml`. A test checks that this table and
@@ -296,6 +297,10 @@ pub const KEYS: &[ConfigKey] = &[
         doc: "A pending job whose Cell cannot start moves only to a free Cell at most this many times slower per iteration than its first plan." },
     ConfigKey { section: "placement", key: "replan_wait_test", default: Some("true"), range: "true or false", reload: Reload::OnChange,
         doc: "Move to a slower free Cell only when predicted to finish no later than waiting for the job's own Cell (Slurm's backfill forecast); false: move at once (then 4 is the better replan_max_slowdown)." },
+    ConfigKey { section: "placement", key: "replan_min_gain", default: Some("0.05"), range: "0..=1", reload: Reload::OnChange,
+        doc: "A move to a slower Cell must be predicted to finish earlier than waiting by at least this share of the job's remaining run (hysteresis)." },
+    ConfigKey { section: "placement", key: "replan_cooldown_s", default: Some("300"), range: "seconds >= 0", reload: Reload::OnChange,
+        doc: "A job moved less than this long ago (moved_at in its record) is not moved again; an array's pending tasks share one record, so the cool-down is per array. 0 = off." },
     ConfigKey { section: "placement", key: "max_gpus", default: Some("16"), range: "1..=4096", reload: Reload::OnChange,
         doc: "Most GPUs cellsched gives one job (a user's own larger untyped GPU count is kept)." },
     ConfigKey { section: "placement", key: "max_gpu_factor", default: Some("4.0"), range: ">= 1", reload: Reload::OnChange,
@@ -319,7 +324,14 @@ pub const KEYS: &[ConfigKey] = &[
     ConfigKey { section: "declared", key: "grace_s", default: Some("1800.0"), range: "0..=2592000 seconds", reload: Reload::Reconfigure,
         doc: "Seconds added to a time limit set from a declaration (start-up, checkpoints)." },
     ConfigKey { section: "declared", key: "distrust_s", default: Some("604800.0"), range: "0..=31536000 seconds", reload: Reload::Reconfigure,
-        doc: "Seconds a user stays distrusted after an overrun. Overruns are kept in StateSaveLocation (file cellsched-overruns), so a slurmctld restart forgives no one." },
+        doc: "Seconds a user stays distrusted after an overrun. Overruns are kept in StateSaveLocation (file cellsched-overruns), so a slurmctld restart forgives no one." },    ConfigKey { section: "deadline", key: "budget_gpu_hours", default: Some("200.0"), range: ">= 0 (0 = no limit)", reload: Reload::Reconfigure,
+        doc: "GPU-hours of deadline jobs (declared iterations x predicted seconds per iteration x GPUs) a user may have ranked by deadline urgency per window_s; jobs beyond it are ranked as if they had no deadline." },
+    ConfigKey { section: "deadline", key: "window_s", default: Some("604800.0"), range: "3600..=31536000 seconds", reload: Reload::Reconfigure,
+        doc: "The window of budget_gpu_hours." },
+    ConfigKey { section: "deadline", key: "miss_factor", default: Some("0.5"), range: ">= 0", reload: Reload::Reconfigure,
+        doc: "A job finishing later than its deadline by more than this many times its predicted run time missed it by far." },
+    ConfigKey { section: "deadline", key: "distrust_s", default: Some("604800.0"), range: "0..=31536000 seconds", reload: Reload::Reconfigure,
+        doc: "Seconds a user loses deadline urgency after a deadline refused as infeasible at submit or missed by far." },
 ];
 
 impl Config {
