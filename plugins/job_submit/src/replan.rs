@@ -6,22 +6,17 @@
 //! moves without locks (`cellsched_core::placement::plan_moves_cached`),
 //! applies them through `update_job()` under the write locks, then asks the
 //! scheduler to run.
-use crate::node_cache::NodeCache;
 use cellsched_core::job_env;
-use cellsched_core::placement::{self, NodeGpus, Outcome, PendingDl, PlanWait, SubmitRequest};
-use cellsched_core::config::{Config, OrderingConfig};
-use cellsched_core::declared::DeclaredConfig;
-use cellsched_core::estimator::Estimator;
-use cellsched_core::rank_cache::RankCache;
+use cellsched_core::placement::{self, PendingDl, PlanWait};
+use cellsched_core::config::OrderingConfig;
 use cellsched_core::snapshot_cache::{self, SnapshotCache};
 use cellsched_core::record;
 use cellsched_slurm_ffi::ctld::{self, JobUpdate, LockKind};
-use cellsched_slurm_ffi::host::{FileStamp, Periodic};
-use cellsched_slurm_ffi::{cstr, guard, log, version};
-use std::ffi::{c_char, c_int};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime};
-use crate::state::*;
+use cellsched_slurm_ffi::host::Periodic;
+use cellsched_slurm_ffi::log;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use crate::state::{current, error, info, nodes_parsed, nodes_read, now_unix, reload_if_changed, Loaded, NodesRead};
 
 
 /// What the re-planning thread parsed from each pending DL job (with the
@@ -30,10 +25,10 @@ use crate::state::*;
 /// of them empty) hold a pointer, not a 330-byte `PendingDl`.
 /// (The configuration is held, so its address is never reused by a newer one while cached.)
 /// The third field is the pass's list of pending DL jobs, kept to reuse its buffer.
-pub(crate) static REPLAN_JOBS: Mutex<Option<(Arc<Loaded>, SnapshotCache<Parsed>, Vec<Seen>)>> = Mutex::new(None);
+static REPLAN_JOBS: Mutex<Option<(Arc<Loaded>, SnapshotCache<Parsed>, Vec<Seen>)>> = Mutex::new(None);
 /// A pending DL job as re-planning sees it, with the [`comment_stamp`] of its AdminComment.
 type Parsed = Box<(PendingDl, u64)>;
-pub(crate) static THREAD: Mutex<Option<Periodic>> = Mutex::new(None);
+static THREAD: Mutex<Option<Periodic>> = Mutex::new(None);
 /// The GPUs per type the pending DL jobs wait for, as of the last
 /// re-planning pass: the load a submitted job is sized against
 /// (`placement::place_under_load`). `None` before the first pass.
@@ -279,10 +274,25 @@ pub(crate) fn start_thread() {
     }
 }
 
+/// Stops the re-planning thread within a bound (fini may be called while
+/// slurmctld holds its locks, at reconfigure) and frees its caches unless a
+/// pass still holds them.
+pub(crate) fn stop_thread() {
+    if let Some(p) = THREAD.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        p.stop("job_submit/cellsched", Duration::from_secs(5));
+    }
+    if let Ok(mut g) = REPLAN_JOBS.try_lock() {
+        *g = None;
+    }
+}
+
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::estimator;
+    use cellsched_core::config::Config;
+    use cellsched_core::rank_cache::RankCache;
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
 

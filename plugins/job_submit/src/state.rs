@@ -8,20 +8,15 @@
 //! yet, DL jobs keep their own GPU request or are refused without one
 //! ([`placement::fallback`]).
 use crate::node_cache::NodeCache;
-use cellsched_core::job_env;
-use cellsched_core::placement::{self, NodeGpus, Outcome, PendingDl, PlanWait, SubmitRequest};
-use cellsched_core::config::{Config, OrderingConfig};
-use cellsched_core::declared::DeclaredConfig;
+use cellsched_core::placement::{self, NodeGpus};
+use cellsched_core::config::Config;
 use cellsched_core::estimator::Estimator;
 use cellsched_core::rank_cache::RankCache;
-use cellsched_core::snapshot_cache::{self, SnapshotCache};
-use cellsched_core::record;
-use cellsched_slurm_ffi::ctld::{self, JobUpdate, LockKind};
-use cellsched_slurm_ffi::host::{FileStamp, Periodic};
-use cellsched_slurm_ffi::{cstr, guard, log, version};
-use std::ffi::{c_char, c_int};
+use cellsched_slurm_ffi::ctld;
+use cellsched_slurm_ffi::host::FileStamp;
+use cellsched_slurm_ffi::log;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 
 /// Config and estimator in force; `None` = stock behaviour.
@@ -53,7 +48,7 @@ fn db_stamp() -> Option<FileStamp> {
 }
 
 /// Builds the estimator; data files that fail are logged and skipped.
-fn estimator(cfg: &Config) -> Estimator {
+pub(crate) fn estimator(cfg: &Config) -> Estimator {
     let a = Estimator::from_config(&cfg.estimator, None);
     for p in &a.problems {
         error(p);
@@ -110,14 +105,14 @@ pub(crate) fn current() -> Option<Arc<Loaded>> {
 /// The node table as read under the node read lock: the last parsed copy
 /// while slurmctld's `last_node_update` says nothing changed, else the raw
 /// fields (parsed by [`nodes_parsed`], which may run after the lock is released).
-enum NodesRead {
+pub(crate) enum NodesRead {
     Cached(Arc<Vec<NodeGpus>>),
     Raw { stamp: Option<i64>, taken_s: i64, count: usize, nodes: Vec<ctld::NodeInfo> },
 }
 
 /// Reads the node table (caller holds the node read lock): no copy while
 /// the cached one is still exact.
-fn nodes_read() -> NodesRead {
+pub(crate) fn nodes_read() -> NodesRead {
     let stamp = ctld::last_node_update();
     let count = ctld::node_count();
     if let Some(stamp) = stamp {
@@ -131,7 +126,7 @@ fn nodes_read() -> NodesRead {
 }
 
 /// GPUs per node of a [`nodes_read`] result (no lock needed); a raw copy is parsed and cached.
-fn nodes_parsed(read: NodesRead) -> Arc<Vec<NodeGpus>> {
+pub(crate) fn nodes_parsed(read: NodesRead) -> Arc<Vec<NodeGpus>> {
     let (stamp, taken_s, count, raw) = match read {
         NodesRead::Cached(n) => return n,
         NodesRead::Raw { stamp, taken_s, count, nodes } => (stamp, taken_s, count, nodes),

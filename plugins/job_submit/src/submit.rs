@@ -5,22 +5,14 @@
 //! placement rewrites the request (feature, untyped GPU count, node count),
 //! writes the job's record into AdminComment and its decision into the job
 //! environment.
-use crate::node_cache::NodeCache;
 use cellsched_core::job_env;
-use cellsched_core::placement::{self, NodeGpus, Outcome, PendingDl, PlanWait, SubmitRequest};
-use cellsched_core::config::{Config, OrderingConfig};
+use cellsched_core::placement::{self, Outcome, SubmitRequest};
 use cellsched_core::declared::DeclaredConfig;
-use cellsched_core::estimator::Estimator;
-use cellsched_core::rank_cache::RankCache;
-use cellsched_core::snapshot_cache::{self, SnapshotCache};
-use cellsched_core::record;
-use cellsched_slurm_ffi::ctld::{self, JobUpdate, LockKind};
-use cellsched_slurm_ffi::host::{FileStamp, Periodic};
-use cellsched_slurm_ffi::{cstr, guard, log, version};
+use cellsched_slurm_ffi::ctld;
+use cellsched_slurm_ffi::{cstr, guard};
 use std::ffi::{c_char, c_int};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime};
-use crate::state::*;
+use crate::replan::PENDING_LOAD;
+use crate::state::{current, error, info, node_snapshot, now_unix};
 
 
 pub(crate) unsafe fn opt_str(p: *const c_char) -> Option<String> {
