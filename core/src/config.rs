@@ -23,6 +23,7 @@
 //! max_gpus = 16
 //! max_gpu_factor = 4.0
 //! min_marginal_efficiency = 0.5
+//! load_sizing = true
 //! deadline_policy = "warn"
 //! allowed_gpu_types = ["a100", "v100", "a10"]
 //!
@@ -149,6 +150,13 @@ pub struct PlacementConfig {
     /// extra GPUs is at least this (0..=1): with 0.5, doubling its GPUs must
     /// make it at least 1.5x faster.
     pub min_marginal_efficiency: f64,
+    /// Load-adaptive sizing: a job also grows into free GPUs no pending job
+    /// waits for, while the growth's marginal efficiency is at least
+    /// `min_marginal_efficiency` times the GPU type's load after it
+    /// (`placement::LoadView`); at submit against the GPUs the pending DL
+    /// jobs waited for at the last re-planning pass, and in re-planning
+    /// moves. Off: marginal value alone.
+    pub load_sizing: bool,
     /// GPU types the plugin may choose; empty means every type in the cluster.
     pub allowed_gpu_types: Vec<String>,
     /// What happens at submit when no Cell is predicted to meet a job's
@@ -168,6 +176,7 @@ impl Default for PlacementConfig {
             max_gpus: 16,
             max_gpu_factor: 4.0,
             min_marginal_efficiency: 0.5,
+            load_sizing: true,
             allowed_gpu_types: Vec::new(),
             deadline_policy: crate::deadline::DeadlinePolicy::Warn,
         }
