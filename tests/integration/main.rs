@@ -11,3 +11,5 @@ mod sim;
 mod doctor;
 mod whatif;
 mod emulated;
+mod docs;
+mod install;

@@ -21,10 +21,8 @@ mod sizing;
 mod wait;
 
 pub use replan::{plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
-pub use request::{
-    gpu_entries, gpu_request, strip_tres_gres_prefix, with_type_feature, with_untyped_gpus, without_gpus,
-    without_type_feature, GpuRequest, GRES_PREFIX_2205,
-};
+pub use crate::slurm_text::{gpu_entries, gpu_request, with_untyped_gpus, without_gpus, GpuRequest, GRES_PREFIX_2205};
+pub use request::{with_type_feature, without_type_feature};
 pub use load::LoadView;
 pub use sizing::{DeadlineWork, Sizable, SizingRule};
 pub use wait::{corrects_wait, expected_queue_wait_s, uses_no_more_gpu_time, PlanWait};
@@ -60,8 +58,8 @@ pub fn node_gpus(node: &str, gres: Option<&str>, gres_used: Option<&str>, availa
     if !available {
         return Vec::new();
     }
-    let used = request::gpu_entries(gres_used.unwrap_or(""));
-    request::gpu_entries(gres.unwrap_or(""))
+    let used = gpu_entries(gres_used.unwrap_or(""));
+    gpu_entries(gres.unwrap_or(""))
         .into_iter()
         .filter_map(|(ty, total)| {
             let ty = ty?;
@@ -113,7 +111,7 @@ pub struct SubmitRequest {
 impl Default for SubmitRequest {
     fn default() -> Self {
         SubmitRequest {
-            gres_prefix: request::GRES_PREFIX_2205,
+            gres_prefix: GRES_PREFIX_2205,
             env: Vec::new(),
             features: None,
             tres_per_node: None,
@@ -317,7 +315,7 @@ fn pinned_rewrite(req: &SubmitRequest, cell: &Cell, node_size: u32) -> Result<Re
     }
     Ok(Rewrite {
         features: request::with_type_feature(req.features.as_deref(), &cell.gpu_type),
-        tres_per_node: request::with_untyped_gpus(req.tres_per_node.as_deref(), cell.gpus / nodes, req.gres_prefix),
+        tres_per_node: with_untyped_gpus(req.tres_per_node.as_deref(), cell.gpus / nodes, req.gres_prefix),
         nodes,
     })
 }
@@ -341,7 +339,7 @@ pub fn fallback(req: &SubmitRequest, nodes: &[NodeGpus], why: &str) -> Outcome {
             Err(out) => out,
         };
     }
-    if request::gpu_request(req.tres_per_node.as_deref()).is_some() || request::gpu_request(req.tres_per_job.as_deref()).is_some() {
+    if gpu_request(req.tres_per_node.as_deref()).is_some() || gpu_request(req.tres_per_job.as_deref()).is_some() {
         return Outcome::Stock(format!("{why}; the job's own GPU request is kept"));
     }
     Outcome::Reject(format!(
@@ -416,10 +414,10 @@ pub fn place_under_load(
             "cellsched: --dl-deadline needs --dl-iters=N here (placement.deadline_policy = strict): without the work declared no finish time can be predicted".into(),
         );
     }
-    let user_gpus = request::gpu_request(req.tres_per_node.as_deref());
+    let user_gpus = gpu_request(req.tres_per_node.as_deref());
     let nodes_n = req.min_nodes.unwrap_or(1).max(1);
     // `--gpus=N` (per job) counts as a request for N GPUs in all.
-    let job_gpus = request::gpu_request(req.tres_per_job.as_deref());
+    let job_gpus = gpu_request(req.tres_per_job.as_deref());
     // A typed request (per node, or per job) pins the type and the GPU count in all.
     let typed: Option<(String, u32, String)> = match (&user_gpus, &job_gpus) {
         (Some(GpuRequest { gpu_type: Some(t), count }), _) => Some((
@@ -715,7 +713,7 @@ fn best_for_plan(job: &JobSpec, p: &crate::Plan, offers: &[CellOffer], est: &Est
 pub fn rewrite_for(req: &SubmitRequest, e: &Estimate) -> Rewrite {
     Rewrite {
         features: request::with_type_feature(req.features.as_deref(), &e.cell.gpu_type),
-        tres_per_node: request::with_untyped_gpus(req.tres_per_node.as_deref(), e.gpus_per_node, req.gres_prefix),
+        tres_per_node: with_untyped_gpus(req.tres_per_node.as_deref(), e.gpus_per_node, req.gres_prefix),
         nodes: e.nodes,
     }
 }
@@ -796,7 +794,7 @@ mod tests {
         assert!(!p.pinned);
         let w = p.rewrite.unwrap();
         assert_eq!(w.features, format!("ib&{}", expect.cell.gpu_type));
-        assert_eq!(w.tres_per_node, format!("{}gpu:{}", request::GRES_PREFIX_2205, expect.gpus_per_node));
+        assert_eq!(w.tres_per_node, format!("{}gpu:{}", GRES_PREFIX_2205, expect.gpus_per_node));
         assert_eq!(w.nodes, expect.nodes);
 
         // That type fully busy: the free types are slower, and at submit no
@@ -933,7 +931,7 @@ mod tests {
         };
         assert!(p.pinned);
         assert_eq!(p.record.decision.cell, "v100x8".parse().unwrap());
-        assert_eq!(p.rewrite.unwrap().tres_per_node, format!("{}gpu:8", request::GRES_PREFIX_2205));
+        assert_eq!(p.rewrite.unwrap().tres_per_node, format!("{}gpu:8", GRES_PREFIX_2205));
 
         // Typed --gres: decision recorded, request untouched.
         let env2 = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=32".into()];
@@ -1069,7 +1067,7 @@ mod tests {
         match fallback(&pinned, &c, "no valid cellsched.toml") {
             Outcome::Honour(why, w) => {
                 assert!(why.contains("no valid cellsched.toml"), "{why}");
-                assert_eq!(w, Rewrite { features: "ib&a100".into(), tres_per_node: format!("{}gpu:4", request::GRES_PREFIX_2205), nodes: 2 });
+                assert_eq!(w, Rewrite { features: "ib&a100".into(), tres_per_node: format!("{}gpu:4", GRES_PREFIX_2205), nodes: 2 });
             }
             other => panic!("{other:?}"),
         }

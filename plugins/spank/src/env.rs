@@ -79,22 +79,7 @@ pub fn job_num_nodes(lookup: &dyn Fn(&str) -> Option<String>) -> Option<u32> {
         .filter(|n| *n > 0)
 }
 
-pub use cellsched_core::slurm_conf::hostlist_entries;
-
-/// First host of a Slurm hostlist expression: `a100-[1-2],v100-1` -> `a100-1`,
-/// `gpu[07,09]` -> `gpu07`. `None` for an empty or malformed list.
-pub fn first_host(hostlist: &str) -> Option<String> {
-    let first = hostlist_entries(hostlist.trim()).into_iter().next()?;
-    // Replace each bracket group by its first value.
-    let mut host = first.to_string();
-    while let Some(open) = host.find('[') {
-        let close = host[open..].find(']')? + open;
-        let lo = host[open + 1..close].split(',').next()?.split('-').next()?.to_string();
-        host = format!("{}{}{}", &host[..open], lo, &host[close + 1..]);
-    }
-    let ok = !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    ok.then_some(host)
-}
+pub use cellsched_core::slurm_text::first_host;
 
 /// The per-job rendezvous port: `base + job_id % 2000`.
 pub fn master_port(base: u16, job_id: u32) -> u16 {
@@ -166,17 +151,6 @@ mod tests {
             global_task_id: 6,
             first_node: Some("a100-1".into()),
         }
-    }
-
-    #[test]
-    fn hostlists() {
-        assert_eq!(first_host("a100-[1-2]").as_deref(), Some("a100-1"));
-        assert_eq!(first_host("gpu[07,09-10],cpu1").as_deref(), Some("gpu07"));
-        assert_eq!(first_host("v100-2,a100-1").as_deref(), Some("v100-2"));
-        assert_eq!(first_host("rack[1-2]-n[3-4]").as_deref(), Some("rack1-n3"));
-        assert_eq!(first_host(""), None);
-        assert_eq!(first_host("a[1-2"), None);
-        assert_eq!(first_host("a;b"), None);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use cellsched_core::freezing::FreezeSchedule;
 use cellsched_core::model::ModelSpec;
 use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
 use cellsched_core::{Cell, Decision};
-pub use cellsched_core::slurm_conf::{gres_conf_gpu_type, slurm_conf_gpu_type};
+pub use cellsched_core::slurm_text::{gres_conf_gpu_type, slurm_conf_gpu_type};
 
 /// Everything the choice depends on.
 pub struct PlanInputs<'a> {
@@ -133,20 +133,14 @@ pub fn choose(i: &PlanInputs, est: &Estimator) -> Result<InjectedPlan, SpankErro
 pub fn gres_gpu_type(lookup: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     for key in ["SLURM_GPUS_PER_NODE", "SLURM_GPUS", "SLURM_TRES_PER_NODE", "SLURM_TRES_PER_TASK", "SLURM_JOB_GRES"] {
         let Some(v) = lookup(key) else { continue };
-        for item in v.split(',') {
-            let item = item.trim();
-            let item = slurm_sys::compat::strip_tres_gres_prefix(item);
-            let rest = item.strip_prefix("gpu:").or_else(|| item.strip_prefix("gpu/")).unwrap_or(item);
-            if rest == item && (item.starts_with("gres") || !lookup_is_gpu_key(key)) {
-                continue;
-            }
-            let ty = rest.split([':', '=']).next().unwrap_or("");
-            if rest.contains([':', '=']) && !ty.is_empty() && !ty.bytes().all(|b| b.is_ascii_digit()) {
-                return cellsched_core::gpu::canonical_gpu_type(ty).or_else(|| {
-                    ty.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-').then(|| ty.to_ascii_lowercase())
-                });
-            }
+        // `--gpus*` values name no GRES (`a100:4`): read them as `gpu:a100:4`.
+        let text = if lookup_is_gpu_key(key) { v.split(',').map(|i| format!("gpu:{}", i.trim())).collect::<Vec<_>>().join(",") } else { v };
+        let Some(ty) = cellsched_core::slurm_text::gpu_entries(&text).into_iter().find_map(|(t, _)| t) else { continue };
+        if ty.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
         }
+        return cellsched_core::gpu::canonical_gpu_type(&ty)
+            .or_else(|| ty.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-').then_some(ty));
     }
     None
 }

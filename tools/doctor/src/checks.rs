@@ -268,7 +268,8 @@ fn check_config(opts: &Options, f: &ConfFile, spank: Option<&SpankLine>, r: &mut
     let params = f.setting("PrioritySiteFactorParameters").map(|(_, v)| v);
     let env = opts.ctld_config_env.as_deref();
     let site_factor = resolve_config_path(params.as_deref(), env, conf_str);
-    let job_submit = resolve_config_path(None, env, conf_str);
+    // Both slurmctld plugins find it by one rule (cellsched_slurm_ffi::host::config_path).
+    let job_submit = resolve_config_path(params.as_deref(), env, conf_str);
     let spank_arg = spank.and_then(|s| s.args.iter().find_map(|a| a.strip_prefix("config=")));
     let spank_path = resolve_config_path(spank_arg, None, conf_str);
     let (path, how) = match &opts.config {
@@ -446,7 +447,7 @@ fn check_features(f: &ConfFile, gres: Option<&ConfFile>, r: &mut Report) {
         let hosts = hostlist_expand(&names, 100_000).unwrap_or_else(|| vec![names.clone()]);
         let mut types: Vec<String> = entries.iter().flatten().map(|t| t.to_ascii_lowercase()).collect();
         if types.is_empty() {
-            types = hosts.iter().filter_map(|h| cellsched_core::slurm_conf::gres_conf_gpu_type(&gres_text, h)).collect();
+            types = hosts.iter().filter_map(|h| cellsched_core::slurm_text::gres_conf_gpu_type(&gres_text, h)).collect();
             types.sort();
             types.dedup();
         }
@@ -748,7 +749,7 @@ mod tests {
     fn config_location_follows_the_plugins() {
         let fx = Fixture::new("where");
         fx.write("other.toml", "[placement\n");
-        // PrioritySiteFactorParameters=config= wins for site_factor; job_submit and SPANK read the one beside slurm.conf.
+        // PrioritySiteFactorParameters=config= wins for both slurmctld plugins; SPANK reads the one beside slurm.conf.
         fx.edit("slurm.conf", "GresTypes=gpu\n", &format!("GresTypes=gpu\nPrioritySiteFactorParameters=config={}\n", fx.path("other.toml").display()));
         let r = fx.run();
         assert_eq!(only(&r, "cellsched.toml location").status, Status::Warn, "{}", r.text());

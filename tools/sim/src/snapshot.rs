@@ -19,7 +19,7 @@ use crate::error::SimError;
 use crate::policy::{CellschedOptions, CellschedPolicy};
 use crate::times::TimeCache;
 use crate::trace::TraceJob;
-use cellsched_core::slurm_conf::hostlist_contains;
+use cellsched_core::slurm_text::hostlist_contains;
 use cellsched_core::placement::gpu_entries;
 use cellsched_core::record::DlRecord;
 use std::collections::HashMap;
