@@ -20,6 +20,8 @@
 //! replan_interval_s = 30
 //! replan_max_slowdown = 6.0
 //! replan_wait_test = true
+//! replan_min_gain = 0.05
+//! replan_cooldown_s = 300
 //! max_gpus = 16
 //! max_gpu_factor = 4.0
 //! min_marginal_efficiency = 0.5
@@ -55,6 +57,8 @@ pub struct Config {
     pub estimator: EstimatorConfig,
     /// What happens when jobs overrun their declared work.
     pub declared: crate::declared::DeclaredConfig,
+    /// How much deadline urgency users get (`--dl-deadline`).
+    pub deadline: crate::deadline::DeadlineConfig,
 }
 
 /// `[ordering]`: how predicted remaining time becomes a Slurm site factor.
@@ -141,6 +145,16 @@ pub struct PlacementConfig {
     /// (`core::placement::PlanWait`). Off: any free Cell within
     /// `replan_max_slowdown` is taken at once.
     pub replan_wait_test: bool,
+    /// Hysteresis: a move to a slower Cell must be predicted to finish
+    /// earlier than waiting by at least this share (0..=1) of the job's
+    /// remaining run on its current Cell (0.05: 5 %), so a job whose
+    /// choices are nearly equal stays where it is.
+    pub replan_min_gain: f64,
+    /// Hysteresis: seconds after a move (or a re-plan on a user's edit)
+    /// during which the job is not moved again (its record's `moved_at`);
+    /// an array's pending tasks share one record, so the cool-down is per
+    /// array. 0 turns it off.
+    pub replan_cooldown_s: u64,
     /// Most GPUs the plugin may give one job (>= 1).
     pub max_gpus: u32,
     /// Most GPUs a job without a GPU count of its own may get, as a multiple
@@ -173,6 +187,8 @@ impl Default for PlacementConfig {
             replan_interval_s: 30,
             replan_max_slowdown: 6.0,
             replan_wait_test: true,
+            replan_min_gain: 0.05,
+            replan_cooldown_s: 300,
             max_gpus: 16,
             max_gpu_factor: 4.0,
             min_marginal_efficiency: 0.5,
@@ -335,9 +351,11 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Reads and parses the file at `path`.
+    /// Reads and parses the file at `path`, which must pass
+    /// [`check_trusted_file`] (the plugins act on it as root).
     pub fn load(path: &Path) -> Result<Config, CoreError> {
         let shown = path.display().to_string();
+        check_trusted_file(path)?;
         let text = std::fs::read_to_string(path)
             .map_err(|e| CoreError::File { path: shown.clone(), line: None, msg: format!("cannot read: {e}") })?;
         Config::from_toml_str(&text, &shown)
@@ -368,12 +386,18 @@ impl Config {
         if let Err(m) = self.declared.check() {
             return bad(m);
         }
+        if let Err(m) = self.deadline.check() {
+            return bad(m);
+        }
         if o.rank_interval_s == 0 || o.rank_interval_s > 3600 {
             return bad(format!("ordering.rank_interval_s = {} must be in 1..=3600 seconds", o.rank_interval_s));
         }
         let p = &self.placement;
         if p.replan_interval_s == 0 {
             return bad("placement.replan_interval_s = 0 must be at least 1 second".into());
+        }
+        if !(p.replan_min_gain.is_finite() && (0.0..=1.0).contains(&p.replan_min_gain)) {
+            return bad(format!("placement.replan_min_gain = {} must be a number in 0..=1", p.replan_min_gain));
         }
         if !(p.replan_max_slowdown.is_finite() && p.replan_max_slowdown >= 1.0) {
             return bad(format!("placement.replan_max_slowdown = {} must be a number >= 1", p.replan_max_slowdown));
@@ -438,6 +462,70 @@ pub fn resolve_config_path(plugin_arg: Option<&str>, env_value: Option<&str>, sl
     PathBuf::from(DEFAULT_CONFIG_PATH)
 }
 
+/// The owners a file the plugins trust may have: root and the user this
+/// process runs as (slurmctld's `SlurmUser`, or the admin running a tool).
+/// The effective uid is the owner of `/proc/self`; without procfs only root.
+pub fn trusted_owners() -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let mut uids = vec![0];
+    if let Ok(m) = std::fs::metadata("/proc/self") {
+        if m.uid() != 0 {
+            uids.push(m.uid());
+        }
+    }
+    uids
+}
+
+/// Checks that nobody but a trusted owner ([`trusted_owners`]) can change
+/// the file at `path` (cellsched.toml, the GPU catalog, the profile DB, the
+/// job history): the plugins run as root and act on what it says.
+///
+/// The file, after following symlinks, must be a regular file owned by a
+/// trusted owner and writable by no one else (no write bit for others; a
+/// group write bit only for group 0). Every directory above it must be
+/// owned by a trusted owner and writable by no one else, except a
+/// directory with the sticky bit (like `/tmp`): there others cannot
+/// replace or rename a file they do not own, so the file's own owner check
+/// suffices. The error names the path, the offending owner or mode and the fix.
+pub fn check_trusted_file(path: &Path) -> Result<(), CoreError> {
+    check_trusted_file_for(path, &trusted_owners())
+}
+
+/// [`check_trusted_file`] with an explicit list of trusted owner uids.
+pub fn check_trusted_file_for(path: &Path, owners: &[u32]) -> Result<(), CoreError> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display().to_string();
+    let err = |msg: String| CoreError::File { path: shown.clone(), line: None, msg };
+    let real = std::fs::canonicalize(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    let m = std::fs::metadata(&real).map_err(|e| err(format!("cannot read: {e}")))?;
+    if !m.is_file() {
+        return Err(err(format!("{} is not a regular file", real.display())));
+    }
+    let fix = "make it owned by root (or the SlurmUser) and writable only by its owner, in directories only they can write";
+    let untrusted = |what: &str, p: &Path, why: String| err(format!("not trusted: {what} {} {why}; {fix}", p.display()));
+    if !owners.contains(&m.uid()) {
+        return Err(untrusted("the file", &real, format!("is owned by uid {}", m.uid())));
+    }
+    if m.mode() & 0o002 != 0 || (m.mode() & 0o020 != 0 && m.gid() != 0) {
+        return Err(untrusted("the file", &real, format!("is writable by others (mode {:04o}, group {})", m.mode() & 0o7777, m.gid())));
+    }
+    for dir in real.ancestors().skip(1) {
+        let d = std::fs::metadata(dir).map_err(|e| err(format!("cannot inspect {}: {e}", dir.display())))?;
+        if !owners.contains(&d.uid()) {
+            return Err(untrusted("its directory", dir, format!("is owned by uid {}", d.uid())));
+        }
+        let others_write = d.mode() & 0o002 != 0 || (d.mode() & 0o020 != 0 && d.gid() != 0);
+        if others_write && d.mode() & 0o1000 == 0 {
+            return Err(untrusted(
+                "its directory",
+                dir,
+                format!("is writable by others without the sticky bit (mode {:04o}, group {})", d.mode() & 0o7777, d.gid()),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,6 +588,7 @@ profile_db = "/var/lib/cellsched/p.csv"
             ("[placement]\nmax_gpus = 0", "max_gpus"),
             ("[placement]\nreplan_interval_s = 0", "replan_interval_s"),
             ("[placement]\nreplan_max_slowdown = 0.5", "replan_max_slowdown"),
+            ("[placement]\nreplan_min_gain = 1.5", "replan_min_gain"),
             ("[placement]\nmax_gpu_factor = 0.5", "max_gpu_factor"),
             ("[placement]\nmin_marginal_efficiency = 1.5", "min_marginal_efficiency"),
             ("[placement]\nallowed_gpu_types = [\"a 100\"]", "a 100"),
@@ -585,6 +674,48 @@ profile_db = "/var/lib/cellsched/p.csv"
         let p = dir.join("c.toml");
         std::fs::write(&p, "[placement]\nmax_gpus = 4\n").unwrap();
         assert_eq!(Config::load(&p).unwrap().placement.max_gpus, 4);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Issue 31 item 10: a world-writable file, a file owned by an
+    /// untrusted user, and a file in a world-writable directory without the
+    /// sticky bit are refused by name, by the check and by `Config::load`.
+    #[test]
+    fn untrusted_files_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("cellsched-trust-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let p = dir.join("c.toml");
+        std::fs::write(&p, "[placement]\nmax_gpus = 4\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let me = trusted_owners();
+        check_trusted_file_for(&p, &me).unwrap();
+        assert_eq!(Config::load(&p).unwrap().placement.max_gpus, 4);
+        // Owned by someone not trusted (the check's owner list leaves this process's uid out).
+        let e = check_trusted_file_for(&p, &[u32::MAX]).unwrap_err().to_string();
+        assert!(e.contains("not trusted") && e.contains("is owned by uid"), "{e}");
+        // World-writable file.
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = Config::load(&p).unwrap_err().to_string();
+        assert!(e.contains("c.toml") && e.contains("writable by others (mode 0666"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // World-writable directory: refused without the sticky bit, accepted with it.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Config::load(&p).unwrap_err().to_string();
+        assert!(e.contains("its directory") && e.contains("without the sticky bit"), "{e}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        check_trusted_file_for(&p, &me).unwrap();
+        // A symlink is judged by its target.
+        let link = dir.join("link.toml");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        check_trusted_file_for(&link, &me).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o646)).unwrap();
+        assert!(check_trusted_file_for(&link, &me).is_err());
+        // Not a regular file.
+        let e = check_trusted_file_for(&dir, &me).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
     }
 

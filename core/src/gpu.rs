@@ -49,6 +49,12 @@ pub struct GpuSpec {
     pub network_declared: bool,
     /// Typical GPUs per server.
     pub gpus_per_node: u32,
+    /// CUDA compute capability (`9.0` Hopper, `8.0`/`8.6`/`8.9` Ampere and
+    /// Ada, `7.0` Volta, ...): the architecture generation, by which
+    /// calibration carries what was measured on one type to an unmeasured
+    /// type of the same or a near generation. None: unknown.
+    #[serde(default)]
+    pub compute_capability: Option<f64>,
 }
 
 impl GpuSpec {
@@ -111,6 +117,7 @@ struct GpuPatch {
     intra_node_gbs: Option<Pos>,
     inter_node_gbs: Option<Pos>,
     gpus_per_node: Option<Pos>,
+    compute_capability: Option<Pos>,
     aliases: Option<Vec<String>>,
 }
 
@@ -181,6 +188,7 @@ impl GpuCatalog {
                     inter_node_gbs: p.inter_node_gbs.map_or(old.inter_node_gbs, |v| v.0),
                     network_declared: old.network_declared || p.inter_node_gbs.is_some(),
                     gpus_per_node: p.gpus_per_node.map_or(old.gpus_per_node, |v| v.0.round().max(1.0) as u32),
+                    compute_capability: p.compute_capability.map(|v| v.0).or(old.compute_capability),
                 },
                 None => GpuSpec {
                     name: name.clone(),
@@ -194,6 +202,7 @@ impl GpuCatalog {
                     inter_node_gbs: p.inter_node_gbs.ok_or_else(|| missing("inter_node_gbs"))?.0,
                     network_declared: true,
                     gpus_per_node: p.gpus_per_node.map_or(8, |v| v.0.round().max(1.0) as u32),
+                    compute_capability: p.compute_capability.map(|v| v.0),
                 },
             };
             if let Some(aliases) = p.aliases {

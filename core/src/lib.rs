@@ -14,7 +14,9 @@
 //! - [`asrpt`]: the order of pending jobs; [`ordering`]: job records → site factors (site_factor/cellsched); [`predictor`], [`history`]: the
 //!   iteration predictor; [`freezing`]: layer freezing.
 //! - [`options`], [`job_env`]: the DL option table and the job-environment
-//!   contract; [`plan_env`]: the plan as environment variables for tasks.
+//!   contract; [`limits`]: the one table of input caps (batch, GPUs, nodes)
+//!   every edge applies; [`plan_env`]: the plan for tasks (the choice rule,
+//!   and the plan as environment variables).
 //! - [`record`]: the typed job record ([`record::DlRecord`]) and its one
 //!   AdminComment text form, printer and parser.
 //! - [`config`]: `cellsched.toml`; [`slurm_text`]: Slurm's own text parsed
@@ -45,6 +47,7 @@ pub mod freezing;
 pub mod gpu;
 pub mod history;
 pub mod job_env;
+pub mod limits;
 pub mod model;
 pub mod options;
 pub mod ordering;

@@ -1,7 +1,12 @@
 //! The profile database: measured iteration times per
 //! (model, global batch, GPU type, nodes, GPUs per node), stored as CSV
-//! `model,batch,gpu_type,nodes,gpus_per_node,iter_time_s[,plan]`.
-//! Exact matches override the estimator; single-node points calibrate it.
+//! `model,batch,gpu_type,nodes,gpus_per_node,iter_time_s[,plan][,peak_mem_gib]`.
+//! Exact matches override the estimator; the others calibrate it.
+//!
+//! The `plan` column holds the plan that ran, or `unknown` (an empty cell
+//! reads the same): it never holds a guess. `peak_mem_gib` is the peak
+//! device memory NVML saw during the run (GiB, any GPU of the run), when
+//! it was measured.
 use crate::cell::Plan;
 use crate::error::CoreError;
 use crate::gpu::canonical_gpu_type;
@@ -15,7 +20,13 @@ use std::path::Path;
 pub const MAX_GPUS_PER_NODE: u32 = 64;
 
 /// The CSV header written by [`ProfileDb::save_csv`].
-pub const CSV_HEADER: [&str; 7] = ["model", "batch", "gpu_type", "nodes", "gpus_per_node", "iter_time_s", "plan"];
+pub const CSV_HEADER: [&str; 8] = ["model", "batch", "gpu_type", "nodes", "gpus_per_node", "iter_time_s", "plan", "peak_mem_gib"];
+
+/// What the `plan` column holds when the plan that ran is not known.
+pub const UNKNOWN_PLAN: &str = "unknown";
+
+/// Largest peak memory a row may record, GiB (no device holds more).
+pub const MAX_PEAK_MEM_GIB: f64 = 4096.0;
 
 /// One measured point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,8 +43,11 @@ pub struct ProfileRecord {
     pub gpus_per_node: u32,
     /// Measured seconds per iteration.
     pub iter_time_s: f64,
-    /// The plan measured, if known.
+    /// The plan that ran; `None`: unknown (stored as `unknown`).
     pub plan: Option<Plan>,
+    /// Peak device memory NVML saw during the run, GiB, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_mem_gib: Option<f64>,
 }
 
 impl ProfileRecord {
@@ -66,8 +80,10 @@ impl ProfileDb {
         ProfileDb::default()
     }
 
-    /// Loads a CSV file; errors name file, line and field.
+    /// Loads a CSV file (it must pass [`crate::config::check_trusted_file`]);
+    /// errors name file, line and field.
     pub fn load_csv(path: impl AsRef<Path>) -> Result<ProfileDb, CoreError> {
+        crate::config::check_trusted_file(path.as_ref())?;
         let mut db = ProfileDb::new();
         db.import_csv(path)?;
         Ok(db)
@@ -157,7 +173,8 @@ impl ProfileDb {
                 r.nodes.to_string(),
                 r.gpus_per_node.to_string(),
                 format!("{}", r.iter_time_s),
-                r.plan.map(|p| p.to_string()).unwrap_or_default(),
+                r.plan.map_or_else(|| UNKNOWN_PLAN.to_string(), |p| p.to_string()),
+                r.peak_mem_gib.map(|g| format!("{g}")).unwrap_or_default(),
             ])
             .map_err(csv_err)?;
         }
@@ -188,6 +205,7 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<ProfileRecord>, CoreErr
         })?;
     }
     let plan_col = col("plan");
+    let peak_col = col("peak_mem_gib");
     let mut out = Vec::new();
     for row in rd.records() {
         let row = row.map_err(|e| file_err(e.position().map(|p| p.line() as usize), format!("bad CSV row: {e}")))?;
@@ -236,7 +254,7 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<ProfileRecord>, CoreErr
         if batch > crate::options::MAX_BATCH {
             return Err(file_err(line, format!("field 'batch': invalid value '{batch}': at most {}", crate::options::MAX_BATCH)));
         }
-        let plan = match plan_col.and_then(|i| row.get(i)).filter(|s| !s.is_empty()) {
+        let plan = match plan_col.and_then(|i| row.get(i)).filter(|s| !s.is_empty() && !s.eq_ignore_ascii_case(UNKNOWN_PLAN)) {
             None => None,
             Some(p) => {
                 let plan: Plan = p.parse().map_err(|e| file_err(line, format!("field 'plan': {e}")))?;
@@ -249,7 +267,14 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<ProfileRecord>, CoreErr
                 Some(plan)
             }
         };
-        out.push(ProfileRecord { model, batch, gpu_type, nodes, gpus_per_node, iter_time_s, plan });
+        let peak_mem_gib = match peak_col.and_then(|i| row.get(i)).filter(|s| !s.is_empty()) {
+            None => None,
+            Some(v) => match v.parse::<f64>() {
+                Ok(g) if g > 0.0 && g <= MAX_PEAK_MEM_GIB => Some(g),
+                _ => return Err(file_err(line, format!("field 'peak_mem_gib': invalid value '{v}': expected GiB in (0, {MAX_PEAK_MEM_GIB}]"))),
+            },
+        };
+        out.push(ProfileRecord { model, batch, gpu_type, nodes, gpus_per_node, iter_time_s, plan, peak_mem_gib });
     }
     Ok(out)
 }
@@ -277,6 +302,7 @@ mod tests {
         .unwrap();
         let db = ProfileDb::load_csv(&p).unwrap();
         assert_eq!(db.len(), 2);
+        assert!(db.records().all(|r| r.peak_mem_gib.is_none()));
         assert_eq!(db.lookup("GPT__1.3b", 32, "a100", 1, 8), Some(0.5));
         assert_eq!(db.lookup("gpt__1.3B", 32, "a100", 2, 4), None);
         let cat = ModelCatalog::builtin();
@@ -292,6 +318,23 @@ mod tests {
         assert_eq!(merged.import_csv(&extra).unwrap(), 2);
         assert_eq!(merged.len(), 3);
         assert_eq!(merged.lookup("bert", 32, "a800", 1, 1), Some(0.7));
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    /// A row whose plan is not known is written as `unknown`, never as a
+    /// plan, and reads back as unknown; the NVML peak round-trips.
+    #[test]
+    fn unknown_plans_and_memory_peaks_round_trip() {
+        let d = tmpdir("unk");
+        let mut db = ProfileDb::new();
+        db.insert(ProfileRecord { model: "gpt__350M".into(), batch: 8, gpu_type: "h100".into(), nodes: 1, gpus_per_node: 1, iter_time_s: 0.13, plan: None, peak_mem_gib: Some(25.5) });
+        let out = d.join("db.csv");
+        db.save_csv(&out).unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(text.lines().nth(1), Some("gpt__350M,8,h100,1,1,0.13,unknown,25.5"), "{text}");
+        assert_eq!(ProfileDb::load_csv(&out).unwrap(), db);
+        let rows = parse_csv("model,batch,gpu_type,nodes,gpus_per_node,iter_time_s,plan\na,4,v100,1,1,0.1,UNKNOWN\n", "x.csv").unwrap();
+        assert_eq!(rows[0].plan, None);
         std::fs::remove_dir_all(&d).ok();
     }
 
@@ -315,6 +358,9 @@ mod tests {
             (format!("{h}a,4,v100,65536,65536,0.1\n"), ":2", "shape"),
             (format!("{h}a,4,v100,1,128,0.1\n"), ":2", "shape"),
             (format!("{h}a,99999999,v100,1,1,0.1\n"), ":2", "batch"),
+            (format!("{}a,4,v100,1,1,0.1,unknown,-3\n", h.replace("iter_time_s\n", "iter_time_s,plan,peak_mem_gib\n")), ":2", "peak_mem_gib"),
+            (format!("{}a,4,v100,1,1,0.1,,lots\n", h.replace("iter_time_s\n", "iter_time_s,plan,peak_mem_gib\n")), ":2", "peak_mem_gib"),
+            (format!("{}a,4,v100,1,1,0.1,maybe\n", h.replace("iter_time_s\n", "iter_time_s,plan\n")), ":2", "plan"),
         ];
         for (text, line, field) in cases {
             let e = parse_csv(&text, "db.csv").unwrap_err().to_string();

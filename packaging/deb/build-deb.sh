@@ -68,7 +68,7 @@ install -m 0644 "$ROOT_DIR/README.md" "$DOC/README.md"
 mkdir -p "$DOC/docs"
 for f in "$ROOT_DIR"/docs/*.md; do install -m 0644 "$f" "$DOC/docs/$(basename "$f")"; done
 for f in CHANGELOG.md; do install -m 0644 "$ROOT_DIR/$f" "$DOC/$f"; done
-install -m 0644 "$ROOT_DIR/plugins/spank/README.md" "$DOC/README.spank.md"
+install -m 0644 "$ROOT_DIR/spank/README.md" "$DOC/README.spank.md"
 for f in slurm.conf gres.conf plugstack.conf slurmdbd.conf cellsched.toml profile-gpus.sbatch; do
   install -m 0644 "$ROOT_DIR/etc/$f" "$DOC/examples/$f"
 done

@@ -5,9 +5,6 @@
 //! build-time ones (header paths) in `build.rs`.
 //!
 //! Differences that need no flag, because one form serves both releases:
-//! - `job_modify()` gained a `char **err_msg` fourth argument in 23.02;
-//!   job_submit/cellsched exports the 3-argument form, which both call
-//!   correctly (the C calling convention ignores the extra argument).
 //! - `site_factor_p_reconfig` is looked up by 22.05 only; exporting it on
 //!   newer releases is harmless, so site_factor/cellsched always does.
 use crate::SLURM_VERSION_NUMBER;
@@ -19,6 +16,11 @@ pub const fn version_num(major: u32, minor: u32, micro: u32) -> u32 {
 
 /// True when built against 23.02 or newer (interfaces/ reorganisation, `list_t`).
 const AT_LEAST_23_02: bool = SLURM_VERSION_NUMBER >= version_num(23, 2, 0);
+
+/// `job_modify()` passes a `char **err_msg` fourth argument (23.02 on):
+/// without it (22.05) the argument register holds garbage, never to be
+/// written, and a refusal reaches the user as its error code only.
+pub const JOB_MODIFY_HAS_ERR_MSG: bool = AT_LEAST_23_02;
 
 /// Prefix of GRES entries in `tres_per_node` / `tres_per_job`: `gres:` up to 22.05, `gres/` later
 /// (passed to `cellsched_core::slurm_text`, which parses both).

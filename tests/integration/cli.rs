@@ -229,10 +229,10 @@ fn generated_man_pages_render_cleanly_and_document_every_option() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The keys in plugins/spank/src/args.rs's `KNOWN_KEYS` (the plugin's own list).
+/// The keys in spank/src/args.rs's `KNOWN_KEYS` (the plugin's own list).
 fn spank_plugstack_keys() -> Vec<String> {
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/spank/src/args.rs")).unwrap();
-    let line = src.lines().find(|l| l.contains("pub const KNOWN_KEYS")).expect("KNOWN_KEYS in plugins/spank/src/args.rs");
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/spank/src/args.rs")).unwrap();
+    let line = src.lines().find(|l| l.contains("pub const KNOWN_KEYS")).expect("KNOWN_KEYS in spank/src/args.rs");
     let list = line.split('"').nth(1).expect("KNOWN_KEYS string");
     list.split(',').map(|k| k.trim().to_string()).collect()
 }

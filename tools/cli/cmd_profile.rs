@@ -65,7 +65,9 @@ struct RunArgs {
     /// GPU type to record (default: NVML's name of GPU 0, canonicalised).
     #[arg(long)]
     gpu_type: Option<String>,
-    /// Pinned plan, e.g. dp=2,tp=2,pp=1 (default: the estimator's best, else dp=GPUS).
+    /// Pinned plan, e.g. dp=2,tp=2,pp=1: the plan the command runs, recorded in
+    /// the DB (default: the estimator's best, else dp=GPUS, offered to the
+    /// command through the environment and recorded as `unknown`).
     #[arg(long)]
     plan: Option<String>,
     /// Stop the command after this many seconds at most.
@@ -442,6 +444,7 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
         "GPUs/node",
         "s/iter",
         "Plan",
+        "Peak GiB",
     ]);
     for r in d.records() {
         t.add_row(vec![
@@ -451,7 +454,8 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
             r.nodes.to_string(),
             r.gpus_per_node.to_string(),
             format!("{:.6}", r.iter_time_s),
-            opt(r.plan.map(|p| p.to_string())),
+            r.plan.map_or_else(|| cellsched_core::profile_db::UNKNOWN_PLAN.to_string(), |p| p.to_string()),
+            opt(r.peak_mem_gib.map(|g| format!("{g:.1}"))),
         ]);
     }
     println!("{t}\n{} records", d.len());

@@ -48,8 +48,8 @@ use super::topology::Placement;
 use super::{Estimator, JobSpec};
 use crate::cell::{Cell, Plan};
 use crate::error::CoreError;
-use crate::model::{ModelFamily, Runtime};
-use crate::profile_db::ProfileRecord;
+use crate::model::{ModelFamily, Recompute, Runtime};
+use crate::profile_db::{ProfileRecord, UNKNOWN_PLAN};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -222,6 +222,63 @@ pub struct CalibrationPoint {
     pub factor: f64,
 }
 
+/// A type level carried to a catalog type without measured points.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TransferredLevel {
+    /// The unmeasured type.
+    pub gpu_type: String,
+    /// Its compute efficiency multiplier.
+    pub factor: f64,
+    /// The measured types it came from.
+    pub from: Vec<String>,
+}
+
+/// Where a compute efficiency comes from ([`Calibration::factor_source`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum FactorSource {
+    /// Measured on this type: the model's own level (`model`), else the
+    /// type's level with the model's family.
+    Measured {
+        /// Whether this model was measured on this type.
+        model: bool,
+    },
+    /// No point on this type: its level carried from the measured types of
+    /// its architecture generation, with the model's family.
+    Transferred {
+        /// The measured types the level came from.
+        from: Vec<String>,
+    },
+    /// Nothing measured on this type or its generation: the datasheet.
+    Datasheet,
+}
+
+impl fmt::Display for FactorSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FactorSource::Measured { model: true } => write!(f, "measured on this type (this model's single-GPU profiles: model > family > type)"),
+            FactorSource::Measured { model: false } => write!(f, "measured on this type (its level with the model's family; this model not profiled on it)"),
+            FactorSource::Transferred { from } => {
+                write!(f, "transferred: no profile on this type; the level measured on {} (same architecture generation) with the model's family", from.join(", "))
+            }
+            FactorSource::Datasheet => write!(f, "datasheet (no profile on this type or its architecture generation: peak x GEMM/roofline model)"),
+        }
+    }
+}
+
+/// The log efficiency level of an unmeasured type from the measured types'
+/// levels `(type, log level net of families, compute capability)`: the mean
+/// of the measured types of its architecture generation (same
+/// compute-capability major version), with the types it came from; None
+/// when none was measured (or its capability is unknown). Across
+/// generations nothing is carried: on the reference data a
+/// generation-weighted mean of the other types' levels predicted an unseen
+/// type worse than the datasheet (leave-one-type-out median 19.5% -> 24.9%).
+pub fn transfer_prior(measured: &[(String, f64, Option<f64>)], cc: Option<f64>) -> Option<(f64, Vec<String>)> {
+    let c = cc?;
+    let same: Vec<&(String, f64, Option<f64>)> = measured.iter().filter(|m| m.2.is_some_and(|x| x.floor() == c.floor())).collect();
+    (!same.is_empty()).then(|| (same.iter().map(|m| m.1).sum::<f64>() / same.len() as f64, same.iter().map(|m| m.0.clone()).collect()))
+}
+
 /// A profile whose implied efficiency is implausible.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlaggedProfile {
@@ -263,6 +320,12 @@ pub struct CalibrationReport {
     /// Multi-GPU points of in-node weak-scaling series that contradict
     /// themselves (see `weak_scaling_contradictions`), with what to check; still used.
     pub contradicting: Vec<(ProfileRecord, String)>,
+    /// Type levels carried to catalog types without measured points.
+    pub transferred: Vec<TransferredLevel>,
+    /// Points recorded without the plan that ran, with the plan they were
+    /// costed with: the best plan without activation recomputation (unless
+    /// the model's description says it always recomputes).
+    pub unknown_plan: Vec<(ProfileRecord, Plan)>,
 }
 
 impl fmt::Display for CalibrationReport {
@@ -273,6 +336,9 @@ impl fmt::Display for CalibrationReport {
         writeln!(f, "calibrated from {} measured points ({} skipped):", self.used.len(), self.skipped.len())?;
         for t in &self.per_type {
             writeln!(f, "  compute  {:<10} efficiency x{:.3} ({} single-GPU points)", t.gpu_type, t.factor, t.points)?;
+        }
+        for t in self.transferred.iter().filter(|t| (t.factor.ln()).abs() >= 1e-9) {
+            writeln!(f, "  compute  {:<10} efficiency x{:.3} transferred (no points of its own; from {}, same architecture generation)", t.gpu_type, t.factor, t.from.join(", "))?;
         }
         for t in &self.per_family {
             writeln!(f, "  compute  family {:<14} x{:.3} over its types ({} points)", t.model.as_deref().unwrap_or(""), t.factor, t.points)?;
@@ -333,6 +399,16 @@ impl fmt::Display for CalibrationReport {
         for (r, message) in &self.contradicting {
             writeln!(f, "  WARNING {} x{} batch {} on {}: {}", r.model, r.gpus(), r.batch, r.gpu_type, message)?;
         }
+        for (r, plan) in &self.unknown_plan {
+            writeln!(
+                f,
+                "  note     {} x{} batch {} on {}: plan unknown, costed as {plan} (no recomputation assumed; record the plan with profile run --plan)",
+                r.model,
+                r.gpus(),
+                r.batch,
+                r.gpu_type
+            )?;
+        }
         Ok(())
     }
 }
@@ -348,6 +424,12 @@ pub struct Calibration {
     per_family_type: BTreeMap<(String, String), (f64, usize)>,
     /// log factor per (model, type).
     per_model_type: BTreeMap<(String, String), (f64, usize)>,
+    /// Type levels carried to catalog types without measured points: log
+    /// level and the measured types it came from.
+    per_type_transferred: BTreeMap<String, (f64, Vec<String>)>,
+
+    /// Type levels net of their points' family residuals (single-GPU points).
+    per_type_net: BTreeMap<String, f64>,
     /// Per-iteration host overhead (seconds) per (model, type).
     per_model_overhead: BTreeMap<(String, String), f64>,
     /// Compute-time multipliers by micro-batch size per (model, type): what a
@@ -396,9 +478,11 @@ impl Calibration {
     /// Compute efficiency multiplier for `model` (of `family`) on `gpu_type` (1 when uncalibrated).
     pub fn factor_for(&self, model: &str, family: ModelFamily, gpu_type: &str) -> f64 {
         let fam = family_key(family);
-        let Some(&(type_log, _)) = self.per_type.get(gpu_type) else {
-            // No single-GPU level for this type: only a (model, type) level fitted from multi-GPU points.
-            return self.per_model_type.get(&model_type_key(model, gpu_type)).map_or(1.0, |v| v.0.exp());
+        let type_log = match (self.per_type.get(gpu_type), self.per_type_transferred.get(gpu_type)) {
+            (Some(&(l, _)), _) => l,
+            (None, Some((l, _))) => *l,
+            // No level for this type: only a (model, type) level fitted from multi-GPU points.
+            (None, None) => return self.per_model_type.get(&model_type_key(model, gpu_type)).map_or(1.0, |v| v.0.exp()),
         };
         let prior = type_log + self.per_family.get(&fam).map_or(0.0, |v| v.0);
         let fam_level = match self.per_family_type.get(&(fam, gpu_type.to_string())) {
@@ -408,6 +492,38 @@ impl Calibration {
         match self.per_model_type.get(&model_type_key(model, gpu_type)) {
             Some(&(l, n)) => shrink(l, n, fam_level, MODEL_PRIOR_POINTS).exp(),
             None => fam_level.exp(),
+        }
+    }
+
+    /// Where the compute efficiency of `model` on `gpu_type` comes from.
+    pub fn factor_source(&self, model: &str, gpu_type: &str) -> FactorSource {
+        if self.per_model_type.contains_key(&model_type_key(model, gpu_type)) {
+            return FactorSource::Measured { model: true };
+        }
+        if self.per_type.contains_key(gpu_type) {
+            return FactorSource::Measured { model: false };
+        }
+        match self.per_type_transferred.get(gpu_type) {
+            Some((_, from)) => FactorSource::Transferred { from: from.clone() },
+            None => FactorSource::Datasheet,
+        }
+    }
+
+    /// Carries type levels to every catalog type without one that shares
+    /// its architecture generation with measured types ([`transfer_prior`]).
+    fn fit_transfers(&mut self, gpus: &crate::gpu::GpuCatalog) {
+        let measured: Vec<(String, f64, Option<f64>)> = self
+            .per_type
+            .iter()
+            .map(|(t, &(l, _))| (t.clone(), self.per_type_net.get(t).copied().unwrap_or(l), gpus.get(t).ok().and_then(|g| g.compute_capability)))
+            .collect();
+        self.per_type_transferred.clear();
+        self.report.transferred.clear();
+        for g in gpus.specs().filter(|g| !self.per_type.contains_key(&g.name)) {
+            if let Some((l, from)) = transfer_prior(&measured, g.compute_capability) {
+                self.report.transferred.push(TransferredLevel { gpu_type: g.name.clone(), factor: l.exp(), from: from.clone() });
+                self.per_type_transferred.insert(g.name.clone(), (l, from));
+            }
         }
     }
 
@@ -497,7 +613,7 @@ impl Calibration {
 
     /// Whether any compute factor applies to `model` on `gpu_type`.
     pub fn has_factor(&self, model: &str, gpu_type: &str) -> bool {
-        self.per_type.contains_key(gpu_type) || self.per_model_type.contains_key(&model_type_key(model, gpu_type))
+        self.per_type.contains_key(gpu_type) || self.per_type_transferred.contains_key(gpu_type) || self.per_model_type.contains_key(&model_type_key(model, gpu_type))
     }
 
     /// A calibration with one compute factor for a GPU type (tests, what-if studies).
@@ -528,7 +644,11 @@ impl Calibration {
                 }
                 continue;
             }
-            match resolve(base, rec) {
+            let resolved = resolve(base, rec);
+            if let (Ok(p), None) = (&resolved, rec.plan) {
+                cal.report.unknown_plan.push((rec.clone(), p.plan));
+            }
+            match resolved {
                 Ok(p) if rec.gpus() == 1 => match p.implied_factor(base, 1.0, &Framework::default()) {
                     Ok((datasheet_s, factor)) => {
                         if let Some(flag) = p.sanity(base) {
@@ -559,6 +679,7 @@ impl Calibration {
         cal.report.links = fit_links(&comm, base.gpu_catalog());
         cal.links = cal.report.links.iter().map(|l| (l.gpu_type.clone(), l.clone())).collect();
         cal.fit_compute(&singles, policy.per_model);
+        cal.fit_transfers(base.gpu_catalog());
         if policy.per_model {
             cal.fit_overheads(base, &singles);
             cal.fit_batch_sizes(base, &singles);
@@ -587,9 +708,13 @@ impl Calibration {
             cal.report.per_model_type.push(FittedFactor { gpu_type: key.1.clone(), model: Some(key.0.clone()), factor: median(&logs).exp(), points: logs.len() });
             cal.per_model_type.insert(key, (median(&logs), logs.len()));
         }
+        let new_types = !type_only_multi.is_empty();
         for (gpu, logs) in type_only_multi {
             cal.report.per_type.push(FittedFactor { gpu_type: gpu.clone(), model: None, factor: median(&logs).exp(), points: logs.len() });
             cal.per_type.insert(gpu, (median(&logs), logs.len()));
+        }
+        if new_types {
+            cal.fit_transfers(base.gpu_catalog());
         }
         // The shared constants above (framework, layouts) are fitted against
         // the smooth compute level: one size's single-GPU run is evidence about
@@ -850,6 +975,13 @@ impl Calibration {
             resid.entry(family_key(p.job.model.family)).or_default().push(l - self.per_type[&p.gpu].0);
         }
         self.per_family = resid.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
+        // Type levels net of the families measured on them: comparable
+        // across types whatever their model mix (the level a transfer carries).
+        let mut net: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for (p, l) in singles {
+            net.entry(p.gpu.clone()).or_default().push(l - self.per_family[&family_key(p.job.model.family)].0);
+        }
+        self.per_type_net = net.iter().map(|(k, v)| (k.clone(), median(v))).collect();
         self.per_family_type = by_family_type.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
         if per_model {
             self.per_model_type = by_model_type.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
@@ -980,10 +1112,23 @@ fn resolve(base: &Estimator, rec: &ProfileRecord) -> Result<ResolvedPoint, CoreE
     let cell = Cell::new(&gpu, rec.gpus(), stages)?;
     let plan: Plan = match rec.plan {
         Some(p) => p,
-        None => base.estimate(&job, &cell, rec.gpus_per_node)?.plan,
+        None => unknown_plan(base, &job, &cell, rec.gpus_per_node)?,
     };
     let datasheet_s = base.evaluate_plan(&job, &cell, rec.gpus_per_node, &plan)?.iter_time_s;
     Ok(ResolvedPoint { rec: rec.clone(), job, gpu, cell, plan, datasheet_s, batch_scale: Vec::new() })
+}
+
+/// The plan an unknown-plan record is costed with: the estimator's best plan
+/// for the job as described, except that activation recomputation is never
+/// assumed (a model described as `recompute = "full"` keeps it: that is what
+/// its owner said). Errs when no plan without recomputation fits, rather than
+/// guess one with it.
+fn unknown_plan(base: &Estimator, job: &JobSpec, cell: &Cell, per_node: u32) -> Result<Plan, CoreError> {
+    let mut job = job.clone();
+    if job.model.recompute == Recompute::Auto {
+        job.model.recompute = Recompute::Off;
+    }
+    base.estimate(&job, cell, per_node).map(|e| e.plan).map_err(|e| CoreError::invalid("plan", UNKNOWN_PLAN, format!("the record has no plan and none without recomputation is predicted to fit ({e})")))
 }
 
 impl ResolvedPoint {
@@ -1166,7 +1311,7 @@ mod tests {
     }
 
     fn rec(model: &str, batch: u32, gpus: u32, nodes: u32, t: f64, plan: Plan) -> ProfileRecord {
-        ProfileRecord { model: model.into(), batch, gpu_type: "v100".into(), nodes, gpus_per_node: gpus / nodes, iter_time_s: t, plan: Some(plan) }
+        ProfileRecord { model: model.into(), batch, gpu_type: "v100".into(), nodes, gpus_per_node: gpus / nodes, iter_time_s: t, plan: Some(plan), peak_mem_gib: None }
     }
 
     /// Points generated by a "true" estimator whose compute efficiency is 0.6×
@@ -1205,6 +1350,70 @@ mod tests {
         let unknown = ProfileRecord { model: "no_such_model".into(), ..recs[0].clone() };
         let cal2 = Calibration::fit(&base, [&unknown], &CalibrationPolicy::default());
         assert!(cal2.report.per_type.is_empty() && cal2.report.skipped[0].1.contains("no_such_model"));
+    }
+
+    /// A type with no point of its own takes the level measured on the types
+    /// of its architecture generation (H200 from H100), says so, and a type
+    /// of another generation stays on the datasheet.
+    #[test]
+    fn unmeasured_types_take_their_generations_level() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let truth = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(Calibration::default().with_type_factor("h100", 0.6));
+        let mut recs = Vec::new();
+        for (model, batch) in [("gpt__350M", 8), ("gpt__760M", 8), ("gpt__125M", 16)] {
+            let job = JobSpec { model: base.model_catalog().get(model).unwrap().clone(), global_batch: batch };
+            let plan = Plan { checkpointing: true, ..Plan::default() };
+            let t = truth.estimate_plan(&job, &Cell::new("h100", 1, 1).unwrap(), 8, &plan).unwrap().iter_time_s;
+            recs.push(ProfileRecord { gpu_type: "h100".into(), ..rec(model, batch, 1, 1, t, plan) });
+        }
+        let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
+        let f = cal.factor_for("gpt__1.3B", ModelFamily::Gpt, "h200");
+        assert!((f - 0.6).abs() < 0.03, "{f}\n{}", cal.report);
+        assert_eq!(cal.factor_source("gpt__1.3B", "h200"), FactorSource::Transferred { from: vec!["h100".into()] });
+        assert!(cal.factor_source("gpt__1.3B", "h200").to_string().contains("h100"));
+        assert_eq!(cal.factor_for("gpt__1.3B", ModelFamily::Gpt, "a100"), 1.0);
+        assert_eq!(cal.factor_source("gpt__1.3B", "a100"), FactorSource::Datasheet);
+        assert_eq!(cal.factor_source("gpt__350M", "h100"), FactorSource::Measured { model: true });
+        assert_eq!(cal.factor_source("gpt__1.3B", "h100"), FactorSource::Measured { model: false });
+        assert!(cal.report.to_string().contains("h200       efficiency x0.6"), "{}", cal.report);
+        // The prior itself: same major version only, mean of the logs.
+        let m = vec![("a".to_string(), -0.4, Some(8.0)), ("b".to_string(), -0.2, Some(8.6)), ("c".to_string(), 0.3, Some(7.0))];
+        let (l, from) = transfer_prior(&m, Some(8.9)).unwrap();
+        assert!((l + 0.3).abs() < 1e-12 && from == vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(transfer_prior(&m, Some(9.0)), None);
+        assert_eq!(transfer_prior(&m, None), None);
+    }
+
+    /// A record without a plan is costed with the best plan that does not
+    /// recompute activations, even for a catalog model whose description
+    /// leaves recomputation to the search, and the report says so; a model
+    /// described as always recomputing keeps it.
+    #[test]
+    fn unknown_plans_never_assume_recomputation() {
+        let mut models = ModelCatalog::builtin();
+        let mut auto = models.get("gpt__350M").unwrap().clone();
+        auto.name = "my_gpt".into();
+        auto.recompute = Recompute::Auto;
+        models.insert(auto.clone(), &[]);
+        let base = Estimator::new(GpuCatalog::builtin(), models);
+        let mut r = rec("my_gpt", 8, 1, 1, 0.3, Plan::default());
+        r.plan = None;
+        let job = JobSpec { model: auto.clone(), global_batch: 8 };
+        let cell = Cell::new("v100", 1, 1).unwrap();
+        let p = unknown_plan(&base, &job, &cell, 1).unwrap();
+        assert!(!p.checkpointing, "{p}");
+        auto.recompute = Recompute::Full;
+        let full = JobSpec { model: auto, global_batch: 8 };
+        assert!(unknown_plan(&base, &full, &cell, 1).unwrap().checkpointing);
+        // A model too big for one GPU without recomputation is refused, not guessed.
+        let mut huge = base.model_catalog().get("gpt__6.7B").unwrap().clone();
+        huge.recompute = Recompute::Auto;
+        let e = unknown_plan(&base, &JobSpec { model: huge, global_batch: 64 }, &cell, 1).unwrap_err().to_string();
+        assert!(e.contains("unknown") && e.contains("recomputation"), "{e}");
+        let cal = Calibration::fit(&base, [&r], &CalibrationPolicy::default());
+        assert_eq!(cal.report.unknown_plan.len(), 1);
+        assert!(!cal.report.unknown_plan[0].1.checkpointing);
+        assert!(cal.report.to_string().contains("plan unknown"), "{}", cal.report);
     }
 
     /// Single-GPU points from a "true" estimator at five micro-batch sizes,

@@ -86,6 +86,7 @@ impl CommPoint {
             gpus_per_node: self.gpus_per_node,
             iter_time_s: self.time_s,
             plan: None,
+            peak_mem_gib: None,
         }
     }
 

@@ -19,8 +19,8 @@ mod topology;
 
 pub use assemble::{Assembled, EstimatorSources};
 pub use calibration::{
-    median, quantile, spearman, Calibration, CalibrationPoint, CalibrationPolicy, CalibrationReport, FittedFactor,
-    FittedBatch, FittedFramework, FittedLayout, FittedOverhead, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
+    median, quantile, spearman, transfer_prior, Calibration, CalibrationPoint, CalibrationPolicy, CalibrationReport, FactorSource, FittedFactor,
+    FittedBatch, FittedFramework, FittedLayout, FittedOverhead, FlaggedProfile, JobRefit, TransferredLevel, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
 };
 pub use comm::{fit_links, Collective, CommPoint, MeasuredLinks, COMM_MODEL_PREFIX};
 pub use consistency::{weak_scaling_contradictions, CONTRADICTION_TOLERANCE};
@@ -270,7 +270,7 @@ impl Estimator {
         let est = self.estimate(job, cell, gpus_per_node)?;
         let eval = self.evaluate_plan(job, cell, gpus_per_node, &est.plan)?;
         let (gpu, placement) = self.setup(job, cell, gpus_per_node)?;
-        let fitted_compute = self.calibration.has_factor(&job.model.name, &gpu.name);
+        let compute_source = self.calibration.factor_source(&job.model.name, &gpu.name).to_string();
         let fitted_framework = self.calibration.report.framework.iter().any(|w| w.runtime.map_or(true, |r| r == job.model.runtime));
         let refit = self.calibration.has_job_refit(&job.model.name);
         let overhead = self.calibration.overhead(&job.model.name, &gpu.name);
@@ -297,7 +297,7 @@ impl Estimator {
         };
         let sources = vec![
             ("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" }),
-            ("compute efficiency", if fitted_compute { "fitted (single-GPU profiles: model > family > type)" } else { "default (datasheet peak x GEMM/roofline model)" }),
+            ("compute efficiency", compute_source.as_str()),
             ("communication alpha-beta", if fitted_framework { "fitted scale (multi-GPU profiles) over derated defaults" } else { "default (derated datasheet links)" }),
             ("communication by layout", layout_source.as_str()),
             ("gradient sync hidden behind backward", overlap_source.as_str()),
@@ -350,12 +350,8 @@ impl Estimator {
     }
 
     fn setup(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<(&GpuSpec, Placement), CoreError> {
-        if job.global_batch == 0 {
-            return Err(CoreError::invalid("global batch", "0", "a positive integer"));
-        }
-        if gpus_per_node == 0 {
-            return Err(CoreError::invalid("GPUs per node", "0", "a positive integer"));
-        }
+        crate::limits::BATCH.check_u32("global batch", job.global_batch)?;
+        crate::limits::GPUS_PER_NODE.check_u32("GPUs per node", gpus_per_node)?;
         let gpu = self.gpus.get(&cell.gpu_type)?;
         let placement = Placement::pack(cell.gpus, gpus_per_node).ok_or_else(|| {
             CoreError::invalid(

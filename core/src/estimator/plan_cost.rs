@@ -484,6 +484,7 @@ mod tests {
     fn the_head_stage_is_the_slowest() {
         let cat = ModelCatalog::builtin();
         let mut gpt = cat.get("gpt__1.3B").unwrap().clone();
+        gpt.runtime = Runtime::Alpa;
         let alpa = gpt.cost();
         assert!(alpa.head_flops_per_sample > 0.05 * alpa.fwd_flops_per_sample);
         assert_eq!(slowest_stage_share(&alpa, 1), 1.0);

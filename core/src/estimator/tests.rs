@@ -19,6 +19,14 @@ fn job_any(model: &str, batch: u32) -> JobSpec {
     j
 }
 
+/// The architecture as the Crius evaluation trained it: Alpa, recomputation always on.
+fn job_alpa(model: &str, batch: u32) -> JobSpec {
+    let mut j = job(model, batch);
+    j.model.runtime = crate::model::Runtime::Alpa;
+    j.model.recompute = crate::model::Recompute::Full;
+    j
+}
+
 fn cell(s: &str) -> Cell {
     s.parse().unwrap()
 }
@@ -157,7 +165,7 @@ fn rank_cells_orders_and_respects_offers() {
         CellOffer { gpu_type: "a10".into(), gpus_per_node: 4, free_gpus_per_node: vec![0] },
         CellOffer { gpu_type: "nonesuch".into(), gpus_per_node: 4, free_gpus_per_node: vec![4] },
     ];
-    let j = job("gpt__350M", 64);
+    let j = job("gpt__350M", 256);
     let ranked = e.rank_cells(&j, &offers, 8);
     assert!(!ranked.is_empty());
     for w in ranked.windows(2) {
@@ -190,6 +198,7 @@ fn measured_points_override_and_calibrate() {
         gpus_per_node: 1,
         iter_time_s: dat.iter_time_s * 2.0,
         plan: None,
+        peak_mem_gib: None,
     });
     let e = est().with_db(db);
     let m = e.estimate(&j, &cell("v100x1"), 8).unwrap();
@@ -334,7 +343,7 @@ fn optimizer_step_is_memory_and_launch_bound() {
 #[test]
 fn plan_search_respects_runtime_and_recompute() {
     let e = est();
-    let alpa = job("gpt__1.3B", 64);
+    let alpa = job_alpa("gpt__1.3B", 64);
     let r = e.estimate(&alpa, &cell("a100x8"), 8).unwrap();
     assert!(r.plan.checkpointing, "{}", r.plan);
     let mut ddp = job_any("gpt__1.3B", 64);
@@ -394,8 +403,8 @@ fn a_fixed_micro_batch_is_kept() {
 fn gradient_sync_without_overlap_is_fully_exposed() {
     let e = est();
     let p = Plan { dp: 8, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: true };
-    let no = e.evaluate_plan(&job("gpt__760M", 64), &cell("v100x8"), 8, &p).unwrap();
-    let mut ov = job("gpt__760M", 64);
+    let no = e.evaluate_plan(&job_alpa("gpt__760M", 64), &cell("v100x8"), 8, &p).unwrap();
+    let mut ov = job_alpa("gpt__760M", 64);
     ov.model.grad_overlap = Some(true);
     let yes = e.evaluate_plan(&ov, &cell("v100x8"), 8, &p).unwrap();
     assert!(no.time.dp_comm_s > yes.time.dp_comm_s * 1.5, "{} vs {}", no.time.dp_comm_s, yes.time.dp_comm_s);

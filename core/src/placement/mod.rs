@@ -14,16 +14,18 @@
 //! estimate) the user's own request is kept, a pinned Cell is written as a
 //! plain request, and a DL job with no GPU request at all is refused with a
 //! message that says what to add.
+mod load;
+mod modify;
 mod replan;
 mod request;
-mod load;
 mod sizing;
 mod wait;
 
-pub use replan::{plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
 pub use crate::slurm_text::{gpu_entries, gpu_request, with_untyped_gpus, without_gpus, GpuRequest, GRES_PREFIX_2205};
-pub use request::{with_type_feature, without_type_feature};
 pub use load::LoadView;
+pub use modify::{judge_edit, EditField, JobEdit, JobNow, ModifyContext, ModifyVerdict, Replanned};
+pub use replan::{in_cooldown, plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
+pub use request::{with_type_feature, without_type_feature};
 pub use sizing::{DeadlineWork, Sizable, SizingRule};
 pub use wait::{corrects_wait, expected_queue_wait_s, uses_no_more_gpu_time, PlanWait};
 
@@ -493,12 +495,12 @@ pub fn place_under_load(
                 return if typed.is_some() { Outcome::Stock(why) } else { fallback(req, nodes, &why) };
             }
         };
-        let notice = match deadline_verdict(&estimate, opts.iters, deadline, req.now) {
-            DeadlineVerdict::Misses(msg) if cfg.deadline_policy == DeadlinePolicy::Strict => {
-                return Outcome::Reject(format!("cellsched: {msg} (placement.deadline_policy = strict)"))
+        if let DeadlineVerdict::Misses(msg) = deadline_verdict(&estimate, opts.iters, deadline, req.now) {
+            if cfg.deadline_policy == DeadlinePolicy::Strict {
+                return Outcome::Reject(format!("cellsched: {msg} (placement.deadline_policy = strict)"));
             }
-            v => v.notice(),
-        };
+        }
+        let (deadline, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
         let record = dl_record(estimate.to_decision(), &job, &opts, None, deadline);
         let why = format!("pinned by {what}");
@@ -576,15 +578,18 @@ pub fn place_under_load(
         }
     }
     match found {
-        Some(((estimate, runner_up), why)) => Outcome::Place(Box::new(Placement {
-            record: dl_record(estimate.to_decision(), &job, &opts, want_gpus, deadline),
-            rewrite: Some(rewrite_for(req, &estimate)),
-            explanation: opts.explain.then(|| explanation(&estimate, runner_up.as_ref(), opts.iters, why)),
-            notice: deadline_verdict(&estimate, opts.iters, deadline, req.now).notice(),
-            estimate,
-            pinned: pinned_plan.is_some(),
-            why: why.to_string(),
-        })),
+        Some(((estimate, runner_up), why)) => {
+            let (deadline, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
+            Outcome::Place(Box::new(Placement {
+                record: dl_record(estimate.to_decision(), &job, &opts, want_gpus, deadline),
+                rewrite: Some(rewrite_for(req, &estimate)),
+                explanation: opts.explain.then(|| explanation(&estimate, runner_up.as_ref(), opts.iters, why)),
+                notice,
+                estimate,
+                pinned: pinned_plan.is_some(),
+                why: why.to_string(),
+            }))
+        }
         None if want_gpus.is_some() => Outcome::Stock(format!(
             "no Cell of exactly {} GPUs can run {} (batch {}); the job's own GPU request is kept",
             want_gpus.unwrap_or(0),
@@ -601,6 +606,19 @@ pub fn place_under_load(
                 job.model.name, job.global_batch, cfg.max_gpus
             )),
         },
+    }
+}
+
+/// The deadline a placed job keeps and the notice for the user: a deadline
+/// its Cell (the fastest one when none meets it) cannot meet even alone is
+/// dropped and the job runs best effort ([`crate::deadline::admit`]), so an
+/// infeasible deadline buys no urgency.
+fn admitted_deadline(e: &Estimate, iters: Option<u64>, deadline: Option<i64>, now: i64, policy: DeadlinePolicy) -> (Option<i64>, Option<String>) {
+    let verdict = deadline_verdict(e, iters, deadline, now);
+    let (Some(d), Some(n), DeadlineVerdict::Misses(_)) = (deadline, iters, &verdict) else { return (deadline, verdict.notice()) };
+    match crate::deadline::admit(d, now, Some(n as f64 * e.iter_time_s), policy) {
+        crate::deadline::Admission::Kept => (deadline, verdict.notice()),
+        crate::deadline::Admission::BestEffort(m) | crate::deadline::Admission::Refused(m) => (None, Some(m)),
     }
 }
 
@@ -841,13 +859,13 @@ mod tests {
 
     #[test]
     fn small_jobs_get_the_gpus_that_pay_not_the_fastest_cell() {
-        // A batch-64 350M job with no GPU request: the fastest Cell is large
-        // (8 A100 over the two nodes; at batch 8 one node's 4 are fastest
-        // since pipeline sends across nodes share the node's network link),
+        // A batch-256 350M job with no GPU request: the fastest Cell is large
+        // (8 A100 over the two nodes; at batch 64 one node's 4 are fastest
+        // since gradient sync across nodes shares the node's network link),
         // the marginal rule stops where doubling no longer pays 1.5x.
         let (e, c) = (est(), cluster(&[]));
         let m = ModelCatalog::builtin().names().find(|n| n.contains("350M")).expect("a 350M model").to_string();
-        let r = req(&[&format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=64"]);
+        let r = req(&[&format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=256"]);
         let cfg = PlacementConfig::default();
         let Outcome::Place(p) = place(&r, &c, &cfg, &e) else { panic!("not placed") };
         let job = job_spec(&dl_options(&r.env).unwrap().unwrap(), &e, &r.env).unwrap();
@@ -872,7 +890,7 @@ mod tests {
         let m = ModelCatalog::builtin().names().find(|n| n.contains("350M")).expect("a 350M model").to_string();
         let now = 1_800_000_000;
         let r = |extra: &[&str]| {
-            let mut env = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=64".to_string()];
+            let mut env = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=256".to_string()];
             env.extend(extra.iter().map(|s| s.to_string()));
             SubmitRequest { env, now, ..Default::default() }
         };
@@ -894,15 +912,19 @@ mod tests {
         let iters = 1_000_000u64;
         let window = (iters as f64 * (fastest + t_small) / 2.0).ceil() as i64;
         let tight = r(&[&format!("CELLSCHED_DL_ITERS={iters}"), &format!("CELLSCHED_DL_DEADLINE=now+{window}")]);
+        let tight_deadline = |q: &SubmitRequest| Some(q.now + window);
         let Outcome::Place(p) = place(&tight, &c, &cfg, &e) else { panic!("not placed") };
         assert!(p.estimate.iter_time_s * iters as f64 <= window as f64, "{} misses", p.estimate.cell);
         assert_eq!(p.notice, None);
-        // A deadline no Cell meets: warned and placed on the fastest, or refused when strict.
+        assert_eq!(p.record.deadline, tight_deadline(&tight), "a feasible deadline is kept");
+        // A deadline no Cell meets: placed on the fastest without the deadline
+        // (best effort: no urgency), or refused when strict.
         let hopeless = r(&[&format!("CELLSCHED_DL_ITERS={iters}"), "CELLSCHED_DL_DEADLINE=now+60"]);
         let Outcome::Place(w) = place(&hopeless, &c, &cfg, &e) else { panic!("not placed") };
         assert_eq!(w.estimate.iter_time_s, fastest);
-        let notice = w.user_message().expect("a warning");
-        assert!(notice.contains("warning") && notice.contains("--dl-deadline") && notice.contains("predicted"), "{notice}");
+        assert_eq!(w.record.deadline, None, "an infeasible deadline buys no urgency");
+        let notice = w.user_message().expect("a notice");
+        assert!(notice.contains("--dl-deadline") && notice.contains("fastest Cell") && notice.contains("best effort"), "{notice}");
         match place(&hopeless, &c, &strict, &e) {
             Outcome::Reject(msg) => assert!(msg.contains("strict") && msg.contains("--dl-deadline"), "{msg}"),
             other => panic!("expected a refusal, got {other:?}"),
@@ -914,11 +936,11 @@ mod tests {
         let past = SubmitRequest { env: r(&["CELLSCHED_DL_DEADLINE=2020-01-01"]).env, now, ..Default::default() };
         assert!(matches!(place(&past, &c, &cfg, &e), Outcome::Reject(m) if m.contains("future")));
         assert!(matches!(place(&r(&["CELLSCHED_DL_DEADLINE=soon"]), &c, &cfg, &e), Outcome::Reject(m) if m.contains("--dl-deadline") || m.contains("CELLSCHED_DL_DEADLINE")));
-        // A pinned plan no Cell can finish in time keeps its plan (warned), never another plan's Cell.
+        // A pinned plan no Cell can finish in time keeps its plan (told it runs best effort), never another plan's Cell.
         let pinned = r(&[&format!("CELLSCHED_DL_ITERS={iters}"), "CELLSCHED_DL_DEADLINE=now+60", "CELLSCHED_DL_PLAN=dp=4,tp=1,pp=1,zero=1,ckpt=on"]);
         let Outcome::Place(pp) = place(&pinned, &c, &cfg, &e) else { panic!("pinned plan not placed") };
         assert_eq!((pp.record.decision.plan.dp, pp.record.decision.plan.tp, pp.record.decision.plan.pp, pp.record.decision.cell.gpus), (4, 1, 1, 4));
-        assert!(pp.notice.as_deref().is_some_and(|n| n.contains("warning")), "{:?}", pp.notice);
+        assert!(pp.notice.as_deref().is_some_and(|n| n.contains("best effort")) && pp.record.deadline.is_none(), "{:?}", pp.notice);
     }
 
     #[test]
@@ -1117,7 +1139,7 @@ mod tests {
         ];
         let r = SubmitRequest { env: env.clone(), ..Default::default() };
         let Outcome::Place(p) = place(&r, &cluster(&[]), &PlacementConfig::default(), &est()) else { panic!("not placed") };
-        assert_eq!(p.record.model.as_deref(), Some("small"), "{}", p.admin_comment());
+        assert!(p.record.model.as_deref().is_some_and(|m| m.starts_with("user:small@")), "{}", p.admin_comment());
         // Without the description (no SPANK plugin at submit) the file is never opened here.
         let r2 = SubmitRequest { env: env[..2].to_vec(), ..Default::default() };
         match place(&r2, &cluster(&[]), &PlacementConfig::default(), &est()) {

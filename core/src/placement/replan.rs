@@ -127,6 +127,9 @@ pub struct Move {
     pub time_limit_min: Option<u32>,
     /// Seconds per iteration the slowdown bound counts from (kept in AdminComment).
     pub plan_iter_s: f64,
+    /// When the move was planned (Unix seconds, the pass's clock), kept as
+    /// the record's `moved_at` for the cool-down; `None` without a clock.
+    pub moved_at: Option<i64>,
 }
 
 impl Move {
@@ -138,7 +141,7 @@ impl Move {
     /// AdminComment after the move: the new decision, the job's facts, the
     /// new limit, and where it came from ([`DlRecord::moved`]).
     pub fn admin_comment(&self) -> String {
-        self.record.moved(self.to.to_decision(), self.plan_iter_s, self.time_limit_min).to_string()
+        DlRecord { moved_at: self.moved_at, ..self.record.moved(self.to.to_decision(), self.plan_iter_s, self.time_limit_min) }.to_string()
     }
 }
 
@@ -272,6 +275,9 @@ impl Pass<'_> {
     fn plan_move(&mut self, j: &PendingDl, wait: Option<PlanWait>) -> Option<Move> {
         let (cfg, declared, now_s) = (self.pool.cfg, self.declared, self.now_s);
         let d = &j.record.decision;
+        if in_cooldown(j.record.moved_at, now_s, cfg.replan_cooldown_s) {
+            return None;
+        }
         let all = self.pool.ranked_for(j, self.est, self.ranks);
         // Only Cells within the slowdown bound of its first plan are candidates (as in the simulator).
         let plan_iter_s = j.record.plan_iter_s.map_or(d.iter_s, |p| p.min(d.iter_s));
@@ -298,6 +304,14 @@ impl Pass<'_> {
                 if !w.takes_slower_cell(now_s, (best.cell.gpus, best.iter_time_s), (d.cell.gpus, d.iter_s), j.deadline_work.is_some(), contended) {
                     return None;
                 }
+                // The predicted gain must be worth a move (hysteresis).
+                let margin = cfg.replan_min_gain * w.rem_plan_s;
+                if margin > 0.0 {
+                    let correct = super::wait::corrects_wait(j.deadline_work.is_some(), best.cell.gpus, best.iter_time_s, d.cell.gpus, d.iter_s, contended);
+                    if now_s + w.rem_plan_s * best.iter_time_s / d.iter_s + margin > w.finish_on_plan_s(correct) {
+                        return None;
+                    }
+                }
             }
         }
         if !self.pool.reserve(&best.cell.gpu_type, best.nodes, best.gpus_per_node) {
@@ -312,8 +326,18 @@ impl Pass<'_> {
             record: j.record.clone(),
             time_limit_min: j.limited_iters().and_then(|n| crate::declared::time_bound_min(n, best.iter_time_s, declared)),
             plan_iter_s,
+            moved_at: (now_s > 0.0).then_some(now_s as i64),
             to: best,
         })
+    }
+}
+
+/// True while a job moved at `moved_at` (Unix seconds) is within the
+/// re-planning cool-down at `now_s` (no clock, `now_s` <= 0: never).
+pub fn in_cooldown(moved_at: Option<i64>, now_s: f64, cooldown_s: u64) -> bool {
+    match moved_at {
+        Some(t) if now_s > 0.0 => now_s < t as f64 + cooldown_s as f64,
+        _ => false,
     }
 }
 
@@ -498,6 +522,40 @@ mod tests {
         assert_eq!(m.iter().any(|mv| mv.id == 7), cheap, "{m:?}");
         // Alone (nobody ahead waits for v100) it moves.
         assert!(!plan_moves_cached(&[(&job, Some(wait(0.0, 1.5 * loss1)))], &one_v100, &cfg, &dc, &e, None, 0.0).is_empty());
+    }
+
+    #[test]
+    fn a_recent_move_or_a_small_gain_keeps_the_job_where_it_is() {
+        let e = est();
+        let d = on_a100(&e);
+        let job = PendingDl { id: 9, record: DlRecord { iters: Some(1000), ..DlRecord::new(d.clone()) }, job: spec(), features: None, deadline_work: None };
+        let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
+        let dc = DeclaredConfig::default();
+        let cfg = PlacementConfig { replan_max_slowdown: 100.0, replan_cooldown_s: 300, ..Default::default() };
+        let now = 1_800_000_000.0;
+        let first = plan_moves_cached(&[&job], &busy, &cfg, &dc, &e, None, now);
+        assert_eq!(first.len(), 1, "precondition: the job moves off the busy a100s");
+        let back = DlRecord::parse(&first[0].admin_comment()).unwrap();
+        assert_eq!(back.moved_at, Some(now as i64), "the move is stamped");
+        // Moved to v100; now the v100s are busy and the a100s free again: the
+        // job would move back, but not within the cool-down.
+        let moved = PendingDl { record: back, ..job.clone() };
+        let flipped = cluster(&[("v100-1", 8), ("v100-2", 8)]);
+        assert!(plan_moves_cached(&[&moved], &flipped, &cfg, &dc, &e, None, now + 299.0).is_empty(), "moved back within the cool-down");
+        let later = plan_moves_cached(&[&moved], &flipped, &cfg, &dc, &e, None, now + 300.0);
+        assert_eq!(later.len(), 1, "after the cool-down it may move: {later:?}");
+        let off = PlacementConfig { replan_cooldown_s: 0, ..cfg.clone() };
+        assert_eq!(plan_moves_cached(&[&moved], &flipped, &off, &dc, &e, None, now + 1.0).len(), 1);
+        assert!(!in_cooldown(Some(now as i64), 0.0, 300), "no clock, no cool-down");
+        // Minimum gain: a slower Cell that wins by less than replan_min_gain of the run stays put.
+        let to = first[0].to.clone();
+        let rem_plan = 1000.0 * d.iter_s;
+        let loss = 1000.0 * (to.iter_time_s - d.iter_s);
+        // Waiting costs the loss plus 2 % of the run: a 1 % minimum gain moves, a 5 % one does not.
+        let w = PlanWait { plan_free_at_s: now, queue_ahead_s: loss + 0.02 * rem_plan, waited_s: 0.0, rem_plan_s: rem_plan };
+        let with_gain = |g: f64| PlacementConfig { replan_min_gain: g, ..cfg.clone() };
+        assert_eq!(plan_moves_cached(&[(&job, Some(w))], &busy, &with_gain(0.01), &dc, &e, None, now).len(), 1);
+        assert!(plan_moves_cached(&[(&job, Some(w))], &busy, &with_gain(0.05), &dc, &e, None, now).is_empty());
     }
 
     #[test]

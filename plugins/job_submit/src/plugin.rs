@@ -36,9 +36,9 @@ use std::time::{Duration, Instant, SystemTime};
 cellsched_slurm_ffi::plugin_identity!(name: "cellsched Cell placement", kind: "job_submit/cellsched");
 
 /// Config and estimator in force; `None` = stock behaviour.
-struct Loaded {
-    cfg: Config,
-    est: Estimator,
+pub(crate) struct Loaded {
+    pub(crate) cfg: Config,
+    pub(crate) est: Estimator,
     /// Cell rankings of `est` (a new estimator comes with an empty cache).
     ranks: RankCache,
 }
@@ -66,10 +66,10 @@ static THREAD: Mutex<Option<Periodic>> = Mutex::new(None);
 /// (`placement::place_under_load`). `None` before the first pass.
 static PENDING_LOAD: Mutex<Option<placement::LoadView>> = Mutex::new(None);
 
-fn info(msg: &str) {
+pub(crate) fn info(msg: &str) {
     log::info(&format!("job_submit/cellsched: {msg}"));
 }
-fn error(msg: &str) {
+pub(crate) fn error(msg: &str) {
     log::error(&format!("job_submit/cellsched: {msg}"));
 }
 
@@ -129,7 +129,7 @@ fn reload_if_changed() {
     *SOURCE.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, db));
 }
 
-fn current() -> Option<Arc<Loaded>> {
+pub(crate) fn current() -> Option<Arc<Loaded>> {
     LOADED.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
@@ -172,7 +172,7 @@ fn nodes_parsed(read: NodesRead) -> Arc<Vec<NodeGpus>> {
 
 /// GPUs per node from the node table (caller holds the node read lock):
 /// the last copy while slurmctld's `last_node_update` says nothing changed.
-fn node_snapshot() -> Arc<Vec<NodeGpus>> {
+pub(crate) fn node_snapshot() -> Arc<Vec<NodeGpus>> {
     nodes_parsed(nodes_read())
 }
 
@@ -226,7 +226,7 @@ unsafe fn rewrite_request(desc: &mut slurm_sys::job_desc_msg_t, w: &placement::R
 }
 
 /// Seconds since the Unix epoch.
-fn now_unix() -> i64 {
+pub(crate) fn now_unix() -> i64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
@@ -325,12 +325,6 @@ fn reject(err_msg: *mut *mut c_char, msg: &str) -> c_int {
         }
     }
     slurm_sys::SLURM_ERROR
-}
-
-/// Updates by users go through unchanged (the 3-argument form is called correctly by 22.05 and 23.02+).
-#[no_mangle]
-pub extern "C" fn job_modify(_desc: *mut slurm_sys::job_desc_msg_t, _job: *mut std::ffi::c_void, _uid: u32) -> c_int {
-    slurm_sys::SLURM_SUCCESS
 }
 
 /// A pending job with a cellsched decision, copied under the read locks

@@ -296,6 +296,7 @@ fn check_config(opts: &Options, f: &ConfFile, spank: Option<&SpankLine>, r: &mut
         }
         Err(e) => {
             let fix = match &e {
+                CoreError::File { .. } if untrusted(&e) => UNTRUSTED_FIX.into(),
                 CoreError::File { msg, .. } if msg.starts_with("cannot read") => format!(
                     "create {} (see the commented etc/cellsched.toml); without it the plugins fall back to stock Slurm behaviour",
                     path.display()
@@ -311,21 +312,21 @@ fn check_config(opts: &Options, f: &ConfFile, spank: Option<&SpankLine>, r: &mut
         None => r.checks.push(Finding::ok("estimator.profile_db", "not set: built-in (calibrated datasheet) estimates")),
         Some(p) => r.checks.push(match cellsched_core::profile_db::ProfileDb::load_csv(p) {
             Ok(db) => Finding::ok("estimator.profile_db", format!("{} parses ({} measured points)", p.display(), db.len())),
-            Err(e) => Finding::fail("estimator.profile_db", e.to_string(), "fix the CSV at the line named (`cellsched profile list --db FILE` shows it), or remove profile_db"),
+            Err(e) => Finding::fail("estimator.profile_db", e.to_string(), fix_for(&e, "fix the CSV at the line named (`cellsched profile list --db FILE` shows it), or remove profile_db")),
         }),
     }
     match &est.gpu_catalog {
         None => r.checks.push(Finding::ok("estimator.gpu_catalog", "not set: built-in GPU catalog")),
         Some(p) => {
             let shown = p.display().to_string();
-            let res = std::fs::read_to_string(p)
-                .map_err(|e| CoreError::File { path: shown.clone(), line: None, msg: format!("cannot read: {e}") })
+            let res = cellsched_core::config::check_trusted_file(p)
+                .and_then(|()| std::fs::read_to_string(p).map_err(|e| CoreError::File { path: shown.clone(), line: None, msg: format!("cannot read: {e}") }))
                 .and_then(|t| catalog.apply_overrides_toml(&t, &shown));
             r.checks.push(match res {
                 Ok(()) => Finding::ok("estimator.gpu_catalog", format!("{shown} parses ({} GPU types known)", catalog.names().count())),
                 Err(e) => {
                     catalog = GpuCatalog::builtin();
-                    Finding::fail("estimator.gpu_catalog", e.to_string(), "fix the [gpu.NAME] table at the line named, or remove gpu_catalog")
+                    Finding::fail("estimator.gpu_catalog", e.to_string(), fix_for(&e, "fix the [gpu.NAME] table at the line named, or remove gpu_catalog"))
                 }
             });
         }
@@ -334,10 +335,23 @@ fn check_config(opts: &Options, f: &ConfFile, spank: Option<&SpankLine>, r: &mut
         None => r.checks.push(Finding::ok("estimator.history", "not set: no iteration predictor; jobs without --dl-iters are ranked by their time limit")),
         Some(p) => r.checks.push(match cellsched_core::history::load_csv(p) {
             Ok(h) => Finding::ok("estimator.history", format!("{} parses ({} records)", p.display(), h.len())),
-            Err(e) => Finding::fail("estimator.history", e.to_string(), "fix the CSV at the line named (`cellsched report history` writes it), or remove history"),
+            Err(e) => Finding::fail("estimator.history", e.to_string(), fix_for(&e, "fix the CSV at the line named (`cellsched report history` writes it), or remove history")),
         }),
     }
     catalog
+}
+
+/// The fix for a file the plugins refuse to trust (core's `check_trusted_file`).
+const UNTRUSTED_FIX: &str = "chown root FILE and chmod go-w FILE (and the same for each directory above it that is not root's or is writable by others without the sticky bit); the plugins refuse to load it until then";
+
+/// Whether `e` is core's refusal of a file others can write.
+fn untrusted(e: &CoreError) -> bool {
+    matches!(e, CoreError::File { msg, .. } if msg.starts_with("not trusted"))
+}
+
+/// [`UNTRUSTED_FIX`] for an untrusted file, else `otherwise`.
+fn fix_for(e: &CoreError, otherwise: &str) -> String {
+    if untrusted(e) { UNTRUSTED_FIX.into() } else { otherwise.into() }
 }
 
 /// Typed GPU entries `(type, count text)` of a `Gres=` value.
@@ -586,6 +600,32 @@ mod tests {
         let v: Vec<&Finding> = r.checks.iter().filter(|f| f.check == check).collect();
         assert_eq!(v.len(), 1, "{check}: {}", r.text());
         v[0].clone()
+    }
+
+    /// Issue 31 item 10: cellsched.toml, the GPU catalog, the profile DB or
+    /// the history writable by others, or in a world-writable directory
+    /// without the sticky bit, fail with the chown/chmod fix.
+    #[test]
+    fn files_others_can_write_fail() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        let fx = Fixture::new("perm");
+        mode(&fx.dir, 0o755);
+        assert!(fx.run().checks.iter().all(|c| c.status == Status::Ok), "{}", fx.run().text());
+        for (file, check) in [("cellsched.toml", "cellsched.toml"), ("gpus.toml", "estimator.gpu_catalog"), ("p.csv", "estimator.profile_db"), ("h.csv", "estimator.history")] {
+            mode(&fx.path(file), 0o666);
+            let f = only(&fx.run(), check);
+            assert_eq!(f.status, Status::Fail, "{file}: {f:?}");
+            assert!(f.message.contains("writable by others") && f.fix.as_deref().is_some_and(|x| x.contains("chmod go-w")), "{f:?}");
+            mode(&fx.path(file), 0o644);
+        }
+        // Files in a world-writable directory: refused without the sticky bit, fine with it.
+        mode(&fx.dir, 0o777);
+        let f = only(&fx.run(), "cellsched.toml");
+        assert!(f.status == Status::Fail && f.message.contains("without the sticky bit"), "{f:?}");
+        mode(&fx.dir, 0o1777);
+        assert!(fx.run().checks.iter().all(|c| c.status == Status::Ok), "{}", fx.run().text());
+        mode(&fx.dir, 0o755);
     }
 
     #[test]

@@ -127,6 +127,7 @@ mod tests {
             gpus_per_node: 4,
             iter_time_s: t,
             plan: None,
+            peak_mem_gib: None,
         }
     }
 

@@ -173,23 +173,18 @@ pub fn profile(
             exit_code.unwrap_or(-1)
         ));
     }
+    let (gpu_window, gpus) = gpu_use(&out.samples, &out.iter_at_s, &out.times, req.warmup);
+    let gpus_whole_run = summarize(&out.samples);
     let db = match &req.db {
         Some(path) => {
-            let rec = ProfileRecord {
-                model: plan.model.clone(),
-                batch: plan.batch,
-                gpu_type: plan.gpu_type.clone(),
-                nodes: 1,
-                gpus_per_node: plan.gpus,
-                iter_time_s: stats.median_s,
-                plan: Some(plan.plan),
-            };
-            let n = db::insert_record(path, rec)?;
+            if req.plan.is_none() {
+                notes(format!("the row's plan is recorded as unknown: the command was offered {} but may not follow it; pass --plan for the plan it runs", plan.plan));
+            }
+            let n = db::insert_record(path, db_record(&plan, req.plan.is_some(), stats.median_s, &gpus_whole_run))?;
             Some((path.clone(), n))
         }
         None => None,
     };
-    let (gpu_window, gpus) = gpu_use(&out.samples, &out.iter_at_s, &out.times, req.warmup);
     let warnings = warnings(stats.seen, req.warn_below_iters, gpu_window.as_ref(), &gpus);
     Ok(Outcome {
         plan,
@@ -201,10 +196,28 @@ pub fn profile(
         wall_s: out.wall.as_secs_f64(),
         gpus,
         gpu_window,
-        gpus_whole_run: summarize(&out.samples),
+        gpus_whole_run,
         warnings,
         db,
     })
+}
+
+/// The profile DB row of a run: the plan only when it was pinned (`--plan`;
+/// an injected plan the command may not have followed is recorded as
+/// unknown, never as a guess), and the highest NVML memory reading of any
+/// of its GPUs over the whole run.
+pub fn db_record(plan: &ProfilePlan, pinned: bool, median_s: f64, whole_run: &[GpuSummary]) -> ProfileRecord {
+    let peak = whole_run.iter().filter_map(|g| g.peak_mem_bytes).max();
+    ProfileRecord {
+        model: plan.model.clone(),
+        batch: plan.batch,
+        gpu_type: plan.gpu_type.clone(),
+        nodes: 1,
+        gpus_per_node: plan.gpus,
+        iter_time_s: median_s,
+        plan: pinned.then_some(plan.plan),
+        peak_mem_gib: peak.map(|b| b as f64 / (1u64 << 30) as f64),
+    }
 }
 
 /// GPU use over the measured iterations: the window they cover (from the
@@ -304,7 +317,26 @@ mod tests {
         assert_eq!(o.db.as_ref().unwrap().1, 1);
         let got = ProfileDb::load_csv(&db).unwrap();
         assert_eq!(got.lookup("my-net", 64, "a100", 1, 2), Some(0.25));
+        // The plan was injected, not pinned: the command may not have followed it.
+        assert_eq!(got.records().next().unwrap().plan, None);
+        let mut pinned = req(script, Some(db.clone()));
+        pinned.plan = Some("dp=1,tp=2,pp=1".parse().unwrap());
+        profile(&pinned, &est(), &AtomicBool::new(false), |_| {}, |_| {}).unwrap();
+        let got = ProfileDb::load_csv(&db).unwrap();
+        assert_eq!(got.records().next().unwrap().plan, pinned.plan);
         std::fs::remove_dir_all(d).ok();
+    }
+
+    /// The DB row keeps the plan only when pinned, and the highest NVML
+    /// reading of any GPU over the whole run.
+    #[test]
+    fn db_record_is_honest_about_the_plan_and_keeps_the_peak() {
+        let plan = ProfilePlan { model: "m".into(), batch: 8, gpu_type: "h100".into(), gpus: 2, plan: "dp=2,tp=1,pp=1".parse().unwrap(), estimate_s: None, plan_source: "estimator" };
+        let g = |index, peak: Option<u64>| GpuSummary { index, samples: 3, mean_util_pct: None, peak_mem_bytes: peak, mean_power_w: None, mean_sm_clock_mhz: None };
+        let r = db_record(&plan, false, 0.5, &[g(0, Some(3 << 30)), g(1, Some(5 << 30))]);
+        assert_eq!((r.plan, r.peak_mem_gib, r.gpus_per_node), (None, Some(5.0), 2));
+        let r = db_record(&plan, true, 0.5, &[g(0, None)]);
+        assert_eq!((r.plan, r.peak_mem_gib), (Some(plan.plan), None));
     }
 
     #[test]

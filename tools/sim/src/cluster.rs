@@ -54,11 +54,12 @@ impl ClusterSpec {
             if t.is_empty() || !t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-') {
                 return Err(SimError::input(path, None, &field("gpu_type"), format!("'{t}' is not a canonical lower-case GPU type (e.g. a100)")));
             }
-            if g.nodes == 0 {
-                return Err(SimError::input(path, None, &field("nodes"), "must be at least 1"));
+            let (nodes, per_node) = (cellsched_core::limits::NODES, cellsched_core::limits::GPUS_PER_NODE);
+            if g.nodes == 0 || g.nodes > nodes.max_u32() {
+                return Err(SimError::input(path, None, &field("nodes"), format!("{} is outside 1..={}", g.nodes, nodes.max)));
             }
-            if g.gpus_per_node == 0 || g.gpus_per_node > 64 {
-                return Err(SimError::input(path, None, &field("gpus_per_node"), format!("{} is outside 1..=64", g.gpus_per_node)));
+            if g.gpus_per_node == 0 || g.gpus_per_node > per_node.max_u32() {
+                return Err(SimError::input(path, None, &field("gpus_per_node"), format!("{} is outside 1..={}", g.gpus_per_node, per_node.max)));
             }
             if let Some(bw) = g.inter_node_gbps {
                 if !(bw.is_finite() && bw > 0.0) {

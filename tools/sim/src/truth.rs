@@ -187,6 +187,7 @@ impl TruthTable {
                 gpus_per_node: p.gpus_per_node,
                 iter_time_s: t,
                 plan: None,
+                peak_mem_gib: None,
             });
         }
         db

@@ -128,9 +128,36 @@ pub fn task_env(plan: &InjectedPlan, step: &StepInfo, plan_file: Option<&str>) -
     v
 }
 
-/// Variables a task must not keep from an outer step (the batch script's
-/// launcher-mode values leak into `srun` steps through `--export=ALL`).
-pub const RANK_KEYS: [&str; 2] = ["RANK", "LOCAL_RANK"];
+/// Every variable [`task_env`] can set, plus `CELLSCHED_ERROR`: cleared at
+/// the start of each DL task, so a step never runs with what the
+/// enclosing step was told (the batch script's values reach its `srun`
+/// steps through `--export=ALL`).
+pub const PLAN_KEYS: [&str; 24] = [
+    "CELLSCHED_GPU_TYPE",
+    "CELLSCHED_CELL",
+    "CELLSCHED_NODES",
+    "CELLSCHED_GPUS",
+    "CELLSCHED_DP",
+    "CELLSCHED_TP",
+    "CELLSCHED_PP",
+    "CELLSCHED_MICRO_BATCHES",
+    "CELLSCHED_ZERO_STAGE",
+    "CELLSCHED_CHECKPOINTING",
+    "CELLSCHED_GLOBAL_BATCH",
+    "CELLSCHED_FREEZE_MODE",
+    "CELLSCHED_FREEZE_SCHEDULE",
+    "CELLSCHED_PLAN_SOURCE",
+    "CELLSCHED_ITER_TIME_S",
+    "CELLSCHED_PLAN_FILE",
+    "CELLSCHED_ERROR",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "LOCAL_RANK",
+];
 
 #[cfg(test)]
 mod tests {
@@ -183,6 +210,17 @@ mod tests {
         assert_eq!(env["CELLSCHED_PLAN_FILE"], "/tmp/x/plan.json");
         assert_eq!(env["MASTER_ADDR"], "a100-1");
         assert_eq!(env["MASTER_PORT"], "29542");
+    }
+
+    #[test]
+    fn every_variable_a_task_gets_is_cleared_first() {
+        let plan = sample_plan();
+        for s in [step(8, 4, 2), step(2, 4, 2)] {
+            for (k, _) in task_env(&plan, &s, Some("/tmp/x/plan.json")) {
+                assert!(PLAN_KEYS.contains(&k), "{k} is not in PLAN_KEYS");
+            }
+        }
+        assert!(PLAN_KEYS.contains(&"CELLSCHED_ERROR"));
     }
 
     #[test]

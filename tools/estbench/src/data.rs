@@ -1,0 +1,292 @@
+//! The measured reference data (truth) and how each dataset trained its
+//! runs. Gavel's runs are described as trained (a fixed micro-batch of the
+//! batch size per worker, no gradient accumulation: `<model>+gavel-mbN`);
+//! Rubick's as fp32 on TF32 tensor cores with the ZeRO-Offload runs as
+//! `offload = true` (`<model>+rubick[+offload]`); the H100 runs as Hugging
+//! Face models in bf16 autocast with AdamW (`hf:<model>`). A variant is the
+//! same network as its model's other runs (one unit for leave-one-model-out).
+use crate::error::{read, BenchError};
+use cellsched_core::cell::Plan;
+use cellsched_core::model::{ModelCatalog, ModelFamily, ModelSpec, Optimizer, Precision, Recompute, Runtime};
+use cellsched_core::profile_db::{parse_csv, ProfileRecord};
+use std::path::Path;
+
+/// One measured point and the job (model + per-GPU work) it belongs to.
+#[derive(Debug, Clone)]
+pub struct Point {
+    /// `gavel`, `rubick-a800` or `h100`.
+    pub dataset: &'static str,
+    /// Job key for rank correlation across Cells (same model and per-GPU batch).
+    pub job: String,
+    /// Canonical model name (the unit of leave-one-model-out).
+    pub model: String,
+    /// The model's family (rows per family).
+    pub family: ModelFamily,
+    /// The measurement.
+    pub rec: ProfileRecord,
+    /// False when the measured configuration cannot be described to the
+    /// estimator: scored, never used to calibrate.
+    pub calibratable: bool,
+}
+
+impl Point {
+    /// A point of `dataset` and `job`; [`load_points`] fills in the model and family.
+    pub fn new(dataset: &'static str, job: String, rec: ProfileRecord) -> Point {
+        Point { dataset, job, model: String::new(), family: ModelFamily::Generic, rec, calibratable: true }
+    }
+}
+
+/// How the H100 runs were trained (`h100/train.py`): Hugging Face GPT-2/BERT
+/// in PyTorch eager with bf16 autocast and AdamW, no recomputation, with the
+/// dimensions of the catalog entry of the same name at the time of the runs
+/// (BERT then had sequence length 512 and vocabulary 30522). Registered in
+/// `models` as `hf:<name>`; returns that name.
+pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String, BenchError> {
+    register_variant(models, name, |m| {
+        m.name = format!("hf:{}", m.name);
+        m.precision = Precision::Bf16;
+        m.optimizer = Optimizer::Adam;
+        m.recompute = Recompute::Off;
+        m.runtime = Runtime::Ddp;
+        m.grad_overlap = None;
+        if m.family == ModelFamily::Bert {
+            m.seq_len = 512;
+            m.vocab = 30522;
+        }
+    })
+}
+
+/// Registers in `models` a variant of the catalog model `name` as `describe`
+/// renames and describes it (a variant registered again is replaced by the
+/// same description); returns the variant's name.
+fn register_variant(models: &mut ModelCatalog, name: &str, describe: impl FnOnce(&mut ModelSpec)) -> Result<String, BenchError> {
+    let mut m = models.get(name)?.clone();
+    describe(&mut m);
+    let out = m.name.clone();
+    models.insert(m, &[]);
+    Ok(out)
+}
+
+/// How Gavel's throughputs were measured: its PyTorch workloads train data
+/// parallel with the batch size per worker as given (`--batch_size`), no
+/// gradient accumulation, so every iteration computes one micro-batch of
+/// `per_gpu` samples on each GPU. Registered as `<name>+gavel-mb<per_gpu>`,
+/// a variant of the same network with that fixed micro-batch; returns that name.
+pub fn gavel_model(models: &mut ModelCatalog, name: &str, per_gpu: u32) -> Result<String, BenchError> {
+    register_variant(models, name, |m| {
+        m.name = format!("{}+gavel-mb{per_gpu}", m.name);
+        m.micro_batch = Some(per_gpu.max(1));
+    })
+}
+
+/// How Rubick's A800 runs were trained: the catalog model in fp32 on TF32
+/// tensor cores (the artifact's Megatron-DeepSpeed configs disable fp16 and
+/// its Hugging Face runs pass no `--fp16`; the measured forward passes run at
+/// ~50 TFLOP/s, above the A800's 19.5 TFLOP/s fp32 peak), at the fixed
+/// `micro_batch` of its DeepSpeed config (`train_micro_batch_size_per_gpu`,
+/// the `batch_size` column), with ZeRO-Offload (optimizer states and step on
+/// the host) when `offload`, and activation recomputation always on when
+/// `recompute` (the artifact's "ZeRO-Offload+GC" runs). Registered as `<name>+rubick[+offload]`, a
+/// variant of the same network; returns that name.
+pub fn rubick_model(models: &mut ModelCatalog, name: &str, offload: bool, recompute: bool, micro_batch: u32) -> Result<String, BenchError> {
+    register_variant(models, name, |m| {
+        m.name = format!("{}+rubick{}", m.name, if offload { "+offload" } else { "" });
+        m.precision = Precision::Tf32;
+        m.micro_batch = Some(micro_batch);
+        m.offload = offload;
+        if recompute {
+            m.recompute = Recompute::Full;
+        }
+    })
+}
+
+/// Loads every measured point under `dir`; datasets that are absent are
+/// skipped. Adds the datasets' model descriptions to `models`.
+pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>, BenchError> {
+    let mut out = Vec::new();
+    let gavel = dir.join("gavel/simulation_throughputs.json");
+    if gavel.is_file() {
+        let text = read(&gavel)?;
+        out.extend(gavel_points(&text).map_err(|e| match e {
+            BenchError::Format { msg, .. } => BenchError::format(gavel.display().to_string(), msg),
+            e => e,
+        })?);
+    }
+    out.extend(rubick_points(&dir.join("rubick-a800"))?);
+    let h100 = dir.join("h100/measured-iter-times.csv");
+    if h100.is_file() {
+        let text = read(&h100)?;
+        for mut rec in parse_csv(&text, &h100.display().to_string())? {
+            rec.model = h100_model(models, &rec.model)?;
+            let per_gpu = rec.batch / rec.gpus().max(1);
+            out.push(Point::new("h100", format!("h100:{} bs{per_gpu}", rec.model), rec));
+        }
+    }
+    for p in &mut out {
+        if p.dataset == "gavel" {
+            let per_gpu = p.rec.batch / p.rec.gpus().max(1);
+            p.rec.model = gavel_model(models, &p.rec.model, per_gpu)?;
+        }
+        if p.dataset == "rubick-a800" {
+            let gc = p.rec.plan.is_some_and(|pl| pl.checkpointing);
+            let mbs = p.rec.plan.map_or(1, |pl| p.rec.batch / (pl.dp * pl.micro_batches).max(1));
+            p.rec.model = rubick_model(models, &p.rec.model, p.job.ends_with("-offload"), gc, mbs)?;
+        }
+        let name = models.canonical_name(&p.rec.model).unwrap_or(&p.rec.model).to_string();
+        p.family = models.get(&name)?.family;
+        // A variant (`+gavel-mbN`, `+rubick`, `+offload`) is the same network as the model's other runs.
+        p.model = name.split('+').next().unwrap_or(&name).to_string();
+    }
+    Ok(out)
+}
+
+/// Gavel: `('<Model> (batch size N)', scale)` → aggregate steps/s of `scale`
+/// data-parallel workers with batch N each (weak scaling): one synchronous
+/// iteration of global batch N × scale takes scale / throughput seconds.
+/// `<type>_unconsolidated` tables are the same jobs with the workers spread
+/// over servers: one GPU per node, `scale` nodes.
+pub fn gavel_points(text: &str) -> Result<Vec<Point>, BenchError> {
+    let bad = |msg: String| BenchError::format("gavel throughputs", msg);
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let Some(types) = v.as_object() else { return Err(bad("expected an object of GPU types".into())) };
+    let mut out = Vec::new();
+    for (gpu, table) in types {
+        let Some(obj) = table.as_object() else { continue };
+        let (gpu_type, spread) = match gpu.strip_suffix("_unconsolidated") {
+            Some(t) => (t.to_string(), true),
+            None => (gpu.clone(), false),
+        };
+        for (key, val) in obj {
+            let Some(tput) = val.get("null").and_then(|x| x.as_f64()).filter(|t| *t > 0.0) else { continue };
+            let inner = key.trim_start_matches("('");
+            let Some((name, rest)) = inner.split_once("',") else { return Err(bad(format!("unexpected key {key}"))) };
+            let scale: u32 = rest.trim().trim_end_matches(')').trim().parse().map_err(|_| bad(format!("scale factor in key {key}")))?;
+            let (model, bs) = match name.split_once(" (batch size ") {
+                Some((m, b)) => (m.to_string(), b.trim_end_matches(')').parse::<u32>().map_err(|_| bad(format!("batch size in key {key}")))?),
+                None => (name.to_string(), 1),
+            };
+            out.push(Point::new(
+                "gavel",
+                format!("gavel:{model} bs{bs}"),
+                ProfileRecord {
+                    model: model.to_ascii_lowercase(),
+                    batch: bs * scale,
+                    gpu_type: gpu_type.clone(),
+                    nodes: if spread { scale } else { 1 },
+                    gpus_per_node: if spread { 1 } else { scale },
+                    iter_time_s: scale as f64 / tput,
+                    plan: Some(Plan { dp: scale, ..Plan::default() }),
+                    peak_mem_gib: None,
+                },
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Rubick A800: `config.csv` + `data.csv` rows in the same order (iteration
+/// time in ms). The global batch is fixed per model, as in the `BATCH_SIZE`
+/// of Rubick's validate scripts (bert 32, gpt2 16, roberta 64, t5 16, vit 64,
+/// llama7b 8; the forward times, which halve with every doubling of GPUs,
+/// show the batch is fixed) and split into micro-batches of `batch_size` per
+/// GPU; `num_cpu_threads > 1` marks a ZeRO-Offload run (described by
+/// [`load_points`] as `<model>+rubick+offload`), which for gpt2, t5 and llama7b
+/// recomputes activations (the scripts' "ZeRO-Offload+GC").
+pub fn rubick_points(dir: &Path) -> Result<Vec<Point>, BenchError> {
+    let global: [(&str, u32); 6] = [("bert", 32), ("gpt2", 16), ("roberta", 64), ("t5", 16), ("vit", 64), ("llama7b", 8)];
+    let offload_recomputes = ["gpt2", "t5", "llama7b"];
+    let mut out = Vec::new();
+    for (model, g) in global {
+        let (cfg_path, data_path) = (dir.join(model).join("config.csv"), dir.join(model).join("data.csv"));
+        if !cfg_path.is_file() {
+            continue;
+        }
+        let cfg = read(&cfg_path)?;
+        let data = read(&data_path)?;
+        for (i, (c, d)) in cfg.lines().skip(1).zip(data.lines().skip(1)).enumerate() {
+            let nums = |s: &str, path: &Path| -> Result<Vec<f64>, BenchError> {
+                s.split(',')
+                    .map(|x| x.trim().parse::<f64>().map_err(|_| BenchError::format(format!("{}:{}", path.display(), i + 2), format!("not a number: '{x}'"))))
+                    .collect()
+            };
+            let (c, d) = (nums(c, &cfg_path)?, nums(d, &data_path)?);
+            if c.len() < 9 || d.len() < 4 {
+                return Err(BenchError::format(format!("{}:{}", cfg_path.display(), i + 2), "expected 9 config and 4+ data columns"));
+            }
+            let (nodes, gpus, mbs_col, threads, zero) = (c[0] as u32, c[1] as u32, c[3] as u32, c[5] as u32, c[6] as u8);
+            let per_gpu = (g / gpus.max(1)).max(1);
+            let mbs = mbs_col.clamp(1, per_gpu);
+            let offload = threads > 1;
+            out.push(Point::new(
+                "rubick-a800",
+                format!("rubick:{model} zero{zero}{}", if offload { "-offload" } else { "" }),
+                ProfileRecord {
+                    model: model.into(),
+                    batch: g,
+                    gpu_type: "a800".into(),
+                    nodes: nodes.max(1),
+                    gpus_per_node: gpus / nodes.max(1),
+                    iter_time_s: d[3] / 1000.0,
+                    plan: Some(Plan {
+                        dp: gpus,
+                        tp: 1,
+                        pp: 1,
+                        micro_batches: (per_gpu / mbs).max(1),
+                        zero_stage: zero.min(3),
+                        checkpointing: offload && offload_recomputes.contains(&model),
+                    }),
+                    peak_mem_gib: None,
+                },
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gavel_keys_become_weak_scaling_points() {
+        let text = r#"{"v100": {"('ResNet-50 (batch size 64)', 4)": {"null": 8.0, "x": [1, 2]}, "('A3C', 1)": {"null": 2.0}},
+                       "v100_unconsolidated": {"('ResNet-50 (batch size 64)', 4)": {"null": 6.0}}}"#;
+        let pts = gavel_points(text).unwrap();
+        let r = pts.iter().find(|p| p.rec.model == "resnet-50" && p.rec.nodes == 1).unwrap();
+        assert_eq!((r.rec.batch, r.rec.gpus_per_node), (256, 4));
+        let spread = pts.iter().find(|p| p.rec.model == "resnet-50" && p.rec.nodes == 4).unwrap();
+        assert_eq!((spread.rec.gpu_type.as_str(), spread.rec.gpus_per_node, spread.job.as_str()), ("v100", 1, r.job.as_str()));
+        assert!((r.rec.iter_time_s - 0.5).abs() < 1e-12);
+        assert_eq!(r.rec.plan.unwrap().dp, 4);
+        assert!(gavel_points("{\"v100\": {\"('X', many)\": {\"null\": 1.0}}}").is_err());
+    }
+
+    /// A Gavel job is the catalog network with its per-worker batch as a
+    /// fixed micro-batch; registering it twice gives the same variant.
+    #[test]
+    fn gavel_jobs_are_described_with_their_fixed_micro_batch() {
+        let mut models = ModelCatalog::builtin();
+        let name = gavel_model(&mut models, "resnet-50", 64).unwrap();
+        assert_eq!(name, format!("{}+gavel-mb64", models.canonical_name("resnet-50").unwrap_or("resnet-50")));
+        assert_eq!(models.get(&name).unwrap().micro_batch, Some(64));
+        assert_eq!(gavel_model(&mut models, "resnet-50", 64).unwrap(), name);
+        assert!(gavel_model(&mut models, "no_such_network", 8).is_err());
+    }
+
+    #[test]
+    fn rubick_rows_pair_config_and_data() {
+        let d = std::env::temp_dir().join(format!("cs-bench-est-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("bert")).unwrap();
+        std::fs::write(d.join("bert/config.csv"), "nodes,gpus,p,batch_size,s,threads,zero,tp,pp\n1,4,320,1,1,4,1,0,0\n").unwrap();
+        std::fs::write(d.join("bert/data.csv"), "f,c,o,iter_time,s\n1,2,3,250,1111\n").unwrap();
+        let pts = rubick_points(&d).unwrap();
+        assert_eq!(pts.len(), 1);
+        assert_eq!(pts[0].job, "rubick:bert zero1-offload");
+        assert!((pts[0].rec.iter_time_s - 0.25).abs() < 1e-12);
+        assert_eq!(pts[0].rec.plan.unwrap().micro_batches, 8);
+        std::fs::write(d.join("bert/data.csv"), "f,c,o,iter_time,s\n1,2,x,250,1111\n").unwrap();
+        let e = rubick_points(&d).unwrap_err().to_string();
+        assert!(e.contains("data.csv:2"), "{e}");
+        std::fs::remove_dir_all(&d).ok();
+    }
+}
