@@ -25,6 +25,7 @@
 //! max_gpus = 16
 //! max_gpu_factor = 4.0
 //! min_marginal_efficiency = 0.5
+//! load_sizing = true
 //! deadline_policy = "warn"
 //! allowed_gpu_types = ["a100", "v100", "a10"]
 //!
@@ -163,6 +164,13 @@ pub struct PlacementConfig {
     /// extra GPUs is at least this (0..=1): with 0.5, doubling its GPUs must
     /// make it at least 1.5x faster.
     pub min_marginal_efficiency: f64,
+    /// Load-adaptive sizing: a job also grows into free GPUs no pending job
+    /// waits for, while the growth's marginal efficiency is at least
+    /// `min_marginal_efficiency` times the GPU type's load after it
+    /// (`placement::LoadView`); at submit against the GPUs the pending DL
+    /// jobs waited for at the last re-planning pass, and in re-planning
+    /// moves. Off: marginal value alone.
+    pub load_sizing: bool,
     /// GPU types the plugin may choose; empty means every type in the cluster.
     pub allowed_gpu_types: Vec<String>,
     /// What happens at submit when no Cell is predicted to meet a job's
@@ -184,6 +192,7 @@ impl Default for PlacementConfig {
             max_gpus: 16,
             max_gpu_factor: 4.0,
             min_marginal_efficiency: 0.5,
+            load_sizing: true,
             allowed_gpu_types: Vec::new(),
             deadline_policy: crate::deadline::DeadlinePolicy::Warn,
         }
@@ -307,6 +316,8 @@ pub const KEYS: &[ConfigKey] = &[
         doc: "Most GPUs a job without a GPU count of its own may get, as a multiple of the fewest GPUs its model fits on." },
     ConfigKey { section: "placement", key: "min_marginal_efficiency", default: Some("0.5"), range: "0..=1", reload: Reload::OnChange,
         doc: "A job grows to more GPUs only while (t0/t - 1) / (g/g0 - 1) is at least this: with 0.5, doubling the GPUs must make it at least 1.5x faster. 0 = the fastest Cell within the caps." },
+    ConfigKey { section: "placement", key: "load_sizing", default: Some("true"), range: "true or false", reload: Reload::OnChange,
+        doc: "A job also grows into free GPUs no pending job waits for, while the growth's marginal efficiency is at least min_marginal_efficiency times the GPU type's load after it (at submit against the GPUs the pending DL jobs waited for at the last re-planning pass; in re-planning moves); false = marginal value alone." },
     ConfigKey { section: "placement", key: "allowed_gpu_types", default: Some("[]"), range: "list of GPU type names", reload: Reload::OnChange,
         doc: "GPU types cellsched may choose (case-insensitive); empty = every type in the cluster." },
     ConfigKey { section: "placement", key: "deadline_policy", default: Some("\"warn\""), range: "\"warn\" or \"strict\"", reload: Reload::OnChange,

@@ -45,12 +45,15 @@ fn private_toml(dir: &std::path::Path) -> String {
     format!("{}max_gpu_factor = 16.0\nmin_marginal_efficiency = 0.0\n", sizing_toml(dir))
 }
 
-/// [`private_toml`] with the default Cell sizing (marginal value).
+/// [`private_toml`] with the default Cell sizing (marginal value), without
+/// load-adaptive growth (`load_sizing = false`): the expected Cells are
+/// `place()`'s, which sizes by marginal value alone, and an idle test
+/// cluster would otherwise grow every job into its free GPUs.
 fn sizing_toml(dir: &std::path::Path) -> String {
     format!(
         "# cellsched e2e placement tests\n\
 [estimator]\nprofile_db = \"/nonexistent/cellsched-e2e/profiles.csv\"\nhistory = \"{}\"\n\
-[placement]\nreplan_interval_s = 2\nreplan_max_slowdown = 10.0\n",
+[placement]\nreplan_interval_s = 2\nreplan_max_slowdown = 10.0\nload_sizing = false\n",
         dir.join("history.csv").display()
     )
 }

@@ -433,7 +433,7 @@ pub fn place_request(
     ranks: Option<&RankCache>,
     pending: Option<&LoadView>,
 ) -> Outcome {
-    let load = pending.map(|p| {
+    let load = pending.filter(|_| cfg.load_sizing).map(|p| {
         let mut v = LoadView::from_nodes(nodes);
         v.add_wanted_of(p);
         v

@@ -209,7 +209,7 @@ impl CellschedOptions {
             replan: p.replan,
             freeze: true,
             aging: true,
-            load_sizing: true,
+            load_sizing: p.load_sizing,
             max_slowdown: p.replan_max_slowdown,
             wait_test: p.replan_wait_test,
             max_gpus: p.max_gpus,
@@ -1400,6 +1400,7 @@ mod tests {
                 max_gpus,
                 max_gpu_factor,
                 min_marginal_efficiency,
+                load_sizing,
                 allowed_gpu_types,
                 deadline_policy: _, // a submit-time refusal
                 // Re-planning hysteresis (job_submit's cool-down and minimum
@@ -1415,6 +1416,7 @@ mod tests {
             assert_eq!(o.max_gpu_factor, max_gpu_factor);
             assert_eq!(o.min_marginal_efficiency, min_marginal_efficiency);
             assert_eq!(o.allowed_gpu_types, allowed_gpu_types);
+            assert_eq!(o.load_sizing, load_sizing);
             let OrderingConfig {
                 enabled,
                 aging_bound_s,
@@ -1441,12 +1443,12 @@ mod tests {
         assert_eq!(CellschedOptions::default().max_gpu_factor, 4.0);
         // Every knob changed from its default.
         let text = "[placement]\nenabled = false\nreplan = false\nreplan_max_slowdown = 2.5\nreplan_wait_test = false\n\
-                    max_gpus = 8\nmax_gpu_factor = 2.0\nmin_marginal_efficiency = 0.25\nallowed_gpu_types = [\"v100\"]\n\
+                    max_gpus = 8\nmax_gpu_factor = 2.0\nmin_marginal_efficiency = 0.25\nload_sizing = false\nallowed_gpu_types = [\"v100\"]\n\
                     [ordering]\nenabled = false\naging_bound_s = 100.0\naging_factor = 3.0\nrank_by = \"time\"\n\
                     deadline_slack_factor = 2.0\naged_lane = 3\n";
         let cfg = Config::from_toml_str(text, "test.toml").unwrap();
         let o = check(&cfg);
-        assert_eq!(o.name(), "cellsched-no-cell-search-no-srpt-no-replan");
+        assert_eq!(o.name(), "cellsched-no-cell-search-no-srpt-no-replan-no-load-sizing");
         assert!(!o.wait_test && o.max_gpus == 8 && o.allowed_gpu_types == ["v100"]);
     }
 
