@@ -4,8 +4,11 @@
 #                                      man pages and completions generated (into $(STAGE))
 #   make install [DESTDIR=..] [PLUGINDIR=..] [SYSCONFDIR=..] [BINDIR=..] [MANDIR=..]
 #                                      plugins into PLUGINDIR, CLI into BINDIR, man pages into
-#                                      MANDIR/man1 and man8, bash/zsh/fish completions, debug files
-#                                      under DEBUGDIR/.build-id, plugstack.conf.d snippet into SYSCONFDIR
+#                                      MANDIR/man1, man5 and man8, bash/zsh/fish completions, debug files
+#                                      under DEBUGDIR/.build-id, plugstack.conf.d snippet into SYSCONFDIR,
+#                                      and SYSCONFDIR/cellsched.toml when none exists (install-config)
+#   make install-config [SYSCONFDIR=..] etc/cellsched.toml as SYSCONFDIR/cellsched.toml, only when that
+#                                      file does not exist (an existing one is never overwritten)
 #   make uninstall                     removes what install put there
 #   make deb                           cellsched_<ver>_<arch>.deb (+ -dbgsym) in $(DEBOUT), built against
 #                                      the installed Slurm packages; see packaging/deb/build-deb.sh
@@ -41,7 +44,7 @@ STOCK_PLUGINDIR := /usr/lib/x86_64-linux-gnu/slurm-wlm
 SLURM_RELEASES    := $(shell scripts/slurm.sh releases)
 SLURM_CI_RELEASES := $(shell scripts/slurm.sh releases --ci)
 
-.PHONY: all build dist install install-staged uninstall deb check-releases build-fe \
+.PHONY: all build dist install install-staged install-config uninstall deb check-releases build-fe \
   $(addprefix check-,$(SLURM_RELEASES)) $(addprefix build-,$(SLURM_RELEASES)) $(addprefix live-,$(SLURM_RELEASES))
 all: build
 
@@ -54,19 +57,28 @@ dist:
 
 install: dist
 	@$(MAKE) --no-print-directory install-staged
+	@$(MAKE) --no-print-directory install-config
+
+# install-config: the commented example configuration, never over an existing file.
+install-config:
+	@set -e; dst="$(DESTDIR)$(SYSCONFDIR)/cellsched.toml"; \
+	  if [ -e "$$dst" ]; then echo "kept $$dst (it exists; etc/cellsched.toml lists every key and default)"; \
+	  else install -d "$(DESTDIR)$(SYSCONFDIR)"; install -m 0644 etc/cellsched.toml "$$dst.tmp"; mv -f "$$dst.tmp" "$$dst"; \
+	    echo "installed $$dst"; fi
 
 # install-staged: installs $(STAGE) as made by `make dist` (no build).
 # replace SRC DST MODE: temp copy next to DST, then rename over it.
 install-staged:
 	@[ -x "$(STAGE)/bin/cellsched" ] || { echo "make install: $(STAGE) not staged (run make dist)" >&2; exit 1; }
 	install -d "$(DESTDIR)$(PLUGINDIR)" "$(DESTDIR)$(SYSCONFDIR)/plugstack.conf.d" "$(DESTDIR)$(BINDIR)" \
-	  "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(MANDIR)/man8" "$(DESTDIR)$(BASHCOMPDIR)" \
+	  "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(MANDIR)/man5" "$(DESTDIR)$(MANDIR)/man8" "$(DESTDIR)$(BASHCOMPDIR)" \
 	  "$(DESTDIR)$(ZSHCOMPDIR)" "$(DESTDIR)$(FISHCOMPDIR)" "$(DESTDIR)$(DEBUGDIR)/.build-id"
 	@set -e; replace() { install -m "$$3" "$$1" "$$(dirname "$$2")/.$$(basename "$$2").tmp"; \
 	    mv -f "$$(dirname "$$2")/.$$(basename "$$2").tmp" "$$2"; echo "installed $$2"; }; \
 	  for c in $(PLUGIN_CRATES); do replace "$(STAGE)/plugins/$$c.so" "$(DESTDIR)$(PLUGINDIR)/$$c.so" 0755; done; \
 	  replace "$(STAGE)/bin/cellsched" "$(DESTDIR)$(BINDIR)/cellsched" 0755; \
 	  for p in "$(STAGE)"/man/*.1; do replace "$$p" "$(DESTDIR)$(MANDIR)/man1/$$(basename "$$p")" 0644; done; \
+	  for p in "$(STAGE)"/man/*.5; do replace "$$p" "$(DESTDIR)$(MANDIR)/man5/$$(basename "$$p")" 0644; done; \
 	  for p in "$(STAGE)"/man/*.8; do replace "$$p" "$(DESTDIR)$(MANDIR)/man8/$$(basename "$$p")" 0644; done; \
 	  replace "$(STAGE)/completions/cellsched.bash" "$(DESTDIR)$(BASHCOMPDIR)/cellsched" 0644; \
 	  replace "$(STAGE)/completions/_cellsched" "$(DESTDIR)$(ZSHCOMPDIR)/_cellsched" 0644; \
@@ -89,7 +101,7 @@ uninstall:
 	rm -f $(foreach c,$(PLUGIN_CRATES),"$(DESTDIR)$(PLUGINDIR)/$(c).so") "$(DESTDIR)$(BINDIR)/cellsched" \
 	  "$(DESTDIR)$(SYSCONFDIR)/plugstack.conf.d/cellsched.conf" \
 	  "$(DESTDIR)$(MANDIR)"/man1/cellsched.1 "$(DESTDIR)$(MANDIR)"/man1/cellsched-*.1 \
-	  "$(DESTDIR)$(MANDIR)/man8/spank_cellsched.8" "$(DESTDIR)$(BASHCOMPDIR)/cellsched" \
+	  "$(DESTDIR)$(MANDIR)/man8/spank_cellsched.8" "$(DESTDIR)$(MANDIR)/man5/cellsched.toml.5" "$(DESTDIR)$(BASHCOMPDIR)/cellsched" \
 	  "$(DESTDIR)$(ZSHCOMPDIR)/_cellsched" "$(DESTDIR)$(FISHCOMPDIR)/cellsched.fish"
 
 deb: dist

@@ -5,7 +5,7 @@
 // prints it, so each plugin crate needs its own build.rs):
 //
 //     include!("../build_support.rs");          // plugins/<name>/build.rs
-//     // (every plugin crate, plugins/spank included, lives beside this file)
+//     include!("../plugins/build_support.rs");  // spank/build.rs (top level)
 //     fn main() {
 //         emit_plugin_link_args(&["plugin_name", "plugin_type", "plugin_version",
 //                                 "init", "fini", "site_factor_p_set"]);
@@ -48,7 +48,13 @@ fn emit_link_args_as(directive: &str, exported: &[&str]) {
     println!("cargo:{directive}=-Wl,-z,lazy");
     println!("cargo:{directive}=-Wl,-z,relro");
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=../build_support.rs");
+    // The including crate sits in plugins/ (beside this file) or at the top
+    // level (spank/): name the path that exists, or cargo reruns every build.
+    let support = ["../build_support.rs", "../plugins/build_support.rs"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or("../build_support.rs");
+    println!("cargo:rerun-if-changed={support}");
 }
 
 /// Text of a version script exporting exactly `exported`.

@@ -7,11 +7,23 @@
 #   - the configured source tree of every Slurm release in scripts/slurm-releases
 #     (read through scripts/slurm.sh) under $CELLSCHED_SRC_ROOT: 22.05.8 from
 #     bookworm deb-src, 24.11.5 from the orig tarball of trixie's deb-src
-# Usage: scripts/install-deps.sh            (needs root)
+# Usage: scripts/install-deps.sh                  (needs root) everything above: a machine for the demo and tests
+#        scripts/install-deps.sh --headers-only   (needs root) build dependencies only, for a build host or a
+#            production controller: Slurm's development headers of the installed release, the compilers,
+#            libclang, and the configured source trees. It installs no daemon package (no slurmctld, slurmd,
+#            slurmdbd, munge or MariaDB), never starts, stops or replaces a service, adds no policy-rc.d,
+#            and adds the deb-src entries only when a source tree still has to be fetched.
 # Env:   CELLSCHED_SRC_ROOT  where Slurm source trees go (default /opt/cellsched/src)
 #        CELLSCHED_SLURM_RELEASES  the releases whose source trees to fetch, space separated
 #                            (default: all in the table; the packaged release is always fetched)
 set -euo pipefail
+MODE=all
+case "${1:-}" in
+  "") ;;
+  --headers-only|--build-deps) MODE=headers ;;
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  *) printf 'install-deps: error: unknown argument %s (use --headers-only, or none)\n' "$1" >&2; exit 2 ;;
+esac
 SRC_ROOT=${CELLSCHED_SRC_ROOT:-/opt/cellsched/src}
 SLURM_SH=$(cd "$(dirname "$0")" && pwd)/slurm.sh
 # The release whose Debian packages are installed (its headers are /usr/include's),
@@ -37,22 +49,41 @@ URIs: http://deb.debian.org/debian
 Suites: $SUITES
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
-if [ ! -f "$SRC_LIST" ] || ! grep -qxF "Suites: $SUITES" "$SRC_LIST"; then
+# Source trees still to fetch: only they need the deb-src entries.
+need_src=
+for rel in $RELEASES; do [ -d "$SRC_ROOT/slurm-$rel" ] || need_src=1; done
+if { [ "$MODE" = all ] || [ -n "$need_src" ]; } && { [ ! -f "$SRC_LIST" ] || ! grep -qxF "Suites: $SUITES" "$SRC_LIST"; }; then
   log "adding deb-src entries for $SUITES"
   printf '%s\n' "$SRC_ENTRY" > "$SRC_LIST"
   NEED_UPDATE=1
 fi
-# Stop the Debian packages from starting their own daemons on install.
-if [ ! -f /usr/sbin/policy-rc.d ]; then
-  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d
-  POLICY_ADDED=1
+# Build dependencies: Slurm's headers of the installed release, compilers,
+# libclang (bindgen), man-page and debug-info tools.
+BUILD_PKGS=(libslurm-dev slurm-wlm-basic-plugins-dev libclang-dev clang pkg-config
+      build-essential dpkg-dev xz-utils python3 groff-base man-db binutils)
+if [ "$MODE" = headers ]; then
+  PKGS=("${BUILD_PKGS[@]}")
+else
+  # Everything for the local test cluster too: the daemons, munge, MariaDB.
+  PKGS=(slurmctld slurmd slurm-client slurmdbd munge libmunge-dev mariadb-server mariadb-client
+        libmariadb-dev libmariadb-dev-compat procps iproute2 "${BUILD_PKGS[@]}")
+  # Stop the Debian packages from starting their own daemons on install.
+  if [ ! -f /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d
+    POLICY_ADDED=1
+  fi
 fi
-PKGS=(slurmctld slurmd slurm-client slurmdbd libslurm-dev slurm-wlm-basic-plugins-dev
-      munge libmunge-dev mariadb-server mariadb-client libmariadb-dev libmariadb-dev-compat libclang-dev clang pkg-config
-      build-essential dpkg-dev xz-utils procps iproute2 python3
-      groff-base man-db binutils)
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+if [ "$MODE" = headers ] && [ ${#missing[@]} -gt 0 ] \
+   && dpkg-query -W -f='${Status}' slurm-wlm-basic-plugins 2>/dev/null | grep -q 'ok installed'; then
+  # Headers of another release than the installed one would build plugins
+  # Slurm refuses: take them at the installed plugins' exact version.
+  run_ver=$(dpkg-query -W -f='${Version}' slurm-wlm-basic-plugins)
+  for i in "${!missing[@]}"; do
+    case "${missing[$i]}" in libslurm-dev|slurm-wlm-basic-plugins-dev) missing[$i]="${missing[$i]}=$run_ver" ;; esac
+  done
+fi
 if [ ${#missing[@]} -gt 0 ] || [ -n "${NEED_UPDATE:-}" ]; then
   log "apt-get update"
   apt-get update -qq
@@ -63,15 +94,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 [ -n "${POLICY_ADDED:-}" ] && rm -f /usr/sbin/policy-rc.d
 # Rust: use the toolchain already on PATH (rustup's ~/.cargo/bin included);
-# otherwise Debian 12's cargo-web/rustc-web (1.85+; bookworm's plain rustc 1.63 is too old).
+# otherwise Debian 12's cargo-web/rustc-web (newer than Cargo.toml's rust-version,
+# the MSRV; bookworm's plain rustc 1.63 is too old).
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 if ! command -v cargo >/dev/null 2>&1; then
-  log "no cargo on PATH: installing Debian's cargo-web (Rust >= 1.85)"
-  apt-get install -y -qq --no-install-recommends cargo-web >/dev/null || die "cannot install cargo-web; install Rust >= 1.77 (e.g. rustup) and rerun"
+  log "no cargo on PATH: installing Debian's cargo-web"
+  apt-get install -y -qq --no-install-recommends cargo-web >/dev/null || die "cannot install cargo-web; install Rust >= 1.85 (e.g. rustup) and rerun"
 fi
 log "using $(cargo --version)"
-inst=$(dpkg-query -W -f='${Version}' slurmctld)
-[ "$inst" = "$SLURM_DEB_VERSION" ] || log "warning: slurmctld is $inst, expected $SLURM_DEB_VERSION"
+inst=$(dpkg-query -W -f='${Version}' libslurm-dev 2>/dev/null || echo none)
+[ "$inst" = "$SLURM_DEB_VERSION" ] || log "warning: libslurm-dev is $inst; the packaged release of scripts/slurm-releases is $SLURM_DEB_VERSION"
 
 mkdir -p "$SRC_ROOT"
 configure_tree() { # dir

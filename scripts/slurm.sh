@@ -102,12 +102,9 @@ cmd_check() {
   for c in "${CRATES[@]+"${CRATES[@]}"}"; do pkgs+=(-p "$c"); done
   log "cargo build --release ${pkgs[*]}"
   cargo build --release "${pkgs[@]}"
-  log "cargo build --release --example site_factor_cellsched_smoke"
-  cargo build --release -p cellsched-slurm-ffi --example site_factor_cellsched_smoke
 
-  check_so site_factor_cellsched_smoke "$CARGO_TARGET_DIR/release/examples/libsite_factor_cellsched_smoke.so"
   for c in "${CRATES[@]+"${CRATES[@]}"}"; do check_so "$c" "$CARGO_TARGET_DIR/release/lib$c.so"; done
-  log "all ${#CRATES[@]} plugin crate(s) + smoke example built for Slurm $REL"
+  log "all ${#CRATES[@]} plugin crate(s) built for Slurm $REL"
 }
 
 # plugin_version of a .so, read from the section holding the symbol, as 0x%06x.

@@ -246,7 +246,7 @@ fn generate_bindings(out: &Path, inc: &Path, src: &Path, internal: &[PathBuf]) {
     for t in [
         "job_desc_msg_t", "job_desc_msg", "spank_t", "spank_err_t", "spank_item_t", "spank_context_t",
         "spank_option", "spank_opt_cb_f", "slurm_err_t", "job_states", "job_state_reason",
-        "node_states", "slurm_conf_t",
+        "node_states", "slurm_conf_t", "job_info_msg_t", "slurm_job_info_t",
     ] {
         b = b.allowlist_type(t);
     }
@@ -261,6 +261,8 @@ fn generate_bindings(out: &Path, inc: &Path, src: &Path, internal: &[PathBuf]) {
     for f in [
         "spank_.*", "slurm_spank_log", "slurm_info", "slurm_error", "slurm_verbose", "slurm_debug[0-9]?",
         "slurm_api_version", "slurm_init_job_desc_msg", "slurm_strerror",
+        // The SPANK plugin's one job query (slurmstepd).
+        "slurm_load_job", "slurm_free_job_info_msg",
         // slurmctld-only: reach them through the shim (dlsym) outside slurmctld.
         "lock_slurmctld", "unlock_slurmctld", "find_job_record", "queue_job_scheduler", "update_job",
         "list_(append|count|for_each|find_first|iterator_create|iterator_destroy|next)",

@@ -6,7 +6,7 @@
 //! Run: `cargo bench -p cellsched-core --bench predictor`
 use cellsched_core::asrpt::{order, AsrptConfig, PendingJob};
 use cellsched_core::history::{synthetic, SyntheticSpec};
-use cellsched_core::SplitMix64;
+use cellsched_core::rng::SplitMix64;
 use cellsched_core::predictor::{evaluate_holdout, HistoryQuery, IterationPredictor};
 use std::hint::black_box;
 use std::time::Instant;

@@ -20,7 +20,7 @@ use cellsched_core::asrpt::{order, AsrptConfig, PendingJob};
 use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
-use cellsched_core::SplitMix64;
+use cellsched_core::rng::SplitMix64;
 use cellsched_core::rank_cache::RankCache;
 use cellsched_core::record::DlRecord;
 use cellsched_core::snapshot_cache::{stamp, SnapshotCache};

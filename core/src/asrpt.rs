@@ -25,7 +25,7 @@
 //!   that have waited far longer relative to their length. Aging is for
 //!   starvation only: on an overloaded cluster where every job waits longer
 //!   than an absolute bound, that bound turns A-SRPT into FIFO (measured:
-//!   2.3-2.9x the average JCT of no aging on the Philly traces, see README);
+//!   2.3-2.9x the average JCT of no aging on the Philly traces, see bench/HISTORY.md);
 //! - or it has a **deadline** ([`PendingJob::deadline_s`]) that it can still
 //!   meet and whose slack `deadline - now - remaining` has dropped to
 //!   `deadline_slack_factor` × remaining or less. Its must-start time is

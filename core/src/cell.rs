@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Most GPUs a Cell or a plan may name (any DP/TP/PP degree, and their
-/// product). Larger numbers are refused when parsed, so no product of
-/// degrees can overflow downstream.
-pub const MAX_CELL_GPUS: u32 = 4096;
-/// Most micro-batches a plan may name.
-pub const MAX_MICRO_BATCHES: u32 = 1 << 20;
+/// product): [`crate::limits::CELL_GPUS`]. Larger numbers are refused when
+/// parsed, so no product of degrees can overflow downstream.
+pub const MAX_CELL_GPUS: u32 = crate::limits::CELL_GPUS.max_u32();
+/// Most micro-batches a plan may name: [`crate::limits::MICRO_BATCHES`].
+pub const MAX_MICRO_BATCHES: u32 = crate::limits::MICRO_BATCHES.max_u32();
 /// Shortest plausible iteration time (1 µs): a measurement or decision below it is refused.
 pub const MIN_ITER_TIME_S: f64 = 1e-6;
 /// Longest plausible iteration time (1 day): a measurement or decision above it is refused.

@@ -20,6 +20,8 @@
 //! replan_interval_s = 30
 //! replan_max_slowdown = 6.0
 //! replan_wait_test = true
+//! replan_min_gain = 0.05
+//! replan_cooldown_s = 300
 //! max_gpus = 16
 //! max_gpu_factor = 4.0
 //! min_marginal_efficiency = 0.5
@@ -54,6 +56,8 @@ pub struct Config {
     pub estimator: EstimatorConfig,
     /// What happens when jobs overrun their declared work.
     pub declared: crate::declared::DeclaredConfig,
+    /// How much deadline urgency users get (`--dl-deadline`).
+    pub deadline: crate::deadline::DeadlineConfig,
 }
 
 /// `[ordering]`: how predicted remaining time becomes a Slurm site factor.
@@ -95,7 +99,7 @@ pub struct OrderingConfig {
     /// job ends, and rebuilds them at its next test): the A-SRPT order
     /// brings more distinct jobs to backfill's tests than FIFO does. Off by
     /// default: it writes Slurm's own job state, and on the 1,000-node bench
-    /// (README, runs 13-17) it did not lower the memory in use measurably.
+    /// (bench/HISTORY.md, runs 13-17) it did not lower the memory in use measurably.
     pub release_gres_select: bool,
 }
 
@@ -130,7 +134,7 @@ pub struct PlacementConfig {
     /// A pending job whose Cell cannot start now moves to a Cell that can,
     /// if that one is at most this many times slower per iteration (>= 1)
     /// and, with `replan_wait_test`, predicted to finish first. The default,
-    /// 6, is the simulator's (README, "How a job's Cell is sized"); without
+    /// 6, is the simulator's (bench/HISTORY.md, the wait test); without
     /// the wait test 4 did best of 2, 3, 4, 6 and 8 there.
     pub replan_max_slowdown: f64,
     /// Move a pending job to a slower free Cell only when it is predicted to
@@ -140,6 +144,16 @@ pub struct PlacementConfig {
     /// (`core::placement::PlanWait`). Off: any free Cell within
     /// `replan_max_slowdown` is taken at once.
     pub replan_wait_test: bool,
+    /// Hysteresis: a move to a slower Cell must be predicted to finish
+    /// earlier than waiting by at least this share (0..=1) of the job's
+    /// remaining run on its current Cell (0.05: 5 %), so a job whose
+    /// choices are nearly equal stays where it is.
+    pub replan_min_gain: f64,
+    /// Hysteresis: seconds after a move (or a re-plan on a user's edit)
+    /// during which the job is not moved again (its record's `moved_at`);
+    /// an array's pending tasks share one record, so the cool-down is per
+    /// array. 0 turns it off.
+    pub replan_cooldown_s: u64,
     /// Most GPUs the plugin may give one job (>= 1).
     pub max_gpus: u32,
     /// Most GPUs a job without a GPU count of its own may get, as a multiple
@@ -165,6 +179,8 @@ impl Default for PlacementConfig {
             replan_interval_s: 30,
             replan_max_slowdown: 6.0,
             replan_wait_test: true,
+            replan_min_gain: 0.05,
+            replan_cooldown_s: 300,
             max_gpus: 16,
             max_gpu_factor: 4.0,
             min_marginal_efficiency: 0.5,
@@ -195,6 +211,117 @@ pub struct EstimatorConfig {
     pub history: Option<PathBuf>,
 }
 
+/// When a changed key takes effect in a running cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reload {
+    /// Read by job_submit/cellsched, which re-reads the file when it
+    /// changes, at the next submission or re-planning pass.
+    OnChange,
+    /// Read by site_factor/cellsched, which re-reads the file at slurmctld's
+    /// start and at `scontrol reconfigure`; job_submit/cellsched, which reads
+    /// it too, picks a change up at once.
+    Reconfigure,
+    /// Read by job_submit/cellsched (on change) and by the SPANK plugin,
+    /// which reads the file at the start of every DL job step.
+    OnChangeAndSteps,
+}
+
+impl Reload {
+    /// One sentence for users (man page, docs).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Reload::OnChange => "job_submit/cellsched re-reads the file when it changes (next submission or re-planning pass); no reconfigure needed",
+            Reload::Reconfigure => "site_factor/cellsched re-reads the file at scontrol reconfigure (and slurmctld start); job_submit/cellsched picks the change up at its next submission or re-planning pass",
+            Reload::OnChangeAndSteps => "job_submit/cellsched re-reads the file when it changes; the SPANK plugin reads it at the start of every DL job step",
+        }
+    }
+}
+
+/// One key of `cellsched.toml`: the single table the man page
+/// `cellsched.toml(5)`, the shipped example's test and the docs follow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConfigKey {
+    /// Table name (`ordering`, `placement`, `estimator`, `declared`).
+    pub section: &'static str,
+    /// Key name inside the table.
+    pub key: &'static str,
+    /// The default as TOML text; `None`: unset by default.
+    pub default: Option<&'static str>,
+    /// Accepted values, as checked when the file is read.
+    pub range: &'static str,
+    /// When a change takes effect.
+    pub reload: Reload,
+    /// What the key does.
+    pub doc: &'static str,
+}
+
+/// The tables of `cellsched.toml`, in file order, with one sentence each.
+pub const SECTIONS: &[(&str, &str)] = &[
+    ("ordering", "A-SRPT order of pending DL jobs, given to Slurm as the site factor of priority/multifactor (site_factor/cellsched)."),
+    ("placement", "Which Cell (GPU type, count, pipeline stages) a DL job gets at submit, and re-planning of pending jobs (job_submit/cellsched)."),
+    ("estimator", "Optional data files; a missing or broken file is logged and the built-in datasheet numbers are used."),
+    ("declared", "What a declared --dl-iters promises, and what happens to users whose jobs overrun it."),
+];
+
+/// Every key of `cellsched.toml`. A test checks that this table and
+/// [`Config`] agree key for key and default for default.
+pub const KEYS: &[ConfigKey] = &[
+    ConfigKey { section: "ordering", key: "enabled", default: Some("true"), range: "true or false", reload: Reload::Reconfigure,
+        doc: "Set site factors at all; false gives pending DL jobs the stock site factor." },
+    ConfigKey { section: "ordering", key: "rank_by", default: Some("\"area\""), range: "\"area\" or \"time\"", reload: Reload::Reconfigure,
+        doc: "What the order ranks by, least first: \"area\" = predicted remaining GPU-seconds on the job's Cell, \"time\" = predicted remaining seconds." },
+    ConfigKey { section: "ordering", key: "aging_bound_s", default: Some("86400.0"), range: "seconds > 0", reload: Reload::Reconfigure,
+        doc: "A job ages (moves into the urgent band, in the order jobs aged) only after waiting at least this long." },
+    ConfigKey { section: "ordering", key: "aging_factor", default: Some("60.0"), range: ">= 0", reload: Reload::Reconfigure,
+        doc: "... and at least this many times its own predicted remaining time (aging by slowdown). 0 = aging_bound_s alone, which turns the order into FIFO on a cluster where every job waits that long." },
+    ConfigKey { section: "ordering", key: "aged_lane", default: Some("1"), range: "integer >= 0", reload: Reload::Reconfigure,
+        doc: "At most this many aged jobs (the first to age) are urgent at a time; 0 = all aged jobs." },
+    ConfigKey { section: "ordering", key: "deadline_slack_factor", default: Some("1.0"), range: ">= 0", reload: Reload::Reconfigure,
+        doc: "A --dl-deadline job becomes urgent once its slack (deadline - now - predicted remaining time) is at most this many times its remaining time, while the deadline can still be met." },
+    ConfigKey { section: "ordering", key: "site_factor_max", default: Some("100000"), range: "1..=2147483647", reload: Reload::Reconfigure,
+        doc: "Site factor of the job predicted shortest (the others get less); weigh it against the PriorityWeight* factors of slurm.conf." },
+    ConfigKey { section: "ordering", key: "default_remaining_s", default: Some("3600.0"), range: "seconds > 0", reload: Reload::Reconfigure,
+        doc: "Remaining time assumed for a DL job whose iterations are neither declared nor predictable and that has no time limit." },
+    ConfigKey { section: "ordering", key: "rank_interval_s", default: Some("5"), range: "1..=3600", reload: Reload::Reconfigure,
+        doc: "Seconds between two rankings of the pending DL jobs by the plugin's background thread (slurmctld's priority update only copies the result)." },
+    ConfigKey { section: "ordering", key: "release_gres_select", default: Some("false"), range: "true or false", reload: Reload::Reconfigure,
+        doc: "Also free, in each ranked pending DL job, the per-node GRES selection arrays a Slurm scheduling test that fitted it left behind (cons_tres keeps 8 bytes per node per job until the next test). Off: it writes Slurm's own job state and showed no measured gain." },
+    ConfigKey { section: "placement", key: "enabled", default: Some("true"), range: "true or false", reload: Reload::OnChange,
+        doc: "Choose Cells for DL jobs; false leaves their GPU requests stock (a pinned --dl-cell is written as a plain request for those GPUs)." },
+    ConfigKey { section: "placement", key: "replan", default: Some("true"), range: "true or false", reload: Reload::OnChange,
+        doc: "Run the re-planning thread that moves still-pending DL jobs to a better Cell when GPUs free up (running jobs are never resized)." },
+    ConfigKey { section: "placement", key: "replan_interval_s", default: Some("30"), range: "seconds >= 1", reload: Reload::OnChange,
+        doc: "Seconds between two re-planning passes." },
+    ConfigKey { section: "placement", key: "replan_max_slowdown", default: Some("6.0"), range: ">= 1", reload: Reload::OnChange,
+        doc: "A pending job whose Cell cannot start moves only to a free Cell at most this many times slower per iteration than its first plan." },
+    ConfigKey { section: "placement", key: "replan_wait_test", default: Some("true"), range: "true or false", reload: Reload::OnChange,
+        doc: "Move to a slower free Cell only when predicted to finish no later than waiting for the job's own Cell (Slurm's backfill forecast); false: move at once (then 4 is the better replan_max_slowdown)." },
+    ConfigKey { section: "placement", key: "max_gpus", default: Some("16"), range: "1..=4096", reload: Reload::OnChange,
+        doc: "Most GPUs cellsched gives one job (a user's own larger untyped GPU count is kept)." },
+    ConfigKey { section: "placement", key: "max_gpu_factor", default: Some("4.0"), range: ">= 1", reload: Reload::OnChange,
+        doc: "Most GPUs a job without a GPU count of its own may get, as a multiple of the fewest GPUs its model fits on." },
+    ConfigKey { section: "placement", key: "min_marginal_efficiency", default: Some("0.5"), range: "0..=1", reload: Reload::OnChange,
+        doc: "A job grows to more GPUs only while (t0/t - 1) / (g/g0 - 1) is at least this: with 0.5, doubling the GPUs must make it at least 1.5x faster. 0 = the fastest Cell within the caps." },
+    ConfigKey { section: "placement", key: "allowed_gpu_types", default: Some("[]"), range: "list of GPU type names", reload: Reload::OnChange,
+        doc: "GPU types cellsched may choose (case-insensitive); empty = every type in the cluster." },
+    ConfigKey { section: "placement", key: "deadline_policy", default: Some("\"warn\""), range: "\"warn\" or \"strict\"", reload: Reload::OnChange,
+        doc: "When no Cell is predicted to meet a job's --dl-deadline: \"warn\" places it on its fastest Cell and tells the user, \"strict\" refuses it (and requires --dl-iters with --dl-deadline)." },
+    ConfigKey { section: "estimator", key: "profile_db", default: None, range: "absolute path of a CSV file", reload: Reload::OnChangeAndSteps,
+        doc: "Profile database written by `cellsched profile` (measured iteration times); it calibrates the estimator. job_submit/cellsched also re-reads it when the DB file changes." },
+    ConfigKey { section: "estimator", key: "gpu_catalog", default: None, range: "absolute path of a TOML file", reload: Reload::OnChangeAndSteps,
+        doc: "GPU catalog overrides and additions ([gpu.KEY] tables with datasheet fields and aliases), e.g. the site's network rate (inter_node_gbs)." },
+    ConfigKey { section: "estimator", key: "history", default: None, range: "absolute path of a CSV file", reload: Reload::Reconfigure,
+        doc: "Job history CSV (columns user, model, batch, gpus, requested_time_s, iterations, elapsed_s and optionally gpu_type); site_factor/cellsched fits the iteration predictor on it in the background and ranks jobs without --dl-iters by the iterations it predicts." },
+    ConfigKey { section: "declared", key: "policy", default: Some("\"limit\""), range: "\"limit\", \"demote\" or \"off\"", reload: Reload::Reconfigure,
+        doc: "\"limit\": a job declaring --dl-iters gets a time limit of iterations x predicted seconds per iteration x slack + grace_s (or keeps its own shorter one), and users whose jobs run past their declared work x slack are distrusted; \"demote\": no limit, distrusted users' pending DL jobs get the stock site factor; \"off\": declarations are trusted as given." },
+    ConfigKey { section: "declared", key: "slack", default: Some("3.0"), range: "1..=1000", reload: Reload::Reconfigure,
+        doc: "How many times its predicted run time a job may take before it counts as overrunning (covers the estimator's error)." },
+    ConfigKey { section: "declared", key: "grace_s", default: Some("1800.0"), range: "0..=2592000 seconds", reload: Reload::Reconfigure,
+        doc: "Seconds added to a time limit set from a declaration (start-up, checkpoints)." },
+    ConfigKey { section: "declared", key: "distrust_s", default: Some("604800.0"), range: "0..=31536000 seconds", reload: Reload::Reconfigure,
+        doc: "Seconds a user stays distrusted after an overrun. Overruns are kept in StateSaveLocation (file cellsched-overruns), so a slurmctld restart forgives no one." },
+];
+
 impl Config {
     /// Parses TOML text; `path` is used only in error messages.
     pub fn from_toml_str(text: &str, path: &str) -> Result<Config, CoreError> {
@@ -213,9 +340,11 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Reads and parses the file at `path`.
+    /// Reads and parses the file at `path`, which must pass
+    /// [`check_trusted_file`] (the plugins act on it as root).
     pub fn load(path: &Path) -> Result<Config, CoreError> {
         let shown = path.display().to_string();
+        check_trusted_file(path)?;
         let text = std::fs::read_to_string(path)
             .map_err(|e| CoreError::File { path: shown.clone(), line: None, msg: format!("cannot read: {e}") })?;
         Config::from_toml_str(&text, &shown)
@@ -246,12 +375,18 @@ impl Config {
         if let Err(m) = self.declared.check() {
             return bad(m);
         }
+        if let Err(m) = self.deadline.check() {
+            return bad(m);
+        }
         if o.rank_interval_s == 0 || o.rank_interval_s > 3600 {
             return bad(format!("ordering.rank_interval_s = {} must be in 1..=3600 seconds", o.rank_interval_s));
         }
         let p = &self.placement;
         if p.replan_interval_s == 0 {
             return bad("placement.replan_interval_s = 0 must be at least 1 second".into());
+        }
+        if !(p.replan_min_gain.is_finite() && (0.0..=1.0).contains(&p.replan_min_gain)) {
+            return bad(format!("placement.replan_min_gain = {} must be a number in 0..=1", p.replan_min_gain));
         }
         if !(p.replan_max_slowdown.is_finite() && p.replan_max_slowdown >= 1.0) {
             return bad(format!("placement.replan_max_slowdown = {} must be a number >= 1", p.replan_max_slowdown));
@@ -316,6 +451,70 @@ pub fn resolve_config_path(plugin_arg: Option<&str>, env_value: Option<&str>, sl
     PathBuf::from(DEFAULT_CONFIG_PATH)
 }
 
+/// The owners a file the plugins trust may have: root and the user this
+/// process runs as (slurmctld's `SlurmUser`, or the admin running a tool).
+/// The effective uid is the owner of `/proc/self`; without procfs only root.
+pub fn trusted_owners() -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let mut uids = vec![0];
+    if let Ok(m) = std::fs::metadata("/proc/self") {
+        if m.uid() != 0 {
+            uids.push(m.uid());
+        }
+    }
+    uids
+}
+
+/// Checks that nobody but a trusted owner ([`trusted_owners`]) can change
+/// the file at `path` (cellsched.toml, the GPU catalog, the profile DB, the
+/// job history): the plugins run as root and act on what it says.
+///
+/// The file, after following symlinks, must be a regular file owned by a
+/// trusted owner and writable by no one else (no write bit for others; a
+/// group write bit only for group 0). Every directory above it must be
+/// owned by a trusted owner and writable by no one else, except a
+/// directory with the sticky bit (like `/tmp`): there others cannot
+/// replace or rename a file they do not own, so the file's own owner check
+/// suffices. The error names the path, the offending owner or mode and the fix.
+pub fn check_trusted_file(path: &Path) -> Result<(), CoreError> {
+    check_trusted_file_for(path, &trusted_owners())
+}
+
+/// [`check_trusted_file`] with an explicit list of trusted owner uids.
+pub fn check_trusted_file_for(path: &Path, owners: &[u32]) -> Result<(), CoreError> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display().to_string();
+    let err = |msg: String| CoreError::File { path: shown.clone(), line: None, msg };
+    let real = std::fs::canonicalize(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    let m = std::fs::metadata(&real).map_err(|e| err(format!("cannot read: {e}")))?;
+    if !m.is_file() {
+        return Err(err(format!("{} is not a regular file", real.display())));
+    }
+    let fix = "make it owned by root (or the SlurmUser) and writable only by its owner, in directories only they can write";
+    let untrusted = |what: &str, p: &Path, why: String| err(format!("not trusted: {what} {} {why}; {fix}", p.display()));
+    if !owners.contains(&m.uid()) {
+        return Err(untrusted("the file", &real, format!("is owned by uid {}", m.uid())));
+    }
+    if m.mode() & 0o002 != 0 || (m.mode() & 0o020 != 0 && m.gid() != 0) {
+        return Err(untrusted("the file", &real, format!("is writable by others (mode {:04o}, group {})", m.mode() & 0o7777, m.gid())));
+    }
+    for dir in real.ancestors().skip(1) {
+        let d = std::fs::metadata(dir).map_err(|e| err(format!("cannot inspect {}: {e}", dir.display())))?;
+        if !owners.contains(&d.uid()) {
+            return Err(untrusted("its directory", dir, format!("is owned by uid {}", d.uid())));
+        }
+        let others_write = d.mode() & 0o002 != 0 || (d.mode() & 0o020 != 0 && d.gid() != 0);
+        if others_write && d.mode() & 0o1000 == 0 {
+            return Err(untrusted(
+                "its directory",
+                dir,
+                format!("is writable by others without the sticky bit (mode {:04o}, group {})", d.mode() & 0o7777, d.gid()),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,6 +577,7 @@ profile_db = "/var/lib/cellsched/p.csv"
             ("[placement]\nmax_gpus = 0", "max_gpus"),
             ("[placement]\nreplan_interval_s = 0", "replan_interval_s"),
             ("[placement]\nreplan_max_slowdown = 0.5", "replan_max_slowdown"),
+            ("[placement]\nreplan_min_gain = 1.5", "replan_min_gain"),
             ("[placement]\nmax_gpu_factor = 0.5", "max_gpu_factor"),
             ("[placement]\nmin_marginal_efficiency = 1.5", "min_marginal_efficiency"),
             ("[placement]\nallowed_gpu_types = [\"a 100\"]", "a 100"),
@@ -398,6 +598,58 @@ profile_db = "/var/lib/cellsched/p.csv"
         assert_eq!(c, Config::default(), "etc/cellsched.toml should document the defaults");
     }
 
+    /// `KEYS` and `Config` agree: every key of the table is accepted, its
+    /// default is `Config::default()`'s, and every field `Config` serialises
+    /// is in the table.
+    #[test]
+    fn key_table_matches_the_config() {
+        let mut text = String::new();
+        for (section, _) in SECTIONS {
+            text.push_str(&format!("[{section}]\n"));
+            for k in KEYS.iter().filter(|k| k.section == *section) {
+                match k.default {
+                    Some(d) => text.push_str(&format!("{} = {d}\n", k.key)),
+                    None => {
+                        let one = format!("[{section}]\n{} = \"/nonexistent/x\"\n", k.key);
+                        Config::from_toml_str(&one, "t.toml").unwrap_or_else(|e| panic!("{section}.{}: {e}", k.key));
+                    }
+                }
+            }
+        }
+        assert_eq!(Config::from_toml_str(&text, "keys.toml").unwrap(), Config::default(), "the table's defaults:\n{text}");
+        assert!(KEYS.iter().all(|k| SECTIONS.iter().any(|(s, _)| *s == k.section)), "a key of an unlisted section");
+        let ser: toml::Value = toml::Value::try_from(Config::default()).unwrap();
+        let mut seen = 0;
+        for (section, table) in ser.as_table().unwrap() {
+            for key in table.as_table().unwrap().keys() {
+                assert!(KEYS.iter().any(|k| k.section == section && k.key == key), "{section}.{key} is missing from config::KEYS");
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, KEYS.iter().filter(|k| k.default.is_some()).count(), "keys with defaults");
+        let mut names: Vec<_> = KEYS.iter().map(|k| (k.section, k.key)).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), KEYS.len(), "a key is listed twice");
+    }
+
+    /// The shipped example names every key (set, or commented out for the
+    /// optional paths), in its own table.
+    #[test]
+    fn shipped_example_has_every_key() {
+        let text = include_str!("../../etc/cellsched.toml");
+        for k in KEYS {
+            let want = if k.default.is_some() { k.key.to_string() } else { format!("# {}", k.key) };
+            assert!(
+                key_line(text, k.section, &want).is_some(),
+                "etc/cellsched.toml lacks `{}{} = ...` in [{}]",
+                if k.default.is_some() { "" } else { "# " },
+                k.key,
+                k.section
+            );
+        }
+    }
+
     #[test]
     fn load_reports_missing_file() {
         let e = Config::load(Path::new("/nonexistent/cellsched.toml")).unwrap_err().to_string();
@@ -411,6 +663,48 @@ profile_db = "/var/lib/cellsched/p.csv"
         let p = dir.join("c.toml");
         std::fs::write(&p, "[placement]\nmax_gpus = 4\n").unwrap();
         assert_eq!(Config::load(&p).unwrap().placement.max_gpus, 4);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Issue 31 item 10: a world-writable file, a file owned by an
+    /// untrusted user, and a file in a world-writable directory without the
+    /// sticky bit are refused by name, by the check and by `Config::load`.
+    #[test]
+    fn untrusted_files_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("cellsched-trust-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let p = dir.join("c.toml");
+        std::fs::write(&p, "[placement]\nmax_gpus = 4\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let me = trusted_owners();
+        check_trusted_file_for(&p, &me).unwrap();
+        assert_eq!(Config::load(&p).unwrap().placement.max_gpus, 4);
+        // Owned by someone not trusted (the check's owner list leaves this process's uid out).
+        let e = check_trusted_file_for(&p, &[u32::MAX]).unwrap_err().to_string();
+        assert!(e.contains("not trusted") && e.contains("is owned by uid"), "{e}");
+        // World-writable file.
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = Config::load(&p).unwrap_err().to_string();
+        assert!(e.contains("c.toml") && e.contains("writable by others (mode 0666"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // World-writable directory: refused without the sticky bit, accepted with it.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Config::load(&p).unwrap_err().to_string();
+        assert!(e.contains("its directory") && e.contains("without the sticky bit"), "{e}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        check_trusted_file_for(&p, &me).unwrap();
+        // A symlink is judged by its target.
+        let link = dir.join("link.toml");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        check_trusted_file_for(&link, &me).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o646)).unwrap();
+        assert!(check_trusted_file_for(&link, &me).is_err());
+        // Not a regular file.
+        let e = check_trusted_file_for(&dir, &me).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
     }
 

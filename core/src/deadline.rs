@@ -192,6 +192,211 @@ pub enum DeadlinePolicy {
     Strict,
 }
 
+/// What a deadline becomes at submit, given the job's predicted run time
+/// alone on its fastest Cell ([`admit`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// The deadline is feasible (or cannot be checked): it is kept.
+    Kept,
+    /// Infeasible under [`DeadlinePolicy::Warn`]: the job runs best effort,
+    /// without the deadline's urgency; the message says so.
+    BestEffort(String),
+    /// Infeasible under [`DeadlinePolicy::Strict`]: the submission is refused.
+    Refused(String),
+}
+
+/// Admission control for a deadline due at `deadline` (Unix seconds) of a
+/// job submitted at `now` whose fastest Cell is predicted to take
+/// `best_run_s` seconds alone (`None` when the work is not declared). A
+/// deadline the job cannot meet even alone on its best Cell never buys
+/// urgency: it is dropped (best effort) or the job refused, by `policy`.
+pub fn admit(deadline: i64, now: i64, best_run_s: Option<f64>, policy: DeadlinePolicy) -> Admission {
+    let Some(run) = best_run_s.filter(|r| r.is_finite() && *r >= 0.0) else { return Admission::Kept };
+    let have = (deadline - now) as f64;
+    if run <= have {
+        return Admission::Kept;
+    }
+    let why = format!(
+        "--dl-deadline is {} away but the job needs {} even alone on its fastest Cell",
+        human_s(have.max(0.0)),
+        human_s(run)
+    );
+    match policy {
+        DeadlinePolicy::Warn => Admission::BestEffort(format!(
+            "cellsched: {why}: the deadline is dropped and the job runs best effort (placement.deadline_policy = warn)"
+        )),
+        DeadlinePolicy::Strict => Admission::Refused(format!("cellsched: {why} (placement.deadline_policy = strict)")),
+    }
+}
+
+fn human_s(s: f64) -> String {
+    if s >= 2.0 * 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else if s >= 120.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+/// `[deadline]` in cellsched.toml: how much deadline urgency a user gets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeadlineConfig {
+    /// GPU-hours of deadline jobs (declared iterations × predicted seconds
+    /// per iteration × GPUs) a user may have ranked by deadline urgency per
+    /// `window_s`; jobs beyond it are ranked as if they had no deadline.
+    /// 0 = no limit.
+    pub budget_gpu_hours: f64,
+    /// The budget's window, seconds.
+    pub window_s: f64,
+    /// A job that finishes later than its deadline by more than this many
+    /// times its predicted run time counts as missed by far.
+    pub miss_factor: f64,
+    /// Seconds a user loses deadline urgency after a deadline refused as
+    /// infeasible at submit or missed by far.
+    pub distrust_s: f64,
+}
+
+impl Default for DeadlineConfig {
+    fn default() -> Self {
+        DeadlineConfig { budget_gpu_hours: 200.0, window_s: 7.0 * 86_400.0, miss_factor: 0.5, distrust_s: 7.0 * 86_400.0 }
+    }
+}
+
+impl DeadlineConfig {
+    /// Range checks; the message names the key.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.budget_gpu_hours.is_finite() && self.budget_gpu_hours >= 0.0) {
+            return Err(format!("deadline.budget_gpu_hours = {} must be a number >= 0 (0 = no limit)", self.budget_gpu_hours));
+        }
+        if !(self.window_s.is_finite() && (3600.0..=86_400.0 * 365.0).contains(&self.window_s)) {
+            return Err(format!("deadline.window_s = {} must be seconds in 3600..=31536000", self.window_s));
+        }
+        if !(self.miss_factor.is_finite() && self.miss_factor >= 0.0) {
+            return Err(format!("deadline.miss_factor = {} must be a number >= 0", self.miss_factor));
+        }
+        if !(self.distrust_s.is_finite() && (0.0..=86_400.0 * 365.0).contains(&self.distrust_s)) {
+            return Err(format!("deadline.distrust_s = {} must be seconds in 0..=31536000", self.distrust_s));
+        }
+        Ok(())
+    }
+}
+
+/// True when a job due at `deadline` that ended at `end` (Unix seconds),
+/// predicted to run `run_s`, missed by far: later than the deadline by more
+/// than `miss_factor` × `run_s`.
+pub fn missed_by_far(deadline: i64, end: i64, run_s: f64, cfg: &DeadlineConfig) -> bool {
+    (end - deadline) as f64 > cfg.miss_factor * run_s.max(0.0)
+}
+
+/// Each user's deadline urgency: the GPU-hours of deadline jobs granted
+/// urgency in the current window, and the last infeasible or badly missed
+/// deadline (uid → Unix seconds). The ranking host (site_factor) asks
+/// [`DeadlineLedger::urgent`] before giving a job deadline urgency; the text
+/// form survives a slurmctld restart like `crate::declared::Overruns`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeadlineLedger {
+    /// uid → (Unix seconds, GPU-hours) of each grant in the window.
+    grants: std::collections::BTreeMap<u32, Vec<(f64, f64)>>,
+    /// uid → Unix seconds of the last infeasible or badly missed deadline.
+    demoted: std::collections::BTreeMap<u32, f64>,
+    /// Jobs already granted (so a job re-ranked every pass is counted once).
+    granted_jobs: std::collections::BTreeSet<u32>,
+}
+
+impl DeadlineLedger {
+    /// The file's name in slurmctld's StateSaveLocation.
+    pub const FILE_NAME: &'static str = "cellsched-deadlines";
+
+    /// Whether job `job_id` of `uid`, worth `gpu_hours`, gets deadline
+    /// urgency at `now`: not while the user is demoted; a job already
+    /// granted keeps it; otherwise only within the user's budget for the
+    /// window, which the grant then uses.
+    pub fn urgent(&mut self, uid: u32, job_id: u32, gpu_hours: f64, now: f64, cfg: &DeadlineConfig) -> bool {
+        if self.is_demoted(uid, now, cfg) {
+            return false;
+        }
+        if self.granted_jobs.contains(&job_id) {
+            return true;
+        }
+        let gpu_hours = if gpu_hours.is_finite() { gpu_hours.max(0.0) } else { f64::INFINITY };
+        let used: f64 = self.grants.get(&uid).map_or(0.0, |g| g.iter().filter(|(t, _)| now - t < cfg.window_s).map(|(_, h)| h).sum());
+        if cfg.budget_gpu_hours > 0.0 && used + gpu_hours > cfg.budget_gpu_hours {
+            return false;
+        }
+        self.grants.entry(uid).or_default().push((now, gpu_hours));
+        self.granted_jobs.insert(job_id);
+        true
+    }
+
+    /// Records an infeasible or badly missed deadline of `uid` at `now`.
+    pub fn demote(&mut self, uid: u32, now: f64) {
+        let t = self.demoted.entry(uid).or_insert(now);
+        *t = t.max(now);
+    }
+
+    /// Whether `uid` lost deadline urgency at `now`.
+    pub fn is_demoted(&self, uid: u32, now: f64, cfg: &DeadlineConfig) -> bool {
+        self.demoted.get(&uid).is_some_and(|t| now - t < cfg.distrust_s)
+    }
+
+    /// Forgets a finished job's grant marker and everything older than the
+    /// window or the demotion.
+    pub fn expire(&mut self, now: f64, cfg: &DeadlineConfig, live_jobs: &std::collections::HashSet<u32>) {
+        for g in self.grants.values_mut() {
+            g.retain(|(t, _)| now - t < cfg.window_s);
+        }
+        self.grants.retain(|_, g| !g.is_empty());
+        self.demoted.retain(|_, t| now - *t < cfg.distrust_s);
+        self.granted_jobs.retain(|j| live_jobs.contains(j));
+    }
+
+    /// The file's text: `grant UID UNIX GPU_HOURS`, `demoted UID UNIX` and
+    /// `job JOBID` lines.
+    pub fn to_text(&self) -> String {
+        let mut out = String::from("# cellsched: deadline urgency granted per user, demotions, granted jobs\n");
+        for (uid, g) in &self.grants {
+            for (t, h) in g {
+                out.push_str(&format!("grant {uid} {} {h}\n", t.round() as i64));
+            }
+        }
+        for (uid, t) in &self.demoted {
+            out.push_str(&format!("demoted {uid} {}\n", t.round() as i64));
+        }
+        for j in &self.granted_jobs {
+            out.push_str(&format!("job {j}\n"));
+        }
+        out
+    }
+
+    /// Parses [`DeadlineLedger::to_text`]'s form; errors name `origin` and the line.
+    pub fn parse(text: &str, origin: &str) -> Result<DeadlineLedger, CoreError> {
+        let mut l = DeadlineLedger::default();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let err = || CoreError::File { path: origin.to_string(), line: Some(i + 1), msg: format!("expected 'grant UID UNIX GPU_HOURS', 'demoted UID UNIX' or 'job JOBID', got '{line}'") };
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let num = |x: &str| x.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
+            match f.as_slice() {
+                ["grant", uid, t, h] => {
+                    let (uid, t, h) = (uid.parse::<u32>().map_err(|_| err())?, num(t).ok_or_else(err)?, num(h).ok_or_else(err)?);
+                    l.grants.entry(uid).or_default().push((t, h));
+                }
+                ["demoted", uid, t] => l.demote(uid.parse::<u32>().map_err(|_| err())?, num(t).ok_or_else(err)?),
+                ["job", j] => {
+                    l.granted_jobs.insert(j.parse::<u32>().map_err(|_| err())?);
+                }
+                _ => return Err(err()),
+            }
+        }
+        Ok(l)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +435,55 @@ mod tests {
         assert_eq!("15:00".parse::<Deadline>().unwrap().resolve(now, 0).unwrap(), now + 3600);
         let past: Deadline = "2026-11-23T13:00".parse().unwrap();
         assert!(past.resolve(now, 0).unwrap_err().to_string().contains("future"));
+    }
+
+
+    /// Issue 31 item 3: a deadline the job cannot meet alone on its fastest
+    /// Cell buys no urgency: dropped (warn) or refused (strict).
+    #[test]
+    fn infeasible_deadlines_are_dropped_or_refused() {
+        let now = 1_800_000_000;
+        assert_eq!(admit(now + 3600, now, Some(1800.0), DeadlinePolicy::Warn), Admission::Kept);
+        assert_eq!(admit(now + 3600, now, None, DeadlinePolicy::Strict), Admission::Kept, "undeclared work cannot be checked");
+        // The probe's job: ~175 GPU-hours on 4 GPUs (~44 h alone), due in 80 h, is feasible;
+        // the same job due in 20 h is not.
+        assert_eq!(admit(now + 80 * 3600, now, Some(44.0 * 3600.0), DeadlinePolicy::Warn), Admission::Kept);
+        let Admission::BestEffort(m) = admit(now + 20 * 3600, now, Some(44.0 * 3600.0), DeadlinePolicy::Warn) else { panic!() };
+        assert!(m.contains("20.0 h away") && m.contains("44.0 h") && m.contains("best effort"), "{m}");
+        let Admission::Refused(m) = admit(now + 60, now, Some(600.0), DeadlinePolicy::Strict) else { panic!() };
+        assert!(m.contains("60 s away") && m.contains("10 min") && m.contains("strict"), "{m}");
+        assert_eq!(admit(now + 60, now, Some(f64::NAN), DeadlinePolicy::Strict), Admission::Kept);
+    }
+
+    /// Deadline urgency is bounded per user per window, and a user whose
+    /// deadline was infeasible or missed by far loses it for `distrust_s`.
+    #[test]
+    fn urgency_is_budgeted_and_lost_after_misses() {
+        let cfg = DeadlineConfig { budget_gpu_hours: 100.0, window_s: 86_400.0, miss_factor: 0.5, distrust_s: 3600.0 };
+        cfg.check().unwrap();
+        let mut l = DeadlineLedger::default();
+        assert!(l.urgent(1000, 1, 60.0, 0.0, &cfg));
+        assert!(l.urgent(1000, 1, 60.0, 10.0, &cfg), "a granted job keeps its urgency");
+        assert!(!l.urgent(1000, 2, 60.0, 20.0, &cfg), "60 + 60 > 100 GPU-hours");
+        assert!(l.urgent(1000, 3, 40.0, 30.0, &cfg));
+        assert!(l.urgent(1001, 4, 100.0, 30.0, &cfg), "budgets are per user");
+        assert!(!l.urgent(1002, 5, f64::NAN, 30.0, &cfg), "unknown size counts as unbounded");
+        assert!(l.urgent(1000, 6, 60.0, 86_400.0 + 1.0, &cfg), "a new window");
+        // A 1,000,000-iteration (~175 GPU-hour) job exceeds the default budget alone.
+        assert!(!DeadlineLedger::default().urgent(7, 7, 175.0, 0.0, &DeadlineConfig { budget_gpu_hours: 150.0, ..DeadlineConfig::default() }));
+        // Missed by far -> demoted for distrust_s, even for a granted job.
+        assert!(!missed_by_far(1000, 1400, 1000.0, &cfg) && missed_by_far(1000, 1600, 1000.0, &cfg));
+        l.demote(1001, 100.0);
+        assert!(!l.urgent(1001, 4, 1.0, 200.0, &cfg) && l.is_demoted(1001, 200.0, &cfg));
+        assert!(!l.is_demoted(1001, 3700.0, &cfg));
+        let back = DeadlineLedger::parse(&l.to_text(), "x").unwrap();
+        assert_eq!(back.to_text(), l.to_text());
+        let live: std::collections::HashSet<u32> = [6].into();
+        l.expire(86_400.0 + 2.0, &cfg, &live);
+        assert_eq!(l.granted_jobs, [6].into());
+        let e = DeadlineLedger::parse("grant x 1 2\n", "f").unwrap_err().to_string();
+        assert!(e.contains("f:1"), "{e}");
+        assert!(DeadlineConfig { window_s: 1.0, ..DeadlineConfig::default() }.check().unwrap_err().contains("deadline.window_s"));
     }
 
     proptest::proptest! {

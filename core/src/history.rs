@@ -135,9 +135,10 @@ pub fn parse_csv(text: &str, name: &str) -> Result<Vec<HistoryRecord>, CoreError
     Ok(out)
 }
 
-/// Loads a history CSV file.
+/// Loads a history CSV file (it must pass [`crate::config::check_trusted_file`]).
 pub fn load_csv(path: &Path) -> Result<Vec<HistoryRecord>, CoreError> {
     let name = path.display().to_string();
+    crate::config::check_trusted_file(path)?;
     let text = std::fs::read_to_string(path).map_err(|e| file_err(&name, None, format!("cannot read: {e}")))?;
     parse_csv(&text, &name)
 }

@@ -14,22 +14,26 @@
 //! - [`asrpt`]: the order of pending jobs; [`ordering`]: job records → site factors (site_factor/cellsched); [`predictor`], [`history`]: the
 //!   iteration predictor; [`freezing`]: layer freezing.
 //! - [`options`], [`job_env`]: the DL option table and the job-environment
-//!   contract; [`plan_env`]: the plan as environment variables for tasks.
+//!   contract; [`limits`]: the one table of input caps (batch, GPUs, nodes)
+//!   every edge applies; [`plan_env`]: the plan for tasks (the choice rule,
+//!   and the plan as environment variables).
 //! - [`record`]: the typed job record ([`record::DlRecord`]) and its one
 //!   AdminComment text form, printer and parser.
-//! - [`config`]: `cellsched.toml`; [`slurm_conf`]: slurm.conf/gres.conf text.
+//! - [`config`]: `cellsched.toml`; [`slurm_text`]: Slurm's own text parsed
+//!   once (hostlists, GRES/TRES strings, slurm.conf/gres.conf lines).
 //! - [`rank_cache`], [`snapshot_cache`]: bounded caches for long-lived
 //!   processes (slurmctld), over the private `bounded` map.
-//! - `error` (private): the crate's error type, [`CoreError`]; `rng`
-//!   (private): [`SplitMix64`].
+//! - [`rng`]: [`rng::SplitMix64`], the seeded generator of the predictor,
+//!   the history generator and the simulator.
+//! - `error` (private): the crate's error type, [`CoreError`].
 //!
 //! The public surface is chosen, not everything that exists: the modules
 //! above are namespaces, and every module below them is private, with what
 //! other crates use re-exported by its parent (`placement::SizingRule`, not
 //! `placement::sizing::SizingRule`; `estimator::Calibration`, not
 //! `estimator::calibration::Calibration`). The vocabulary every host uses
-//! is at the root: [`Cell`], [`Plan`], [`Decision`], [`CoreError`],
-//! [`SplitMix64`]. A test keeps it that way.
+//! is at the root: [`Cell`], [`Plan`], [`Decision`], [`CoreError`].
+//! A test keeps it that way.
 #![deny(missing_docs)]
 pub mod asrpt;
 mod bounded;
@@ -43,6 +47,7 @@ pub mod freezing;
 pub mod gpu;
 pub mod history;
 pub mod job_env;
+pub mod limits;
 pub mod model;
 pub mod options;
 pub mod ordering;
@@ -53,13 +58,12 @@ pub mod predictor;
 pub mod profile_db;
 pub mod rank_cache;
 pub mod record;
-mod rng;
-pub mod slurm_conf;
+pub mod rng;
+pub mod slurm_text;
 pub mod snapshot_cache;
 
 pub use cell::{Cell, Decision, Plan};
 pub use error::CoreError;
-pub use rng::SplitMix64;
 
 #[cfg(test)]
 mod structure_tests {

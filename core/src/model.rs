@@ -968,7 +968,7 @@ pub fn model_from_wire(text: &str) -> Result<ModelSpec, CoreError> {
         return Err(err("too long".into()));
     }
     let m: ModelToml = serde_json::from_str(text).map_err(|e| err(format!("invalid model description: {e}")))?;
-    Ok(m.into_spec("user_model", MODEL_SPEC_ENV_KEY, 1)?.0)
+    Ok(as_user_model(m.into_spec("user_model", MODEL_SPEC_ENV_KEY, 1)?.0))
 }
 
 #[derive(Debug, Deserialize)]
@@ -1004,8 +1004,16 @@ impl ModelCatalog {
         for m in doc.model {
             let line = line_of(toml_text, m.span().start);
             let inner = m.into_inner();
-            if inner.name.is_none() {
-                return Err(CoreError::File { path: origin.into(), line: Some(line), msg: "[[model]] needs field 'name'".into() });
+            match inner.name.as_deref() {
+                None => return Err(CoreError::File { path: origin.into(), line: Some(line), msg: "[[model]] needs field 'name'".into() }),
+                Some(n) if n.contains([':', '@']) => {
+                    return Err(CoreError::File {
+                        path: origin.into(),
+                        line: Some(line),
+                        msg: format!("model name '{n}': ':' and '@' are reserved for user models (user:NAME@FINGERPRINT)"),
+                    })
+                }
+                Some(_) => {}
             }
             let (spec, aliases) = inner.into_spec("", origin, line)?;
             self.insert(spec, &aliases);
@@ -1071,15 +1079,88 @@ pub fn load_model_file(path: &Path) -> Result<ModelSpec, CoreError> {
     parse_model_toml(&text, &origin, path.file_stem().and_then(|s| s.to_str()).unwrap_or("user_model"))
 }
 
-/// Parses one user model from TOML text; `origin` names it in errors.
+/// Parses one user model from TOML text; `origin` names it in errors. The
+/// model is named [`user_model_name`]: never a catalog name.
 pub fn parse_model_toml(text: &str, origin: &str, default_name: &str) -> Result<ModelSpec, CoreError> {
     let m: ModelToml = toml::from_str(text).map_err(|e| toml_error(origin, text, &e))?;
-    Ok(m.into_spec(default_name, origin, 1)?.0)
+    Ok(as_user_model(m.into_spec(default_name, origin, 1)?.0))
+}
+
+/// Prefix of every user model's name (a model TOML given with `--dl-model`):
+/// catalog names cannot contain `:` or `@`, so a user model can never be
+/// recorded, calibrated, measured or predicted as a catalog model.
+pub const USER_MODEL_PREFIX: &str = "user:";
+
+/// Whether `name` is a user model's name ([`user_model_name`]'s form).
+pub fn is_user_model_name(name: &str) -> bool {
+    name.starts_with(USER_MODEL_PREFIX)
+}
+
+/// The name a user model is known by: `user:<name>@<fingerprint>`, where
+/// `<name>` is the name the file gives (its `user:` prefix and `@` suffix
+/// removed, characters outside letters, digits and `._+-` dropped, at most
+/// 64) and `<fingerprint>` is 12 hex digits of a stable hash (FNV-1a) of
+/// the architecture (the wire form without the name). Two files share a
+/// name only when they describe the same model under the same name; the
+/// job history and the iteration predictor key on it.
+pub fn user_model_name(spec: &ModelSpec) -> String {
+    let mut given = spec.name.trim();
+    while let Some(rest) = given.strip_prefix(USER_MODEL_PREFIX) {
+        given = rest;
+    }
+    let given = given.split('@').next().unwrap_or("");
+    let mut base: String = given.chars().filter(|c| c.is_ascii_alphanumeric() || "._+-".contains(*c)).take(64).collect();
+    if base.is_empty() {
+        base = "model".into();
+    }
+    let arch = model_to_wire(&ModelSpec { name: String::new(), ..spec.clone() });
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in arch.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{USER_MODEL_PREFIX}{base}@{:012x}", h >> 16)
+}
+
+fn as_user_model(mut spec: ModelSpec) -> ModelSpec {
+    spec.name = user_model_name(&spec);
+    spec
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 31 item 9: a user model named like a catalog model is recorded
+    /// under its own namespaced name, keyed by its architecture; the catalog
+    /// refuses the namespace's characters.
+    #[test]
+    fn user_models_never_take_a_catalog_name() {
+        let tiny = "name = 'gpt__1.3B'\nfamily = 'gpt'\nlayers = 2\nhidden = 64\nheads = 2\nseq_len = 16\n";
+        let m = parse_model_toml(tiny, "m.toml", "m").unwrap();
+        assert!(m.name.starts_with("user:gpt__1.3B@") && m.name.len() == "user:gpt__1.3B@".len() + 12, "{}", m.name);
+        assert!(ModelCatalog::builtin().canonical_name(&m.name).is_none());
+        assert!(is_user_model_name(&m.name) && !ModelCatalog::builtin().names().any(is_user_model_name));
+        // Through the job environment the name is recomputed, not trusted.
+        assert_eq!(model_from_wire(&model_to_wire(&m)).unwrap().name, m.name);
+        let forged = model_to_wire(&ModelSpec { name: "gpt__1.3B".into(), ..m.clone() });
+        assert_eq!(model_from_wire(&forged).unwrap().name, m.name);
+        let claimed = model_to_wire(&ModelSpec { name: "user:gpt__1.3B@000000000000".into(), ..m.clone() });
+        assert_eq!(model_from_wire(&claimed).unwrap().name, m.name, "a claimed fingerprint is replaced by the real one");
+        // Another architecture under the same name is another model.
+        let wider = parse_model_toml(&tiny.replace("hidden = 64", "hidden = 128"), "m.toml", "m").unwrap();
+        assert_ne!(wider.name, m.name);
+        assert!(wider.name.starts_with("user:gpt__1.3B@"));
+        // Odd names are cleaned, never empty.
+        let odd = parse_model_toml(&tiny.replace("'gpt__1.3B'", "'a b=c;d'"), "m.toml", "m").unwrap();
+        assert!(odd.name.starts_with("user:abcd@"), "{}", odd.name);
+        let blank = parse_model_toml(&tiny.replace("'gpt__1.3B'", "'@@@'"), "m.toml", "m").unwrap();
+        assert!(blank.name.starts_with("user:model@"), "{}", blank.name);
+        // A site catalog cannot claim the namespace.
+        let mut c = ModelCatalog::builtin();
+        let e = c.add_models_toml("[[model]]\nname = 'user:x@1'\nfamily = 'gpt'\nlayers = 2\nhidden = 64\nheads = 2\nseq_len = 16\n", "site.toml").unwrap_err().to_string();
+        assert!(e.contains("reserved for user models"), "{e}");
+    }
 
     fn nominal(name: &str) -> f64 {
         let size = name.split("__").nth(1).unwrap();
@@ -1140,7 +1221,7 @@ mod tests {
         let p = dir.join("mygpt.toml");
         std::fs::write(&p, "family = 'gpt'\nlayers = 4\nhidden = 256\nheads = 4\nseq_len = 128\nvocab = 1000\n").unwrap();
         let m = ModelCatalog::builtin().resolve(p.to_str().unwrap()).unwrap();
-        assert_eq!(m.name, "mygpt");
+        assert!(m.name.starts_with("user:mygpt@"), "{}", m.name);
         assert!(m.params() > 4.0 * 12.0 * 256.0 * 256.0);
         let cnn = parse_model_toml("name='w'\nfamily='wide_resnet'\ndepth=50\nwidth=64\nwidth_factor=2\n", "x", "x").unwrap();
         assert!((cnn.params() / 68.8e6 - 1.0).abs() < 0.05);
@@ -1167,7 +1248,8 @@ mod tests {
         for name in c.names() {
             let m = c.get(name).unwrap().clone();
             let back = model_from_wire(&model_to_wire(&m)).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(back, m, "{name}");
+            // What crosses the wire is a user's model: it arrives under the user namespace.
+            assert_eq!(back, ModelSpec { name: user_model_name(&m), ..m.clone() }, "{name}");
             assert!(!model_to_wire(&m).contains('\n'));
         }
         for bad in [
@@ -1290,7 +1372,7 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         let ok = d.join("mine.toml");
         std::fs::write(&ok, "family = \"gpt\"\nlayers = 4\nhidden = 256\nheads = 4\nseq_len = 128\nvocab = 1000\n").unwrap();
-        assert_eq!(load_model_file_limited(&ok).unwrap().name, "mine");
+        assert!(load_model_file_limited(&ok).unwrap().name.starts_with("user:mine@"));
         let big = d.join("big.toml");
         std::fs::write(&big, format!("family = \"gpt\"\n#{}\n", "x".repeat(70_000))).unwrap();
         assert!(load_model_file_limited(&big).unwrap_err().to_string().contains("larger than"));

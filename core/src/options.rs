@@ -24,10 +24,10 @@ use std::fmt;
 
 /// Longest accepted option value (a model TOML path is the longest kind).
 pub const MAX_VALUE_LEN: usize = 256;
-/// Largest accepted `--dl-batch` (global batch size).
-pub const MAX_BATCH: u32 = 1 << 24;
-/// Largest accepted `--dl-iters`.
-pub const MAX_ITERS: u64 = 1_000_000_000_000;
+/// Largest accepted `--dl-batch` (global batch size): [`crate::limits::BATCH`].
+pub const MAX_BATCH: u32 = crate::limits::BATCH.max_u32();
+/// Largest accepted `--dl-iters`: [`crate::limits::ITERS`].
+pub const MAX_ITERS: u64 = crate::limits::ITERS.max;
 /// Prefix of every `--help` line of the SPANK plugin (pyxis style).
 pub const HELP_PREFIX: &str = "[cellsched]";
 

@@ -5,7 +5,14 @@
 //! and by `cellsched profile run`, so the two export the same names and
 //! values. Callers add their own extras (per-task `RANK`/`LOCAL_RANK`, the
 //! plan file path, profiler-only variables).
-use crate::cell::Plan;
+//!
+//! [`choose_plan`] is the rule both use to pick that plan for the GPUs a
+//! process was granted: slurmctld's decision when it is for exactly those
+//! GPUs, else a pinned plan (which must use all of them), else the
+//! estimator's best plan over every stage count the GPUs allow.
+use crate::cell::{Cell, Decision, Plan};
+use crate::estimator::{Estimator, JobSpec};
+use crate::CoreError;
 
 /// How the processes of a step are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +107,140 @@ pub fn plan_env(e: &PlanEnv) -> Vec<(&'static str, String)> {
     v
 }
 
+/// Where a chosen plan came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanSource {
+    /// slurmctld's decision for the job.
+    Decision,
+    /// The plan the user pinned.
+    Pinned,
+    /// The estimator's best plan for the granted GPUs.
+    Estimated,
+}
+
+impl PlanSource {
+    /// `decision`, `pinned` or `estimated` (`CELLSCHED_PLAN_SOURCE`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanSource::Decision => "decision",
+            PlanSource::Pinned => "pinned",
+            PlanSource::Estimated => "estimated",
+        }
+    }
+}
+
+/// What a plan is chosen for.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanRequest<'a> {
+    /// The model and global batch; `None` when the model is not in the
+    /// estimator's catalog (a pinned plan is then used without an estimate).
+    pub job: Option<&'a JobSpec>,
+    /// Canonical GPU type of the granted GPUs.
+    pub gpu_type: &'a str,
+    /// GPUs granted in total.
+    pub gpus: u32,
+    /// GPUs granted on each node.
+    pub gpus_per_node: u32,
+    /// A plan the user pinned (`--dl-plan`, `profile run --plan`).
+    pub pinned_plan: Option<&'a Plan>,
+    /// Pipeline stages of a pinned Cell; used when the Cell's size is
+    /// the grant, else every stage count dividing the GPUs is tried.
+    pub pinned_cell: Option<&'a Cell>,
+    /// slurmctld's decision for the job, when it is for this job's work.
+    pub decision: Option<&'a Decision>,
+}
+
+/// The plan for a grant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChosenPlan {
+    /// The Cell the plan runs on (the granted GPUs, the plan's stages).
+    pub cell: Cell,
+    /// The plan.
+    pub plan: Plan,
+    /// Predicted seconds per iteration, when known.
+    pub iter_time_s: Option<f64>,
+    /// Where it came from.
+    pub source: PlanSource,
+}
+
+/// Why no plan could be chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanChoiceError {
+    /// No GPUs were granted.
+    NoGpus,
+    /// The pinned plan uses another number of GPUs than granted.
+    PinnedSize {
+        /// The pinned plan.
+        plan: Plan,
+        /// GPUs granted.
+        gpus: u32,
+    },
+    /// No plan of the model fits the grant (or the model is unknown).
+    NoPlan(Option<CoreError>),
+    /// The GPU type and count make no Cell.
+    Cell(CoreError),
+}
+
+impl std::fmt::Display for PlanChoiceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanChoiceError::NoGpus => write!(f, "no GPUs granted"),
+            PlanChoiceError::PinnedSize { plan, gpus } => {
+                write!(f, "plan {plan} uses dp*tp*pp = {} GPUs but {gpus} were granted", plan.gpus())
+            }
+            PlanChoiceError::NoPlan(Some(e)) => write!(f, "no feasible plan: {e}"),
+            PlanChoiceError::NoPlan(None) => write!(f, "no feasible plan: the model is not in the estimator's catalog"),
+            PlanChoiceError::Cell(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for PlanChoiceError {}
+
+/// The plan for the GPUs of `r` (see the module doc): the decision when its
+/// Cell and plan use exactly the granted GPUs and no other plan is pinned;
+/// a pinned plan, which must use every granted GPU (estimated when the
+/// model is known); else the estimator's fastest plan over the pinned
+/// Cell's stages (when the Cell is the grant's size) or every stage count
+/// dividing the GPUs.
+pub fn choose_plan(est: &Estimator, r: &PlanRequest) -> Result<ChosenPlan, PlanChoiceError> {
+    let gpus = r.gpus;
+    if gpus == 0 {
+        return Err(PlanChoiceError::NoGpus);
+    }
+    if let Some(d) = r.decision {
+        let fits = d.cell.gpus == gpus && d.plan.gpus() == gpus;
+        if fits && r.pinned_plan.map_or(true, |p| *p == d.plan) {
+            return Ok(ChosenPlan { cell: d.cell.clone(), plan: d.plan, iter_time_s: Some(d.iter_s), source: PlanSource::Decision });
+        }
+    }
+    if let Some(p) = r.pinned_plan {
+        if p.gpus() != gpus {
+            return Err(PlanChoiceError::PinnedSize { plan: *p, gpus });
+        }
+        let cell = Cell::new(r.gpu_type, gpus, p.pp).map_err(PlanChoiceError::Cell)?;
+        let iter = r.job.and_then(|j| est.estimate_plan(j, &cell, r.gpus_per_node, p).ok()).map(|e| e.iter_time_s);
+        return Ok(ChosenPlan { cell, plan: *p, iter_time_s: iter, source: PlanSource::Pinned });
+    }
+    let Some(job) = r.job else { return Err(PlanChoiceError::NoPlan(None)) };
+    let stages: Vec<u32> = match r.pinned_cell {
+        Some(c) if c.gpus == gpus => vec![c.stages],
+        _ => (1..=gpus).filter(|s| gpus % s == 0).collect(),
+    };
+    let mut best: Option<crate::estimator::Estimate> = None;
+    let mut last_err = None;
+    for s in stages {
+        let cell = Cell::new(r.gpu_type, gpus, s).map_err(PlanChoiceError::Cell)?;
+        match est.estimate(job, &cell, r.gpus_per_node) {
+            Ok(e) if best.as_ref().map_or(true, |b| e.iter_time_s < b.iter_time_s) => best = Some(e),
+            Ok(_) => {}
+            Err(e) => last_err = Some(e),
+        }
+    }
+    let e = best.ok_or(PlanChoiceError::NoPlan(last_err))?;
+    Ok(ChosenPlan { cell: e.cell, plan: e.plan, iter_time_s: Some(e.iter_time_s), source: PlanSource::Estimated })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +318,81 @@ mod tests {
         // An empty schedule is still exported (the SPANK plugin's `none`/empty text).
         let e = PlanEnv { freeze_schedule: Some(""), ..sample(&plan) };
         assert!(plan_env(&e).contains(&("CELLSCHED_FREEZE_SCHEDULE", String::new())));
+    }
+
+    fn est() -> Estimator {
+        Estimator::new(crate::gpu::GpuCatalog::builtin(), crate::model::ModelCatalog::builtin())
+    }
+
+    fn job(model: &str, batch: u32) -> JobSpec {
+        JobSpec { model: crate::model::ModelCatalog::builtin().resolve(model).unwrap(), global_batch: batch }
+    }
+
+    fn request<'a>(job: Option<&'a JobSpec>, gpus: u32) -> PlanRequest<'a> {
+        PlanRequest { job, gpu_type: "a100", gpus, gpus_per_node: gpus.min(8), pinned_plan: None, pinned_cell: None, decision: None }
+    }
+
+    #[test]
+    fn estimated_plan_is_the_fastest_over_every_stage_count() {
+        let j = job("gpt__125M", 64);
+        let got = choose_plan(&est(), &request(Some(&j), 8)).unwrap();
+        assert_eq!((got.source, got.plan.gpus(), got.cell.gpus), (PlanSource::Estimated, 8, 8));
+        for s in [1, 2, 4, 8] {
+            let cell = Cell::new("a100", 8, s).unwrap();
+            if let Ok(e) = est().estimate(&j, &cell, 8) {
+                assert!(got.iter_time_s.unwrap() <= e.iter_time_s, "stages {s} is faster");
+            }
+        }
+        // A pinned Cell of the grant's size fixes the stages.
+        let cell = Cell::new("a100", 8, 2).unwrap();
+        let pinned = choose_plan(&est(), &PlanRequest { pinned_cell: Some(&cell), ..request(Some(&j), 8) }).unwrap();
+        assert_eq!(pinned.cell.stages, 2);
+    }
+
+    #[test]
+    fn decision_only_for_exactly_the_granted_gpus() {
+        let j = job("gpt__125M", 64);
+        let d = Decision {
+            cell: Cell::new("v100", 4, 2).unwrap(),
+            nodes: 1,
+            plan: "dp=1,tp=2,pp=2,mb=8".parse().unwrap(),
+            iter_s: 0.5,
+            source: crate::cell::EstimateSource::Datasheet,
+        };
+        let r = PlanRequest { decision: Some(&d), ..request(Some(&j), 4) };
+        let got = choose_plan(&est(), &r).unwrap();
+        assert_eq!((got.source, got.plan, got.iter_time_s), (PlanSource::Decision, d.plan, Some(0.5)));
+        // Another grant is estimated; a different pinned plan is honoured; the same one is the decision.
+        assert_eq!(choose_plan(&est(), &PlanRequest { gpus: 2, ..r }).unwrap().source, PlanSource::Estimated);
+        let other: Plan = "dp=4".parse().unwrap();
+        assert_eq!(choose_plan(&est(), &PlanRequest { pinned_plan: Some(&other), ..r }).unwrap().source, PlanSource::Pinned);
+        assert_eq!(choose_plan(&est(), &PlanRequest { pinned_plan: Some(&d.plan), ..r }).unwrap().source, PlanSource::Decision);
+    }
+
+    #[test]
+    fn pinned_plans_must_use_the_grant() {
+        let p: Plan = "dp=2,tp=2".parse().unwrap();
+        let j = job("gpt__125M", 64);
+        let got = choose_plan(&est(), &PlanRequest { pinned_plan: Some(&p), ..request(Some(&j), 4) }).unwrap();
+        assert_eq!((got.source, got.plan, got.cell.to_string()), (PlanSource::Pinned, p, "a100x4x1".to_string()));
+        let dp: Plan = "dp=4,ckpt=on".parse().unwrap();
+        let got = choose_plan(&est(), &PlanRequest { pinned_plan: Some(&dp), ..request(Some(&j), 4) }).unwrap();
+        assert!(got.iter_time_s.is_some_and(|t| t > 0.0), "a feasible pinned plan is estimated");
+        // Without a known model: used, not estimated.
+        let got = choose_plan(&est(), &PlanRequest { pinned_plan: Some(&p), ..request(None, 4) }).unwrap();
+        assert_eq!(got.iter_time_s, None);
+        let e = choose_plan(&est(), &PlanRequest { pinned_plan: Some(&p), ..request(Some(&j), 8) }).unwrap_err();
+        assert_eq!(e, PlanChoiceError::PinnedSize { plan: p, gpus: 8 });
+        assert!(e.to_string().contains("dp*tp*pp = 4") && e.to_string().contains("8 were granted"), "{e}");
+    }
+
+    #[test]
+    fn no_gpus_unknown_model_or_too_big_a_model_is_an_error() {
+        let j = job("gpt__125M", 64);
+        assert_eq!(choose_plan(&est(), &request(Some(&j), 0)).unwrap_err(), PlanChoiceError::NoGpus);
+        assert_eq!(choose_plan(&est(), &request(None, 4)).unwrap_err(), PlanChoiceError::NoPlan(None));
+        let big = job("llama7b", 256);
+        let e = choose_plan(&est(), &PlanRequest { gpu_type: "t4", ..request(Some(&big), 1) }).unwrap_err();
+        assert!(matches!(e, PlanChoiceError::NoPlan(Some(_))), "{e:?}");
     }
 }

@@ -80,8 +80,10 @@ impl ProfileDb {
         ProfileDb::default()
     }
 
-    /// Loads a CSV file; errors name file, line and field.
+    /// Loads a CSV file (it must pass [`crate::config::check_trusted_file`]);
+    /// errors name file, line and field.
     pub fn load_csv(path: impl AsRef<Path>) -> Result<ProfileDb, CoreError> {
+        crate::config::check_trusted_file(path.as_ref())?;
         let mut db = ProfileDb::new();
         db.import_csv(path)?;
         Ok(db)

@@ -8,7 +8,7 @@
 //! ```text
 //! cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.123400 src=datasheet
 //!            model=gpt__1.3B batch=64 iters=5000 gpus=4 deadline=1795000000 limit_min=130
-//!            plan_iter_s=0.1 replanned_from=v100x8x1 restarts=1
+//!            plan_iter_s=0.1 replanned_from=v100x8x1 moved_at=1795000100 restarts=1
 //! ```
 //!
 //! The first ten words are the [`Decision`] (also the job environment's
@@ -51,6 +51,10 @@ pub struct DlRecord {
     pub plan_iter_s: Option<f64>,
     /// `replanned_from=`: the Cell of the decision a re-planning move replaced.
     pub replanned_from: Option<Cell>,
+    /// `moved_at=`: the Unix time of the last re-planning move or re-plan
+    /// on an edit (the re-planning cool-down, `placement.replan_cooldown_s`,
+    /// counts from it).
+    pub moved_at: Option<i64>,
     /// `restarts=`: how often the job was restarted on a new decision (0 is not printed).
     pub restarts: u32,
 }
@@ -104,6 +108,7 @@ impl DlRecord {
                 "limit_min" => r.limit_min = v.parse().ok(),
                 "plan_iter_s" => r.plan_iter_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0),
                 "replanned_from" => r.replanned_from = v.parse().ok(),
+                "moved_at" => r.moved_at = v.parse().ok(),
                 "restarts" => r.restarts = v.parse().unwrap_or(0),
                 _ => {}
             }
@@ -162,6 +167,9 @@ impl fmt::Display for DlRecord {
         }
         if let Some(c) = &self.replanned_from {
             write!(f, " replanned_from={c}")?;
+        }
+        if let Some(t) = self.moved_at {
+            write!(f, " moved_at={t}")?;
         }
         if self.restarts > 0 {
             write!(f, " restarts={}", self.restarts)?;
@@ -242,11 +250,12 @@ mod tests {
             limit_min: Some(130),
             plan_iter_s: Some(0.125),
             replanned_from: Some(Cell::new("a100", 4, 1).unwrap()),
+            moved_at: Some(1_795_000_100),
             restarts: 2,
         };
         let text = full.to_string();
         assert_eq!(DlRecord::parse(&text), Some(full.clone()));
-        assert!(text.ends_with("model=gpt__1.3B batch=64 iters=5000 gpus=8 deadline=1795000000 limit_min=130 plan_iter_s=0.125 replanned_from=a100x4x1 restarts=2"), "{text}");
+        assert!(text.ends_with("model=gpt__1.3B batch=64 iters=5000 gpus=8 deadline=1795000000 limit_min=130 plan_iter_s=0.125 replanned_from=a100x4x1 moved_at=1795000100 restarts=2"), "{text}");
         let bare = DlRecord::new(decision());
         assert_eq!(bare.to_string(), decision().to_admin_comment());
         assert_eq!(DlRecord::parse(&bare.to_string()), Some(bare));
@@ -282,9 +291,9 @@ mod tests {
 
     #[test]
     fn bad_values_drop_the_fact_and_bad_decisions_the_record() {
-        let text = format!("{} iters=x batch=-1 plan_iter_s=NaN deadline=soon model= newer_key=1", decision().to_admin_comment());
+        let text = format!("{} iters=x batch=-1 plan_iter_s=NaN deadline=soon model= moved_at=later newer_key=1", decision().to_admin_comment());
         let r = DlRecord::parse(&text).unwrap();
-        assert_eq!((r.iters, r.batch, r.plan_iter_s, r.deadline, r.model), (None, None, None, None, None));
+        assert_eq!((r.iters, r.batch, r.plan_iter_s, r.deadline, r.model, r.moved_at), (None, None, None, None, None, None));
         assert_eq!(DlRecord::parse(&decision().to_admin_comment().replace("dp=2", "dp=3")), None);
         let spaced = DlRecord { model: Some("a b".into()), ..DlRecord::new(decision()) };
         assert!(!spaced.to_string().contains("model="));

@@ -57,12 +57,18 @@ make -s -C "$ROOT_DIR" --no-print-directory install-staged STAGE="$STAGE" DESTDI
 # Debug files go to the -dbgsym package (Debian's layout for split debug info).
 mkdir -p "$DBG/usr/lib"
 mv "$PKG/usr/lib/debug" "$DBG/usr/lib/debug"
-gzip -9n "$PKG"/usr/share/man/man1/*.1 "$PKG"/usr/share/man/man8/*.8
+gzip -9n "$PKG"/usr/share/man/man1/*.1 "$PKG"/usr/share/man/man5/*.5 "$PKG"/usr/share/man/man8/*.8
+# The example configuration; postinst copies it to /etc/slurm/cellsched.toml
+# when that file does not exist (an admin's file is never touched).
+install -D -m 0644 "$ROOT_DIR/etc/cellsched.toml" "$PKG/usr/share/cellsched/cellsched.toml"
 
 DOC=$PKG/usr/share/doc/cellsched
 mkdir -p "$DOC/examples" "$DBG/usr/share/doc"
 install -m 0644 "$ROOT_DIR/README.md" "$DOC/README.md"
-install -m 0644 "$ROOT_DIR/plugins/spank/README.md" "$DOC/README.spank.md"
+mkdir -p "$DOC/docs"
+for f in "$ROOT_DIR"/docs/*.md; do install -m 0644 "$f" "$DOC/docs/$(basename "$f")"; done
+for f in CHANGELOG.md; do install -m 0644 "$ROOT_DIR/$f" "$DOC/$f"; done
+install -m 0644 "$ROOT_DIR/spank/README.md" "$DOC/README.spank.md"
 for f in slurm.conf gres.conf plugstack.conf slurmdbd.conf cellsched.toml profile-gpus.sbatch; do
   install -m 0644 "$ROOT_DIR/etc/$f" "$DOC/examples/$f"
 done
@@ -85,6 +91,16 @@ echo /etc/slurm/plugstack.conf.d/cellsched.conf > "$PKG/DEBIAN/conffiles"
 sed -e "s|@SLURM_DEB@|$SLURM_DEB|g" -e "s|@SLURM_REL@|$CLAIMED_REL|g" \
   "$ROOT_DIR/packaging/deb/preinst.in" > "$PKG/DEBIAN/preinst"
 chmod 0755 "$PKG/DEBIAN/preinst"
+cat > "$PKG/DEBIAN/postinst" <<'POSTINST'
+#!/bin/sh
+set -e
+if [ "$1" = configure ] && [ ! -e /etc/slurm/cellsched.toml ]; then
+  mkdir -p /etc/slurm
+  cp /usr/share/cellsched/cellsched.toml /etc/slurm/.cellsched.toml.dpkg-new
+  mv /etc/slurm/.cellsched.toml.dpkg-new /etc/slurm/cellsched.toml
+fi
+POSTINST
+chmod 0755 "$PKG/DEBIAN/postinst"
 cat > "$PKG/DEBIAN/control" <<EOF
 Package: cellsched
 Version: $VERSION

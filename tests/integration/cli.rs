@@ -203,7 +203,7 @@ fn generated_man_pages_render_cleanly_and_document_every_option() {
     assert!(o.status.success(), "{}", stderr(&o));
     let tree = command_tree();
     assert!(tree.len() > 8, "expected nested subcommands, got {:?}", tree.iter().map(|t| &t.0).collect::<Vec<_>>());
-    let mut expected: Vec<String> = vec!["spank_cellsched.8".into()];
+    let mut expected: Vec<String> = vec!["spank_cellsched.8".into(), "cellsched.toml.5".into()];
     for (path, help) in &tree {
         let name = std::iter::once("cellsched".to_string()).chain(path.iter().cloned()).collect::<Vec<_>>().join("-");
         let file = dir.join(format!("{name}.1"));
@@ -229,28 +229,28 @@ fn generated_man_pages_render_cleanly_and_document_every_option() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The keys in plugins/spank/src/args.rs's `KNOWN_KEYS` (the plugin's own list).
+/// The keys in spank/src/args.rs's `KNOWN_KEYS` (the plugin's own list).
 fn spank_plugstack_keys() -> Vec<String> {
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/spank/src/args.rs")).unwrap();
-    let line = src.lines().find(|l| l.contains("pub const KNOWN_KEYS")).expect("KNOWN_KEYS in plugins/spank/src/args.rs");
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/spank/src/args.rs")).unwrap();
+    let line = src.lines().find(|l| l.contains("pub const KNOWN_KEYS")).expect("KNOWN_KEYS in spank/src/args.rs");
     let list = line.split('"').nth(1).expect("KNOWN_KEYS string");
     list.split(',').map(|k| k.trim().to_string()).collect()
 }
 
-/// README's user-facing option table has a row for every row of core's
-/// option table, naming its environment key.
+/// docs/GUIDE.md's user-facing option table has a row for every row of
+/// core's option table, naming its environment key.
 #[test]
-fn readme_option_table_follows_the_core_table() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+fn guide_option_table_follows_the_core_table() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/GUIDE.md")).unwrap();
     // Option rows only (not the `--dl-*` summary row of another table).
     let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `--dl-") && !l.starts_with("| `--dl-*")).collect();
     for key in cellsched_core::options::DlKey::ALL {
         let name = format!("| `--{}", key.option_name());
         let row = rows.iter().find(|l| l.strip_prefix(&name).is_some_and(|rest| rest.starts_with(['=', '`'])));
-        let row = row.unwrap_or_else(|| panic!("README has no option row for --{}", key.option_name()));
-        assert!(row.contains(&format!("`{}`", key.env_key())), "README row for --{} lacks {}: {row}", key.option_name(), key.env_key());
+        let row = row.unwrap_or_else(|| panic!("docs/GUIDE.md has no option row for --{}", key.option_name()));
+        assert!(row.contains(&format!("`{}`", key.env_key())), "docs/GUIDE.md row for --{} lacks {}: {row}", key.option_name(), key.env_key());
     }
-    assert_eq!(rows.len(), cellsched_core::options::DlKey::ALL.len(), "README option rows: {rows:?}");
+    assert_eq!(rows.len(), cellsched_core::options::DlKey::ALL.len(), "docs/GUIDE.md option rows: {rows:?}");
 }
 
 #[test]
@@ -274,6 +274,31 @@ fn spank_page_documents_every_dl_option_and_plugstack_argument() {
     }
     for w in ["/run/cellsched", "owned by root", "29500", "PLUGSTACK ARGUMENTS", "plugstack.conf.d/cellsched.conf"] {
         assert!(text.contains(w), "spank page lacks {w:?}:\n{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `cellsched.toml(5)` documents every key of core's table with its
+/// default, and the sections in order.
+#[test]
+fn config_page_documents_every_key_with_its_default() {
+    if !groff_or_skip("config_page_documents_every_key_with_its_default") {
+        return;
+    }
+    let dir = fresh_dir("tomlman");
+    let o = cellsched(&["generate", "man", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = render_page(&dir.join("cellsched.toml.5"));
+    for (section, _) in cellsched_core::config::SECTIONS {
+        assert!(text.contains(&format!("[{}]", section.to_uppercase())), "no [{section}] section:\n{text}");
+    }
+    for k in cellsched_core::config::KEYS {
+        let entry = format!("{} = {}", k.key, k.default.unwrap_or("(unset)"));
+        assert!(text.contains(&entry), "cellsched.toml(5) lacks `{entry}` ([{}]):\n{text}", k.section);
+        assert!(text.contains(k.range), "cellsched.toml(5) lacks the range of {}.{}", k.section, k.key);
+    }
+    for w in ["PrioritySiteFactorParameters=config=", "CELLSCHED_CONFIG", "scontrol reconfigure", "cellsched-overruns"] {
+        assert!(text.contains(w), "cellsched.toml(5) lacks {w:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

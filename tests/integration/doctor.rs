@@ -83,3 +83,37 @@ fn doctor_names_file_and_line_of_a_broken_config() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 check(s) failed"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Issue 31 item 10: a copy of the cluster's cellsched.toml that others can
+/// write (mode 0666, or in a 0777 directory) fails doctor with the chown /
+/// chmod fix; the same copy with safe permissions passes.
+#[test]
+fn doctor_fails_on_a_cellsched_toml_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    require_e2e!();
+    let c = common::cluster();
+    let src = c.slurm_conf.parent().unwrap().join("cellsched.toml");
+    let dir = std::env::temp_dir().join(format!("cs-doctor-perm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mode = |p: &std::path::Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(&dir, 0o755);
+    let copy = dir.join("cellsched.toml");
+    std::fs::write(&copy, std::fs::read_to_string(&src).unwrap_or_default()).unwrap();
+    mode(&copy, 0o644);
+    let toml_check = |v: &serde_json::Value| checks(v).into_iter().find(|(c, _, _)| c == "cellsched.toml").expect("cellsched.toml check");
+    let (_, v) = doctor(&["--config", copy.to_str().unwrap()]);
+    assert_eq!(toml_check(&v).1, "OK", "{v:#}");
+    mode(&copy, 0o666);
+    let (out, v) = doctor(&["--config", copy.to_str().unwrap()]);
+    let (_, status, message) = toml_check(&v);
+    assert!(!out.status.success() && status == "FAIL" && message.contains("writable by others"), "{v:#}");
+    assert!(v.to_string().contains("chmod go-w"), "{v:#}");
+    mode(&copy, 0o644);
+    mode(&dir, 0o777);
+    let (_, v) = doctor(&["--config", copy.to_str().unwrap()]);
+    let (_, status, message) = toml_check(&v);
+    assert!(status == "FAIL" && message.contains("without the sticky bit"), "{v:#}");
+    mode(&dir, 0o755);
+    std::fs::remove_dir_all(&dir).ok();
+}

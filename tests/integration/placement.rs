@@ -521,6 +521,7 @@ fn pending_job_is_replanned_onto_freed_type() {
     p.wait_state(id, &["RUNNING", "COMPLETED"]);
     let comment = p.admin_comment(id);
     assert!(comment.contains(&format!("replanned_from={}", planned.cell)), "{comment}");
+    assert!(comment.contains(" moved_at="), "the move is stamped for the re-planning cool-down: {comment}");
     assert_eq!(decision_of(&comment).cell, expected.cell);
     let log = p.ctld_log();
     let line = format!("re-planned JobId={id} from {} to {}", planned.cell, expected.cell);

@@ -447,6 +447,86 @@ fn a_model_toml_job_gets_a_cell_and_a_plan() {
     let text = output_of(jobid, &out);
     let d = sacct_decision(jobid).expect("a decision for the model file's job");
     let comment = common::admin_comment(jobid).unwrap_or_default();
-    assert!(comment.contains(&format!("model={name}")), "{comment}");
+    assert!(comment.contains(&format!("model=user:{name}@")), "{comment}");
     assert!(text.contains("SRC=decision") && text.contains(&format!("CELL={}", d.cell)) && text.contains("ERR=[]"), "{text}");
+}
+
+/// A step's own `--dl-*` values are checked against its own grant: inside
+/// a job, an `srun` with another model and batch gets a plan estimated for
+/// its GPUs (or fails, when none fits), never the job's decision; an
+/// `srun --dl-plan` that does not use the step's GPUs and an `srun
+/// --dl-cell` of another GPU type fail (non-zero, with the reason on the
+/// step's stderr) before the program runs, never with the batch step's
+/// plan. A plain `srun` in the same job still gets the decision.
+#[test]
+fn steps_with_other_dl_values_get_their_own_plan_or_fail() {
+    require_e2e!();
+    require_spank!();
+    require_job_submit!();
+    let c = common::cluster();
+    let name = common::unique_name("spank-steps");
+    let out = c.jobs_dir.join(format!("{name}.out"));
+    let out_s = out.to_string_lossy().into_owned();
+    let report = REPORT.replace('\'', "'\\''");
+    let script = format!(
+        "#!/bin/sh\n\
+         srun --dl-model=llama7b --dl-batch=256 /bin/sh -c '{report}'; echo RC_MODEL=$?\n\
+         srun --dl-plan=dp=8 /bin/sh -c 'echo RAN_PLAN dp=$CELLSCHED_DP file=$CELLSCHED_PLAN_FILE'; echo RC_PLAN=$?\n\
+         srun --dl-cell=a10x1 /bin/sh -c 'echo RAN_CELL cell=$CELLSCHED_CELL'; echo RC_CELL=$?\n\
+         srun /bin/sh -c '{report}'; echo RC_SAME=$?\n"
+    );
+    let jobid = common::submit(&[
+        "-J", &name, "-o", &out_s, "-N1", "--ntasks-per-node=1", "--gpus-per-node=a100:4", "--dl-model", MODEL, "--dl-batch=64",
+        "--wrap", &script,
+    ])
+    .expect("submit");
+    let text = output_of(jobid, &out);
+    let d = sacct_decision(jobid).expect("a decision");
+    assert_eq!(d.cell.gpus, 4, "{d:?}");
+    let reports = parse_reports(&text);
+    let (other, same): (Vec<&TaskReport>, Vec<&TaskReport>) = reports.iter().partition(|r| r.file["model"].as_str() == Some("llama7b"));
+    // Another model and batch: its own plan for the 4 GPUs, or refused.
+    if text.contains("RC_MODEL=0") {
+        assert_eq!(other.len(), 1, "{text}");
+        let e = &other[0].env;
+        assert_eq!((e["src"].as_str(), e["gpus"].as_str(), e["error"].as_str()), ("estimated", "4", ""), "{text}");
+        assert_eq!(other[0].file["global_batch"].as_u64(), Some(256), "{text}");
+        let p = &other[0].file["plan"];
+        assert_eq!(p["dp"].as_u64().unwrap() * p["tp"].as_u64().unwrap() * p["pp"].as_u64().unwrap(), 4, "{text}");
+    } else {
+        assert!(other.is_empty() && text.contains("cellsched: error: no feasible plan for model llama7b"), "{text}");
+    }
+    // An impossible pinned plan and another GPU type's Cell: the step fails, nothing runs.
+    assert!(!text.contains("RC_PLAN=0") && !text.contains("RAN_PLAN"), "{text}");
+    assert!(text.contains("cellsched: error: --dl-plan=dp=8") && text.contains("granted 4"), "{text}");
+    assert!(!text.contains("RC_CELL=0") && !text.contains("RAN_CELL"), "{text}");
+    assert!(text.contains("cellsched: error: --dl-cell=a10x1") && text.contains("runs on a100"), "{text}");
+    // The job's own work still gets its decision.
+    assert!(text.contains("RC_SAME=0"), "{text}");
+    assert_eq!(same.len(), 1, "{text}");
+    assert_eq!(check_task(same[0]), from_decision(&d));
+}
+
+/// A job that nests 25,000 directories and writes 2,000 files into its
+/// plan directory does not defeat the cleanup: the directory is gone when
+/// the job ends.
+#[test]
+fn deep_nesting_in_a_plan_directory_does_not_defeat_its_removal() {
+    require_e2e!();
+    require_spank!();
+    let c = common::cluster();
+    let name = common::unique_name("spank-deep");
+    let out = c.jobs_dir.join(format!("{name}.out"));
+    let out_s = out.to_string_lossy().into_owned();
+    let script = "#!/bin/sh\n\
+        cd \"$(dirname \"$CELLSCHED_PLAN_FILE\")\" || exit 1\n\
+        /usr/bin/perl -e 'mkdir q(wide) or die; for my $i (1..2000) { open(my $f, q(>), qq(wide/f$i)) or die; close $f } \
+        for my $i (1..25000) { mkdir q(d) or die qq(mkdir $i: $!); chdir q(d) or die qq(chdir $i: $!) } print qq(NESTED\\n)'\n";
+    let jobid = common::submit(&[
+        "-J", &name, "-o", &out_s, "-N1", "--gpus-per-node=a100:1", "--dl-model", MODEL, "--dl-batch=8", "--wrap", script,
+    ])
+    .expect("submit");
+    let text = output_of(jobid, &out);
+    assert!(text.contains("NESTED"), "the job built its tree: {text}");
+    plan_dirs_gone(jobid).unwrap_or_else(|left| panic!("job {jobid} left {left:?} ({text})"));
 }

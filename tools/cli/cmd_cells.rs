@@ -1,5 +1,6 @@
 //! `cellsched cells`: List the feasible Cells of a job, ranked.
-use crate::cmd_estimate::{CatalogArgs, JobArgs};
+use crate::cmd_estimate::{bounded, CatalogArgs, JobArgs};
+use cellsched_core::limits;
 use anyhow::bail;
 use cellsched_core::estimator::CellOffer;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -12,10 +13,10 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub gpu_types: Vec<String>,
     /// Largest Cell in GPUs.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = bounded(limits::CELL_GPUS))]
     pub max_gpus: u32,
     /// Nodes available per GPU type (all assumed free).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = bounded(limits::NODES))]
     pub nodes: u32,
     /// Show at most this many Cells.
     #[arg(long, default_value_t = 30)]

@@ -2,6 +2,7 @@
 use anyhow::bail;
 use cellsched_core::cell::{Cell, Plan};
 use cellsched_core::estimator::{Estimate, Estimator, JobSpec};
+use cellsched_core::limits;
 use std::path::PathBuf;
 
 /// Catalog and database options shared by `estimate` and `cells`.
@@ -31,13 +32,22 @@ impl CatalogArgs {
     }
 }
 
-/// Parses a batch size, rejecting zero and negatives with a clear message.
+/// Parses a batch size as sbatch's `--dl-batch` does: a positive integer up
+/// to the shared cap ([`cellsched_core::limits::BATCH`]).
 pub fn parse_batch(s: &str) -> Result<u32, String> {
-    match s.trim().parse::<i64>() {
-        Ok(b) if b > 0 && b <= u32::MAX as i64 => Ok(b as u32),
-        Ok(b) => Err(format!("batch must be a positive integer, got {b}")),
-        Err(_) => Err(format!("batch must be a positive integer, got '{s}'")),
+    match s.trim().parse::<i128>() {
+        Ok(b) if b <= 0 => Err(format!("batch must be a positive integer, got {b}")),
+        _ => cellsched_core::limits::BATCH.parse_u32("batch", s).map_err(|_| expected(cellsched_core::limits::BATCH)),
     }
+}
+
+/// A clap parser for a count bounded by one row of [`cellsched_core::limits`].
+pub fn bounded(limit: cellsched_core::limits::Limit) -> impl Fn(&str) -> Result<u32, String> + Clone + Send + Sync + 'static {
+    move |s: &str| limit.parse_u32("value", s).map_err(|_| expected(limit))
+}
+
+fn expected(limit: cellsched_core::limits::Limit) -> String {
+    format!("expected a {} in 1..={}", limit.what, limit.max)
 }
 
 /// The job options shared by `estimate` and `cells`: model and global batch.
@@ -67,16 +77,16 @@ pub struct Args {
     #[arg(long)]
     pub gpu: String,
     /// Total GPUs in the Cell.
-    #[arg(long)]
+    #[arg(long, value_parser = bounded(limits::CELL_GPUS))]
     pub gpus: u32,
     /// Nodes the Cell spans (default: as few as the node size allows).
-    #[arg(long)]
+    #[arg(long, value_parser = bounded(limits::NODES))]
     pub nodes: Option<u32>,
     /// GPUs per node of this type (default: the catalog's typical server size).
-    #[arg(long)]
+    #[arg(long, value_parser = bounded(limits::GPUS_PER_NODE))]
     pub gpus_per_node: Option<u32>,
     /// Pipeline stages (default: try every power-of-two divisor and keep the fastest).
-    #[arg(long)]
+    #[arg(long, value_parser = bounded(limits::CELL_GPUS))]
     pub stages: Option<u32>,
     /// Evaluate this plan instead of searching (dp=..,tp=..,pp=..[,mb=..][,zero=..][,ckpt=on]).
     #[arg(long)]
@@ -235,6 +245,37 @@ fn print_explain(job: &JobSpec, ev: &cellsched_core::estimator::PlanEval, why: O
         );
         for (k, v) in &w.sources {
             println!("  {k:<38} {v}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn counts_are_read_against_the_shared_caps() {
+        assert_eq!(parse_batch(" 16777216 "), Ok(16_777_216));
+        assert_eq!(parse_batch("-3").unwrap_err(), "batch must be a positive integer, got -3");
+        assert_eq!(parse_batch("4294967295").unwrap_err(), "expected a global batch size in 1..=16777216");
+        assert_eq!(bounded(limits::NODES)("65536"), Ok(65_536));
+        assert_eq!(bounded(limits::NODES)("65537").unwrap_err(), "expected a node count in 1..=65536");
+    }
+
+    proptest! {
+        /// Any text: a value within the cap or an error, never a panic.
+        #[test]
+        fn cli_count_parsers_never_panic(text in any::<String>(), n in any::<u64>(), i in 0usize..6) {
+            let limit = limits::ALL[i];
+            for s in [text.clone(), n.to_string(), format!("-{n}")] {
+                if let Ok(b) = parse_batch(&s) {
+                    prop_assert!((1..=limits::BATCH.max_u32()).contains(&b));
+                }
+                if let Ok(v) = bounded(limit)(&s) {
+                    prop_assert!(u64::from(v) <= limit.max && v >= 1);
+                }
+            }
         }
     }
 }

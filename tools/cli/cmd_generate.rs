@@ -4,13 +4,16 @@
 //! - `cellsched generate man DIR`: `cellsched.1`, one `cellsched-<sub>.1` page
 //!   per subcommand (nested ones too: `cellsched-cluster-up.1`), rendered
 //!   from the clap definitions, plus `spank_cellsched.8` for the SPANK plugin,
-//!   whose option list comes from `cellsched_core::options::DlKey`.
+//!   whose option list comes from `cellsched_core::options::DlKey` and task
+//!   environment from `cellsched_core::plan_env`, and `cellsched.toml.5`,
+//!   every key of the plugins' configuration from `cellsched_core::config::KEYS`.
 //! - `cellsched generate completions DIR`: `cellsched.bash`, `_cellsched`
 //!   (zsh) and `cellsched.fish`, from the same clap definitions.
 //!
 //! Each file is written to a temporary name and renamed into place; the
 //! command prints the path of every file it wrote.
 use anyhow::Context;
+use cellsched_core::config::{KEYS, SECTIONS};
 use cellsched_core::options::DlKey;
 use clap_complete::Shell;
 use std::io::Write;
@@ -24,7 +27,7 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum What {
-    /// Man pages: cellsched(1), one page per subcommand, and spank_cellsched(8)
+    /// Man pages: cellsched(1), one page per subcommand, spank_cellsched(8) and cellsched.toml(5)
     Man {
         /// Directory to write the pages into (created if missing)
         #[arg(value_name = "DIR")]
@@ -94,6 +97,7 @@ fn write_man_pages(cli: clap::Command, dir: &Path) -> anyhow::Result<Vec<PathBuf
         written.push(write_file(dir, &format!("{name}.1"), ascii_roff(&text).as_bytes())?);
     }
     written.push(write_file(dir, "spank_cellsched.8", ascii_roff(&spank_page(&source)).as_bytes())?);
+    written.push(write_file(dir, "cellsched.toml.5", ascii_roff(&config_page(&source)).as_bytes())?);
     Ok(written)
 }
 
@@ -170,7 +174,7 @@ fn spank_page(source: &str) -> String {
     p.push_str(".nh\n");
     p.push_str(".SH NAME\nspank_cellsched \\- cellsched SPANK plugin: \\-\\-dl\\-* job options and plan injection for Slurm\n");
     p.push_str(".SH SYNOPSIS\nIn \\fBplugstack.conf\\fR(5):\n.PP\n.nf\n");
-    p.push_str("\\fBrequired\\fR /usr/lib/x86_64\\-linux\\-gnu/slurm\\-wlm/spank_cellsched.so [\\fIkey\\fR=\\fIvalue\\fR ...]\n.fi\n");
+    p.push_str("\\fBoptional\\fR /usr/lib/x86_64\\-linux\\-gnu/slurm\\-wlm/spank_cellsched.so [\\fIkey\\fR=\\fIvalue\\fR ...]\n.fi\n");
     p.push_str(".SH DESCRIPTION\n");
     p.push_str(&format!(
         "{}\n.PP\n{}\n.PP\n{}\n",
@@ -188,8 +192,11 @@ fn spank_page(source: &str) -> String {
              CELLSCHED_ERROR saying why. Jobs without --dl-* options are not touched."
         ),
         escape(
-            "The plugin also works when loaded optional: option errors still stop the command, and post-option errors \
-             make it exit 1."
+            "The shipped plugstack line loads the plugin optional, so a node without the file still runs jobs. \
+             Option errors still stop the command, and post-option errors make it exit 1. An unknown plugstack \
+             argument or a bad value makes the load fail: loaded optional, the --dl-* options are then missing \
+             (sbatch: unrecognized option '--dl-model=...'), loaded required, every sbatch, srun and salloc fails. \
+             Check the line with `sbatch --help | grep cellsched` after every change."
         ),
     ));
     p.push_str(".SH \"PLUGSTACK ARGUMENTS\"\n");
@@ -227,13 +234,12 @@ fn spank_page(source: &str) -> String {
         p.push_str(&tp(&term, &format!("{}. Value: {}. Environment: {}.", key.help(), key.allowed_form(), key.env_key())));
     }
     p.push_str(".SH \"TASK ENVIRONMENT\"\n");
-    p.push_str(&escape(
-        "Tasks of jobs with --dl-* options receive CELLSCHED_GPU_TYPE, CELLSCHED_CELL, CELLSCHED_NODES, \
-         CELLSCHED_GPUS, CELLSCHED_DP, CELLSCHED_TP, CELLSCHED_PP, CELLSCHED_MICRO_BATCHES, CELLSCHED_ZERO_STAGE, \
-         CELLSCHED_CHECKPOINTING, CELLSCHED_GLOBAL_BATCH, CELLSCHED_FREEZE_MODE, CELLSCHED_FREEZE_SCHEDULE, \
-         CELLSCHED_ITER_TIME_S, CELLSCHED_PLAN_SOURCE and CELLSCHED_PLAN_FILE, plus the launcher conventions \
-         MASTER_ADDR, MASTER_PORT, NODE_RANK, WORLD_SIZE, RANK, LOCAL_RANK and LOCAL_WORLD_SIZE.",
-    ));
+    p.push_str(&escape(&format!(
+        "Tasks of jobs with --dl-* options receive {}. CELLSCHED_PLAN_SOURCE says where the plan came from \
+         (decision, pinned or estimated); CELLSCHED_FREEZE_SCHEDULE and CELLSCHED_ITER_TIME_S are set only when \
+         known; CELLSCHED_ERROR is set instead of the plan variables when no plan could be made.",
+        task_env_names().join(", ")
+    )));
     p.push('\n');
     p.push_str(".SH FILES\n");
     p.push_str(&tp(
@@ -242,9 +248,89 @@ fn spank_page(source: &str) -> String {
          made by slurmstepd as root and removed when the step ends and by the job epilog.",
     ));
     p.push_str(&tp("/etc/slurm/plugstack.conf.d/cellsched.conf", "The plugstack line installed by make install and the Debian package."));
-    p.push_str(&tp("/etc/slurm/cellsched.toml", "The plugins' configuration."));
+    p.push_str(&tp("/etc/slurm/cellsched.toml", "The plugins' configuration; see cellsched.toml(5)."));
     p.push_str(".SH \"SEE ALSO\"\n");
-    let refs = [("cellsched", "1"), ("cellsched-estimate", "1"), ("cellsched-cells", "1"), ("sbatch", "1"), ("srun", "1"), ("spank", "8"), ("slurm.conf", "5")];
+    let refs = [("cellsched", "1"), ("cellsched-estimate", "1"), ("cellsched-cells", "1"), ("cellsched.toml", "5"), ("sbatch", "1"), ("srun", "1"), ("spank", "8"), ("slurm.conf", "5")];
+    p.push_str(&refs.iter().map(|(n, s)| man_ref(n, s)).collect::<Vec<_>>().join(",\n"));
+    p.push('\n');
+    p
+}
+
+/// Every variable the SPANK plugin exports to the tasks of a DL job: core's
+/// plan variables ([`plan_env`], every optional one present) and the
+/// plugin's own (`RANK`, `LOCAL_RANK`, `CELLSCHED_PLAN_FILE`, `CELLSCHED_ERROR`).
+pub fn task_env_names() -> Vec<&'static str> {
+    use cellsched_core::plan_env::{plan_env, PlanEnv, Workers};
+    let plan = cellsched_core::Plan { dp: 1, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: false };
+    let sample = PlanEnv {
+        gpu_type: "a100",
+        cell: "a100x1x1",
+        nodes: 1,
+        gpus: 1,
+        gpus_per_node: 1,
+        plan: &plan,
+        global_batch: 1,
+        freeze_mode: "off",
+        freeze_schedule: Some(""),
+        iter_time_s: Some(1.0),
+        source: "decision",
+        workers: Workers::Launcher,
+        node_rank: 0,
+        master_addr: Some("localhost"),
+        master_port: 29500,
+    };
+    let mut names: Vec<&'static str> = plan_env(&sample).into_iter().map(|(k, _)| k).collect();
+    names.extend(["RANK", "LOCAL_RANK", "CELLSCHED_PLAN_FILE", "CELLSCHED_ERROR"]);
+    names
+}
+
+/// `cellsched.toml(5)`: every key of [`KEYS`], by table, with its default,
+/// range and when a change takes effect.
+fn config_page(source: &str) -> String {
+    let mut p = String::new();
+    p.push_str(&format!(".TH CELLSCHED.TOML 5 \"\" \"{source}\" \"{MANUAL}\"\n.nh\n"));
+    p.push_str(".SH NAME\ncellsched.toml \\- configuration of cellsched's Slurm plugins\n");
+    p.push_str(".SH SYNOPSIS\n/etc/slurm/cellsched.toml\n");
+    p.push_str(".SH DESCRIPTION\n");
+    p.push_str(&escape(
+        "A TOML file read by the slurmctld plugins site_factor/cellsched and job_submit/cellsched, and (its \
+         [estimator] table only) by the SPANK plugin spank_cellsched.so in job steps. Every table and key is \
+         optional; a missing key takes the default below. An unknown key or a value out of range is an error \
+         naming the file and line: slurmctld logs it and keeps the last good configuration (stock Slurm \
+         behaviour when none was good since it started).",
+    ));
+    p.push_str("\n.PP\n");
+    p.push_str(&escape(
+        "Where the file is found (first match wins): site_factor/cellsched and job_submit/cellsched: \
+         PrioritySiteFactorParameters=config=PATH in slurm.conf, then CELLSCHED_CONFIG in slurmctld's environment, \
+         then cellsched.toml beside slurm.conf. spank_cellsched.so: its \
+         plugstack argument config=PATH, then cellsched.toml beside slurm.conf. Keeping the file beside \
+         slurm.conf makes all three read the same file; cellsched doctor warns when they do not.",
+    ));
+    p.push('\n');
+    for (section, about) in SECTIONS {
+        p.push_str(&format!(".SH \"[{}]\"\n{}\n", section.to_uppercase(), escape(about)));
+        for k in KEYS.iter().filter(|k| k.section == *section) {
+            let term = format!("\\fB{}\\fR = \\fI{}\\fR", escape(k.key), escape(k.default.unwrap_or("(unset)")));
+            let body = format!("{} Values: {}. Takes effect: {}.", k.doc, k.range, k.reload.describe());
+            p.push_str(&tp(&term, &body));
+        }
+    }
+    p.push_str(".SH EXAMPLE\n.nf\n");
+    for (section, _) in SECTIONS {
+        p.push_str(&format!("[{section}]\n"));
+        for k in KEYS.iter().filter(|k| k.section == *section) {
+            match k.default {
+                Some(d) => p.push_str(&format!("{} = {}\n", escape(k.key), escape(d))),
+                None => p.push_str(&format!("# {} = \"/var/lib/cellsched/...\"\n", escape(k.key))),
+            }
+        }
+    }
+    p.push_str(".fi\n.SH FILES\n");
+    p.push_str(&tp("/etc/slurm/cellsched.toml", "The file; make install and the Debian package install the commented example there when none exists."));
+    p.push_str(&tp("StateSaveLocation/cellsched-overruns", "Users' last overruns of declared work ([declared]), kept across slurmctld restarts."));
+    p.push_str(".SH \"SEE ALSO\"\n");
+    let refs = [("cellsched", "1"), ("cellsched-doctor", "1"), ("spank_cellsched", "8"), ("slurm.conf", "5")];
     p.push_str(&refs.iter().map(|(n, s)| man_ref(n, s)).collect::<Vec<_>>().join(",\n"));
     p.push('\n');
     p

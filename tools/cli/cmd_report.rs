@@ -130,8 +130,12 @@ impl MeasureArgs {
             j.apply_time_scale(self.time_scale);
             if let Some(p) = &self.iter_log {
                 let path = p.replace("%j", &j.job_id.to_string());
-                if let Ok(bytes) = std::fs::read(&path) {
-                    j.measure(Some(&String::from_utf8_lossy(&bytes)));
+                // Only regular files, no symlink, no blocking, size-capped:
+                // the path and its contents are the job owner's.
+                match cellsched_report::iter_log::read_iter_log(std::path::Path::new(&path)) {
+                    Ok(text) => j.measure(Some(&text)),
+                    Err(e) if std::path::Path::new(&path).symlink_metadata().is_ok() => eprintln!("cellsched: warning: --iter-log: {e}"),
+                    Err(_) => {}
                 }
             }
         }

@@ -76,11 +76,21 @@ pub struct Inputs {
     /// type then has are lowered to it (counted in the output).
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub shrink: u32,
+    /// Grow the cluster K times (every group has K times its nodes), for light load.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub grow: u32,
 }
 
 /// Engine and cellsched settings shared by `sim` and `bench`.
+///
+/// The `cellsched` policy's settings come from the plugins' configuration:
+/// `--config cellsched.toml` (its `[placement]` and `[ordering]` sections),
+/// else the plugins' defaults; the per-knob flags below override single keys.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Tuning {
+    /// cellsched: the plugins' cellsched.toml; its [placement] and [ordering] sections drive the policy (default: the plugins' defaults). The flags below override single keys.
+    #[arg(long, value_name = "cellsched.toml")]
+    pub config: Option<String>,
     /// cellsched: use the requested GPU type and count (no Cell search).
     #[arg(long)]
     pub no_cell_search: bool,
@@ -93,38 +103,41 @@ pub struct Tuning {
     /// cellsched: ignore layer-freezing opt-ins.
     #[arg(long)]
     pub no_freeze: bool,
-    /// cellsched: components to switch off, comma-separated (cell-search,srpt,replan,freeze,aging).
+    /// cellsched: components to switch off, comma-separated (cell-search,srpt,replan,freeze,aging,load-sizing).
     #[arg(long, value_name = "LIST")]
     pub ablation: Option<String>,
-    /// cellsched: accept a free Cell up to this many times slower than the job's best (default: cellsched.toml's placement.replan_max_slowdown default).
-    #[arg(long, default_value_t = cellsched_core::config::PlacementConfig::default().replan_max_slowdown)]
-    pub max_slowdown: f64,
+    /// cellsched: accept a free Cell up to this many times slower than the job's best (overrides placement.replan_max_slowdown).
+    #[arg(long)]
+    pub max_slowdown: Option<f64>,
     /// cellsched: take any free Cell within --max-slowdown at once, without
     /// predicting whether waiting for the planned Cell finishes sooner
     /// (job_submit with placement.replan_wait_test = false).
     #[arg(long)]
     pub no_wait_test: bool,
-    /// cellsched: Cells may use up to this many times the requested GPUs.
-    #[arg(long, default_value_t = 1.0)]
-    pub max_gpu_factor: f64,
-    /// cellsched: a job grows to more GPUs only while the extra GPUs' marginal efficiency is at least this (0..=1; 0 = fastest Cell within the cap; default: cellsched.toml's placement.min_marginal_efficiency default).
-    #[arg(long, default_value_t = cellsched_core::config::PlacementConfig::default().min_marginal_efficiency)]
-    pub min_marginal_efficiency: f64,
-    /// cellsched: A-SRPT aging bound in seconds.
-    #[arg(long, default_value_t = 86400.0)]
-    pub aging_bound: f64,
-    /// cellsched: a job ages only after waiting this many times its own predicted remaining time (0 = absolute bound).
-    #[arg(long, default_value_t = cellsched_core::asrpt::DEFAULT_AGING_FACTOR)]
-    pub aging_factor: f64,
-    /// cellsched: at most this many aged jobs (the first to age) are ranked ahead at a time (0 = all).
-    #[arg(long, default_value_t = cellsched_core::asrpt::DEFAULT_AGED_LANE)]
-    pub aged_lane: u32,
-    /// cellsched: what the A-SRPT order ranks by: area (remaining GPU-seconds) or time (remaining seconds).
-    #[arg(long, default_value = "area")]
-    pub rank_by: String,
-    /// cellsched: a deadline job (trace column `due`) moves up once its slack is at most this many times its remaining time.
-    #[arg(long, default_value_t = cellsched_core::asrpt::DEFAULT_DEADLINE_SLACK_FACTOR)]
-    pub deadline_slack_factor: f64,
+    /// cellsched: Cells may use up to this many times the requested GPUs (overrides placement.max_gpu_factor).
+    #[arg(long)]
+    pub max_gpu_factor: Option<f64>,
+    /// cellsched: a job grows to more GPUs only while the extra GPUs' marginal efficiency is at least this (0..=1; 0 = fastest Cell within the cap; overrides placement.min_marginal_efficiency).
+    #[arg(long)]
+    pub min_marginal_efficiency: Option<f64>,
+    /// cellsched: most GPUs one job may get (overrides placement.max_gpus).
+    #[arg(long)]
+    pub max_gpus: Option<u32>,
+    /// cellsched: A-SRPT aging bound in seconds (overrides ordering.aging_bound_s).
+    #[arg(long)]
+    pub aging_bound: Option<f64>,
+    /// cellsched: a job ages only after waiting this many times its own predicted remaining time (0 = absolute bound; overrides ordering.aging_factor).
+    #[arg(long)]
+    pub aging_factor: Option<f64>,
+    /// cellsched: at most this many aged jobs (the first to age) are ranked ahead at a time (0 = all; overrides ordering.aged_lane).
+    #[arg(long)]
+    pub aged_lane: Option<u32>,
+    /// cellsched: what the A-SRPT order ranks by: area (remaining GPU-seconds) or time (remaining seconds) (overrides ordering.rank_by).
+    #[arg(long)]
+    pub rank_by: Option<String>,
+    /// cellsched: a deadline job (trace column `due`) moves up once its slack is at most this many times its remaining time (overrides ordering.deadline_slack_factor).
+    #[arg(long)]
+    pub deadline_slack_factor: Option<f64>,
     /// cellsched: guard for an aged job that cannot start: none, type (close its GPU type for the pass) or shadow (EASY reservation).
     #[arg(long, default_value = "none")]
     pub aged_guard: String,
@@ -167,12 +180,41 @@ impl Tuning {
         if let Some(list) = &self.ablation {
             off.extend(Ablation::parse_list(list)?);
         }
-        let mut o = CellschedOptions { max_slowdown: self.max_slowdown, wait_test: !self.no_wait_test, max_gpu_factor: self.max_gpu_factor, min_marginal_efficiency: self.min_marginal_efficiency, ..Default::default() };
-        o.asrpt.aging_bound_s = self.aging_bound;
-        o.asrpt.aging_factor = self.aging_factor;
-        o.asrpt.rank_by = self.rank_by.parse()?;
-        o.asrpt.aged_lane = self.aged_lane;
-        o.asrpt.deadline_slack_factor = self.deadline_slack_factor;
+        let cfg = match &self.config {
+            Some(p) => cellsched_core::config::Config::load(std::path::Path::new(p)).with_context(|| format!("--config {p}"))?,
+            None => cellsched_core::config::Config::default(),
+        };
+        let mut o = CellschedOptions::from_config(&cfg);
+        if let Some(x) = self.max_slowdown {
+            o.max_slowdown = x;
+        }
+        if self.no_wait_test {
+            o.wait_test = false;
+        }
+        if let Some(x) = self.max_gpu_factor {
+            o.max_gpu_factor = x;
+        }
+        if let Some(x) = self.min_marginal_efficiency {
+            o.min_marginal_efficiency = x;
+        }
+        if let Some(x) = self.max_gpus {
+            o.max_gpus = x;
+        }
+        if let Some(x) = self.aging_bound {
+            o.asrpt.aging_bound_s = x;
+        }
+        if let Some(x) = self.aging_factor {
+            o.asrpt.aging_factor = x;
+        }
+        if let Some(x) = &self.rank_by {
+            o.asrpt.rank_by = x.parse()?;
+        }
+        if let Some(x) = self.aged_lane {
+            o.asrpt.aged_lane = x;
+        }
+        if let Some(x) = self.deadline_slack_factor {
+            o.asrpt.deadline_slack_factor = x;
+        }
         o.aged_guard = self.aged_guard.parse()?;
         Ok(o.without(&off))
     }
@@ -318,7 +360,7 @@ pub fn load(inputs: &Inputs) -> Result<Loaded> {
     let (Some(trace), Some(cluster)) = (&inputs.trace, &inputs.cluster) else {
         bail!("--trace and --cluster are required");
     };
-    let spec = ClusterSpec::load(cluster)?.shrink(inputs.shrink)?;
+    let spec = ClusterSpec::load(cluster)?.shrink(inputs.shrink)?.grow(inputs.grow)?;
     let mut jobs = cellsched_sim::trace::load_trace(trace)?;
     if inputs.shrink > 1 {
         let n = spec.clamp_requests(&mut jobs);
@@ -456,7 +498,7 @@ pub fn run(a: Args) -> Result<()> {
 
 fn simulate(r: RunArgs) -> Result<()> {
     let Some(name) = &r.policy else {
-        bail!("--policy is required (one of: {})", policy::POLICY_NAMES.join(", "));
+        bail!("--policy is required (one of: {})", policy::names().join(", "));
     };
     let opts = r.tuning.cellsched()?;
     r.tuning.validate()?;
@@ -472,7 +514,10 @@ fn simulate(r: RunArgs) -> Result<()> {
         println!("{}", table(std::slice::from_ref(&m), &[]));
         print_truth_stats(std::slice::from_ref(&m));
         if m.unfinished > 0 {
-            println!("{} job(s) unfinished ({} can never fit this cluster under {}).", m.unfinished, m.never_fit, m.policy);
+            println!(
+                "{} job(s) unfinished ({} can never fit this cluster under {}); the JCT statistics count them with their time up to the end of the run.",
+                m.unfinished, m.never_fit, m.policy
+            );
         }
     }
     Ok(())

@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long = "dl-batch", value_parser = crate::cmd_estimate::parse_batch, allow_hyphen_values = true)]
     pub batch: u32,
     /// Declared iterations, as for `sbatch --dl-iters` (without them no finish or GPU-hours is predicted).
-    #[arg(long = "dl-iters")]
+    #[arg(long = "dl-iters", value_parser = parse_iters)]
     pub iters: Option<u64>,
     /// GPU request per node as for sbatch: `gpu:TYPE:N` pins the Cell, `gpu:N` fixes the count.
     #[arg(long)]
@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long)]
     pub gpus: Option<String>,
     /// Node count asked for (multiplies a `--gres` count, as in sbatch).
-    #[arg(long, short = 'N')]
+    #[arg(long, short = 'N', value_parser = crate::cmd_estimate::bounded(cellsched_core::limits::NODES))]
     pub nodes: Option<u32>,
     /// Only this partition's nodes and jobs.
     #[arg(long, short = 'p')]
@@ -266,6 +266,11 @@ pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Con
     })
 }
 
+/// Parses `--dl-iters` as sbatch does (the shared cap, [`cellsched_core::limits::ITERS`]).
+fn parse_iters(s: &str) -> std::result::Result<u64, String> {
+    cellsched_core::limits::ITERS.parse("--dl-iters", s).map_err(|e| e.to_string())
+}
+
 /// The request an sbatch-like `--gres`/`--gpus`/`--nodes` describes.
 pub fn request(a: &Args) -> Result<Request> {
     let nodes = a.nodes.unwrap_or(1).max(1);
@@ -275,7 +280,9 @@ pub fn request(a: &Args) -> Result<Request> {
         let Some((t, n)) = cellsched_core::placement::gpu_entries(&s).into_iter().next().filter(|_| counted) else {
             bail!("cannot read the GPU request '{s}': expected gpu:N or gpu:TYPE:N (--gres), N or TYPE:N (--gpus)")
         };
-        Ok((t, if per_node { n.saturating_mul(nodes) } else { n }))
+        let n = if per_node { n.saturating_mul(nodes) } else { n };
+        cellsched_core::limits::CELL_GPUS.check_u32("GPU request", n)?;
+        Ok((t, n))
     };
     let (typed, want) = match (&a.gres, &a.gpus) {
         (Some(_), Some(_)) => bail!("give --gres or --gpus, not both"),

@@ -14,6 +14,8 @@ mod cmd_bench_estimator;
 mod cmd_generate;
 mod cmd_doctor;
 mod cmd_whatif;
+mod cmd_models;
+mod cmd_gpus;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -47,6 +49,10 @@ enum Command {
     Doctor(cmd_doctor::Args),
     /// Where and when would a DL job run if submitted now? Predicted start, finish and cost per Cell.
     Whatif(cmd_whatif::Args),
+    /// List the model catalog: the names --dl-model accepts, with family, size and how each is trained.
+    Models(cmd_models::Args),
+    /// List the GPU catalog: GPU types, the names (aliases) that map to them, datasheet numbers.
+    Gpus(cmd_gpus::Args),
 }
 
 fn main() {
@@ -63,6 +69,8 @@ fn main() {
         Command::Generate(a) => cmd_generate::run(a, Cli::command()),
         Command::Doctor(a) => cmd_doctor::run(a),
         Command::Whatif(a) => cmd_whatif::run(a),
+        Command::Models(a) => cmd_models::run(a),
+        Command::Gpus(a) => cmd_gpus::run(a),
     };
     if let Err(e) = res {
         eprintln!("cellsched: error: {e:#}");

@@ -62,7 +62,7 @@ impl<'a> EstimatorSources<'a> {
         let mut gpus = GpuCatalog::builtin();
         if let Some(p) = &self.cfg.gpu_catalog {
             let mut with = gpus.clone();
-            match std::fs::read_to_string(p).map_err(|e| e.to_string()).and_then(|t| {
+            match crate::config::check_trusted_file(p).map_err(|e| e.to_string()).and_then(|()| std::fs::read_to_string(p).map_err(|e| e.to_string())).and_then(|t| {
                 with.apply_overrides_toml(&t, &p.display().to_string()).map_err(|e| e.to_string())
             }) {
                 Ok(()) => gpus = with,

@@ -47,7 +47,7 @@ pub struct JobSpec {
 }
 
 /// GPUs of one type offered for placement.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CellOffer {
     /// GPU type (catalog key or NVML name).
     pub gpu_type: String,
@@ -350,12 +350,8 @@ impl Estimator {
     }
 
     fn setup(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<(&GpuSpec, Placement), CoreError> {
-        if job.global_batch == 0 {
-            return Err(CoreError::invalid("global batch", "0", "a positive integer"));
-        }
-        if gpus_per_node == 0 {
-            return Err(CoreError::invalid("GPUs per node", "0", "a positive integer"));
-        }
+        crate::limits::BATCH.check_u32("global batch", job.global_batch)?;
+        crate::limits::GPUS_PER_NODE.check_u32("GPUs per node", gpus_per_node)?;
         let gpu = self.gpus.get(&cell.gpu_type)?;
         let placement = Placement::pack(cell.gpus, gpus_per_node).ok_or_else(|| {
             CoreError::invalid(

@@ -6,12 +6,13 @@ use crate::model::Recompute;
 /// Most micro-batch counts tried per (dp, tp).
 const MAX_MICRO_BATCH_CHOICES: usize = 12;
 
-/// Divisors of `n` in increasing order.
+/// Divisors of `n` in increasing order (none for 0). The square is taken in
+/// `u64`, so no `n` up to `u32::MAX` overflows it.
 fn divisors(n: u32) -> Vec<u32> {
     let mut small = Vec::new();
     let mut large = Vec::new();
-    let mut i = 1;
-    while i * i <= n {
+    let mut i: u32 = 1;
+    while u64::from(i) * u64::from(i) <= u64::from(n) {
         if n % i == 0 {
             small.push(i);
             if i != n / i {
@@ -32,7 +33,7 @@ fn micro_batch_counts(per_replica: u32, pp: u32) -> Vec<u32> {
         return divs;
     }
     let mut pick: Vec<u32> = divs.iter().copied().take(MAX_MICRO_BATCH_CHOICES / 2).collect();
-    for target in [pp, 2 * pp, 4 * pp, 8 * pp, per_replica] {
+    for target in [pp, pp.saturating_mul(2), pp.saturating_mul(4), pp.saturating_mul(8), per_replica] {
         if let Some(d) = divs.iter().copied().find(|d| *d >= target) {
             pick.push(d);
         }
@@ -94,7 +95,8 @@ pub(crate) fn best_plan(cx: &CellContext<'_>, cell: &Cell) -> Result<PlanEval, S
                 }
             }
         }
-        tp *= 2;
+        let Some(next) = tp.checked_mul(2) else { break };
+        tp = next;
     }
     match (best, smallest) {
         (Some(b), _) => Ok(b),
@@ -136,17 +138,17 @@ pub(crate) fn cell_sizes(node: u32, max_gpus: u32, best_free: u32, full_nodes: u
         if n <= best_free {
             out.push(n);
         }
-        n *= 2;
+        let Some(next) = n.checked_mul(2) else { break };
+        n = next;
     }
     if best_free >= node && node <= max_gpus {
         out.push(node);
     }
     for k in 2..=full_nodes {
-        let total = k * node;
-        if total > max_gpus {
-            break;
+        match k.checked_mul(node) {
+            Some(total) if total <= max_gpus => out.push(total),
+            _ => break,
         }
-        out.push(total);
     }
     out.sort_unstable();
     out.dedup();
@@ -156,7 +158,7 @@ pub(crate) fn cell_sizes(node: u32, max_gpus: u32, best_free: u32, full_nodes: u
 /// Pipeline stage counts for `gpus` GPUs: power-of-two divisors, at most the model's layers.
 pub(crate) fn stage_counts(gpus: u32, layers: u32) -> Vec<u32> {
     let mut out = Vec::new();
-    let mut s = 1;
+    let mut s: u32 = 1;
     while s <= gpus && s <= layers.max(1) && s <= 16 {
         if gpus % s == 0 {
             out.push(s);
@@ -187,5 +189,85 @@ mod tests {
         assert_eq!(cell_sizes(6, 12, 6, 2), vec![1, 2, 4, 6, 12]);
         assert_eq!(stage_counts(8, 24), vec![1, 2, 4, 8]);
         assert_eq!(stage_counts(12, 2), vec![1, 2]);
+    }
+
+    /// The probe's crash: `i * i` overflowed `u32` for n = 2^32 - 1, wrapped
+    /// to 0 and divided by it. Every extreme now answers.
+    #[test]
+    fn extreme_inputs_do_not_overflow() {
+        let d = divisors(u32::MAX);
+        assert_eq!((d.len(), d.last()), (32, Some(&u32::MAX)));
+        assert!(d.iter().all(|x| u32::MAX % x == 0));
+        assert_eq!(divisors(0), Vec::<u32>::new());
+        assert!(micro_batch_counts(u32::MAX, u32::MAX).iter().all(|m| u32::MAX % m == 0));
+        assert_eq!(cell_sizes(u32::MAX, u32::MAX, u32::MAX, u32::MAX).last(), Some(&u32::MAX));
+        assert_eq!(cell_sizes(1 << 31, u32::MAX, 1 << 31, 3), (0..=31).map(|e| 1u32 << e).collect::<Vec<_>>());
+        assert_eq!(stage_counts(u32::MAX, u32::MAX), vec![1]);
+        assert_eq!(fixed_or_all_counts(u32::MAX, 1, Some(u32::MAX)), vec![1]);
+    }
+
+    /// The estimator's entry points with extreme inputs: an estimate or a
+    /// clear error, never a panic. A batch above the shared cap is refused
+    /// by name before any search runs.
+    #[test]
+    fn entry_points_refuse_or_answer_at_the_extremes() {
+        use crate::estimator::{CellOffer, Estimator, JobSpec};
+        let est = Estimator::new(crate::gpu::GpuCatalog::builtin(), crate::model::ModelCatalog::builtin());
+        let model = crate::model::ModelCatalog::builtin().resolve("gpt__125M").unwrap();
+        let a100x4 = Cell::new("a100", 4, 1).unwrap();
+        let job = |b: u32| JobSpec { model: model.clone(), global_batch: b };
+        let e = est.estimate(&job(u32::MAX), &a100x4, 4).unwrap_err().to_string();
+        assert!(e.contains("global batch") && e.contains("1..=16777216"), "{e}");
+        let e = est.estimate(&job(64), &a100x4, u32::MAX).unwrap_err().to_string();
+        assert!(e.contains("GPUs per node") && e.contains("1..=64"), "{e}");
+        assert!(est.estimate(&job(crate::limits::BATCH.max_u32()), &a100x4, 4).is_ok());
+        let plan = Plan { dp: 4, tp: 1, pp: 1, micro_batches: crate::limits::MICRO_BATCHES.max_u32(), zero_stage: 0, checkpointing: false };
+        assert!(est.estimate_plan(&job(u32::MAX), &a100x4, 4, &plan).is_err());
+        let offers = [CellOffer { gpu_type: "a100".into(), gpus_per_node: u32::MAX, free_gpus_per_node: vec![u32::MAX; 4] }];
+        assert!(est.rank_cells(&job(64), &offers, u32::MAX).is_empty(), "no node of 2^32-1 GPUs is estimated");
+        let offers = [CellOffer { gpu_type: "a100".into(), gpus_per_node: 4, free_gpus_per_node: vec![4; 4] }];
+        assert!(!est.rank_cells(&job(64), &offers, u32::MAX).is_empty());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..proptest::prelude::ProptestConfig::default() })]
+
+        /// Any batch, Cell, node size and plan: the estimator answers or
+        /// errs, and every answer respects the caps and its Cell.
+        #[test]
+        fn estimator_never_panics(batch in proptest::prelude::any::<u32>(), gpus_log in 0u32..=12, stages_log in 0u32..=4, node in proptest::prelude::any::<u32>(), mb in 1u32..=(1 << 20), tp_log in 0u32..=12) {
+            use crate::estimator::{Estimator, JobSpec};
+            let est = Estimator::new(crate::gpu::GpuCatalog::builtin(), crate::model::ModelCatalog::builtin());
+            let job = JobSpec { model: crate::model::ModelCatalog::builtin().resolve("gpt__125M").unwrap(), global_batch: batch };
+            let gpus = 1u32 << gpus_log;
+            let stages = 1u32 << stages_log.min(gpus_log);
+            let cell = Cell::new("a100", gpus, stages).unwrap();
+            let node = if node % 2 == 0 { node } else { 1 << (node % 7) };
+            if let Ok(e) = est.estimate(&job, &cell, node) {
+                proptest::prop_assert!(batch <= crate::limits::BATCH.max_u32() && e.plan.gpus() == gpus && e.iter_time_s.is_finite());
+            }
+            let per_stage = gpus / stages;
+            let tp = (1u32 << tp_log.min(31)).min(per_stage);
+            let plan = Plan { dp: per_stage / tp, tp, pp: stages, micro_batches: mb, zero_stage: (mb % 4) as u8, checkpointing: mb % 2 == 0 };
+            let _ = est.estimate_plan(&job, &cell, node, &plan);
+        }
+    }
+
+    proptest::proptest! {
+        /// Any sizes: the search's helpers answer without panicking, and
+        /// what they answer is consistent with their inputs.
+        #[test]
+        fn helpers_never_panic(n in proptest::prelude::any::<u32>(), pp in proptest::prelude::any::<u32>(), node in 0u32..=u32::MAX, max in proptest::prelude::any::<u32>(), free in proptest::prelude::any::<u32>(), full in 0u32..1_000_000) {
+            let n = n % (1 << 26); // the divisor loop is O(sqrt n): keep each case fast
+            for m in micro_batch_counts(n, pp) {
+                proptest::prop_assert!(m >= 1 && n % m == 0);
+            }
+            for s in cell_sizes(node, max, free, full) {
+                proptest::prop_assert!(s >= 1 && s <= max);
+            }
+            for s in stage_counts(n, pp) {
+                proptest::prop_assert!(n % s == 0);
+            }
+        }
     }
 }

@@ -6,7 +6,8 @@
 //! Jobs are visited in priority order. A job whose current Cell could start
 //! on the free GPUs keeps it (and those GPUs are set aside for it); one that
 //! could not moves to the Cell the free GPUs allow (sized by marginal value,
-//! `super::sizing`, like at submit), if that is at most
+//! `super::sizing`, like at submit, and against the load: it grows into
+//! free GPUs no other pending job waits for, `super::load`), if that is at most
 //! `replan_max_slowdown` times slower per iteration and, with the wait test
 //! on (`replan_wait_test`, the default) and a wait view from the host
 //! ([`ReplanJob::plan_wait`]), only if it is predicted to finish no later
@@ -14,7 +15,7 @@
 //! the simulator's rule). GPUs given to a moved job are set aside too, so
 //! two jobs are never moved onto the same GPUs.
 use super::wait::PlanWait;
-use super::{offers, request, NodeGpus};
+use super::{offers, request, LoadView, NodeGpus};
 use crate::config::PlacementConfig;
 use crate::declared::DeclaredConfig;
 use crate::estimator::{CellOffer, Estimate, Estimator, JobSpec};
@@ -126,6 +127,9 @@ pub struct Move {
     pub time_limit_min: Option<u32>,
     /// Seconds per iteration the slowdown bound counts from (kept in AdminComment).
     pub plan_iter_s: f64,
+    /// When the move was planned (Unix seconds, the pass's clock), kept as
+    /// the record's `moved_at` for the cool-down; `None` without a clock.
+    pub moved_at: Option<i64>,
 }
 
 impl Move {
@@ -137,7 +141,7 @@ impl Move {
     /// AdminComment after the move: the new decision, the job's facts, the
     /// new limit, and where it came from ([`DlRecord::moved`]).
     pub fn admin_comment(&self) -> String {
-        self.record.moved(self.to.to_decision(), self.plan_iter_s, self.time_limit_min).to_string()
+        DlRecord { moved_at: self.moved_at, ..self.record.moved(self.to.to_decision(), self.plan_iter_s, self.time_limit_min) }.to_string()
     }
 }
 
@@ -222,17 +226,26 @@ pub fn plan_moves_cached<J: ReplanJob>(
     ranks: Option<&RankCache>,
     now_s: f64,
 ) -> Vec<Move> {
-    let mut pass = Pass { pool: Pool::new(nodes, cfg), waited_for: Vec::new(), declared, est, ranks, now_s };
+    // The load moves are sized against: every pending job waits for its Cell's GPUs until it starts or moves.
+    let mut load = LoadView::from_nodes(nodes);
+    for jw in jobs {
+        load.add_wanted(&jw.job().record.decision.cell.gpu_type, u64::from(jw.job().record.decision.cell.gpus));
+    }
+    let mut pass = Pass { pool: Pool::new(nodes, cfg), waited_for: Vec::new(), declared, est, ranks, now_s, load };
     let mut moves = Vec::new();
     for jw in jobs {
         let j = jw.job();
         let d = &j.record.decision;
         let nodes_n = d.nodes.max(1);
         if pass.pool.reserve(&d.cell.gpu_type, nodes_n, d.cell.gpus / nodes_n) {
+            pass.load.remove_wanted(&d.cell.gpu_type, u64::from(d.cell.gpus));
             continue; // its Cell can start now
         }
         match pass.plan_move(j, jw.plan_wait()) {
-            Some(mv) => moves.push(mv),
+            Some(mv) => {
+                pass.load.remove_wanted(&d.cell.gpu_type, u64::from(d.cell.gpus));
+                moves.push(mv)
+            }
             None => {
                 if !pass.waited_for.contains(&d.cell.gpu_type) {
                     pass.waited_for.push(d.cell.gpu_type.clone());
@@ -253,6 +266,8 @@ struct Pass<'a> {
     est: &'a Estimator,
     ranks: Option<&'a RankCache>,
     now_s: f64,
+    /// Free GPUs (as of the pass start) and the GPUs still-pending jobs wait for.
+    load: LoadView,
 }
 
 impl Pass<'_> {
@@ -260,6 +275,9 @@ impl Pass<'_> {
     fn plan_move(&mut self, j: &PendingDl, wait: Option<PlanWait>) -> Option<Move> {
         let (cfg, declared, now_s) = (self.pool.cfg, self.declared, self.now_s);
         let d = &j.record.decision;
+        if in_cooldown(j.record.moved_at, now_s, cfg.replan_cooldown_s) {
+            return None;
+        }
         let all = self.pool.ranked_for(j, self.est, self.ranks);
         // Only Cells within the slowdown bound of its first plan are candidates (as in the simulator).
         let plan_iter_s = j.record.plan_iter_s.map_or(d.iter_s, |p| p.min(d.iter_s));
@@ -269,7 +287,11 @@ impl Pass<'_> {
             let work = super::sizing::DeadlineWork { iters: iters as f64, left_s };
             ranked.retain(|e| work.met_by(e.iter_time_s));
         }
-        let best = super::choose_ranked(&ranked, cfg, j.record.fixed_gpus).map(|i| ranked[i].clone())?;
+        let mut load = self.load.without_wanted(&d.cell.gpu_type, u64::from(d.cell.gpus));
+        for (t, free) in &self.pool.free_by_type {
+            load.set_free(t, *free);
+        }
+        let best = super::choose_ranked_under_load(&ranked, cfg, j.record.fixed_gpus, Some(&load)).map(|i| ranked[i].clone())?;
         if best.cell == d.cell {
             return None;
         }
@@ -281,6 +303,14 @@ impl Pass<'_> {
                 let contended = self.waited_for.contains(&best.cell.gpu_type);
                 if !w.takes_slower_cell(now_s, (best.cell.gpus, best.iter_time_s), (d.cell.gpus, d.iter_s), j.deadline_work.is_some(), contended) {
                     return None;
+                }
+                // The predicted gain must be worth a move (hysteresis).
+                let margin = cfg.replan_min_gain * w.rem_plan_s;
+                if margin > 0.0 {
+                    let correct = super::wait::corrects_wait(j.deadline_work.is_some(), best.cell.gpus, best.iter_time_s, d.cell.gpus, d.iter_s, contended);
+                    if now_s + w.rem_plan_s * best.iter_time_s / d.iter_s + margin > w.finish_on_plan_s(correct) {
+                        return None;
+                    }
                 }
             }
         }
@@ -296,8 +326,18 @@ impl Pass<'_> {
             record: j.record.clone(),
             time_limit_min: j.limited_iters().and_then(|n| crate::declared::time_bound_min(n, best.iter_time_s, declared)),
             plan_iter_s,
+            moved_at: (now_s > 0.0).then_some(now_s as i64),
             to: best,
         })
+    }
+}
+
+/// True while a job moved at `moved_at` (Unix seconds) is within the
+/// re-planning cool-down at `now_s` (no clock, `now_s` <= 0: never).
+pub fn in_cooldown(moved_at: Option<i64>, now_s: f64, cooldown_s: u64) -> bool {
+    match moved_at {
+        Some(t) if now_s > 0.0 => now_s < t as f64 + cooldown_s as f64,
+        _ => false,
     }
 }
 
@@ -482,6 +522,40 @@ mod tests {
         assert_eq!(m.iter().any(|mv| mv.id == 7), cheap, "{m:?}");
         // Alone (nobody ahead waits for v100) it moves.
         assert!(!plan_moves_cached(&[(&job, Some(wait(0.0, 1.5 * loss1)))], &one_v100, &cfg, &dc, &e, None, 0.0).is_empty());
+    }
+
+    #[test]
+    fn a_recent_move_or_a_small_gain_keeps_the_job_where_it_is() {
+        let e = est();
+        let d = on_a100(&e);
+        let job = PendingDl { id: 9, record: DlRecord { iters: Some(1000), ..DlRecord::new(d.clone()) }, job: spec(), features: None, deadline_work: None };
+        let busy = cluster(&[("a100-1", 4), ("a100-2", 4)]);
+        let dc = DeclaredConfig::default();
+        let cfg = PlacementConfig { replan_max_slowdown: 100.0, replan_cooldown_s: 300, ..Default::default() };
+        let now = 1_800_000_000.0;
+        let first = plan_moves_cached(&[&job], &busy, &cfg, &dc, &e, None, now);
+        assert_eq!(first.len(), 1, "precondition: the job moves off the busy a100s");
+        let back = DlRecord::parse(&first[0].admin_comment()).unwrap();
+        assert_eq!(back.moved_at, Some(now as i64), "the move is stamped");
+        // Moved to v100; now the v100s are busy and the a100s free again: the
+        // job would move back, but not within the cool-down.
+        let moved = PendingDl { record: back, ..job.clone() };
+        let flipped = cluster(&[("v100-1", 8), ("v100-2", 8)]);
+        assert!(plan_moves_cached(&[&moved], &flipped, &cfg, &dc, &e, None, now + 299.0).is_empty(), "moved back within the cool-down");
+        let later = plan_moves_cached(&[&moved], &flipped, &cfg, &dc, &e, None, now + 300.0);
+        assert_eq!(later.len(), 1, "after the cool-down it may move: {later:?}");
+        let off = PlacementConfig { replan_cooldown_s: 0, ..cfg.clone() };
+        assert_eq!(plan_moves_cached(&[&moved], &flipped, &off, &dc, &e, None, now + 1.0).len(), 1);
+        assert!(!in_cooldown(Some(now as i64), 0.0, 300), "no clock, no cool-down");
+        // Minimum gain: a slower Cell that wins by less than replan_min_gain of the run stays put.
+        let to = first[0].to.clone();
+        let rem_plan = 1000.0 * d.iter_s;
+        let loss = 1000.0 * (to.iter_time_s - d.iter_s);
+        // Waiting costs the loss plus 2 % of the run: a 1 % minimum gain moves, a 5 % one does not.
+        let w = PlanWait { plan_free_at_s: now, queue_ahead_s: loss + 0.02 * rem_plan, waited_s: 0.0, rem_plan_s: rem_plan };
+        let with_gain = |g: f64| PlacementConfig { replan_min_gain: g, ..cfg.clone() };
+        assert_eq!(plan_moves_cached(&[(&job, Some(w))], &busy, &with_gain(0.01), &dc, &e, None, now).len(), 1);
+        assert!(plan_moves_cached(&[(&job, Some(w))], &busy, &with_gain(0.05), &dc, &e, None, now).is_empty());
     }
 
     #[test]

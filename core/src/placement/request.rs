@@ -1,104 +1,7 @@
-//! Reading and rewriting a job's GPU request strings.
-//!
-//! Slurm 22.05 keeps `--gres`/`--gpus-per-node` in `tres_per_node` as
-//! comma-separated entries like `gres:gpu:a100:4`, `gres:gpu:4`, `gres:gpu`
-//! (newer releases also write `gres/gpu:a100=4`). A placement is written as
-//! a node feature (the GPU type) plus an untyped count, because updating a
-//! pending job's *typed* GRES leaves it never runnable in 22.05.
-//! The release's prefix (`gres:` or `gres/`) is passed in by the host.
-
-/// The TRES GRES prefix of Slurm releases before 23.02 (`gres:gpu:4`).
-pub const GRES_PREFIX_2205: &str = "gres:";
-
-/// Strips the TRES GRES prefix of either release: `gres:gpu:a100:4` / `gres/gpu:a100:4` → `gpu:a100:4`.
-pub fn strip_tres_gres_prefix(entry: &str) -> &str {
-    entry.strip_prefix("gres:").or_else(|| entry.strip_prefix("gres/")).unwrap_or(entry)
-}
-
-/// The GPU part of a `tres_per_*` string.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GpuRequest {
-    /// Requested GPU type, if the request is typed (`gpu:a100:4`).
-    pub gpu_type: Option<String>,
-    /// GPUs requested (per node for `tres_per_node`).
-    pub count: u64,
-}
-
-/// Splits one entry into (name, type, count); `None` if it is not a GRES entry.
-fn parse_entry(entry: &str) -> Option<(String, Option<String>, u64)> {
-    let e = entry.trim();
-    let rest = strip_tres_gres_prefix(e);
-    // `gpu:a100=4` / `gpu=4` (tres form) or `gpu:a100:4` / `gpu:4` / `gpu` (gres form).
-    let (head, eq_count) = match rest.split_once('=') {
-        Some((h, c)) => (h, Some(c)),
-        None => (rest, None),
-    };
-    let mut parts: Vec<&str> = head.split(':').collect();
-    let name = parts.remove(0).to_string();
-    if name.is_empty() {
-        return None;
-    }
-    // Flags such as `gpu:a100:4(S:0)` are dropped.
-    let strip_flags = |s: &str| s.split('(').next().unwrap_or("").to_string();
-    let count_of = |s: &str| -> Option<u64> {
-        let s = strip_flags(s);
-        let (num, mult) = match s.chars().last() {
-            Some('k' | 'K') => (&s[..s.len() - 1], 1024),
-            Some('m' | 'M') => (&s[..s.len() - 1], 1024 * 1024),
-            _ => (s.as_str(), 1),
-        };
-        num.parse::<u64>().ok().map(|n| n * mult)
-    };
-    let (ty, count) = match (eq_count, parts.as_slice()) {
-        (Some(c), []) => (None, count_of(c)?),
-        (Some(c), [t]) => (Some(t.to_string()), count_of(c)?),
-        (None, []) => (None, 1),
-        (None, [c]) if count_of(c).is_some() => (None, count_of(c)?),
-        (None, [t]) => (Some(strip_flags(t)), 1),
-        (None, [t, c, ..]) => (Some(t.to_string()), count_of(c)?),
-        _ => return None,
-    };
-    Some((name, ty.filter(|t| !t.is_empty()).map(|t| t.to_ascii_lowercase()), count))
-}
-
-/// The GPU request in a `tres_per_*` string, if any.
-pub fn gpu_request(tres: Option<&str>) -> Option<GpuRequest> {
-    let tres = tres?;
-    tres.split(',').filter_map(parse_entry).find(|(n, _, _)| n == "gpu").map(|(_, gpu_type, count)| GpuRequest { gpu_type, count })
-}
-
-/// `(type, count)` of every GPU entry of a GRES or TRES string, as nodes
-/// and jobs report them: `gpu:a100:4(S:0),gpu:v100:2(IDX:0-1)`,
-/// `gres:gpu:a100:2`, `cpu=1,gres/gpu=4,gres/gpu:v100=4`. Commas inside
-/// parentheses (`IDX:0,2-3`) belong to their entry.
-pub fn gpu_entries(gres: &str) -> Vec<(Option<String>, u32)> {
-    crate::slurm_conf::split_top_level(gres, '(', ')')
-        .into_iter()
-        .filter_map(|e| gpu_request(Some(e)))
-        .map(|GpuRequest { gpu_type, count }| (gpu_type, count.min(u64::from(u32::MAX)) as u32))
-        .collect()
-}
-
-/// Removes GPU entries from a `tres_per_*` string; `None` if nothing is left.
-pub fn without_gpus(tres: Option<&str>) -> Option<String> {
-    let kept: Vec<&str> = tres
-        .unwrap_or("")
-        .split(',')
-        .filter(|e| !e.trim().is_empty())
-        .filter(|e| !matches!(parse_entry(e), Some((n, _, _)) if n == "gpu"))
-        .collect();
-    (!kept.is_empty()).then(|| kept.join(","))
-}
-
-/// `tres_per_node` asking for `gpus_per_node` untyped GPUs, keeping other GRES;
-/// written with the release's GRES `prefix` (`gres:` in 22.05, `gres/` from 23.02).
-pub fn with_untyped_gpus(tres: Option<&str>, gpus_per_node: u32, prefix: &str) -> String {
-    let gpu = format!("{prefix}gpu:{gpus_per_node}");
-    match without_gpus(tres) {
-        Some(rest) => format!("{rest},{gpu}"),
-        None => gpu,
-    }
-}
+//! Rewriting a job's feature expression: a placement is written as a node
+//! feature (the GPU type) plus an untyped count (`crate::slurm_text`),
+//! because updating a pending job's *typed* GRES leaves it never runnable
+//! in 22.05.
 
 /// Adds the GPU type to the job's feature expression (AND-ed with the user's).
 pub fn with_type_feature(features: Option<&str>, gpu_type: &str) -> String {
@@ -130,42 +33,6 @@ pub fn without_type_feature(features: Option<&str>, gpu_type: &str) -> Option<St
 mod tests {
     use super::*;
 
-    fn req(t: Option<&str>, n: u64) -> Option<GpuRequest> {
-        Some(GpuRequest { gpu_type: t.map(str::to_string), count: n })
-    }
-
-    #[test]
-    fn parses_gres_forms() {
-        assert_eq!(gpu_request(Some("gres:gpu:a100:4")), req(Some("a100"), 4));
-        assert_eq!(gpu_request(Some("gres:gpu:4")), req(None, 4));
-        assert_eq!(gpu_request(Some("gres:gpu")), req(None, 1));
-        assert_eq!(gpu_request(Some("gres:gpu:V100")), req(Some("v100"), 1));
-        assert_eq!(gpu_request(Some("gres/gpu:a100=2")), req(Some("a100"), 2));
-        assert_eq!(gpu_request(Some("gres/gpu=8")), req(None, 8));
-        assert_eq!(gpu_request(Some("gres:mps:100,gres:gpu:a10:2(S:0-1)")), req(Some("a10"), 2));
-        assert_eq!(gpu_request(Some("gres:mps:100")), None);
-        assert_eq!(gpu_request(Some("")), None);
-        assert_eq!(gpu_request(None), None);
-    }
-
-    #[test]
-    fn gpu_entries_read_gres_and_tres() {
-        assert_eq!(gpu_entries("gpu:a100:4(S:0)"), vec![(Some("a100".into()), 4)]);
-        assert_eq!(gpu_entries("gres:gpu:4"), vec![(None, 4)]);
-        assert_eq!(gpu_entries("cpu=1,gres/gpu=4,gres/gpu:v100=4"), vec![(None, 4), (Some("v100".into()), 4)]);
-        assert_eq!(gpu_entries("gpu:a100:2(IDX:0,2),gpu:v100:1"), vec![(Some("a100".into()), 2), (Some("v100".into()), 1)]);
-        assert!(gpu_entries("cpu=1,mem=10").is_empty());
-    }
-
-    #[test]
-    fn rewrites_to_untyped_count() {
-        assert_eq!(with_untyped_gpus(None, 4, "gres/"), "gres/gpu:4");
-        assert_eq!(with_untyped_gpus(Some("gres:gpu:a100:2"), 8, GRES_PREFIX_2205), "gres:gpu:8");
-        assert_eq!(with_untyped_gpus(Some("gres:mps:10,gres:gpu:2"), 4, GRES_PREFIX_2205), "gres:mps:10,gres:gpu:4");
-        assert_eq!(without_gpus(Some("gres:gpu:a100:2")), None);
-        assert_eq!(without_gpus(Some("gres:gpu:2,gres:mps:1")).as_deref(), Some("gres:mps:1"));
-    }
-
     #[test]
     fn features_round_trip() {
         for user in [None, Some("ib"), Some("ib&fast"), Some("ib|eth"), Some("[rack1|rack2]")] {
@@ -177,21 +44,5 @@ mod tests {
         assert_eq!(with_type_feature(Some("ib|eth"), "a10"), "(ib|eth)&a10");
         // A feature we did not add is left alone.
         assert_eq!(without_type_feature(Some("ib"), "a100").as_deref(), Some("ib"));
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
-        /// GRES/TRES strings from users (`--gres`, `--gpus`) and node records:
-        /// parsed or ignored, never a panic; rewriting keeps non-GPU entries.
-        #[test]
-        fn gres_parsers_never_panic(raw in proptest::prelude::any::<String>(), near in "((gres[:/])?(gpu|mps)(:[a-z0-9]{1,6})?([:=][0-9kKmM]{1,12})?(\\([A-Z]:[0-9,-]{0,6}\\))?,?){0,4}") {
-            for t in [raw.as_str(), near.as_str()] {
-                let _ = gpu_request(Some(t));
-                let _ = crate::placement::node_gpus("n", Some(t), Some(t), true);
-                let w = with_untyped_gpus(Some(t), 4, GRES_PREFIX_2205);
-                proptest::prop_assert_eq!(gpu_request(Some(&w)).map(|g| g.count), Some(4));
-                let _ = without_type_feature(Some(t), "a100");
-            }
-        }
     }
 }

@@ -18,9 +18,19 @@
 //!    of relative GPU growth — is at least `min_marginal_efficiency`.
 //!    Doubling the GPUs must make the job at least `1 + θ` times faster.
 //!
+//! 4. Against a load ([`SizingRule::choose_under_load`], `super::load`): a
+//!    job also grows into GPUs no pending job waits for — the fastest Cell
+//!    within the cap, faster than step 3's choice, whose GPUs all fit in
+//!    its type's unwanted GPUs and whose marginal efficiency over step 3's
+//!    choice is at least `min_marginal_efficiency` × the type's load after
+//!    taking them (busy or wanted share). The bound guards the jobs that
+//!    would want the GPUs; GPUs nobody waits for are wanted later only in
+//!    proportion to how busy the type is. Under contention, step 3's choice.
+//!
 //! A user's own fixed count (untyped `--gres=gpu:N`) or pinned Cell is
 //! honoured by the callers and never resized. The same function decides in
 //! job_submit (submit and re-planning), `whatif` and the simulator.
+use super::load::LoadView;
 use crate::estimator::Estimate;
 
 /// The admin's sizing knobs (`[placement]` in cellsched.toml).
@@ -40,6 +50,8 @@ pub trait Sizable {
     fn gpus(&self) -> u32;
     /// Predicted seconds per iteration on it.
     fn iter_s(&self) -> f64;
+    /// Its GPU type.
+    fn gpu_type(&self) -> &str;
 }
 
 impl Sizable for Estimate {
@@ -48,6 +60,9 @@ impl Sizable for Estimate {
     }
     fn iter_s(&self) -> f64 {
         self.iter_time_s
+    }
+    fn gpu_type(&self) -> &str {
+        &self.cell.gpu_type
     }
 }
 
@@ -101,6 +116,37 @@ impl SizingRule {
         }
         Some(cur)
     }
+
+    /// [`Self::choose`] against `load` (step 4 of the module doc): the
+    /// fastest Cell within the cap, faster than the efficient choice, whose
+    /// GPUs all fit in the unwanted GPUs of its type and whose marginal
+    /// efficiency over the efficient choice is at least
+    /// `min_marginal_efficiency` × [`LoadView::load_after`]; else the
+    /// efficient choice. `load` must not count the job's own demand
+    /// ([`LoadView::without_wanted`]); `None` is [`Self::choose`].
+    pub fn choose_under_load<T: Sizable>(&self, ranked: &[T], hint: Option<u32>, load: Option<&LoadView>) -> Option<usize> {
+        let k = self.choose(ranked, hint)?;
+        let Some(load) = load else { return Some(k) };
+        let smallest = ranked.iter().map(Sizable::gpus).filter(|g| *g > 0).min()?;
+        let cap = self.cap(hint.unwrap_or(smallest).max(1));
+        let (g0, t0) = (ranked[k].gpus(), ranked[k].iter_s());
+        let mut best = k;
+        for (i, c) in ranked.iter().enumerate() {
+            let (g, t) = (c.gpus(), c.iter_s());
+            if g == 0 || g > cap || !t.is_finite() || t <= 0.0 || t >= ranked[best].iter_s() {
+                continue;
+            }
+            if u64::from(g) > load.unwanted(c.gpu_type()) || u64::from(g) > load.unwanted_anywhere() {
+                continue;
+            }
+            // Fewer or as many GPUs and faster: better on both counts.
+            let pays = g <= g0 || Self::marginal_efficiency(g0, t0, g, t) >= self.min_marginal_efficiency * load.load_after(c.gpu_type(), u64::from(g));
+            if pays {
+                best = i;
+            }
+        }
+        Some(best)
+    }
 }
 
 /// The work a deadline job has left and the time left to its deadline:
@@ -127,10 +173,15 @@ impl SizingRule {
     /// `ranked` does (callers decide: job_submit takes the fastest Cell of
     /// the cluster, re-planning moves nothing). Without `work`, [`Self::choose`].
     pub fn choose_in_time<T: Sizable>(&self, ranked: &[T], hint: Option<u32>, work: Option<DeadlineWork>) -> Option<usize> {
-        let Some(w) = work else { return self.choose(ranked, hint) };
+        self.choose_in_time_under_load(ranked, hint, work, None)
+    }
+
+    /// [`Self::choose_in_time`] against `load` ([`Self::choose_under_load`]).
+    pub fn choose_in_time_under_load<T: Sizable>(&self, ranked: &[T], hint: Option<u32>, work: Option<DeadlineWork>, load: Option<&LoadView>) -> Option<usize> {
+        let Some(w) = work else { return self.choose_under_load(ranked, hint, load) };
         let in_time: Vec<usize> = (0..ranked.len()).filter(|&i| w.met_by(ranked[i].iter_s())).collect();
         let view: Vec<&T> = in_time.iter().map(|&i| &ranked[i]).collect();
-        self.choose(&view, hint).map(|k| in_time[k])
+        self.choose_under_load(&view, hint, load).map(|k| in_time[k])
     }
 }
 
@@ -140,6 +191,9 @@ impl<T: Sizable> Sizable for &T {
     }
     fn iter_s(&self) -> f64 {
         (*self).iter_s()
+    }
+    fn gpu_type(&self) -> &str {
+        (*self).gpu_type()
     }
 }
 
@@ -156,10 +210,67 @@ mod tests {
         fn iter_s(&self) -> f64 {
             self.1
         }
+        fn gpu_type(&self) -> &str {
+            "a100"
+        }
+    }
+
+    /// A Cell of a named type.
+    #[derive(Debug)]
+    struct T(&'static str, u32, f64);
+    impl Sizable for T {
+        fn gpus(&self) -> u32 {
+            self.1
+        }
+        fn iter_s(&self) -> f64 {
+            self.2
+        }
+        fn gpu_type(&self) -> &str {
+            self.0
+        }
     }
 
     fn rule(factor: f64, theta: f64) -> SizingRule {
         SizingRule { max_gpus: 16, max_gpu_factor: factor, min_marginal_efficiency: theta }
+    }
+
+    #[test]
+    fn grows_into_gpus_no_pending_job_wants() {
+        // 1 -> 2 GPUs: 1.25x (marginal 0.25 < 0.5): the efficient choice is 1 GPU.
+        let ranked = [T("v100", 4, 0.5), T("v100", 2, 0.8), T("v100", 1, 1.0), T("k80", 4, 0.9)];
+        let r = rule(4.0, 0.5);
+        assert_eq!(r.choose(&ranked, Some(1)), Some(2));
+        assert_eq!(r.choose_under_load(&ranked, Some(1), None), Some(2), "no load view: the efficient rule");
+        let view = |total: u64, wanted: u64| {
+            let mut v = LoadView::new();
+            v.add_total("v100", total);
+            v.add_free("v100", total);
+            v.add_wanted("v100", wanted);
+            v.add_total("k80", 8);
+            v.add_free("k80", 8);
+            v
+        };
+        // 16 idle v100, nobody waits: 4 GPUs leave 12 idle (load 0.25, bar
+        // 0.125); 1 -> 4 gains 1.0 / 0.5 - 1 = 1 over 3x the GPUs: 0.33. Grows.
+        assert_eq!(r.choose_under_load(&ranked, Some(1), Some(&view(16, 0))), Some(0));
+        // 4 wanted: 4 GPUs leave 8 idle (load 0.5, bar 0.25 <= 0.33): grows.
+        assert_eq!(r.choose_under_load(&ranked, Some(1), Some(&view(16, 4))), Some(0));
+        // 12 wanted: 4 unwanted; 4 GPUs leave none (bar 0.5 > 0.33); 2 GPUs
+        // leave 2 (load 0.875, bar 0.44 > 0.25): the efficient 1 GPU.
+        assert_eq!(r.choose_under_load(&ranked, Some(1), Some(&view(16, 12))), Some(2));
+        // All wanted: the unwanted k80 Cell is slower than the efficient choice.
+        assert_eq!(r.choose_under_load(&ranked, Some(1), Some(&view(16, 16))), Some(2));
+        // The job's own demand does not hold it back.
+        assert_eq!(r.choose_under_load(&ranked, Some(1), Some(&view(16, 16).without_wanted("v100", 16))), Some(0));
+        // A small type: taking 2 of 4 idle leaves half idle (bar 0.25 <= 0.25).
+        assert_eq!(r.choose_under_load(&ranked, Some(1), Some(&view(4, 0))), Some(1));
+        // The cap still bounds growth: factor 2 over a hint of 1.
+        assert_eq!(rule(2.0, 0.5).choose_under_load(&ranked, Some(1), Some(&view(16, 0))), Some(1));
+        // Deadlines first: only Cells meeting it count, then the load rule among them.
+        let ranked = [T("v100", 4, 0.7), T("v100", 2, 0.8), T("v100", 1, 1.0)];
+        let w = DeadlineWork { iters: 10.0, left_s: 9.0 };
+        assert_eq!(r.choose_in_time_under_load(&ranked, Some(1), Some(w), Some(&view(16, 16))), Some(1), "2 GPUs: the 1-GPU Cell misses it");
+        assert_eq!(r.choose_in_time_under_load(&ranked, Some(1), Some(w), Some(&view(16, 0))), Some(0));
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //!   ([`uses_no_more_gpu_time`]: fewer GPUs, or a cheaper shape), so a job
 //!   never takes capacity the others need — on an overloaded cluster
 //!   every job has waited long, and moving them all to slow Cells raised
-//!   average JCT by 2-20% (Philly traces shrunk 4x and 8x, README);
+//!   average JCT by 2-20% (Philly traces shrunk 4x and 8x, bench/HISTORY.md);
 //! - an urgent job (aged, or near its deadline) is first in the order, so
 //!   nothing passes it and its estimate needs no correction.
 

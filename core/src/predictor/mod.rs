@@ -150,7 +150,7 @@ impl Stats {
         for r in records {
             let a = Acc::of(r);
             s.user_model.entry(r.user.clone()).or_default().entry(r.model.clone()).or_default().add(&a);
-            s.model.entry(r.model.clone()).or_default().add(&a);
+            s.model.entry(model_key(&r.user, &r.model).into_owned()).or_default().add(&a);
             s.user.entry(r.user.clone()).or_default().add(&a);
             s.global.add(&a);
         }
@@ -163,7 +163,8 @@ impl Stats {
         let empty = Acc::default();
         let um_of = |st: &Stats| st.user_model.get(&q.user).and_then(|m| m.get(&q.model)).copied();
         let um = um_of(self).unwrap_or(empty).minus(exclude.and_then(um_of).as_ref());
-        let model = self.model.get(&q.model).unwrap_or(&empty).minus(exclude.and_then(|e| e.model.get(&q.model)));
+        let key = model_key(&q.user, &q.model);
+        let model = self.model.get(key.as_ref()).unwrap_or(&empty).minus(exclude.and_then(|e| e.model.get(key.as_ref())));
         let user = self.user.get(&q.user).unwrap_or(&empty).minus(exclude.and_then(|e| e.user.get(&q.user)));
         let global = self.global.minus(exclude.map(|e| &e.global)).means().unwrap_or((0.0, 0.0, 0.0));
         let model_m = model.means().unwrap_or(global);
@@ -185,7 +186,18 @@ impl Stats {
     }
 
     fn knows_model(&self, q: &HistoryQuery) -> bool {
-        self.model.contains_key(&q.model)
+        self.model.contains_key(model_key(&q.user, &q.model).as_ref())
+    }
+}
+
+/// The per-model statistics key: a catalog model's name, shared by all
+/// users; a user model's (`user:NAME@FINGERPRINT`) only with its own user,
+/// so no one's model TOML teaches the predictor about another's jobs.
+fn model_key<'a>(user: &str, model: &'a str) -> std::borrow::Cow<'a, str> {
+    if crate::model::is_user_model_name(model) {
+        std::borrow::Cow::Owned(format!("{user}/{model}"))
+    } else {
+        std::borrow::Cow::Borrowed(model)
     }
 }
 
@@ -395,6 +407,24 @@ mod tests {
         assert!(r.median_ape < 0.3, "{r}");
         // And the forest beats the plain per-(user, model) mean of past runs.
         assert!(r.mape < r.group_mean_mape, "{r}");
+    }
+
+    /// Issue 31 item 9: one user's model TOML history does not make the
+    /// predictor answer for another user's job with the same model name;
+    /// catalog models are still shared.
+    #[test]
+    fn user_model_history_stays_with_its_user() {
+        let mut recs = synthetic(&SyntheticSpec { users: 10, records: 300, ..Default::default() });
+        let forged = "user:gpt__1.3B@0123456789ab";
+        for i in 0..40 {
+            recs.push(HistoryRecord { user: "mallory".into(), model: forged.into(), batch: 32, gpus: 4, requested_time_s: 600.0, iterations: 5000 + i, elapsed_s: 5.0, gpu_type: None });
+        }
+        let p = IterationPredictor::fit(&recs);
+        let q = |user: &str, model: &str| HistoryQuery { user: user.into(), model: model.into(), batch: 32, gpus: 4, requested_time_s: 600.0 };
+        assert!(p.predict(&q("mallory", forged)).is_some());
+        assert!(p.predict(&q("alice", forged)).is_none(), "another user's user-model history is not shared");
+        let catalog = recs[0].model.clone();
+        assert!(p.predict(&q("nobody", &catalog)).is_some(), "catalog models are shared across users");
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //!
 //! - [`node_cache`]: the node table's GPUs, copied again only after it changed.
 //! - `plugin`: exported symbols and the thread.
+//! - `modify`: `job_modify`, the rule for users' edits of placed DL jobs
+//!   ([`cellsched_core::placement::judge_edit`]).
 #![deny(missing_docs)]
 
 /// The plugin's Rust heap, counted for the passes' `debug` lines (see `cellsched_slurm_ffi::heap`).
@@ -24,4 +26,5 @@
 #[global_allocator]
 static HEAP: cellsched_slurm_ffi::heap::CountingAlloc = cellsched_slurm_ffi::heap::CountingAlloc;
 pub mod node_cache;
+mod modify;
 mod plugin;

@@ -20,25 +20,25 @@
 use crate::node_cache::NodeCache;
 use cellsched_core::job_env;
 use cellsched_core::placement::{self, NodeGpus, Outcome, PendingDl, PlanWait, SubmitRequest};
-use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
+use cellsched_core::config::{Config, OrderingConfig};
 use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::estimator::Estimator;
 use cellsched_core::rank_cache::RankCache;
 use cellsched_core::snapshot_cache::{self, SnapshotCache};
 use cellsched_core::record;
 use cellsched_slurm_ffi::ctld::{self, JobUpdate, LockKind};
+use cellsched_slurm_ffi::host::{FileStamp, Periodic};
 use cellsched_slurm_ffi::{cstr, guard, log, version};
 use std::ffi::{c_char, c_int};
-use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 cellsched_slurm_ffi::plugin_identity!(name: "cellsched Cell placement", kind: "job_submit/cellsched");
 
 /// Config and estimator in force; `None` = stock behaviour.
-struct Loaded {
-    cfg: Config,
-    est: Estimator,
+pub(crate) struct Loaded {
+    pub(crate) cfg: Config,
+    pub(crate) est: Estimator,
     /// Cell rankings of `est` (a new estimator comes with an empty cache).
     ranks: RankCache,
 }
@@ -47,7 +47,7 @@ static LOADED: RwLock<Option<Arc<Loaded>>> = RwLock::new(None);
 /// What the last config load attempt read: the config path and its
 /// modification time, and those of the profile DB it named (a changed
 /// profile DB recalibrates the estimator, which empties the caches).
-type SourceStamp = (PathBuf, Option<SystemTime>, Option<(PathBuf, Option<SystemTime>)>);
+type SourceStamp = (FileStamp, Option<FileStamp>);
 static SOURCE: Mutex<Option<SourceStamp>> = Mutex::new(None);
 /// The node table's GPUs, shared by submissions and the re-planning thread.
 static NODES: Mutex<Option<NodeCache>> = Mutex::new(None);
@@ -60,30 +60,22 @@ static NODES: Mutex<Option<NodeCache>> = Mutex::new(None);
 static REPLAN_JOBS: Mutex<Option<(Arc<Loaded>, SnapshotCache<Parsed>, Vec<Seen>)>> = Mutex::new(None);
 /// A pending DL job as re-planning sees it, with the [`comment_stamp`] of its AdminComment.
 type Parsed = Box<(PendingDl, u64)>;
-static THREAD: Mutex<Option<Replanner>> = Mutex::new(None);
+static THREAD: Mutex<Option<Periodic>> = Mutex::new(None);
+/// The GPUs per type the pending DL jobs wait for, as of the last
+/// re-planning pass: the load a submitted job is sized against
+/// (`placement::place_under_load`). `None` before the first pass.
+static PENDING_LOAD: Mutex<Option<placement::LoadView>> = Mutex::new(None);
 
-fn info(msg: &str) {
+pub(crate) fn info(msg: &str) {
     log::info(&format!("job_submit/cellsched: {msg}"));
 }
-fn error(msg: &str) {
+pub(crate) fn error(msg: &str) {
     log::error(&format!("job_submit/cellsched: {msg}"));
 }
 
-fn config_path() -> PathBuf {
-    let env = std::env::var(CONFIG_ENV).ok();
-    let slurm_conf = std::env::var("SLURM_CONF").ok();
-    resolve_config_path(None, env.as_deref(), slurm_conf.as_deref().or(Some("/etc/slurm/slurm.conf")))
-}
-
-fn mtime(p: &PathBuf) -> Option<SystemTime> {
-    std::fs::metadata(p).and_then(|m| m.modified()).ok()
-}
-
-/// The profile DB named by the configuration in force, with its modification time.
-fn db_stamp() -> Option<(PathBuf, Option<SystemTime>)> {
-    let p = current()?.cfg.estimator.profile_db.clone()?;
-    let t = mtime(&p);
-    Some((p, t))
+/// The profile DB named by the configuration in force, as it is now.
+fn db_stamp() -> Option<FileStamp> {
+    Some(FileStamp::of(current()?.cfg.estimator.profile_db.as_deref()?))
 }
 
 /// Builds the estimator; data files that fail are logged and skipped.
@@ -97,12 +89,12 @@ fn estimator(cfg: &Config) -> Estimator {
 
 /// (Re)loads the config if its file changed since the last attempt (outside locks).
 fn reload_if_changed() {
-    let path = config_path();
-    let now = mtime(&path);
+    let path = cellsched_slurm_ffi::host::config_path();
+    let now = FileStamp::of(&path);
     {
         let src = SOURCE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((p, t, db)) = src.as_ref() {
-            if *p == path && *t == now && *db == db_stamp() {
+        if let Some((conf, db)) = src.as_ref() {
+            if *conf == now && *db == db_stamp() {
                 return;
             }
         }
@@ -134,10 +126,10 @@ fn reload_if_changed() {
     };
     *LOADED.write().unwrap_or_else(|e| e.into_inner()) = new;
     let db = db_stamp();
-    *SOURCE.lock().unwrap_or_else(|e| e.into_inner()) = Some((path, now, db));
+    *SOURCE.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, db));
 }
 
-fn current() -> Option<Arc<Loaded>> {
+pub(crate) fn current() -> Option<Arc<Loaded>> {
     LOADED.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
@@ -180,7 +172,7 @@ fn nodes_parsed(read: NodesRead) -> Arc<Vec<NodeGpus>> {
 
 /// GPUs per node from the node table (caller holds the node read lock):
 /// the last copy while slurmctld's `last_node_update` says nothing changed.
-fn node_snapshot() -> Arc<Vec<NodeGpus>> {
+pub(crate) fn node_snapshot() -> Arc<Vec<NodeGpus>> {
     nodes_parsed(nodes_read())
 }
 
@@ -234,7 +226,7 @@ unsafe fn rewrite_request(desc: &mut slurm_sys::job_desc_msg_t, w: &placement::R
 }
 
 /// Seconds since the Unix epoch.
-fn now_unix() -> i64 {
+pub(crate) fn now_unix() -> i64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
@@ -274,7 +266,11 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
         let nodes = node_snapshot();
         // A panic in the placement logic must not cost the job its GPUs either.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match current() {
-            Some(l) => placement::place_cached(&req, &nodes, &l.cfg.placement, &l.est, Some(&l.ranks)),
+            Some(l) => {
+                // Never wait for the re-planning thread: without its view, marginal value alone.
+                let pending = PENDING_LOAD.try_lock().ok().and_then(|g| g.clone());
+                placement::place_under_load(&req, &nodes, &l.cfg.placement, &l.est, Some(&l.ranks), pending.as_ref())
+            }
             None => placement::fallback(&req, &nodes, "no valid cellsched.toml"),
         }))
         .unwrap_or_else(|_| placement::fallback(&req, &nodes, "internal error in placement (see slurmctld log)"));
@@ -329,19 +325,6 @@ fn reject(err_msg: *mut *mut c_char, msg: &str) -> c_int {
         }
     }
     slurm_sys::SLURM_ERROR
-}
-
-/// Updates by users go through unchanged (the 3-argument form is called correctly by 22.05 and 23.02+).
-#[no_mangle]
-pub extern "C" fn job_modify(_desc: *mut slurm_sys::job_desc_msg_t, _job: *mut std::ffi::c_void, _uid: u32) -> c_int {
-    slurm_sys::SLURM_SUCCESS
-}
-
-/// The re-planning thread's handle and stop signal.
-struct Replanner {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    done: Arc<(Mutex<bool>, Condvar)>,
-    handle: std::thread::JoinHandle<()>,
 }
 
 /// A pending job with a cellsched decision, copied under the read locks
@@ -483,12 +466,22 @@ fn replan_pass() {
     ranked.sort_by(|a, b| b.0.priority.cmp(&a.0.priority).then(a.1 .0.id.cmp(&b.1 .0.id)));
     let n_pending = ranked.len();
     if n_pending == 0 {
+        if let Ok(mut g) = PENDING_LOAD.lock() {
+            *g = Some(placement::LoadView::new()); // nobody waits
+        }
         return;
     }
     // Planned on references into the cache (no per-pass copy of every job):
     // the cache's own mutex stays held while planning; no slurmctld lock is.
     let now = now_unix();
     let pending: Vec<(&PendingDl, Option<PlanWait>)> = ranked.iter().map(|(s, (p, _))| (p, Some(plan_wait(p, s, now, &l.cfg.ordering)))).collect();
+    let mut wanted = placement::LoadView::new();
+    for (p, _) in &pending {
+        wanted.add_wanted(&p.record.decision.cell.gpu_type, u64::from(p.record.decision.cell.gpus));
+    }
+    if let Ok(mut g) = PENDING_LOAD.lock() {
+        *g = Some(wanted);
+    }
     drop(ranked);
     let moves = placement::plan_moves_cached(&pending, &nodes, &l.cfg.placement, &l.cfg.declared, &l.est, Some(&l.ranks), now as f64);
     drop(pending);
@@ -567,31 +560,9 @@ fn replan_pass() {
 }
 
 fn start_thread() {
-    let stop = Arc::new((Mutex::new(false), Condvar::new()));
-    let done = Arc::new((Mutex::new(false), Condvar::new()));
-    let (s2, d2) = (stop.clone(), done.clone());
-    let spawned = std::thread::Builder::new().name("cellsched-replan".into()).spawn(move || {
-        // Periodic work nobody waits for: slurmctld's own threads get the CPU first.
-        cellsched_slurm_ffi::background::yield_cpu_or_log("job_submit/cellsched", "re-planning");
-        loop {
-            let secs = current().map(|l| l.cfg.placement.replan_interval_s).unwrap_or(30).max(1);
-            let (lock, cv) = &*s2;
-            let guard_ = lock.lock().unwrap_or_else(|e| e.into_inner());
-            let (stopped, _) = cv.wait_timeout_while(guard_, Duration::from_secs(secs), |s| !*s).unwrap_or_else(|e| e.into_inner());
-            if *stopped {
-                break;
-            }
-            drop(stopped);
-            guard("job_submit/cellsched re-planning", (), replan_pass);
-        }
-        let (lock, cv) = &*d2;
-        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        cv.notify_all();
-    });
-    match spawned {
-        Ok(handle) => {
-            *THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some(Replanner { stop, done, handle });
-        }
+    let interval = || current().map(|l| l.cfg.placement.replan_interval_s).unwrap_or(30);
+    match Periodic::start("job_submit/cellsched", "replan", interval, replan_pass) {
+        Ok(p) => *THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some(p),
         Err(e) => error(&format!("cannot start the re-planning thread: {e}; placement at submit only")),
     }
 }
@@ -616,19 +587,9 @@ pub extern "C" fn init() -> c_int {
 #[no_mangle]
 pub extern "C" fn fini() -> c_int {
     guard("job_submit/cellsched fini", slurm_sys::SLURM_SUCCESS, || {
-        if let Some(r) = THREAD.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            *r.stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            r.stop.1.notify_all();
-            // fini may be called while slurmctld holds its locks (reconfigure): wait a bounded time.
-            let (lock, cv) = &*r.done;
-            let g = lock.lock().unwrap_or_else(|e| e.into_inner());
-            let (finished, _) = cv.wait_timeout_while(g, Duration::from_secs(5), |d| !*d).unwrap_or_else(|e| e.into_inner());
-            if *finished {
-                drop(finished);
-                let _ = r.handle.join();
-            } else {
-                error("re-planning thread still busy at fini; it stops after its current pass");
-            }
+        // fini may be called while slurmctld holds its locks (reconfigure): wait a bounded time.
+        if let Some(p) = THREAD.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            p.stop("job_submit/cellsched", Duration::from_secs(5));
         }
         *LOADED.write().unwrap_or_else(|e| e.into_inner()) = None;
         // Free the caches; never wait for a pass still running (it may wait for slurmctld's locks).

@@ -13,7 +13,6 @@
 //!   lookup it is given.
 //! - [`ranker`]: the ranking computed by a background thread off the job
 //!   write lock, which `site_factor_p_update` only copies.
-//! - [`slurm_conf`]: the running daemon's config paths.
 //! - `plugin`: the exported symbols, each behind a panic guard.
 #![deny(missing_docs)]
 
@@ -24,4 +23,3 @@ static HEAP: cellsched_slurm_ffi::heap::CountingAlloc = cellsched_slurm_ffi::hea
 mod plugin;
 pub mod users;
 pub mod ranker;
-pub mod slurm_conf;

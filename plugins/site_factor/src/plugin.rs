@@ -18,10 +18,11 @@ use cellsched_core::snapshot_cache;
 use cellsched_core::declared::{DeclaredConfig, OverrunPolicy, Overruns};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::record;
-use cellsched_core::config::{resolve_config_path, Config, OrderingConfig, CONFIG_ENV};
+use cellsched_core::config::{Config, OrderingConfig};
 use cellsched_core::job_env;
 use cellsched_core::model::ModelCatalog;
 use cellsched_slurm_ffi::ctld::{self, Job, LockKind};
+use cellsched_slurm_ffi::host::Periodic;
 use cellsched_slurm_ffi::{guard, log, version};
 use slurm_sys::shim::cellsched_job_t;
 use std::ffi::c_int;
@@ -52,9 +53,8 @@ static OVERRUNS: Mutex<OverrunState> = Mutex::new(OverrunState { log: None, file
 /// Set by reloads: the next ranking pass parses every job again.
 static INVALIDATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// A background thread's stop flag (set, then notified) and its handle.
-type StoppableThread = (Arc<(Mutex<bool>, std::sync::Condvar)>, JoinHandle<()>);
 /// The ranking thread.
-static RANK_THREAD: Mutex<Option<StoppableThread>> = Mutex::new(None);
+static RANK_THREAD: Mutex<Option<Periodic>> = Mutex::new(None);
 /// The background (re)load thread: config on reconfigure, history fit.
 static RELOAD: Mutex<Reload> = Mutex::new(Reload { handle: None, running: false, again: false });
 
@@ -95,9 +95,7 @@ fn now_s() -> f64 {
 /// returns the history file to fit the predictor on (`Some(None)`: none),
 /// or `None` after a config error (the last good state stays, predictor included).
 fn load_config() -> Option<Option<PathBuf>> {
-    let (params, slurm_conf) = crate::slurm_conf::conf_paths();
-    let env = std::env::var(CONFIG_ENV).ok();
-    let path = resolve_config_path(params.as_deref(), env.as_deref(), slurm_conf.as_deref());
+    let path = cellsched_slurm_ffi::host::config_path();
     let (new, history) = match Config::load(&path) {
         Ok(c) if c.ordering.enabled => {
             info(&format!(
@@ -191,7 +189,7 @@ fn distrust_now(cfg: &DeclaredConfig, now: f64) -> Distrust {
 /// Reads the overrun log a previous slurmctld left in StateSaveLocation
 /// (slurmctld start, before the ranking thread): a restart forgives no one.
 fn load_overruns() {
-    let Some(dir) = crate::slurm_conf::state_save_location() else {
+    let Some(dir) = cellsched_slurm_ffi::running_conf::state_save_location() else {
         info("no StateSaveLocation: distrust of users who overran declared work is kept in memory only");
         return;
     };
@@ -351,41 +349,17 @@ fn rank_pass() {
 
 /// Starts the ranking thread (slurmctld only).
 fn start_ranker() {
-    let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-    let s2 = stop.clone();
-    let spawned = std::thread::Builder::new().name("cellsched-rank".into()).spawn(move || {
-        cellsched_slurm_ffi::background::yield_cpu_or_log("site_factor/cellsched", "ranking");
-        loop {
-            let secs = current().map(|c| c.rank_interval_s).unwrap_or(5).max(1);
-            let (lock, cv) = &*s2;
-            let g = lock.lock().unwrap_or_else(|e| e.into_inner());
-            let (stopped, _) = cv.wait_timeout_while(g, std::time::Duration::from_secs(secs), |s| !*s).unwrap_or_else(|e| e.into_inner());
-            if *stopped {
-                return;
-            }
-            drop(stopped);
-            guard("site_factor/cellsched ranking", (), rank_pass);
-        }
-    });
-    match spawned {
-        Ok(h) => *RANK_THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some((stop, h)),
+    let interval = || current().map(|c| c.rank_interval_s).unwrap_or(5);
+    match Periodic::start("site_factor/cellsched", "rank", interval, rank_pass) {
+        Ok(p) => *RANK_THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some(p),
         Err(e) => error(&format!("cannot start the ranking thread: {e}; DL jobs keep the site factor given at submit")),
     }
 }
 
 /// Stops the ranking thread, waiting a bounded time (fini may run under slurmctld's locks).
 fn stop_ranker() {
-    let Some((stop, handle)) = RANK_THREAD.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
-    *stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
-    stop.1.notify_all();
-    let t = Instant::now();
-    while !handle.is_finished() && t.elapsed() < std::time::Duration::from_secs(5) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    if handle.is_finished() {
-        let _ = handle.join();
-    } else {
-        error("ranking thread still busy at fini; it stops after its current pass");
+    if let Some(p) = RANK_THREAD.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        p.stop("site_factor/cellsched", std::time::Duration::from_secs(5));
     }
 }
 

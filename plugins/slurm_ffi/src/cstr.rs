@@ -19,11 +19,6 @@ pub enum CStrError {
     NoXmalloc,
 }
 
-/// `&CStr` → `Some(&str)` when valid UTF-8.
-pub fn cstr_to_str(s: &CStr) -> Option<&str> {
-    s.to_str().ok()
-}
-
 /// Borrows a possibly-NULL C string as `&str` (`None` for NULL or non-UTF-8).
 ///
 /// # Safety
@@ -120,7 +115,6 @@ mod tests {
             assert_eq!(borrow_bytes(std::ptr::null()), None);
             assert_eq!(borrow_bytes(cs(b"a100\0").as_ptr()), Some(&b"a100"[..]));
         }
-        assert_eq!(cstr_to_str(cs(b"x=1\0")), Some("x=1"));
     }
 
     #[test]

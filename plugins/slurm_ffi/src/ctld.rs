@@ -128,7 +128,7 @@ impl<'a> Job<'a> {
         comment => cellsched_job_comment;
         /// Required node features (`details->features`).
         features => cellsched_job_features;
-        /// Per-node TRES request, e.g. `gres:gpu:a100:4` (see `slurm_sys::compat::strip_tres_gres_prefix`).
+        /// Per-node TRES request, e.g. `gres:gpu:a100:4` (see `cellsched_core::slurm_text::gpu_request`).
         tres_per_node => cellsched_job_tres_per_node;
         /// Requested TRES string.
         tres_req_str => cellsched_job_tres_req_str;
@@ -547,14 +547,6 @@ pub fn desc_is_batch(desc: &slurm_sys::job_desc_msg_t) -> bool {
     !desc.script.is_null()
 }
 
-/// `environment` entries of a job descriptor (the batch script's environment).
-pub fn desc_environment(desc: &slurm_sys::job_desc_msg_t) -> Vec<&str> {
-    if desc.environment.is_null() {
-        return Vec::new();
-    }
-    (0..desc.env_size as usize).filter_map(|i| unsafe { borrow_str(*desc.environment.add(i)) }).collect()
-}
-
 /// `spank_job_env` entries of a job descriptor.
 pub fn desc_env(desc: &slurm_sys::job_desc_msg_t) -> Vec<&str> {
     if desc.spank_job_env.is_null() {
@@ -602,7 +594,6 @@ mod tests {
         let mut entries: Vec<*mut std::os::raw::c_char> = vec![c"A=1".as_ptr() as *mut _, std::ptr::null_mut()];
         let mut desc = slurm_sys::job_desc_msg_t { environment: entries.as_mut_ptr(), env_size: 1, ..Default::default() };
         assert!(!desc_is_batch(&desc));
-        assert_eq!(desc_environment(&desc), vec!["A=1"]);
         // No script: not a batch job, nothing is set (and no Slurm allocator is needed).
         assert_eq!(desc_environment_set(&mut desc, "B", "2"), Ok(false));
         assert_eq!(desc.env_size, 1);

@@ -1,7 +1,6 @@
 //! Thin FFI helpers shared by the cellsched Slurm plugins:
 //! - [`log`]: Slurm's logger with a fixed `"%s"` format (`log::info(&str)`, ...),
-//!   working in slurmctld, slurmd, slurmstepd and SPANK client contexts; an
-//!   optional `log` crate backend ([`log::SlurmLogger`]).
+//!   working in slurmctld, slurmd, slurmstepd and SPANK client contexts.
 //! - [`guard()`]: `catch_unwind` for every exported function; logs the panic
 //!   and returns the fallback.
 //! - [`cstr`]: borrowed `char *` → `&str`, `xstrdup`ed strings Slurm will `xfree`.
@@ -10,6 +9,9 @@
 //! - [`heap`]: a counting global allocator (the plugin's own Rust heap, for `debug` lines).
 //! - [`background`]: the plugins' background threads yield the CPU to slurmctld's own.
 //! - [`ctld`]: safe slurmctld access (jobs, locks, `update_job`, nodes) over the slurm-sys shim.
+//! - [`host`]: what both slurmctld plugins host alike: the `cellsched.toml`
+//!   locator, file stamps, a periodic background thread with a bounded stop.
+//! - [`running_conf`]: the running daemon's `slurm_conf` paths, read through `dlsym`.
 //!
 //! Link arguments (version script, lazy binding) come from
 //! `plugins/build_support.rs`, included by each plugin crate's `build.rs`.
@@ -20,8 +22,10 @@ pub mod cstr;
 pub mod ctld;
 pub mod guard;
 pub mod heap;
+pub mod host;
 pub mod log;
 pub mod plugin;
+pub mod running_conf;
 pub mod version;
 
 pub use guard::guard;

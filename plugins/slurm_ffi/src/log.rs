@@ -103,39 +103,6 @@ pub fn debug3(msg: &str) {
     log(Level::Debug3, msg)
 }
 
-/// A `log` crate backend forwarding to Slurm's logger with a `prefix`
-/// (e.g. `"site_factor/cellsched"`). Install once with [`SlurmLogger::install`].
-pub struct SlurmLogger {
-    prefix: &'static str,
-}
-
-impl SlurmLogger {
-    /// Installs the backend (max level Debug); a second call is a no-op.
-    pub fn install(prefix: &'static str) {
-        static LOGGER: OnceLock<SlurmLogger> = OnceLock::new();
-        let logger = LOGGER.get_or_init(|| SlurmLogger { prefix });
-        if ::log::set_logger(logger).is_ok() {
-            ::log::set_max_level(::log::LevelFilter::Debug);
-        }
-    }
-}
-
-impl ::log::Log for SlurmLogger {
-    fn enabled(&self, _: &::log::Metadata) -> bool {
-        true
-    }
-    fn log(&self, r: &::log::Record) {
-        let level = match r.level() {
-            ::log::Level::Error => Level::Error,
-            ::log::Level::Warn | ::log::Level::Info => Level::Info,
-            ::log::Level::Debug => Level::Debug,
-            ::log::Level::Trace => Level::Debug3,
-        };
-        log(level, &format!("{}: {}", self.prefix, r.args()));
-    }
-    fn flush(&self) {}
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -268,7 +268,8 @@ fn check_config(opts: &Options, f: &ConfFile, spank: Option<&SpankLine>, r: &mut
     let params = f.setting("PrioritySiteFactorParameters").map(|(_, v)| v);
     let env = opts.ctld_config_env.as_deref();
     let site_factor = resolve_config_path(params.as_deref(), env, conf_str);
-    let job_submit = resolve_config_path(None, env, conf_str);
+    // Both slurmctld plugins find it by one rule (cellsched_slurm_ffi::host::config_path).
+    let job_submit = resolve_config_path(params.as_deref(), env, conf_str);
     let spank_arg = spank.and_then(|s| s.args.iter().find_map(|a| a.strip_prefix("config=")));
     let spank_path = resolve_config_path(spank_arg, None, conf_str);
     let (path, how) = match &opts.config {
@@ -295,6 +296,7 @@ fn check_config(opts: &Options, f: &ConfFile, spank: Option<&SpankLine>, r: &mut
         }
         Err(e) => {
             let fix = match &e {
+                CoreError::File { .. } if untrusted(&e) => UNTRUSTED_FIX.into(),
                 CoreError::File { msg, .. } if msg.starts_with("cannot read") => format!(
                     "create {} (see the commented etc/cellsched.toml); without it the plugins fall back to stock Slurm behaviour",
                     path.display()
@@ -310,21 +312,21 @@ fn check_config(opts: &Options, f: &ConfFile, spank: Option<&SpankLine>, r: &mut
         None => r.checks.push(Finding::ok("estimator.profile_db", "not set: built-in (calibrated datasheet) estimates")),
         Some(p) => r.checks.push(match cellsched_core::profile_db::ProfileDb::load_csv(p) {
             Ok(db) => Finding::ok("estimator.profile_db", format!("{} parses ({} measured points)", p.display(), db.len())),
-            Err(e) => Finding::fail("estimator.profile_db", e.to_string(), "fix the CSV at the line named (`cellsched profile list --db FILE` shows it), or remove profile_db"),
+            Err(e) => Finding::fail("estimator.profile_db", e.to_string(), fix_for(&e, "fix the CSV at the line named (`cellsched profile list --db FILE` shows it), or remove profile_db")),
         }),
     }
     match &est.gpu_catalog {
         None => r.checks.push(Finding::ok("estimator.gpu_catalog", "not set: built-in GPU catalog")),
         Some(p) => {
             let shown = p.display().to_string();
-            let res = std::fs::read_to_string(p)
-                .map_err(|e| CoreError::File { path: shown.clone(), line: None, msg: format!("cannot read: {e}") })
+            let res = cellsched_core::config::check_trusted_file(p)
+                .and_then(|()| std::fs::read_to_string(p).map_err(|e| CoreError::File { path: shown.clone(), line: None, msg: format!("cannot read: {e}") }))
                 .and_then(|t| catalog.apply_overrides_toml(&t, &shown));
             r.checks.push(match res {
                 Ok(()) => Finding::ok("estimator.gpu_catalog", format!("{shown} parses ({} GPU types known)", catalog.names().count())),
                 Err(e) => {
                     catalog = GpuCatalog::builtin();
-                    Finding::fail("estimator.gpu_catalog", e.to_string(), "fix the [gpu.NAME] table at the line named, or remove gpu_catalog")
+                    Finding::fail("estimator.gpu_catalog", e.to_string(), fix_for(&e, "fix the [gpu.NAME] table at the line named, or remove gpu_catalog"))
                 }
             });
         }
@@ -333,10 +335,23 @@ fn check_config(opts: &Options, f: &ConfFile, spank: Option<&SpankLine>, r: &mut
         None => r.checks.push(Finding::ok("estimator.history", "not set: no iteration predictor; jobs without --dl-iters are ranked by their time limit")),
         Some(p) => r.checks.push(match cellsched_core::history::load_csv(p) {
             Ok(h) => Finding::ok("estimator.history", format!("{} parses ({} records)", p.display(), h.len())),
-            Err(e) => Finding::fail("estimator.history", e.to_string(), "fix the CSV at the line named (`cellsched report history` writes it), or remove history"),
+            Err(e) => Finding::fail("estimator.history", e.to_string(), fix_for(&e, "fix the CSV at the line named (`cellsched report history` writes it), or remove history")),
         }),
     }
     catalog
+}
+
+/// The fix for a file the plugins refuse to trust (core's `check_trusted_file`).
+const UNTRUSTED_FIX: &str = "chown root FILE and chmod go-w FILE (and the same for each directory above it that is not root's or is writable by others without the sticky bit); the plugins refuse to load it until then";
+
+/// Whether `e` is core's refusal of a file others can write.
+fn untrusted(e: &CoreError) -> bool {
+    matches!(e, CoreError::File { msg, .. } if msg.starts_with("not trusted"))
+}
+
+/// [`UNTRUSTED_FIX`] for an untrusted file, else `otherwise`.
+fn fix_for(e: &CoreError, otherwise: &str) -> String {
+    if untrusted(e) { UNTRUSTED_FIX.into() } else { otherwise.into() }
 }
 
 /// Typed GPU entries `(type, count text)` of a `Gres=` value.
@@ -446,7 +461,7 @@ fn check_features(f: &ConfFile, gres: Option<&ConfFile>, r: &mut Report) {
         let hosts = hostlist_expand(&names, 100_000).unwrap_or_else(|| vec![names.clone()]);
         let mut types: Vec<String> = entries.iter().flatten().map(|t| t.to_ascii_lowercase()).collect();
         if types.is_empty() {
-            types = hosts.iter().filter_map(|h| cellsched_core::slurm_conf::gres_conf_gpu_type(&gres_text, h)).collect();
+            types = hosts.iter().filter_map(|h| cellsched_core::slurm_text::gres_conf_gpu_type(&gres_text, h)).collect();
             types.sort();
             types.dedup();
         }
@@ -585,6 +600,32 @@ mod tests {
         let v: Vec<&Finding> = r.checks.iter().filter(|f| f.check == check).collect();
         assert_eq!(v.len(), 1, "{check}: {}", r.text());
         v[0].clone()
+    }
+
+    /// Issue 31 item 10: cellsched.toml, the GPU catalog, the profile DB or
+    /// the history writable by others, or in a world-writable directory
+    /// without the sticky bit, fail with the chown/chmod fix.
+    #[test]
+    fn files_others_can_write_fail() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        let fx = Fixture::new("perm");
+        mode(&fx.dir, 0o755);
+        assert!(fx.run().checks.iter().all(|c| c.status == Status::Ok), "{}", fx.run().text());
+        for (file, check) in [("cellsched.toml", "cellsched.toml"), ("gpus.toml", "estimator.gpu_catalog"), ("p.csv", "estimator.profile_db"), ("h.csv", "estimator.history")] {
+            mode(&fx.path(file), 0o666);
+            let f = only(&fx.run(), check);
+            assert_eq!(f.status, Status::Fail, "{file}: {f:?}");
+            assert!(f.message.contains("writable by others") && f.fix.as_deref().is_some_and(|x| x.contains("chmod go-w")), "{f:?}");
+            mode(&fx.path(file), 0o644);
+        }
+        // Files in a world-writable directory: refused without the sticky bit, fine with it.
+        mode(&fx.dir, 0o777);
+        let f = only(&fx.run(), "cellsched.toml");
+        assert!(f.status == Status::Fail && f.message.contains("without the sticky bit"), "{f:?}");
+        mode(&fx.dir, 0o1777);
+        assert!(fx.run().checks.iter().all(|c| c.status == Status::Ok), "{}", fx.run().text());
+        mode(&fx.dir, 0o755);
     }
 
     #[test]
@@ -748,7 +789,7 @@ mod tests {
     fn config_location_follows_the_plugins() {
         let fx = Fixture::new("where");
         fx.write("other.toml", "[placement\n");
-        // PrioritySiteFactorParameters=config= wins for site_factor; job_submit and SPANK read the one beside slurm.conf.
+        // PrioritySiteFactorParameters=config= wins for both slurmctld plugins; SPANK reads the one beside slurm.conf.
         fx.edit("slurm.conf", "GresTypes=gpu\n", &format!("GresTypes=gpu\nPrioritySiteFactorParameters=config={}\n", fx.path("other.toml").display()));
         let r = fx.run();
         assert_eq!(only(&r, "cellsched.toml location").status, Status::Warn, "{}", r.text());

@@ -1,7 +1,7 @@
 //! Reading the Slurm files doctor checks: `slurm.conf` (with `Include`
 //! lines), `gres.conf` and `plugstack.conf` (with `include` globs), keeping
 //! each line's file and number so findings can point at them.
-use cellsched_core::slurm_conf::conf_line_pairs;
+use cellsched_core::slurm_text::conf_line_pairs;
 use std::path::{Path, PathBuf};
 
 /// One non-empty, non-comment line of a configuration file.
@@ -183,48 +183,7 @@ pub fn spank_lines(f: &ConfFile) -> Vec<SpankLine> {
         .collect()
 }
 
-/// Expands a Slurm hostlist (`a100-[1-2,5],v100-1`) into host names; `None`
-/// when malformed or longer than `limit` names.
-pub fn hostlist_expand(expr: &str, limit: usize) -> Option<Vec<String>> {
-    let mut out = Vec::new();
-    for entry in cellsched_core::slurm_conf::hostlist_entries(expr.trim()) {
-        let mut names = vec![String::new()];
-        let mut rest = entry;
-        while !rest.is_empty() {
-            match rest.find('[') {
-                Some(o) => {
-                    let c = rest[o..].find(']')? + o;
-                    let pre = &rest[..o];
-                    let mut values = Vec::new();
-                    for r in rest[o + 1..c].split(',') {
-                        let (lo, hi) = r.split_once('-').unwrap_or((r, r));
-                        let (l, h) = (lo.parse::<u64>().ok()?, hi.parse::<u64>().ok()?);
-                        if h < l || (h - l) as usize > limit {
-                            return None;
-                        }
-                        for v in l..=h {
-                            values.push(format!("{v:0width$}", width = lo.len()));
-                        }
-                    }
-                    names = names.iter().flat_map(|n| values.iter().map(move |v| format!("{n}{pre}{v}"))).collect();
-                    rest = &rest[c + 1..];
-                }
-                None => {
-                    names.iter_mut().for_each(|n| n.push_str(rest));
-                    rest = "";
-                }
-            }
-            if names.len() + out.len() > limit {
-                return None;
-            }
-        }
-        if names.iter().any(String::is_empty) {
-            return None;
-        }
-        out.extend(names);
-    }
-    Some(out)
-}
+pub use cellsched_core::slurm_text::hostlist_expand;
 
 #[cfg(test)]
 mod tests {

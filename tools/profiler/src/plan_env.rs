@@ -13,7 +13,9 @@ use crate::error::ProfilerError;
 use cellsched_core::estimator::{Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::options::DlKey;
-use cellsched_core::plan_env::{plan_env as core_plan_env, PlanEnv, Workers};
+use cellsched_core::plan_env::{
+    choose_plan as core_choose_plan, plan_env as core_plan_env, PlanChoiceError, PlanEnv, PlanRequest, PlanSource, Workers,
+};
 use cellsched_core::{Cell, Plan};
 
 /// What is profiled: model, batch and the plan on `gpus` GPUs of one node.
@@ -55,11 +57,13 @@ pub fn gpu_type_key(gpus: &GpuCatalog, name: &str) -> String {
     })
 }
 
-/// Builds the plan: a pinned `--plan` (must use exactly `gpus` GPUs), else the
-/// estimator's best plan for the model on this Cell, else plain data
-/// parallelism `dp=gpus` (the estimator needs the model and GPU in its
-/// catalogs; `note` receives why it was not used). `est` is the site's
-/// estimator (`Estimator::from_config`).
+/// Builds the plan by the rule the SPANK plugin uses for a job's tasks
+/// ([`cellsched_core::plan_env::choose_plan`]): a pinned `--plan` (must use
+/// exactly `gpus` GPUs), else the estimator's best plan for the model on
+/// these GPUs over every stage count, else plain data parallelism
+/// `dp=gpus` (the estimator needs the model and GPU in its catalogs; `note`
+/// receives why it was not used). `est` is the site's estimator
+/// (`Estimator::from_config`).
 pub fn choose_plan(
     est: &Estimator,
     model: &str,
@@ -84,45 +88,52 @@ pub fn choose_plan(
         ));
     }
     let gpu_type = gpu_type_key(est.gpu_catalog(), gpu_type);
-    let cell = Cell::new(&gpu_type, gpus, pinned.map_or(1, |p| p.pp)).map_err(|e| {
-        ProfilerError::invalid(
-            "GPU type / plan",
-            format!("{gpu_type} x{gpus}"),
-            e.to_string(),
-        )
-    })?;
     let job = est.model_catalog().resolve(model).map(|m| JobSpec {
         model: m,
         global_batch: batch,
     });
+    let request = PlanRequest {
+        job: job.as_ref().ok(),
+        gpu_type: &gpu_type,
+        gpus,
+        gpus_per_node: gpus,
+        pinned_plan: pinned.as_ref(),
+        pinned_cell: None,
+        decision: None,
+    };
     let mk = |plan: Plan, estimate_s: Option<f64>, plan_source| ProfilePlan {
         model: model.to_string(),
         batch,
-        gpu_type: cell.gpu_type.clone(),
+        gpu_type: gpu_type.clone(),
         gpus,
         plan,
         estimate_s,
         plan_source,
     };
-    if let Some(p) = pinned {
-        if p.gpus() != gpus {
-            return Err(ProfilerError::invalid(
-                "--plan",
-                p.to_string(),
-                format!("dp*tp*pp = --gpus ({gpus})"),
-            ));
+    match core_choose_plan(est, &request) {
+        Ok(c) => {
+            let source = match c.source {
+                PlanSource::Pinned => "pinned",
+                PlanSource::Estimated | PlanSource::Decision => "estimator",
+            };
+            Ok(mk(c.plan, c.iter_time_s, source))
         }
-        let estimate_s = job
-            .as_ref()
-            .ok()
-            .and_then(|j| est.estimate_plan(j, &cell, gpus, &p).ok())
-            .map(|e| e.iter_time_s);
-        return Ok(mk(p, estimate_s, "pinned"));
-    }
-    match job.and_then(|j| est.estimate(&j, &cell, gpus)) {
-        Ok(e) => Ok(mk(e.plan, Some(e.iter_time_s), "estimator")),
+        Err(PlanChoiceError::PinnedSize { plan, gpus }) => Err(ProfilerError::invalid(
+            "--plan",
+            plan.to_string(),
+            format!("dp*tp*pp = --gpus ({gpus})"),
+        )),
+        Err(PlanChoiceError::Cell(e)) => Err(ProfilerError::invalid(
+            "GPU type / plan",
+            format!("{gpu_type} x{gpus}"),
+            e.to_string(),
+        )),
         Err(e) => {
-            note(format!("estimator has no plan ({e}); using dp={gpus}"));
+            let why = match (&job, e) {
+                (Err(unknown), _) => unknown.to_string(),
+                (Ok(_), e) => e.to_string(),
+            };
+            note(format!("estimator has no plan ({why}); using dp={gpus}"));
             Ok(mk(
                 Plan {
                     dp: gpus,

@@ -9,6 +9,7 @@
 //!   utilization per type, prediction errors; [`compare`]: two reports side by side;
 //! - [`output`]: sacct-style tables and CSV; [`plot`]: PNG/SVG plots with an
 //!   embedded font; [`history`]: the iteration predictor's training data;
+//!   [`iter_log`]: job output files read safely (`--iter-log`);
 //! - [`metrics`]: OpenMetrics text (queue, GPU-hours, estimator error, jobs
 //!   left stock, plugin timings from slurmctld's log).
 //!
@@ -17,6 +18,7 @@
 pub mod compare;
 mod error;
 pub mod history;
+pub mod iter_log;
 pub mod metrics;
 pub mod output;
 pub mod plot;

@@ -169,7 +169,20 @@ pub fn summary_text(s: &Summary) -> String {
             Some(d) => format!("{}/{} ({}) of the ended jobs with --dl-deadline (End <= deadline, COMPLETED)", d.met, d.jobs, pct(d.met_ratio)),
             None => "n/a (no ended job with --dl-deadline)".into(),
         },
-    )
+    ) + &deadlines_per_user_text(s)
+}
+
+/// `Deadlines per user:` lines (met of ended, infeasible), when any job had a deadline.
+fn deadlines_per_user_text(s: &Summary) -> String {
+    if s.deadlines_per_user.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = s
+        .deadlines_per_user
+        .iter()
+        .map(|(u, d)| format!("{u} {}/{} met, {} infeasible", d.met, d.ended, d.infeasible))
+        .collect();
+    format!("Deadlines per user:              {}\n", parts.join("; "))
 }
 
 /// The full terminal report: jobs table then summary.

@@ -31,6 +31,7 @@
 //!   injected into the job.
 use crate::error::ReportError;
 use cellsched_core::record::DlRecord;
+use cellsched_core::slurm_text::parse_tres_gpus;
 use cellsched_core::Decision;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -272,33 +273,6 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
-}
-
-/// Typed GPUs from a TRES string such as
-/// `billing=4,cpu=4,gres/gpu:a100=4,gres/gpu=4,mem=1G,node=1`.
-/// Untyped `gres/gpu=N` counts go to `fallback_type` when no typed entry exists.
-pub fn parse_tres_gpus(tres: &str, fallback_type: &str) -> Result<BTreeMap<String, u32>, String> {
-    let mut typed = BTreeMap::new();
-    let mut untyped = 0u32;
-    for item in tres.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let Some((k, v)) = item.split_once('=') else {
-            return Err(format!("TRES item '{item}' is not KEY=VALUE"));
-        };
-        if k == "gres/gpu" {
-            untyped = v
-                .parse()
-                .map_err(|_| format!("GPU count '{v}' in '{item}'"))?;
-        } else if let Some(ty) = k.strip_prefix("gres/gpu:") {
-            let n: u32 = v
-                .parse()
-                .map_err(|_| format!("GPU count '{v}' in '{item}'"))?;
-            *typed.entry(ty.to_ascii_lowercase()).or_insert(0) += n;
-        }
-    }
-    if typed.is_empty() && untyped > 0 {
-        typed.insert(fallback_type.to_string(), untyped);
-    }
-    Ok(typed)
 }
 
 /// Median of the `cellsched-iter <seconds>` lines of a job's output, if any.
@@ -650,13 +624,5 @@ pub(crate) mod tests {
         assert_eq!(parse_time("None"), Ok(None));
         assert!(parse_time("2000-13-01T00:00:00").is_err());
         assert!(parse_time("12:00").is_err());
-    }
-
-    #[test]
-    fn tres_forms() {
-        let g = parse_tres_gpus("cpu=8,gres/gpu:a100=4,gres/gpu:v100=2,gres/gpu=6", "gpu").unwrap();
-        assert_eq!(g.len(), 2);
-        assert_eq!(parse_tres_gpus("cpu=1,gres/gpu=2", "gpu").unwrap().get("gpu"), Some(&2));
-        assert!(parse_tres_gpus("cpu", "gpu").is_err());
     }
 }

@@ -134,6 +134,44 @@ pub struct Summary {
     /// Jobs with a `--dl-deadline` (AdminComment `deadline=`) that ended, and how many ended by it.
     #[serde(default)]
     pub deadlines: Option<DeadlineStats>,
+    /// Per user: deadline jobs, how many met their deadline and how many
+    /// were infeasible ([`UserDeadlines`]).
+    #[serde(default)]
+    pub deadlines_per_user: BTreeMap<String, UserDeadlines>,
+}
+
+/// One user's deadline jobs (those whose record carries `deadline=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserDeadlines {
+    /// Ended jobs with a deadline.
+    pub ended: usize,
+    /// Of those, COMPLETED with End not after the deadline.
+    pub met: usize,
+    /// Jobs with a deadline their predicted run (declared iterations ×
+    /// predicted seconds per iteration) could not meet even started at
+    /// submit: infeasible from the start.
+    pub infeasible: usize,
+}
+
+impl UserDeadlines {
+    /// Per user, over `jobs`.
+    pub fn of(jobs: &[JobRecord]) -> BTreeMap<String, UserDeadlines> {
+        let mut out: BTreeMap<String, UserDeadlines> = BTreeMap::new();
+        for j in jobs {
+            let Some(d) = j.tags.deadline else { continue };
+            let u = out.entry(j.user.clone()).or_default();
+            if j.finished() {
+                u.ended += 1;
+                if j.state == "COMPLETED" && j.end.is_some_and(|e| e <= d) {
+                    u.met += 1;
+                }
+            }
+            if j.predicted_run_s.is_some_and(|r| r > (d - j.submit) as f64) {
+                u.infeasible += 1;
+            }
+        }
+        out
+    }
 }
 
 /// Deadline-met ratio over the ended jobs that carried a deadline.
@@ -237,6 +275,7 @@ impl Summary {
             ),
             iteration_predictor_error: None,
             deadlines: DeadlineStats::of(jobs),
+            deadlines_per_user: UserDeadlines::of(jobs),
         }
     }
 }
@@ -308,6 +347,27 @@ pub(crate) mod tests {
         assert!((d.met_ratio - 1.0 / 3.0).abs() < 1e-12);
         assert!(Summary::of(&jobs[2..3], None).deadlines.is_none());
         assert!(crate::output::summary_text(&Summary::of(&jobs, None)).contains("Deadlines met:                   1/3"));
+    }
+
+    /// Issue 31 item 3: deadline-met and infeasible counts per user.
+    #[test]
+    fn deadlines_are_counted_per_user() {
+        let a = "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.5 src=datasheet model=m batch=8";
+        let mut jobs = vec![
+            job(1, 0, 10, 100, "gres/gpu:a100=4", &format!("{a} iters=100 deadline=100"), ""), // 50 s of work in 100 s: met
+            job(2, 0, 10, 300, "gres/gpu:a100=4", &format!("{a} iters=1000 deadline=100"), ""), // 500 s in 100 s: infeasible, missed
+            job(3, 0, 10, 50, "gres/gpu:a100=4", &format!("{a} iters=10"), ""),                 // no deadline
+        ];
+        jobs[1].user = "bob".into();
+        for j in &mut jobs {
+            j.apply_time_scale(1.0);
+        }
+        let per = Summary::of(&jobs, None).deadlines_per_user;
+        assert_eq!(per.len(), 2);
+        assert_eq!(per["alice"], UserDeadlines { ended: 1, met: 1, infeasible: 0 });
+        assert_eq!(per["bob"], UserDeadlines { ended: 1, met: 0, infeasible: 1 });
+        let text = crate::output::summary_text(&Summary::of(&jobs, None));
+        assert!(text.contains("Deadlines per user:              alice 1/1 met, 0 infeasible; bob 0/1 met, 1 infeasible"), "{text}");
     }
 
     #[test]

@@ -54,11 +54,12 @@ impl ClusterSpec {
             if t.is_empty() || !t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-') {
                 return Err(SimError::input(path, None, &field("gpu_type"), format!("'{t}' is not a canonical lower-case GPU type (e.g. a100)")));
             }
-            if g.nodes == 0 {
-                return Err(SimError::input(path, None, &field("nodes"), "must be at least 1"));
+            let (nodes, per_node) = (cellsched_core::limits::NODES, cellsched_core::limits::GPUS_PER_NODE);
+            if g.nodes == 0 || g.nodes > nodes.max_u32() {
+                return Err(SimError::input(path, None, &field("nodes"), format!("{} is outside 1..={}", g.nodes, nodes.max)));
             }
-            if g.gpus_per_node == 0 || g.gpus_per_node > 64 {
-                return Err(SimError::input(path, None, &field("gpus_per_node"), format!("{} is outside 1..=64", g.gpus_per_node)));
+            if g.gpus_per_node == 0 || g.gpus_per_node > per_node.max_u32() {
+                return Err(SimError::input(path, None, &field("gpus_per_node"), format!("{} is outside 1..={}", g.gpus_per_node, per_node.max)));
             }
             if let Some(bw) = g.inter_node_gbps {
                 if !(bw.is_finite() && bw > 0.0) {
@@ -91,6 +92,17 @@ impl ClusterSpec {
                 GroupSpec { nodes, gpus_per_node: gpn, ..g.clone() }
             })
             .collect();
+        Ok(ClusterSpec { groups })
+    }
+
+    /// The cluster with every group's node count multiplied by `k` (a
+    /// cluster `k` times larger, same node shapes): the light-load end of a
+    /// load sweep.
+    pub fn grow(&self, k: u32) -> Result<ClusterSpec, SimError> {
+        if k == 0 {
+            return Err(SimError::invalid("grow factor", "0", "an integer >= 1"));
+        }
+        let groups = self.groups.iter().map(|g| GroupSpec { nodes: g.nodes.saturating_mul(k), ..g.clone() }).collect();
         Ok(ClusterSpec { groups })
     }
 
@@ -180,10 +192,6 @@ pub struct GroupState {
 }
 
 impl GroupState {
-    /// Free GPUs in the group.
-    pub fn free_gpus(&self) -> u64 {
-        self.free_total
-    }
     /// Total GPUs in the group.
     pub fn total_gpus(&self) -> u64 {
         self.spec.nodes as u64 * self.spec.gpus_per_node as u64
@@ -397,7 +405,24 @@ mod tests {
         assert_eq!((four.groups[1].nodes, four.groups[1].gpus_per_node), (1, 6)); // 24 GPUs / 4
         assert_eq!(four.groups[1].inter_node_gbps, Some(100.0));
         assert!(s.shrink(0).is_err());
-        let mut jobs = vec![crate::policy::testutil::job("a", 0.0, 1, 8, "a100", 0.0), crate::policy::testutil::job("b", 0.0, 1, 4, "v100", 0.0)];
+        let job = |id: &str, gpus, ty: &str| crate::trace::TraceJob {
+            job_id: id.into(),
+            submission_time: 0.0,
+            num_iteration: 1,
+            model_name: "m".into(),
+            deadline: 0.0,
+            batch_size: 32,
+            num_gpu: gpus,
+            gpu_type: ty.into(),
+            user: None,
+            freeze: None,
+            due_s: None,
+        };
+        let mut jobs = vec![job("a", 8, "a100"), job("b", 4, "v100")];
+        // A grown cluster keeps node shapes and multiplies the nodes.
+        let big = s.grow(4).unwrap();
+        assert_eq!((big.groups[0].nodes, big.groups[0].gpus_per_node), (s.groups[0].nodes * 4, s.groups[0].gpus_per_node));
+        assert!(s.grow(0).is_err());
         assert_eq!(four.clamp_requests(&mut jobs), 1);
         assert_eq!((jobs[0].num_gpu, jobs[1].num_gpu), (2, 4));
     }

@@ -8,7 +8,7 @@
 //! `inter_node_gbps` overrides the GPU type's catalog network bandwidth.
 use crate::cluster::ClusterSpec;
 use crate::error::SimError;
-use crate::times::{CellChoice, IterTimeSource, Offer};
+use crate::times::{CellChoice, IterTimeSource};
 use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
 use cellsched_core::config::EstimatorConfig;
 use cellsched_core::gpu::GpuCatalog;
@@ -106,12 +106,8 @@ impl IterTimeSource for CoreTimes {
         best
     }
 
-    fn rank_cells(&self, model: &str, batch: u32, offers: &[Offer], max_gpus: u32) -> Vec<CellChoice> {
+    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<CellChoice> {
         let Some(job) = self.job(model, batch) else { return Vec::new() };
-        let offers: Vec<CellOffer> = offers
-            .iter()
-            .map(|o| CellOffer { gpu_type: o.gpu_type.clone(), gpus_per_node: o.gpus_per_node, free_gpus_per_node: o.free_gpus_per_node.clone() })
-            .collect();
         let mut out: Vec<CellChoice> = Vec::new();
         for e in self.est.rank_cells(&job, &offers, max_gpus) {
             let nodes = e.nodes.max(1);
@@ -158,7 +154,7 @@ mod tests {
         assert!(t.check_model("resnet-50").is_ok());
         let e = t.check_model("resnet51").unwrap_err().to_string();
         assert!(e.contains("resnet51"), "{e}");
-        let offers = vec![Offer { gpu_type: "v100".into(), gpus_per_node: 8, free_gpus_per_node: vec![8, 3] }];
+        let offers = vec![CellOffer { gpu_type: "v100".into(), gpus_per_node: 8, free_gpus_per_node: vec![8, 3] }];
         let r = t.rank_cells("bert__760M", 32, &offers, 8);
         assert!(!r.is_empty() && r.iter().all(|c| c.gpu_type == "v100" && c.gpus <= 8));
         assert!(r.windows(2).all(|w| w[0].iter_s <= w[1].iter_s));

@@ -22,11 +22,12 @@
 //! the same time are ordered by insertion sequence, jobs by trace order
 //! (submission time, then file order), nodes by index. Same inputs and seed
 //! give identical results.
-use crate::cluster::{Allocation, ClusterState, Shape};
+use crate::cluster::{ClusterState, Shape};
 use crate::error::SimError;
-use crate::metrics::Metrics;
-use crate::policy::Policy;
+pub use crate::job::{Job, RunTiming, Status};
+use crate::metrics::{Metrics, RunRecord, TruthStats};
 use crate::progress_model::SpeedProfile;
+use crate::view::{Policy, SimView};
 use crate::times::TimeCache;
 use crate::trace::TraceJob;
 use crate::truth::{Truth, TruthAnswer};
@@ -68,119 +69,6 @@ impl Default for SimConfig {
             iter_noise: 0.0,
             knowledge: "estimator".into(),
         }
-    }
-}
-
-/// Where a job is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// Not yet submitted.
-    Future,
-    /// Waiting in the queue.
-    Pending,
-    /// Holding GPUs.
-    Running,
-    /// Done.
-    Finished,
-    /// Can never run under the policy on this cluster (reported as unfinished).
-    Never,
-}
-
-/// Counts of what happened between knowledge and truth in one run.
-#[derive(Debug, Clone, Default)]
-pub struct TruthCounts {
-    /// (predicted, measured, held out) seconds per iteration at each start on
-    /// a measured truth point; held out: the prediction was not itself a
-    /// measured point of the knowledge.
-    pub pairs: Vec<(f64, f64, bool)>,
-    /// Run seconds of all runs (GPUs held, any timing).
-    pub run_job_s: f64,
-    /// Starts on Cells truth lacks that ran on the fallback estimate.
-    pub missing_starts: u64,
-    /// Run seconds on fallback estimates.
-    pub missing_job_s: f64,
-    /// Starts refused because truth lacks the Cell and there is no fallback (`skip`, or no estimate).
-    pub skipped_starts: u64,
-    /// Runs that failed because truth says the Cell does not fit.
-    pub oom_failures: u64,
-    /// Jobs that became unrunnable after such failures or refusals.
-    pub failed_jobs: u64,
-    /// Jobs whose model the knowledge lacks (run as stock Slurm would).
-    pub stock_jobs: u64,
-}
-
-/// How the current run of a job is timed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunTiming {
-    /// The policy's prediction (oracle mode) or a measured truth point.
-    Measured,
-    /// Truth lacks the Cell: the fallback estimate.
-    Fallback,
-    /// Truth says the Cell does not fit: the run fails after its start-up cost.
-    NoFit,
-}
-
-/// A job's simulation state.
-#[derive(Debug, Clone)]
-pub struct Job {
-    /// The trace row.
-    pub spec: TraceJob,
-    /// Index of the requested GPU type in the cluster, if the cluster has it.
-    pub req_type: Option<usize>,
-    /// Lifecycle state.
-    pub status: Status,
-    /// Progress in [0, 1] at the last stop or start.
-    pub progress: f64,
-    /// Speedup profile (layer freezing) applied to this job.
-    pub speed: SpeedProfile,
-    /// Current allocation while running.
-    pub alloc: Option<Allocation>,
-    /// Seconds per (unfrozen) iteration of the current run.
-    pub iter_s: f64,
-    /// When the current run got its GPUs.
-    pub alloc_time: f64,
-    /// When the current run starts computing (after any restart overhead).
-    pub run_start: f64,
-    /// First time the job got GPUs.
-    pub first_start: Option<f64>,
-    /// Completion time.
-    pub finish: Option<f64>,
-    /// GPU-seconds received before the current run.
-    pub attained_gpu_s: f64,
-    /// Times the job was preempted.
-    pub preemptions: u32,
-    /// When the current run will complete (valid while running).
-    pub expected_end: f64,
-    /// Policy scratch: a planned (type, gpus, nodes) made at submission.
-    pub planned: Option<(String, u32, u32)>,
-    /// Iterations the scheduler knows (declared, maybe noisy).
-    pub known_iters: f64,
-    /// The policy's predicted seconds per iteration for the current run.
-    pub pred_iter_s: f64,
-    /// When the scheduler expects the current run to end (its prediction).
-    pub pred_end: f64,
-    /// The knowledge lacks the job's model: run as stock Slurm would.
-    pub stock: bool,
-    /// How the current run is timed.
-    pub timing: RunTiming,
-    /// The job must run on its requested type and count (a Cell the user
-    /// pinned): Cell-searching policies do not choose for it.
-    pub pinned: bool,
-    gen: u32,
-}
-
-impl Job {
-    /// Iterations as the scheduler knows them (what policies plan with).
-    pub fn iters(&self) -> f64 {
-        self.known_iters
-    }
-    /// True iterations (the trace's count; only the clock uses it).
-    pub fn true_iters(&self) -> f64 {
-        self.spec.num_iteration as f64
-    }
-    /// GPUs held now (0 unless running).
-    pub fn gpus(&self) -> u32 {
-        self.alloc.as_ref().map_or(0, |a| a.shape.gpus())
     }
 }
 
@@ -238,7 +126,12 @@ pub struct Sim<'t> {
     truth_cache: HashMap<(u32, u32, u32, u32), TruthAnswer>,
     /// Per job: its (model, batch) class, for the truth cache.
     class_of: Vec<u32>,
-    counts: TruthCounts,
+    /// Truth's special cases so far (the prediction-error fields are filled from `pairs` at the end).
+    stats: TruthStats,
+    /// (predicted, measured, held out) seconds per iteration at each start
+    /// on a measured truth point; held out: the prediction was not itself a
+    /// measured point of the knowledge.
+    pairs: Vec<(f64, f64, bool)>,
     requeue: Vec<usize>,
 }
 
@@ -292,7 +185,8 @@ impl<'t> Sim<'t> {
             next_wake: None,
             arrivals_left: jobs.len(),
             ends: vec![BTreeSet::new(); ntypes],
-            counts: TruthCounts { stock_jobs: jobs.iter().filter(|j| j.stock).count() as u64, ..Default::default() },
+            stats: TruthStats { stock_jobs: jobs.iter().filter(|j| j.stock).count() as u64, ..Default::default() },
+            pairs: Vec::new(),
             truth: None,
             truth_cache: HashMap::new(),
             class_of: {
@@ -380,19 +274,9 @@ impl<'t> Sim<'t> {
         Ok(())
     }
 
-    /// Whether the clock runs on a truth table (else: oracle mode).
-    pub fn has_truth(&self) -> bool {
-        self.truth.is_some()
-    }
-
     /// Label of the clock's source.
     pub fn truth_label(&self) -> String {
         self.truth.as_ref().map_or_else(|| "oracle (the clock runs on the scheduler's own predictions)".to_string(), Truth::label)
-    }
-
-    /// Counts of truth vs knowledge so far.
-    pub fn truth_counts(&self) -> &TruthCounts {
-        &self.counts
     }
 
     /// Seconds per iteration the scheduler guesses for a stock job (its
@@ -424,29 +308,9 @@ impl<'t> Sim<'t> {
     pub fn job(&self, i: usize) -> &Job {
         &self.jobs[i]
     }
-    /// Mutable access for policy scratch fields (e.g. [`Job::planned`]).
-    pub fn job_mut(&mut self, i: usize) -> &mut Job {
-        &mut self.jobs[i]
-    }
-    /// Waiting jobs in trace order.
-    pub fn pending(&self) -> impl Iterator<Item = usize> + '_ {
-        self.pending.iter().copied()
-    }
-    /// Number of waiting jobs.
-    pub fn pending_len(&self) -> usize {
-        self.pending.len()
-    }
-    /// Running jobs in trace order.
-    pub fn running(&self) -> impl Iterator<Item = usize> + '_ {
-        self.running.iter().copied()
-    }
     /// The (cached) iteration-time source.
     pub fn times(&mut self) -> &mut TimeCache {
         self.times
-    }
-    /// Counts one re-plan (a pending job's Cell changed).
-    pub fn count_replan(&mut self) {
-        self.replans += 1;
     }
     /// Asks for a scheduling pass at time `t` (> now).
     pub fn wake_at(&mut self, t: f64) {
@@ -514,17 +378,17 @@ impl<'t> Sim<'t> {
                     let j = &self.jobs[i];
                     let ty = &self.cluster.groups[shape.group].spec.gpu_type;
                     let held_out = !self.times.source().is_measured(&j.spec.model_name, j.spec.batch_size, ty, shape.nodes, shape.gpus_per_node);
-                    self.counts.pairs.push((iter_s, t, held_out));
+                    self.pairs.push((iter_s, t, held_out));
                 }
                 (t, RunTiming::Measured)
             }
             Some(TruthAnswer::NoFit) => (f64::INFINITY, RunTiming::NoFit),
             Some(TruthAnswer::Missing(Some(t))) => {
-                self.counts.missing_starts += 1;
+                self.stats.missing_starts += 1;
                 (t, RunTiming::Fallback)
             }
             Some(TruthAnswer::Missing(None)) => {
-                self.counts.skipped_starts += 1;
+                self.stats.skipped_starts += 1;
                 self.unusable(i, shape);
                 return false;
             }
@@ -587,7 +451,7 @@ impl<'t> Sim<'t> {
             if !policy.on_requeue(self, i) {
                 self.pending.remove(&i);
                 self.jobs[i].status = Status::Never;
-                self.counts.failed_jobs += 1;
+                self.stats.failed_jobs += 1;
             }
         }
     }
@@ -616,9 +480,9 @@ impl<'t> Sim<'t> {
         self.busy_gpu_s[t] += gpu_s;
         self.ends[t].remove(&(j.pred_end.max(0.0).to_bits(), i));
         if j.timing == RunTiming::Fallback {
-            self.counts.missing_job_s += now - j.alloc_time;
+            self.stats.missing_job_s += now - j.alloc_time;
         }
-        self.counts.run_job_s += now - j.alloc_time;
+        self.stats.run_job_s += now - j.alloc_time;
         self.cluster.release(&a);
         self.running.remove(&i);
     }
@@ -680,7 +544,7 @@ impl<'t> Sim<'t> {
                             j.status = Status::Pending;
                             j.gen += 1;
                             j.timing = RunTiming::Measured;
-                            self.counts.oom_failures += 1;
+                            self.stats.oom_failures += 1;
                             self.pending.insert(i);
                             self.unusable(i, shape);
                             changed = true;
@@ -722,7 +586,26 @@ impl<'t> Sim<'t> {
         if let Some(cb) = progress.as_deref_mut() {
             cb(total, total);
         }
-        Metrics::collect(self, policy.name())
+        self.metrics(policy.name())
+    }
+
+    /// The metrics of the run so far under the policy named `policy`.
+    pub fn metrics(&self, policy: &str) -> Metrics {
+        Metrics::collect(&RunRecord {
+            policy,
+            seed: self.cfg.seed,
+            knowledge: &self.cfg.knowledge,
+            truth: self.truth_label(),
+            jobs: &self.jobs,
+            cluster: &self.cluster,
+            now: self.now,
+            busy_gpu_s: &self.busy_gpu_s,
+            replans: self.replans,
+            preemptions: self.preemptions,
+            events: self.events_done,
+            stats: &self.stats,
+            pairs: &self.pairs,
+        })
     }
 
     /// Running jobs on GPU type `t` as (predicted end, GPUs), earliest
@@ -788,6 +671,64 @@ impl<'t> Sim<'t> {
     /// The engine settings.
     pub fn config(&self) -> &SimConfig {
         &self.cfg
+    }
+}
+
+/// The engine as its policies see it (see [`crate::view`]).
+impl SimView for Sim<'_> {
+    fn now(&self) -> f64 {
+        self.now
+    }
+    fn cluster(&self) -> &ClusterState {
+        &self.cluster
+    }
+    fn jobs(&self) -> &[Job] {
+        &self.jobs
+    }
+    fn pending(&self) -> &BTreeSet<usize> {
+        &self.pending
+    }
+    fn running(&self) -> &BTreeSet<usize> {
+        &self.running
+    }
+    fn times(&mut self) -> &mut TimeCache {
+        self.times
+    }
+    fn remaining_s(&self, i: usize, iter_s: f64) -> f64 {
+        Sim::remaining_s(self, i, iter_s)
+    }
+    fn attained_gpu_s(&self, i: usize) -> f64 {
+        Sim::attained_gpu_s(self, i)
+    }
+    fn stock_iter_s(&self, i: usize) -> f64 {
+        Sim::stock_iter_s(self, i)
+    }
+    fn running_ends(&self, t: usize) -> Box<dyn Iterator<Item = (f64, u32)> + '_> {
+        Box::new(Sim::running_ends(self, t))
+    }
+    fn earliest_fit(&self, t: usize, nodes: u32, gpus_per_node: u32) -> f64 {
+        Sim::earliest_fit(self, t, nodes, gpus_per_node)
+    }
+    fn start(&mut self, i: usize, shape: Shape, iter_s: f64) -> bool {
+        Sim::start(self, i, shape, iter_s)
+    }
+    fn preempt(&mut self, i: usize) {
+        Sim::preempt(self, i)
+    }
+    fn requeue_later(&mut self, i: usize) {
+        Sim::requeue_later(self, i)
+    }
+    fn wake_at(&mut self, t: f64) {
+        Sim::wake_at(self, t)
+    }
+    fn count_replan(&mut self) {
+        self.replans += 1;
+    }
+    fn set_planned(&mut self, i: usize, planned: (String, u32, u32)) {
+        self.jobs[i].planned = Some(planned);
+    }
+    fn set_speed(&mut self, i: usize, speed: SpeedProfile) {
+        self.jobs[i].speed = speed;
     }
 }
 

@@ -10,8 +10,13 @@
 //! - [`truth`]: measured iteration times that run the clock (`--truth`),
 //!   never seen by a policy; without one the clock runs on the knowledge
 //!   (the oracle mode, an upper bound).
-//! - [`engine`]: the event loop ([`engine::Sim`]); [`metrics`]: its results.
-//! - [`policy`]: `fifo`, `slurm`, `srtf`, `tiresias`, `gavel`, `cellsched`.
+//! - [`engine`]: the event loop ([`engine::Sim`]); [`job`]: a job's state;
+//!   [`metrics`]: the results of a run.
+//! - [`view`]: what a policy may read and do ([`view::SimView`]) and the
+//!   [`view::Policy`] trait; the engine implements the view, policies use
+//!   only it (no policy imports the engine).
+//! - [`policy`]: `fifo`, `slurm`, `srtf`, `tiresias`, `gavel`, `cellsched`,
+//!   registered by name in one table ([`policy::POLICIES`]).
 //! - [`progress_model`]: per-job speed (layer freezing).
 //! - [`synth`]: seeded synthetic workloads; [`gavel_convert`]: Gavel/Philly trace converter.
 //! - [`progress`]: progress bar for long runs.
@@ -23,6 +28,7 @@ pub mod core_times;
 pub mod engine;
 pub mod error;
 pub mod gavel_convert;
+pub mod job;
 pub mod metrics;
 pub mod policy;
 pub mod progress;
@@ -33,12 +39,19 @@ pub mod synth;
 pub mod times;
 pub mod trace;
 pub mod truth;
+pub mod view;
+
+#[cfg(test)]
+mod testutil;
+#[cfg(test)]
+mod truth_engine_tests;
 
 pub use cluster::{ClusterSpec, ClusterState};
 pub use engine::{Sim, SimConfig};
 pub use error::SimError;
 pub use metrics::Metrics;
-pub use policy::{Ablation, CellschedOptions, Policy, POLICY_NAMES};
+pub use policy::{Ablation, CellschedOptions, Policy};
+pub use view::SimView;
 pub use times::{IterTimeSource, TimeCache};
 pub use trace::TraceJob;
 

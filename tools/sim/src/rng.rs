@@ -1,7 +1,7 @@
 //! A seeded PRNG so generated traces are reproducible across platforms and
 //! dependency versions: core's SplitMix64 with the simulator's distributions
 //! (uniform range, normal, exponential, weighted choice) on top.
-use cellsched_core::SplitMix64;
+use cellsched_core::rng::SplitMix64;
 
 /// SplitMix64, seeded as the simulator always has (`seed` mixed with a constant).
 #[derive(Debug, Clone)]

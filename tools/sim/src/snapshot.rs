@@ -19,7 +19,7 @@ use crate::error::SimError;
 use crate::policy::{CellschedOptions, CellschedPolicy};
 use crate::times::TimeCache;
 use crate::trace::TraceJob;
-use cellsched_core::slurm_conf::hostlist_contains;
+use cellsched_core::slurm_text::hostlist_contains;
 use cellsched_core::placement::gpu_entries;
 use cellsched_core::record::DlRecord;
 use std::collections::HashMap;
@@ -495,7 +495,8 @@ mod tests {
         // m: 1 s/iter on one a100, 2 s/iter on one v100 (linear in GPUs).
         let mut t = TimeCache::new(Box::new(LinearTimes::new(0.0).with("m", "a100", 1.0).with("m", "v100", 2.0)));
         let job = |ty: &str, gpus| NewJob { model: "m".into(), batch: 8, iters: 100, gpu_type: ty.into(), gpus };
-        let o = CellschedOptions::default();
+        // Requested GPU counts at most (the sizing cap of the plugins' defaults would grow the job).
+        let o = CellschedOptions { max_gpu_factor: 1.0, ..Default::default() };
         // v100x4: free now, 100 x 0.5 s.
         assert_eq!(s.predict(&mut t, &job("v100", 4), true, &o).unwrap(), Some((0.0, 50.0)));
         // a100x4: the first a100 node frees up when job 12 is predicted to end (90 s);

@@ -4,19 +4,9 @@
 //! table in unit tests ([`LinearTimes`]). [`TimeCache`] memoizes lookups so
 //! that 100k-job traces stay fast.
 use crate::error::SimError;
+pub use cellsched_core::estimator::CellOffer;
 use std::collections::HashMap;
 use std::rc::Rc;
-
-/// The free GPUs of one node group, as offered to Cell ranking.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Offer {
-    /// GPU type of the group.
-    pub gpu_type: String,
-    /// GPUs per node in the group.
-    pub gpus_per_node: u32,
-    /// Free GPUs of each node worth offering (nodes with none left out).
-    pub free_gpus_per_node: Vec<u32>,
-}
 
 /// A feasible Cell with its shape and predicted iteration time.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +31,7 @@ pub trait IterTimeSource {
     fn iter_time(&self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> Option<f64>;
     /// Feasible Cells within `offers` using at most `max_gpus` GPUs,
     /// fastest first (ties: fewer GPU-seconds, then fewer nodes).
-    fn rank_cells(&self, model: &str, batch: u32, offers: &[Offer], max_gpus: u32) -> Vec<CellChoice>;
+    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<CellChoice>;
     /// Errors (naming close names) if the model is unknown.
     fn check_model(&self, model: &str) -> Result<(), SimError>;
     /// Whether the answer for this Cell is a measured point of the knowledge
@@ -83,7 +73,7 @@ impl IterTimeSource for LinearTimes {
         Some(b / gpus * (1.0 + self.inter_node_penalty * (nodes as f64 - 1.0)))
     }
 
-    fn rank_cells(&self, model: &str, batch: u32, offers: &[Offer], max_gpus: u32) -> Vec<CellChoice> {
+    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<CellChoice> {
         let mut out: Vec<CellChoice> = Vec::new();
         for o in offers {
             for gpus in 1..=max_gpus {
@@ -129,7 +119,7 @@ pub fn sort_choices(v: &mut [CellChoice]) {
     });
 }
 
-type RankKey = (u32, u32, u32, Vec<Offer>);
+type RankKey = (u32, u32, u32, Vec<CellOffer>);
 
 /// Memoizes a source's answers; models and GPU types are interned.
 pub struct TimeCache {
@@ -209,7 +199,7 @@ impl TimeCache {
         v
     }
     /// Cached [`IterTimeSource::rank_cells`] (the offers are part of the key).
-    pub fn rank_cells(&mut self, model: &str, batch: u32, offers: &[Offer], max_gpus: u32) -> Rc<Vec<CellChoice>> {
+    pub fn rank_cells(&mut self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Rc<Vec<CellChoice>> {
         let key = (self.intern(model), batch, max_gpus, offers.to_vec());
         if let Some(v) = self.ranks.get(&key) {
             self.hits += 1;
@@ -244,8 +234,8 @@ mod tests {
         assert_eq!(t.iter_time("m", 8, "a100", 2, 2), Some(0.25 * 1.5));
         assert_eq!(t.iter_time("m", 8, "k80", 1, 1), None);
         let offers = vec![
-            Offer { gpu_type: "a100".into(), gpus_per_node: 4, free_gpus_per_node: vec![1] },
-            Offer { gpu_type: "v100".into(), gpus_per_node: 8, free_gpus_per_node: vec![8] },
+            CellOffer { gpu_type: "a100".into(), gpus_per_node: 4, free_gpus_per_node: vec![1] },
+            CellOffer { gpu_type: "v100".into(), gpus_per_node: 8, free_gpus_per_node: vec![8] },
         ];
         let r = t.rank_cells("m", 8, &offers, 4);
         assert_eq!((r[0].gpu_type.as_str(), r[0].gpus), ("v100", 4));

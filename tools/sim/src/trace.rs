@@ -89,8 +89,10 @@ pub fn parse_trace(text: &str, path: &str) -> Result<Vec<TraceJob>, SimError> {
         }
         let submission_time: f64 = get(1).parse().ok().filter(|t: &f64| t.is_finite() && *t >= 0.0)
             .ok_or_else(|| bad(1, "is not a non-negative number of seconds"))?;
-        let num_iteration: u64 = get(2).parse().ok().filter(|n| *n > 0)
-            .ok_or_else(|| bad(2, "is not a positive integer"))?;
+        let capped = |i: usize, limit: cellsched_core::limits::Limit| {
+            limit.parse(REQUIRED[i], get(i)).map_err(|_| bad(i, &format!("is not a positive integer of at most {} ({})", limit.max, limit.what)))
+        };
+        let num_iteration: u64 = capped(2, cellsched_core::limits::ITERS)?;
         let model_name = get(3).to_string();
         if model_name.is_empty() {
             return Err(bad(3, "is empty"));
@@ -99,8 +101,8 @@ pub fn parse_trace(text: &str, path: &str) -> Result<Vec<TraceJob>, SimError> {
             get(4).parse().ok().filter(|t: &f64| t.is_finite() && *t >= 0.0)
                 .ok_or_else(|| bad(4, "is not a non-negative number of seconds"))?
         };
-        let batch_size: u32 = get(5).parse().ok().filter(|n| *n > 0).ok_or_else(|| bad(5, "is not a positive integer"))?;
-        let num_gpu: u32 = get(6).parse().ok().filter(|n| *n > 0).ok_or_else(|| bad(6, "is not a positive integer"))?;
+        let batch_size = capped(5, cellsched_core::limits::BATCH)? as u32;
+        let num_gpu = capped(6, cellsched_core::limits::CELL_GPUS)? as u32;
         let gpu_type = get(7).to_ascii_lowercase();
         if gpu_type.is_empty() {
             return Err(bad(7, "is empty"));

@@ -7,7 +7,7 @@
 //!   and if starting there now is predicted to finish no later than waiting
 //!   for the planned Cell — otherwise the job waits. Waiting is estimated as
 //!   the earliest time the planned Cell's shape fits (running jobs' GPUs
-//!   released node by node at their predicted ends, [`Sim::earliest_fit`]),
+//!   released node by node at their predicted ends, [`SimView::earliest_fit`]),
 //!   plus the work queued ahead of the job on that type (GPU-seconds of the
 //!   non-aged jobs earlier in the A-SRPT order that did not start, over the
 //!   type's GPUs: `Backlog`) — at least the time the job has already waited
@@ -57,15 +57,18 @@
 //! times ([`crate::times`]) and known iterations ([`crate::engine::Job::iters`]);
 //! the engine runs the clock on truth when one is set. Jobs whose model the
 //! knowledge lacks keep their requested type and count (stock).
-use super::{iter_on, requested_admissible, Policy};
+use super::starts::{iter_on, requested_admissible};
+use crate::view::Policy;
 use crate::cluster::Shape;
-use crate::engine::Sim;
+use crate::view::SimView;
 use crate::error::SimError;
 use crate::progress_model::SpeedProfile;
-use crate::times::{CellChoice, Offer};
+use crate::times::CellChoice;
+use cellsched_core::estimator::CellOffer;
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
+use cellsched_core::config::Config;
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
-use cellsched_core::placement::{self, DeadlineWork, Sizable, SizingRule};
+use cellsched_core::placement::{self, DeadlineWork, LoadView, Sizable, SizingRule};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -82,12 +85,15 @@ pub enum Ablation {
     Freeze,
     /// `aging`: no starvation guard (no aging, no reservation for aged jobs).
     Aging,
+    /// `load-sizing`: size by marginal value alone, never growing a job into
+    /// GPUs no pending job waits for (`core::placement::LoadView`).
+    LoadSizing,
 }
 
 impl Ablation {
     /// All components, in table order.
-    pub const ALL: [Ablation; 5] = [Ablation::CellSearch, Ablation::Srpt, Ablation::Replan, Ablation::Freeze, Ablation::Aging];
-    /// Text form (`cell-search`, `srpt`, `replan`, `freeze`).
+    pub const ALL: [Ablation; 6] = [Ablation::CellSearch, Ablation::Srpt, Ablation::Replan, Ablation::Freeze, Ablation::Aging, Ablation::LoadSizing];
+    /// Text form (`cell-search`, `srpt`, `replan`, `freeze`, `aging`, `load-sizing`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Ablation::CellSearch => "cell-search",
@@ -95,6 +101,7 @@ impl Ablation {
             Ablation::Replan => "replan",
             Ablation::Freeze => "freeze",
             Ablation::Aging => "aging",
+            Ablation::LoadSizing => "load-sizing",
         }
     }
     /// Parses a comma-separated list such as `srpt,freeze` (empty = none).
@@ -106,7 +113,7 @@ impl Ablation {
                 Ablation::ALL
                     .into_iter()
                     .find(|a| a.as_str() == x.to_ascii_lowercase())
-                    .ok_or_else(|| SimError::invalid("ablation", x, "cell-search, srpt, replan, freeze or aging"))
+                    .ok_or_else(|| SimError::invalid("ablation", x, "cell-search, srpt, replan, freeze, aging or load-sizing"))
             })
             .collect()
     }
@@ -125,6 +132,9 @@ pub struct CellschedOptions {
     pub freeze: bool,
     /// Starvation guard on: aging (per `asrpt`) plus `aged_guard`.
     pub aging: bool,
+    /// Load-adaptive sizing on: a job starting now also grows into free GPUs
+    /// no pending job waits for (`SizingRule::choose_under_load`).
+    pub load_sizing: bool,
     /// Accept a free Cell up to this many times slower than the job's best (>= 1).
     pub max_slowdown: f64,
     /// Take a slower free Cell only when it is predicted to finish before
@@ -132,8 +142,12 @@ pub struct CellschedOptions {
     /// `replan_wait_test`). Off: any free Cell within `max_slowdown` is
     /// taken at once.
     pub wait_test: bool,
+    /// Most GPUs one job may get (`placement.max_gpus`; never below its request).
+    pub max_gpus: u32,
     /// Cells may use up to this many times the requested GPU count (>= 1).
     pub max_gpu_factor: f64,
+    /// GPU types Cells may use (`placement.allowed_gpu_types`); empty: all.
+    pub allowed_gpu_types: Vec<String>,
     /// Marginal-value sizing (`core::placement::sizing`): a job grows to more
     /// GPUs only while the extra GPUs' marginal efficiency is at least this
     /// (0..=1; 0 takes the fastest Cell within the cap).
@@ -170,19 +184,39 @@ impl std::str::FromStr for AgedGuard {
     }
 }
 
+/// The plugins' defaults (cellsched.toml with no keys set).
 impl Default for CellschedOptions {
     fn default() -> Self {
+        CellschedOptions::from_config(&Config::default())
+    }
+}
+
+impl CellschedOptions {
+    /// The policy the plugins' configuration describes: the `[placement]`
+    /// section (job_submit: Cell choice, sizing, re-planning) and the
+    /// `[ordering]` section (site_factor: A-SRPT), read from the same
+    /// cellsched.toml. Keys that only steer slurmctld plumbing have no
+    /// simulator counterpart: `placement.replan_interval_s` (the simulator
+    /// re-plans at every scheduling pass), `placement.deadline_policy` (a
+    /// submit-time refusal; trace jobs are all admitted), and
+    /// `ordering.site_factor_max`, `default_remaining_s`, `rank_interval_s`,
+    /// `release_gres_select`.
+    pub fn from_config(cfg: &Config) -> Self {
+        let p = &cfg.placement;
         CellschedOptions {
-            cell_search: true,
-            srpt: true,
-            replan: true,
+            cell_search: p.enabled,
+            srpt: cfg.ordering.enabled,
+            replan: p.replan,
             freeze: true,
             aging: true,
-            max_slowdown: cellsched_core::config::PlacementConfig::default().replan_max_slowdown,
-            wait_test: cellsched_core::config::PlacementConfig::default().replan_wait_test,
-            max_gpu_factor: 1.0,
-            min_marginal_efficiency: cellsched_core::config::PlacementConfig::default().min_marginal_efficiency,
-            asrpt: AsrptConfig::default(),
+            load_sizing: true,
+            max_slowdown: p.replan_max_slowdown,
+            wait_test: p.replan_wait_test,
+            max_gpus: p.max_gpus,
+            max_gpu_factor: p.max_gpu_factor,
+            allowed_gpu_types: p.allowed_gpu_types.clone(),
+            min_marginal_efficiency: p.min_marginal_efficiency,
+            asrpt: cellsched_core::ordering::asrpt_config(&cfg.ordering),
             aged_guard: AgedGuard::None,
         }
     }
@@ -198,6 +232,7 @@ impl CellschedOptions {
                 Ablation::Replan => self.replan = false,
                 Ablation::Freeze => self.freeze = false,
                 Ablation::Aging => self.aging = false,
+                Ablation::LoadSizing => self.load_sizing = false,
             }
         }
         self
@@ -205,7 +240,7 @@ impl CellschedOptions {
     /// `cellsched` plus `-no-X` for each component switched off.
     pub fn name(&self) -> String {
         let mut n = String::from("cellsched");
-        for (on, a) in [(self.cell_search, "cell-search"), (self.srpt, "srpt"), (self.replan, "replan"), (self.freeze, "freeze"), (self.aging, "aging")] {
+        for (on, a) in [(self.cell_search, "cell-search"), (self.srpt, "srpt"), (self.replan, "replan"), (self.freeze, "freeze"), (self.aging, "aging"), (self.load_sizing, "load-sizing")] {
             if !on {
                 n.push_str("-no-");
                 n.push_str(a);
@@ -234,7 +269,7 @@ struct JobPlan {
 }
 
 /// GPUs of each type started during the current pass. The engine's view
-/// ([`Sim::start`] updates the free GPUs and the running ends at once)
+/// ([`SimView::start`] updates the free GPUs and the running ends at once)
 /// already includes them, so [`Self::earliest`] counts them a second time:
 /// a pessimistic margin, on top of [`Backlog`], that makes jobs later in a
 /// pass readier to take a slower free Cell. Kept deliberately: dropping it
@@ -248,7 +283,7 @@ struct FreeTimes {
 impl FreeTimes {
     /// Earliest time `gpus` GPUs of type `t` are free (GPU counts only),
     /// from running jobs' predicted ends.
-    fn earliest(&mut self, sim: &Sim<'_>, t: usize, gpus: u32) -> f64 {
+    fn earliest(&mut self, sim: &dyn SimView, t: usize, gpus: u32) -> f64 {
         let need = gpus as u64 + self.used.get(&t).copied().unwrap_or(0);
         let mut cum = sim.cluster().free_of_type(t);
         if cum >= need {
@@ -265,7 +300,7 @@ impl FreeTimes {
 
     /// EASY-backfill reservation for `gpus` GPUs of type `t`: the shadow
     /// time ([`Self::earliest`]) and how many GPUs beyond `gpus` are free then.
-    fn shadow(&mut self, sim: &Sim<'_>, t: usize, gpus: u32) -> (f64, u64) {
+    fn shadow(&mut self, sim: &dyn SimView, t: usize, gpus: u32) -> (f64, u64) {
         let at = self.earliest(sim, t, gpus);
         let used = self.used.get(&t).copied().unwrap_or(0);
         let mut free = sim.cluster().free_of_type(t);
@@ -306,7 +341,7 @@ struct Backlog {
 }
 
 impl Backlog {
-    fn new(sim: &Sim<'_>) -> Self {
+    fn new(sim: &dyn SimView) -> Self {
         let c = sim.cluster();
         let inv_cap = (0..c.types.len()).map(|t| 1.0 / (c.total_of_type(t).max(1) as f64)).collect();
         Backlog { gpu_s: vec![0.0; c.types.len()], inv_cap }
@@ -348,6 +383,9 @@ pub struct CellschedPolicy {
     /// Scratch: jobs started in the current pass; FCFS order.
     started: Vec<usize>,
     fcfs: Vec<(usize, bool)>,
+    /// Per GPU type: the GPUs the pending jobs' plans wait for, counted at
+    /// the start of each pass and lowered as jobs start (the load view).
+    wanted: Vec<u64>,
 }
 
 /// The GPU types a job may be offered: all but `held`; `slot` names the
@@ -405,6 +443,7 @@ impl CellschedPolicy {
             queue,
             started: Vec::new(),
             fcfs: Vec::new(),
+            wanted: Vec::new(),
         })
     }
 
@@ -415,10 +454,10 @@ impl CellschedPolicy {
     /// The sizing rule: the trace's GPU count is the job's hint, capped at
     /// `max_gpu_factor` times it (the cluster bounds the rest).
     fn sizing(&self) -> SizingRule {
-        SizingRule { max_gpus: u32::MAX, max_gpu_factor: self.opts.max_gpu_factor, min_marginal_efficiency: self.opts.min_marginal_efficiency }
+        SizingRule { max_gpus: self.opts.max_gpus.max(1), max_gpu_factor: self.opts.max_gpu_factor, min_marginal_efficiency: self.opts.min_marginal_efficiency }
     }
 
-    fn max_gpus(&self, sim: &Sim<'_>, i: usize) -> u32 {
+    fn max_gpus(&self, sim: &dyn SimView, i: usize) -> u32 {
         self.sizing().cap(sim.job(i).spec.num_gpu.max(1))
     }
 
@@ -427,14 +466,32 @@ impl CellschedPolicy {
     /// With a deadline (`work`), only the Cells predicted to meet it count
     /// (`SizingRule::choose_in_time`, as job_submit and re-planning do);
     /// `None` then means none of `cells` does.
-    fn sized(&self, sim: &Sim<'_>, i: usize, cells: &[&CellChoice], work: Option<DeadlineWork>) -> Option<usize> {
-        self.sizing().choose_in_time(cells, Some(sim.job(i).spec.num_gpu.max(1)), work)
+    fn sized(&self, sim: &dyn SimView, i: usize, cells: &[&CellChoice], work: Option<DeadlineWork>, load: Option<&LoadView>) -> Option<usize> {
+        self.sizing().choose_in_time_under_load(cells, Some(sim.job(i).spec.num_gpu.max(1)), work, load)
+    }
+
+    /// The load job `i` is sized against when it starts now: the free GPUs
+    /// of every type and the GPUs the other pending jobs' plans wait for.
+    /// `None` with load sizing off.
+    fn load_view(&self, sim: &dyn SimView, i: usize) -> Option<LoadView> {
+        if !self.opts.load_sizing {
+            return None;
+        }
+        let c = sim.cluster();
+        let mut v = LoadView::new();
+        for (t, name) in c.types.iter().enumerate() {
+            v.add_total(name, c.total_of_type(t));
+            v.add_free(name, c.free_of_type(t));
+            v.add_wanted(name, self.wanted.get(t).copied().unwrap_or(0));
+        }
+        let p = self.plan(i);
+        Some(v.without_wanted(&p.ideal.gpu_type, u64::from(p.ideal.gpus)))
     }
 
     /// Job `i`'s deadline work now (trace column `due`): the iterations it
     /// has left as the scheduler knows them and the seconds to its deadline.
     /// None without a deadline or Cell search.
-    fn deadline_work(&self, sim: &Sim<'_>, i: usize) -> Option<DeadlineWork> {
+    fn deadline_work(&self, sim: &dyn SimView, i: usize) -> Option<DeadlineWork> {
         let j = sim.job(i);
         let due = j.spec.due_s.filter(|d| d.is_finite())?;
         if !self.opts.cell_search || j.stock || j.pinned {
@@ -451,11 +508,13 @@ impl CellschedPolicy {
     /// canonical form — the fully free nodes a Cell of `max_gpus` could use,
     /// else the node with the most free GPUs — which gives the same ranking
     /// and lets [`crate::times::TimeCache`] hit far more often.
-    fn offers(sim: &Sim<'_>, max_gpus: u32, idle: bool, held: &[bool]) -> Vec<Offer> {
+    fn offers(&self, sim: &dyn SimView, max_gpus: u32, idle: bool, held: &[bool]) -> Vec<CellOffer> {
         let c = sim.cluster();
+        let allowed = &self.opts.allowed_gpu_types;
         c.groups
             .iter()
             .filter(|g| !held[g.type_idx])
+            .filter(|g| allowed.is_empty() || allowed.iter().any(|t| t.eq_ignore_ascii_case(&g.spec.gpu_type)))
             .filter_map(|g| {
                 let gpn = g.spec.gpus_per_node;
                 let cap = max_gpus.div_ceil(gpn) as usize;
@@ -465,13 +524,13 @@ impl CellschedPolicy {
                 } else {
                     g.top_free(1)
                 };
-                (!free.is_empty()).then(|| Offer { gpu_type: g.spec.gpu_type.clone(), gpus_per_node: gpn, free_gpus_per_node: free })
+                (!free.is_empty()).then(|| CellOffer { gpu_type: g.spec.gpu_type.clone(), gpus_per_node: gpn, free_gpus_per_node: free })
             })
             .collect()
     }
 
     /// The group where a choice's shape fits now (or on an idle cluster).
-    fn group_for(sim: &Sim<'_>, c: &CellChoice, idle: bool) -> Option<Shape> {
+    fn group_for(sim: &dyn SimView, c: &CellChoice, idle: bool) -> Option<Shape> {
         let cl = sim.cluster();
         let t = cl.type_index(&c.gpu_type)?;
         cl.type_groups[t].iter().find_map(|&g| {
@@ -487,18 +546,18 @@ impl CellschedPolicy {
     }
 
     /// Best Cell on an idle cluster, per the enabled components.
-    fn ideal(&self, sim: &mut Sim<'_>, i: usize) -> Option<CellChoice> {
+    fn ideal(&self, sim: &mut dyn SimView, i: usize) -> Option<CellChoice> {
         if self.opts.cell_search && !sim.job(i).stock && !sim.job(i).pinned {
             let max = self.max_gpus(sim, i);
             let held = vec![false; sim.cluster().types.len()];
-            let offers = Self::offers(sim, max, true, &held);
+            let offers = self.offers(sim, max, true, &held);
             let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
             let ranked = sim.times().rank_cells(&m, b, &offers, max);
             let fit: Vec<&CellChoice> = ranked.iter().filter(|c| Self::group_for(sim, c, true).is_some()).collect();
             // With a deadline: the sizing choice among the Cells that meet
             // it; when none does, the fastest Cell (job_submit's rule).
             let work = self.deadline_work(sim, i);
-            let k = self.sized(sim, i, &fit, work).or_else(|| {
+            let k = self.sized(sim, i, &fit, work, None).or_else(|| {
                 work.and_then(|_| (0..fit.len()).min_by(|&a, &b| fit[a].iter_s.total_cmp(&fit[b].iter_s)))
             });
             k.map(|k| fit[k].clone())
@@ -522,7 +581,7 @@ impl CellschedPolicy {
     /// that wait for it ([`Backlog`]); none: a slower Cell there takes GPU-time from no one.
     /// `urgent`: the job is in the urgent band (see [`wait`]).
     #[allow(clippy::too_many_arguments)]
-    fn choose(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, queued_on: &[f64], urgent: bool, no_cell: &mut bool) -> Option<(Shape, f64)> {
+    fn choose(&mut self, sim: &mut dyn SimView, i: usize, view: View<'_>, ft: &mut FreeTimes, queue_wait_s: f64, queued_on: &[f64], urgent: bool, no_cell: &mut bool) -> Option<(Shape, f64)> {
         let held = view.held;
         let plan = &self.plan(i).ideal;
         // A job pinned to its request is handled like a stock one here
@@ -626,13 +685,13 @@ impl CellschedPolicy {
     /// count; when none does, it waits for its plan (a re-planned job moves
     /// only to a Cell in time); when not even the plan would meet it, the
     /// fastest free Cell (job_submit's rule when no Cell is in time).
-    fn class_pick(&mut self, sim: &mut Sim<'_>, i: usize, view: View<'_>, ft: &mut FreeTimes, work: Option<DeadlineWork>) -> Option<ClassPick> {
+    fn class_pick(&mut self, sim: &mut dyn SimView, i: usize, view: View<'_>, ft: &mut FreeTimes, work: Option<DeadlineWork>) -> Option<ClassPick> {
         let (held, slot) = (view.held, 2 * self.plan(i).class + view.slot);
         let ranked = if self.ranked[slot].0 == self.epoch {
             self.ranked[slot].1.clone()
         } else {
             let max = self.max_gpus(sim, i);
-            let offers = Self::offers(sim, max, false, held);
+            let offers = self.offers(sim, max, false, held);
             let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
             let r = if offers.is_empty() { Rc::new(Vec::new()) } else { sim.times().rank_cells(&m, b, &offers, max) };
             self.ranked[slot] = (self.epoch, r.clone());
@@ -650,7 +709,10 @@ impl CellschedPolicy {
         let k = match work {
             // Not even the plan meets the deadline: the fastest Cell (job_submit's fallback).
             Some(w) if !w.met_by(plan.iter_s) => (0..cells.len()).min_by(|&a, &b| cells[a].iter_s.total_cmp(&cells[b].iter_s)),
-            _ => self.sized(sim, i, &cells, work),
+            _ => {
+                let load = self.load_view(sim, i);
+                self.sized(sim, i, &cells, work, load.as_ref())
+            }
         };
         let Some((c, s)) = k.map(|k| fit[k]) else { return Some(ClassPick::NoCell) };
         let (plan_iter, plan_gpus) = (plan.iter_s, plan.gpus);
@@ -672,6 +734,9 @@ impl Sizable for CellChoice {
     }
     fn iter_s(&self) -> f64 {
         self.iter_s
+    }
+    fn gpu_type(&self) -> &str {
+        &self.gpu_type
     }
 }
 
@@ -696,7 +761,7 @@ impl Policy for CellschedPolicy {
         &self.name
     }
 
-    fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+    fn admissible(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         match self.ideal(sim, i) {
             Some(ideal) => {
                 let mode = match sim.job(i).spec.freeze.as_deref() {
@@ -729,7 +794,7 @@ impl Policy for CellschedPolicy {
         }
     }
 
-    fn on_requeue(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+    fn on_requeue(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         if let Some(q) = &mut self.queue {
             q.remove(i as u32);
         }
@@ -741,12 +806,11 @@ impl Policy for CellschedPolicy {
         }
     }
 
-    fn on_arrival(&mut self, sim: &mut Sim<'_>, i: usize) {
+    fn on_arrival(&mut self, sim: &mut dyn SimView, i: usize) {
         let p = self.plan(i);
-        let j = sim.job_mut(i);
-        j.planned = Some((p.ideal.gpu_type.clone(), p.ideal.gpus, p.ideal.nodes));
+        sim.set_planned(i, (p.ideal.gpu_type.clone(), p.ideal.gpus, p.ideal.nodes));
         if let Some(f) = &p.freeze {
-            j.speed = speed_profile(f);
+            sim.set_speed(i, speed_profile(f));
         }
         let rem = sim.remaining_s(i, self.plan(i).ideal.iter_s);
         // A pending job's remaining time is fixed while it waits (this
@@ -768,7 +832,7 @@ impl Policy for CellschedPolicy {
         }
     }
 
-    fn schedule(&mut self, sim: &mut Sim<'_>) {
+    fn schedule(&mut self, sim: &mut dyn SimView) {
         if sim.cluster().free_total() == 0 {
             return;
         }
@@ -793,7 +857,7 @@ impl Policy for CellschedPolicy {
                 None => {
                     // FCFS: the same starvation guard, from the same aging rule.
                     let (now, cfg) = (sim.now(), &self.opts.asrpt);
-                    fcfs.extend(sim.pending().map(|i| (i, asrpt::standing(&self.plan(i).asrpt, now, cfg).0.is_urgent())));
+                    fcfs.extend(sim.pending().iter().copied().map(|i| (i, asrpt::standing(&self.plan(i).asrpt, now, cfg).0.is_urgent())));
                     f_iter = fcfs.iter().copied();
                     &mut f_iter
                 }
@@ -807,6 +871,14 @@ impl Policy for CellschedPolicy {
             // one; without a guard its work is queued like any other's.
             let guarded = self.opts.aged_guard != AgedGuard::None;
             self.epoch += 1; // the cluster changed since the last pass
+            if self.opts.load_sizing {
+                self.wanted.clear();
+                self.wanted.resize(sim.cluster().types.len(), 0);
+                for i in sim.pending().iter().copied() {
+                    let p = self.plans[i].as_ref().expect("admitted job has a plan");
+                    self.wanted[p.plan_type] += u64::from(p.ideal.gpus);
+                }
+            }
             for (i, aged) in order {
                 if sim.cluster().free_total() == 0 {
                     break;
@@ -852,6 +924,9 @@ impl Policy for CellschedPolicy {
                         let ty = sim.cluster().types[t].clone();
                         if sim.start(i, shape, iter_s) {
                             started.push(i);
+                            if let Some(w) = self.wanted.get_mut(plan_t) {
+                                *w = w.saturating_sub(u64::from(plan_gpus));
+                            }
                             if planned != Some((ty, shape.gpus(), shape.nodes)) {
                                 sim.count_replan();
                             }
@@ -898,7 +973,8 @@ impl Policy for CellschedPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testutil::*;
+    use crate::engine::Sim;
+    use crate::testutil::*;
     use crate::times::LinearTimes;
 
     /// Records the Cell each job starts on (type, GPUs, nodes), then delegates.
@@ -911,16 +987,16 @@ mod tests {
         fn name(&self) -> &str {
             "recording"
         }
-        fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+        fn admissible(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
             self.inner.admissible(sim, i)
         }
-        fn on_arrival(&mut self, sim: &mut Sim<'_>, i: usize) {
+        fn on_arrival(&mut self, sim: &mut dyn SimView, i: usize) {
             self.inner.on_arrival(sim, i)
         }
-        fn on_requeue(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+        fn on_requeue(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
             self.inner.on_requeue(sim, i)
         }
-        fn schedule(&mut self, sim: &mut Sim<'_>) {
+        fn schedule(&mut self, sim: &mut dyn SimView) {
             let before: Vec<bool> = sim.jobs().iter().map(|j| j.alloc.is_some()).collect();
             self.inner.schedule(sim);
             for (i, j) in sim.jobs().iter().enumerate() {
@@ -970,7 +1046,10 @@ mod tests {
 
     /// One policy, two hosts: the same jobs on the same free GPUs get the
     /// same Cell from the simulator's policy and from job_submit's `place()`
-    /// (both call `core::placement::sizing` over the core estimator's ranking).
+    /// (both call `core::placement::sizing` over the core estimator's
+    /// ranking), by marginal value alone (`load-sizing` off; job_submit
+    /// without a load view) and against the load (nobody waits: the job
+    /// grows into the idle GPUs, `SizingRule::choose_under_load`, in both).
     #[test]
     fn simulator_and_job_submit_choose_the_same_cells() {
         use cellsched_core::config::PlacementConfig;
@@ -997,13 +1076,22 @@ mod tests {
             PlacementConfig { max_gpu_factor: 16.0, min_marginal_efficiency: 0.9, ..PlacementConfig::default() },
         ];
         let mut distinct = std::collections::BTreeSet::new();
-        for (k, (cfg, (model, batch))) in configs.iter().flat_map(|c| jobs.iter().map(move |j| (c, j))).enumerate() {
+        let mut grown = 0;
+        let nobody_waits = placement::LoadView::new();
+        let cases = configs.iter().flat_map(|c| jobs.iter().map(move |j| (c, j))).flat_map(|x| [(x, false), (x, true)]);
+        for (k, ((cfg, (model, batch)), load)) in cases.enumerate() {
             // Plugin host: no GPU request, so the base is the fewest GPUs the model fits on.
             let req = SubmitRequest {
                 env: vec![format!("{}={model}", DlKey::Model.env_key()), format!("{}={batch}", DlKey::Batch.env_key())],
                 ..Default::default()
             };
-            let Outcome::Place(p) = placement::place(&req, &nodes, cfg, &est) else { panic!("{model}: not placed") };
+            let Outcome::Place(p) = placement::place_under_load(&req, &nodes, cfg, &est, None, load.then_some(&nobody_waits)) else {
+                panic!("{model}: not placed")
+            };
+            if load {
+                let Outcome::Place(plain) = placement::place(&req, &nodes, cfg, &est) else { panic!("{model}: not placed") };
+                grown += usize::from(p.estimate.cell.gpus > plain.estimate.cell.gpus);
+            }
             // Simulator host: the trace's GPU count is that same base and the factor the same.
             let spec_j = cellsched_core::estimator::JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: *batch };
             let base = est
@@ -1015,7 +1103,8 @@ mod tests {
             let mut t = job(&format!("j{k}"), 0.0, 10, base, "a100", 0.0);
             t.model_name = model.to_string();
             t.batch_size = *batch;
-            let opts = CellschedOptions { max_gpu_factor: cfg.max_gpu_factor, min_marginal_efficiency: cfg.min_marginal_efficiency, ..Default::default() };
+            let opts = CellschedOptions::from_config(&Config { placement: cfg.clone(), ..Config::default() });
+            let opts = if load { opts } else { opts.without(&[Ablation::LoadSizing]) };
             let mut pol = CellschedPolicy::new(opts).unwrap();
             let mut rec = Recording { inner: &mut pol, starts: Vec::new() };
             let times = crate::core_times::CoreTimes::from_estimator(Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()), None);
@@ -1027,11 +1116,13 @@ mod tests {
             assert_eq!(
                 (ty.as_str(), gpus, n),
                 (p.estimate.cell.gpu_type.as_str(), p.estimate.cell.gpus, p.estimate.nodes),
-                "{model} batch {batch}, {cfg:?}: simulator vs job_submit"
+                "{model} batch {batch}, {cfg:?}, load view {load}: simulator vs job_submit"
             );
         }
-        // The scenarios exercise the rule: it picks several sizes, not one.
+        // The scenarios exercise the rule: it picks several sizes, not one,
+        // and the load view grows some jobs beyond their efficient size.
         assert!(distinct.len() >= 3, "sizes chosen: {distinct:?}");
+        assert!(grown >= 2, "jobs grown into idle GPUs: {grown}");
     }
 
     /// One policy, two hosts, re-planning: job B's planned Cell (a100) is
@@ -1289,6 +1380,70 @@ mod tests {
         assert_eq!(a, once());
         assert_eq!(a.0, 400);
         assert!(a.2 > 0.0, "the test needs queueing: {a:?}");
+    }
+
+    /// One configuration for both hosts: every `[placement]` and
+    /// `[ordering]` knob either drives the simulator's policy exactly or is
+    /// named as slurmctld plumbing. The destructuring breaks the build when
+    /// a knob is added, so a new one cannot be forgotten here.
+    #[test]
+    fn options_follow_every_knob_of_the_plugins_configuration() {
+        use cellsched_core::config::{OrderingConfig, PlacementConfig};
+        let check = |cfg: &Config| {
+            let o = CellschedOptions::from_config(cfg);
+            let PlacementConfig {
+                enabled,
+                replan,
+                replan_interval_s: _, // the simulator re-plans at every pass
+                replan_max_slowdown,
+                replan_wait_test,
+                max_gpus,
+                max_gpu_factor,
+                min_marginal_efficiency,
+                allowed_gpu_types,
+                deadline_policy: _, // a submit-time refusal
+            } = cfg.placement.clone();
+            assert_eq!(o.cell_search, enabled);
+            assert_eq!(o.replan, replan);
+            assert_eq!(o.max_slowdown, replan_max_slowdown);
+            assert_eq!(o.wait_test, replan_wait_test);
+            assert_eq!(o.max_gpus, max_gpus);
+            assert_eq!(o.max_gpu_factor, max_gpu_factor);
+            assert_eq!(o.min_marginal_efficiency, min_marginal_efficiency);
+            assert_eq!(o.allowed_gpu_types, allowed_gpu_types);
+            let OrderingConfig {
+                enabled,
+                aging_bound_s,
+                aging_factor,
+                rank_by,
+                deadline_slack_factor,
+                aged_lane,
+                site_factor_max: _,     // the site factor's scale
+                default_remaining_s: _, // slurmctld jobs without known work; trace jobs declare theirs
+                rank_interval_s: _,     // the ranking thread's period
+                release_gres_select: _, // Slurm memory housekeeping
+            } = cfg.ordering.clone();
+            assert_eq!(o.srpt, enabled);
+            assert_eq!(
+                (o.asrpt.aging_bound_s, o.asrpt.aging_factor, o.asrpt.rank_by, o.asrpt.deadline_slack_factor, o.asrpt.aged_lane),
+                (aging_bound_s, aging_factor, rank_by, deadline_slack_factor, aged_lane)
+            );
+            assert_eq!(o.asrpt, cellsched_core::ordering::asrpt_config(&cfg.ordering), "site_factor's A-SRPT settings");
+            o
+        };
+        // Without a file: exactly the plugins' defaults (issue: --max-gpu-factor was 1 here, 4 there).
+        let d = check(&Config::default());
+        assert_eq!(d.max_gpu_factor, PlacementConfig::default().max_gpu_factor);
+        assert_eq!(CellschedOptions::default().max_gpu_factor, 4.0);
+        // Every knob changed from its default.
+        let text = "[placement]\nenabled = false\nreplan = false\nreplan_max_slowdown = 2.5\nreplan_wait_test = false\n\
+                    max_gpus = 8\nmax_gpu_factor = 2.0\nmin_marginal_efficiency = 0.25\nallowed_gpu_types = [\"v100\"]\n\
+                    [ordering]\nenabled = false\naging_bound_s = 100.0\naging_factor = 3.0\nrank_by = \"time\"\n\
+                    deadline_slack_factor = 2.0\naged_lane = 3\n";
+        let cfg = Config::from_toml_str(text, "test.toml").unwrap();
+        let o = check(&cfg);
+        assert_eq!(o.name(), "cellsched-no-cell-search-no-srpt-no-replan");
+        assert!(!o.wait_test && o.max_gpus == 8 && o.allowed_gpu_types == ["v100"]);
     }
 
     #[test]

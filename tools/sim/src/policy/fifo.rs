@@ -1,7 +1,8 @@
 //! `fifo`: the user's requested type and count, first come first served;
 //! the first job that does not fit blocks everything behind it.
-use super::{requested_admissible, start_requested, Policy};
-use crate::engine::Sim;
+use super::starts::{requested_admissible, start_requested};
+use crate::view::Policy;
+use crate::view::SimView;
 
 /// First come first served with head-of-line blocking and no backfill.
 #[derive(Debug, Default, Clone)]
@@ -11,11 +12,11 @@ impl Policy for FifoPolicy {
     fn name(&self) -> &str {
         "fifo"
     }
-    fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+    fn admissible(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         requested_admissible(sim, i)
     }
-    fn schedule(&mut self, sim: &mut Sim<'_>) {
-        let order: Vec<usize> = sim.pending().collect();
+    fn schedule(&mut self, sim: &mut dyn SimView) {
+        let order: Vec<usize> = sim.pending().iter().copied().collect();
         for i in order {
             if !start_requested(sim, i) {
                 break;
@@ -27,7 +28,7 @@ impl Policy for FifoPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testutil::*;
+    use crate::testutil::*;
 
     #[test]
     fn head_of_line_blocking() {
@@ -50,5 +51,19 @@ mod tests {
         let (m, jct) = run(&mut FifoPolicy, a100_node(4), &jobs, times());
         assert_eq!(jct, vec![None, None, Some(10.0)]);
         assert_eq!((m.jobs, m.finished, m.unfinished, m.never_fit), (3, 1, 2, 2));
+    }
+
+    #[test]
+    fn deadline_met_ratio_and_gpu_hours() {
+        use crate::testutil::{a100_node, job, run, times};
+        // One GPU, FIFO: A 0..100, B 100..150, C 150..160 (1 s per iteration).
+        let mut jobs = vec![job("a", 0.0, 100, 1, "a100", 0.0), job("b", 0.0, 50, 1, "a100", 0.0), job("c", 0.0, 10, 1, "a100", 0.0)];
+        let (m, _) = run(&mut FifoPolicy, a100_node(1), &jobs, times());
+        assert_eq!((m.deadline_jobs, m.deadline_met_ratio), (0, None));
+        assert!((m.gpu_hours - 160.0 / 3600.0).abs() < 1e-6, "{}", m.gpu_hours);
+        jobs[1].due_s = Some(150.0); // finishes at 150: met
+        jobs[2].due_s = Some(100.0); // finishes at 160: missed
+        let (m, _) = run(&mut FifoPolicy, a100_node(1), &jobs, times());
+        assert_eq!((m.deadline_jobs, m.deadline_met_ratio), (2, Some(0.5)));
     }
 }

@@ -6,8 +6,9 @@
 //! the type is Gavel's choice. Gavel's round-based time-sharing LP and lease
 //! preemption are not modelled. Only the first `window` waiting jobs (in
 //! submission order) are considered per pass, to bound the cost.
-use super::{idle_iter, start_on_type, Policy};
-use crate::engine::Sim;
+use super::starts::{idle_iter, start_on_type};
+use crate::view::Policy;
+use crate::view::SimView;
 use std::collections::HashMap;
 
 /// Greedy throughput-ratio type assignment.
@@ -26,7 +27,7 @@ impl Default for GavelPolicy {
 }
 
 impl GavelPolicy {
-    fn type_iters(&mut self, sim: &mut Sim<'_>, i: usize) -> Vec<Option<f64>> {
+    fn type_iters(&mut self, sim: &mut dyn SimView, i: usize) -> Vec<Option<f64>> {
         if let Some(v) = self.iters.get(&i) {
             return v.clone();
         }
@@ -41,15 +42,15 @@ impl Policy for GavelPolicy {
     fn name(&self) -> &str {
         "gavel"
     }
-    fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+    fn admissible(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         self.type_iters(sim, i).iter().any(Option::is_some)
     }
-    fn on_requeue(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+    fn on_requeue(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         self.iters.remove(&i);
         self.admissible(sim, i)
     }
-    fn schedule(&mut self, sim: &mut Sim<'_>) {
-        let mut cands: Vec<usize> = sim.pending().take(self.window).collect();
+    fn schedule(&mut self, sim: &mut dyn SimView) {
+        let mut cands: Vec<usize> = sim.pending().iter().copied().take(self.window).collect();
         loop {
             if sim.cluster().free_total() == 0 || cands.is_empty() {
                 return;
@@ -82,7 +83,7 @@ impl Policy for GavelPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testutil::*;
+    use crate::testutil::*;
     use crate::times::LinearTimes;
 
     #[test]

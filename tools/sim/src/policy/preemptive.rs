@@ -7,12 +7,13 @@
 //! type, lowest rank first, only as needed), then start any other pending
 //! job that fits (work conserving). A preempted job keeps its progress and
 //! pays `SimConfig::preempt_overhead_s` on restart.
-use super::{idle_iter, requested_admissible, start_requested, Policy};
-use crate::engine::Sim;
+use super::starts::{idle_iter, requested_admissible, start_requested};
+use crate::view::Policy;
+use crate::view::SimView;
 use std::collections::HashSet;
 
 /// Ranked pass shared by the preemptive policies; keys sort ascending.
-fn preemptive_pass(sim: &mut Sim<'_>, mut keyed: Vec<((f64, f64), usize)>) {
+fn preemptive_pass(sim: &mut dyn SimView, mut keyed: Vec<((f64, f64), usize)>) {
     keyed.sort_by(|a, b| a.0 .0.total_cmp(&b.0 .0).then(a.0 .1.total_cmp(&b.0 .1)).then(a.1.cmp(&b.1)));
     let c = sim.cluster();
     let mut cap: Vec<u64> = (0..c.types.len()).map(|t| c.total_of_type(t)).collect();
@@ -26,7 +27,7 @@ fn preemptive_pass(sim: &mut Sim<'_>, mut keyed: Vec<((f64, f64), usize)>) {
             selected.insert(i);
         }
     }
-    let is_running = |sim: &Sim<'_>, i: usize| sim.job(i).alloc.is_some();
+    let is_running = |sim: &dyn SimView, i: usize| sim.job(i).alloc.is_some();
     let pending_sel: Vec<usize> =
         keyed.iter().map(|k| k.1).filter(|&i| selected.contains(&i) && !is_running(sim, i)).collect();
     for i in pending_sel {
@@ -72,11 +73,11 @@ impl Policy for SrtfPolicy {
     fn name(&self) -> &str {
         "srtf"
     }
-    fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+    fn admissible(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         requested_admissible(sim, i)
     }
-    fn schedule(&mut self, sim: &mut Sim<'_>) {
-        let ids: Vec<usize> = sim.running().chain(sim.pending()).collect();
+    fn schedule(&mut self, sim: &mut dyn SimView) {
+        let ids: Vec<usize> = sim.running().iter().chain(sim.pending().iter()).copied().collect();
         let mut keyed = Vec::with_capacity(ids.len());
         for i in ids {
             let j = sim.job(i);
@@ -120,11 +121,11 @@ impl Policy for TiresiasPolicy {
     fn name(&self) -> &str {
         "tiresias"
     }
-    fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+    fn admissible(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         requested_admissible(sim, i)
     }
-    fn schedule(&mut self, sim: &mut Sim<'_>) {
-        let ids: Vec<usize> = sim.running().chain(sim.pending()).collect();
+    fn schedule(&mut self, sim: &mut dyn SimView) {
+        let ids: Vec<usize> = sim.running().iter().chain(sim.pending().iter()).copied().collect();
         let keyed = ids
             .into_iter()
             .map(|i| ((self.queue(sim.attained_gpu_s(i)) as f64, sim.job(i).spec.submission_time), i))
@@ -132,14 +133,14 @@ impl Policy for TiresiasPolicy {
         preemptive_pass(sim, keyed);
         // Wake when the next running job crosses a threshold (demotion).
         let mut next = f64::INFINITY;
-        for i in sim.running() {
+        for i in sim.running().iter().copied() {
             let a = sim.attained_gpu_s(i);
             let g = sim.job(i).gpus() as f64;
             if let Some(th) = self.thresholds_gpu_s.iter().find(|&&th| th > a) {
                 next = next.min(sim.now() + (th - a) / g);
             }
         }
-        if next.is_finite() && sim.pending_len() > 0 {
+        if next.is_finite() && !sim.pending().is_empty() {
             sim.wake_at(next);
         }
     }
@@ -148,7 +149,7 @@ impl Policy for TiresiasPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testutil::*;
+    use crate::testutil::*;
 
     #[test]
     fn srtf_preempts_for_shorter_job() {

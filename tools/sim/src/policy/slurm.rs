@@ -6,9 +6,10 @@
 //! declared); lower-priority jobs start early only if they fit now and either
 //! end (by their own limit) before that reservation or use only GPUs the
 //! reservation does not need. Jobs use the type and count the user asked for.
-use super::{requested_admissible, start_requested, Policy};
+use super::starts::{requested_admissible, start_requested};
+use crate::view::Policy;
 use crate::cluster::ClusterState;
-use crate::engine::Sim;
+use crate::view::SimView;
 
 /// Multifactor age priority + EASY backfill.
 #[derive(Debug, Clone)]
@@ -37,20 +38,20 @@ struct Reservation {
 }
 
 impl SlurmPolicy {
-    fn limit(&self, sim: &Sim<'_>, i: usize) -> f64 {
+    fn limit(&self, sim: &dyn SimView, i: usize) -> f64 {
         let d = sim.job(i).spec.deadline;
         if d > 0.0 { d } else { self.default_limit_s }
     }
 
     /// Slurm's integer priority: `weight_age * min(age / max_age, 1)`.
-    fn priority(&self, sim: &Sim<'_>, i: usize) -> u64 {
+    fn priority(&self, sim: &dyn SimView, i: usize) -> u64 {
         let age = (sim.now() - sim.job(i).spec.submission_time).max(0.0);
         (self.weight_age * (age / self.max_age_s).min(1.0)).floor() as u64
     }
 
     /// Earliest reservation for job `i` over the groups of its type, from
     /// running jobs' declared ends (node-level: a shape must fit).
-    fn reserve(&self, sim: &Sim<'_>, i: usize) -> Option<Reservation> {
+    fn reserve(&self, sim: &dyn SimView, i: usize) -> Option<Reservation> {
         let j = sim.job(i);
         let t = j.req_type?;
         let gpus = j.spec.num_gpu;
@@ -73,6 +74,8 @@ impl SlurmPolicy {
             };
             let mut ends: Vec<(f64, usize)> = sim
                 .running()
+                .iter()
+                .copied()
                 .filter(|&r| sim.job(r).alloc.as_ref().is_some_and(|a| a.shape.group == g))
                 .map(|r| ((sim.job(r).alloc_time + self.limit(sim, r)).max(sim.now()), r))
                 .collect();
@@ -111,14 +114,14 @@ impl Policy for SlurmPolicy {
     fn name(&self) -> &str {
         "slurm"
     }
-    fn admissible(&mut self, sim: &mut Sim<'_>, i: usize) -> bool {
+    fn admissible(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         requested_admissible(sim, i)
     }
-    fn schedule(&mut self, sim: &mut Sim<'_>) {
+    fn schedule(&mut self, sim: &mut dyn SimView) {
         if !any_free(sim.cluster()) {
             return;
         }
-        let mut order: Vec<(u64, usize)> = sim.pending().map(|i| (self.priority(sim, i), i)).collect();
+        let mut order: Vec<(u64, usize)> = sim.pending().iter().copied().map(|i| (self.priority(sim, i), i)).collect();
         // Higher priority first; ties by submission (trace order = job id order).
         order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut res: Option<Reservation> = None;
@@ -161,7 +164,7 @@ impl Policy for SlurmPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testutil::*;
+    use crate::testutil::*;
 
     #[test]
     fn short_job_backfills_without_delaying_the_head() {

@@ -3,7 +3,7 @@
 //! submit, and propagate the values to slurmctld in the job control
 //! environment (`job_desc->spank_job_env`).
 use crate::error::SpankError;
-use crate::ffi::{self, spank_t};
+use crate::spank::{self, Spank};
 use crate::options::{given, given_keys, with_env};
 use cellsched_core::model::{is_model_file, load_model_file_limited, model_to_wire, ModelCatalog, MODEL_SPEC_ENV_KEY};
 use std::path::Path;
@@ -32,7 +32,7 @@ pub fn validate(o: &DlOptions) -> Result<Option<String>, SpankError> {
 
 /// `slurm_spank_init_post_opt` in the local/allocator context. An error
 /// refuses the submission (sbatch/srun/salloc print it and exit).
-pub fn post_opt(sp: spank_t) -> Result<(), SpankError> {
+pub fn post_opt(sp: &Spank) -> Result<(), SpankError> {
     let cmdline = given().clone();
     let env = |k: &str| std::env::var(k).ok();
     let o = with_env(&cmdline, &given_keys(), &env)?;
@@ -42,9 +42,9 @@ pub fn post_opt(sp: spank_t) -> Result<(), SpankError> {
     let model_spec = validate(&o)?;
     let pairs = o.to_env_pairs().into_iter().chain(model_spec.map(|s| (MODEL_SPEC_ENV_KEY, s)));
     for (k, v) in pairs {
-        ffi::job_control_setenv(sp, k, &v).map_err(|msg| SpankError::Spank { call: "spank_job_control_setenv", msg })?;
+        sp.job_control_setenv(k, &v).map_err(|msg| SpankError::Spank { call: "spank_job_control_setenv", msg })?;
     }
-    ffi::log(ffi::Level::Verbose, &format!("DL options {o}"));
+    spank::log(spank::Level::Verbose, &format!("DL options {o}"));
     Ok(())
 }
 

@@ -15,7 +15,8 @@
 //!   open to others.
 //! - slurmstepd, as root, when the step ends (`slurm_spank_exit`):
 //!   [`remove_step_dir`]; and the job epilog ([`remove_job_dirs`]) removes
-//!   whatever a killed step left behind. Removal never follows symlinks.
+//!   whatever a killed step left behind. Removal never follows symlinks and
+//!   completes however deep a job nests directories ([`crate::remove_tree`]).
 use crate::error::SpankError;
 use cellsched_core::Plan;
 use serde::{Deserialize, Serialize};
@@ -132,12 +133,17 @@ pub fn prepare_step_dir(dir: &Path, uid: u32, gid: u32) -> Result<(), SpankError
     Ok(())
 }
 
-/// Removes a step's directory and its contents (never following symlinks); absent is fine.
+/// Removes a step's directory and its contents (never following symlinks,
+/// with a bounded number of descriptors however deep the job nested
+/// directories: [`crate::remove_tree`]); absent is fine.
 pub fn remove_step_dir(dir: &Path) -> Result<(), SpankError> {
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(io_err(dir, "cannot stat", e)),
-        Ok(m) if m.file_type().is_dir() => std::fs::remove_dir_all(dir).map_err(|e| io_err(dir, "cannot remove", e)),
+        Ok(m) if m.file_type().is_dir() => match crate::remove_tree::remove_tree(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(dir, "cannot remove", e)),
+            _ => Ok(()),
+        },
         Ok(_) => std::fs::remove_file(dir).map_err(|e| io_err(dir, "cannot remove", e)),
     }
 }

@@ -6,7 +6,8 @@
 //! them to the remote side) accumulate in [`given`]; the first rejected value
 //! is kept so `init_post_opt` can refuse the job with its message.
 use crate::error::SpankError;
-use crate::ffi::{self, spank_option, spank_t};
+use crate::spank::{self, Spank};
+use slurm_sys::spank_option;
 use cellsched_core::options::{DlKey, DlOptions};
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::sync::{Mutex, MutexGuard};
@@ -78,7 +79,7 @@ unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int)
         Ok(()) => 0,
         Err(msg) => {
             let side = if remote != 0 { " (remote)" } else { "" };
-            ffi::log(ffi::Level::Error, &format!("{msg}{side}"));
+            spank::log(spank::Level::Error, &format!("{msg}{side}"));
             -1
         }
     }
@@ -86,14 +87,14 @@ unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int)
 
 /// Registers every `--dl-*` option with Slurm (in `slurm_spank_init`; the
 /// static `spank_options` table is not loaded in the allocator context).
-pub fn register_all(sp: spank_t) -> Result<(), String> {
+pub fn register_all(sp: &Spank) -> Result<(), String> {
     for (i, key) in DlKey::ALL.iter().enumerate() {
         // Slurm copies the strings; leaking these few bytes once per process
         // keeps them valid for any Slurm version that does not.
         let name = CString::new(key.option_name()).unwrap().into_raw();
         // A flag has no argument info (`--help` then shows no `=`).
-        let arginfo: *const c_char =
-            if key.takes_value() { CString::new(key.arg_info()).unwrap().into_raw() } else { std::ptr::null() };
+        let arginfo: *mut c_char =
+            if key.takes_value() { CString::new(key.arg_info()).unwrap().into_raw() } else { std::ptr::null_mut() };
         let usage = CString::new(key.usage()).unwrap().into_raw();
         let mut opt = spank_option {
             name,
@@ -103,7 +104,7 @@ pub fn register_all(sp: spank_t) -> Result<(), String> {
             val: i as c_int,
             cb: Some(option_cb),
         };
-        ffi::register_option(sp, &mut opt)?;
+        sp.register_option(&mut opt)?;
     }
     Ok(())
 }

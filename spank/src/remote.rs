@@ -1,14 +1,17 @@
 //! Remote context (slurmstepd). Three callbacks:
 //! - [`post_opt`] (`init_post_opt`, once per step and node, as root before
 //!   privileges drop): creates the step's plan directory for the job's user
-//!   (see [`crate::plan_file`]) and fetches the job's decision from its
-//!   AdminComment, the only copy a user cannot write.
+//!   (see [`crate::plan_file`]), fetches the job's record (decision, model,
+//!   batch) from its AdminComment, the only copy a user cannot write, and builds the step's
+//!   estimator once for all its tasks ([`crate::step_estimator`]).
 //! - [`task_init`] (each task, as the job's user, once the GPUs are known):
 //!   reads the options (forwarded option values, or the `CELLSCHED_DL_*` /
 //!   `SPANK_*` / `SLURM_SPANK_*` copies in the job environment, which is all
 //!   that survives `--export=NONE`), chooses the plan for the granted GPUs,
-//!   writes the plan file and exports the variables; whatever goes wrong is
-//!   also shown to the job as `CELLSCHED_ERROR`.
+//!   writes the plan file and exports the variables (after clearing those
+//!   inherited from the enclosing step); whatever goes wrong is also shown
+//!   to the job as `CELLSCHED_ERROR`, and a step whose own `--dl-*` values
+//!   its grant cannot honour fails ([`SpankError::StepRefused`]).
 //! - [`exit`] (`slurm_spank_exit`, as root): removes the step's plan directory;
 //!   [`job_epilog`] removes what a killed step left.
 //!
@@ -25,15 +28,17 @@
 //! direct `srun` allocations alike (job_submit's copies of the decision in
 //! the batch environment and `env_sup` are only compared with it).
 //! Fallback, when the read fails (slurmctld unreachable, job_submit plugin
-//! not loaded) or for steps granted another GPU count than the decision's:
+//! not loaded), for steps granted another GPU count than the decision's, or
+//! for steps running another model or batch than the one recorded with it:
 //! the tasks estimate the plan here for the GPUs granted
 //! (`CELLSCHED_PLAN_SOURCE=estimated`; GPU type from the typed request or the
 //! node's Slurm configuration), which can differ from AdminComment.
 use crate::args::PluginArgs;
-use crate::env::{gpus_on_node, job_num_nodes, task_env, StepInfo, BATCH_STEP_ID, RANK_KEYS};
+use crate::env::{gpus_on_node, job_num_nodes, task_env, StepInfo, BATCH_STEP_ID, PLAN_KEYS};
 use crate::error::SpankError;
-use crate::ffi::{self, item, spank_t};
+use crate::spank::{self, Item, Spank};
 use crate::options::{given, given_keys, with_env};
+use cellsched_core::options::{CellChoice, DlOptions};
 use crate::plan::{choose, gres_gpu_type, PlanInputs};
 use crate::plan_file::{plan_path, prepare_plan_dir, prepare_step_dir, remove_job_dirs, remove_step_dir, write_private};
 use cellsched_core::config::{resolve_config_path, Config};
@@ -41,7 +46,10 @@ use cellsched_core::estimator::Estimator;
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::job_env;
 use cellsched_core::model::ModelCatalog;
+use cellsched_core::record::DlRecord;
 use cellsched_core::Decision;
+use std::sync::Arc;
+use crate::step_estimator::EstimatorCache;
 
 /// Looks `key` up in the job environment by `cellsched_core::job_env`'s
 /// rule (plain, then `SPANK_`, then `SLURM_SPANK_`).
@@ -75,10 +83,11 @@ pub fn verified_decision(claimed: Option<Decision>, admin: Option<Option<Decisio
     }
 }
 
-/// The decision in `scontrol show job` text: the `AdminComment=` line only
-/// (users can write `Comment=`, never AdminComment).
-pub fn decision_in_job_info(text: &str) -> Option<Decision> {
-    cellsched_core::record::record_of_scontrol_job(text).map(|r| r.decision)
+/// The job's record in its AdminComment as slurmctld holds it (users can
+/// write `Comment=`, never AdminComment): `None` when slurmctld could not be
+/// asked, `Some(None)` when the job has no cellsched record.
+pub fn admin_record(admin_comment: Option<Option<String>>) -> Option<Option<DlRecord>> {
+    admin_comment.map(|c| c.as_deref().and_then(DlRecord::parse))
 }
 
 /// What slurmstepd prepared as root for the tasks of this step (inherited
@@ -89,49 +98,63 @@ struct Prepared {
     dir: Result<std::path::PathBuf, String>,
     /// The verified decision.
     decision: Option<Decision>,
+    /// The job's record (the decision's work: model, batch), when it has one.
+    record: Option<DlRecord>,
+}
+
+/// Does a step of `model` with `batch` run the work `record` holds the
+/// decision for? A field the record lacks does not tell them apart.
+pub fn same_work(record: Option<&DlRecord>, model: &str, batch: Option<u32>) -> bool {
+    record.map_or(true, |r| {
+        r.model.as_deref().map_or(true, |m| m == model) && r.batch.map_or(true, |b| batch.map(u64::from) == Some(b))
+    })
 }
 
 static PREPARED: std::sync::OnceLock<Prepared> = std::sync::OnceLock::new();
 
 /// The job's step label and node index as seen by slurmstepd.
-fn step_ids(sp: spank_t) -> Option<(u32, String, u32)> {
-    let job = ffi::get_u32(sp, item::S_JOB_ID)?;
-    let step = ffi::get_u32(sp, item::S_JOB_STEPID)?;
-    let node = ffi::get_u32(sp, item::S_JOB_NODEID).unwrap_or(0);
+fn step_ids(sp: &Spank) -> Option<(u32, String, u32)> {
+    let job = sp.get_u32(Item::JobId)?;
+    let step = sp.get_u32(Item::StepId)?;
+    let node = sp.get_u32(Item::NodeId).unwrap_or(0);
     let label = if step == BATCH_STEP_ID { "batch".to_string() } else { step.to_string() };
     Some((job, label, node))
 }
 
 /// `init_post_opt` in slurmstepd (root): see the module doc. Never fails the step.
-pub fn post_opt(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
-    let env = |k: &str| ffi::getenv(sp, k);
+pub fn post_opt(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
+    let env = |k: &str| sp.getenv(k);
     match with_env(&given().clone(), &given_keys(), &env) {
         Ok(o) if !o.is_empty() => {}
         _ => return Ok(()), // not a DL job; bad options are reported by task_init
     }
     let Some((job, label, node)) = step_ids(sp) else { return Ok(()) };
     let (dir, _) = plan_path(&args.plan_dir, job, &label, node);
-    let uid = ffi::get_u32(sp, item::S_JOB_UID);
-    let gid = ffi::get_u32(sp, item::S_JOB_GID);
+    let uid = sp.get_u32(Item::JobUid);
+    let gid = sp.get_u32(Item::JobGid);
     let dir = match (uid, gid) {
         (Some(u), Some(g)) => prepare_plan_dir(&args.plan_dir).and_then(|()| prepare_step_dir(&dir, u, g)).map(|()| dir),
         _ => Err(SpankError::Allocation("job uid/gid unavailable".into())),
     }
     .map_err(|e| {
-        ffi::log(ffi::Level::Error, &format!("job {job} step {label}: no plan file: {e}"));
+        spank::log(spank::Level::Error, &format!("job {job} step {label}: no plan file: {e}"));
         e.to_string()
     });
-    let admin = ffi::job_info_text(job).map(|t| decision_in_job_info(&t));
-    let (decision, note) = verified_decision(decision(&env), admin);
+    let comment = spank::job_admin_comment(job);
+    let admin = admin_record(comment);
+    let record = admin.clone().flatten();
+    let (decision, note) = verified_decision(decision(&env), admin.map(|r| r.map(|r| r.decision)));
     if let Some(n) = note {
-        ffi::log(ffi::Level::Info, &format!("job {job} step {label}: {n}"));
+        spank::log(spank::Level::Info, &format!("job {job} step {label}: {n}"));
     }
-    let _ = PREPARED.set(Prepared { dir, decision });
+    let _ = PREPARED.set(Prepared { dir, decision, record });
+    // Built here, before slurmstepd forks the tasks: each task inherits it.
+    estimator(args);
     Ok(())
 }
 
 /// `slurm_spank_exit` in slurmstepd (root): removes the step's plan directory.
-pub fn exit(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
+pub fn exit(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
     if PREPARED.get().is_none() {
         return Ok(());
     }
@@ -141,11 +164,11 @@ pub fn exit(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
 
 /// `slurm_spank_job_epilog` (root, once per job and node): removes every
 /// plan directory of the job that a killed step may have left.
-pub fn job_epilog(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
-    let Some(job) = ffi::get_u32(sp, item::S_JOB_ID) else { return Ok(()) };
+pub fn job_epilog(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
+    let Some(job) = sp.get_u32(Item::JobId) else { return Ok(()) };
     let n = remove_job_dirs(&args.plan_dir, job)?;
     if n > 0 {
-        ffi::log(ffi::Level::Verbose, &format!("job {job}: removed {n} plan director{} left by its steps", if n == 1 { "y" } else { "ies" }));
+        spank::log(spank::Level::Verbose, &format!("job {job}: removed {n} plan director{} left by its steps", if n == 1 { "y" } else { "ies" }));
     }
     Ok(())
 }
@@ -165,24 +188,24 @@ fn job_model(name: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<cellsch
 }
 
 /// The step's shape from SPANK items and the job environment.
-fn step_info(sp: spank_t, env: &dyn Fn(&str) -> Option<String>) -> Result<StepInfo, SpankError> {
+fn step_info(sp: &Spank, env: &dyn Fn(&str) -> Option<String>) -> Result<StepInfo, SpankError> {
     let get = |it, what: &'static str| {
-        ffi::get_u32(sp, it).ok_or(SpankError::Spank { call: "spank_get_item", msg: format!("{what} unavailable") })
+        sp.get_u32(it).ok_or(SpankError::Spank { call: "spank_get_item", msg: format!("{what} unavailable") })
     };
-    let step_id = get(item::S_JOB_STEPID, "step id")?;
+    let step_id = get(Item::StepId, "step id")?;
     let batch = step_id == BATCH_STEP_ID;
-    let nnodes = if batch { job_num_nodes(env).unwrap_or(1) } else { get(item::S_JOB_NNODES, "node count")? };
+    let nnodes = if batch { job_num_nodes(env).unwrap_or(1) } else { get(Item::Nodes, "node count")? };
     let first = if batch { env("SLURM_JOB_NODELIST") } else { env("SLURM_STEP_NODELIST").or_else(|| env("SLURM_JOB_NODELIST")) };
     Ok(StepInfo {
-        job_id: get(item::S_JOB_ID, "job id")?,
+        job_id: get(Item::JobId, "job id")?,
         step_id,
         nnodes,
-        node_id: get(item::S_JOB_NODEID, "node id").unwrap_or(0),
+        node_id: get(Item::NodeId, "node id").unwrap_or(0),
         gpus_on_node: gpus_on_node(env).unwrap_or(0),
-        local_tasks: get(item::S_JOB_LOCAL_TASK_COUNT, "local task count").unwrap_or(1),
-        total_tasks: get(item::S_JOB_TOTAL_TASK_COUNT, "task count").unwrap_or(1),
-        local_task_id: get(item::S_TASK_ID, "task id").unwrap_or(0),
-        global_task_id: get(item::S_TASK_GLOBAL_ID, "global task id").unwrap_or(0),
+        local_tasks: get(Item::LocalTasks, "local task count").unwrap_or(1),
+        total_tasks: get(Item::TotalTasks, "task count").unwrap_or(1),
+        local_task_id: get(Item::TaskId, "task id").unwrap_or(0),
+        global_task_id: get(Item::GlobalTaskId, "global task id").unwrap_or(0),
         first_node: first,
     })
 }
@@ -215,33 +238,38 @@ fn node_gpu_type(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
         .or_else(|| read(&conf).and_then(|t| crate::plan::slurm_conf_gpu_type(&t, &node)))
 }
 
-/// The estimator with the site's GPU overrides and profile DB when the
-/// cellsched.toml is readable; built-in numbers otherwise.
-fn estimator(args: &PluginArgs) -> Estimator {
+/// The step's estimator (see [`crate::step_estimator`]): the site's GPU
+/// overrides and profile DB when the cellsched.toml is readable, built-in
+/// numbers otherwise. Built once per step, in `init_post_opt`, and shared by
+/// every task.
+fn estimator(args: &PluginArgs) -> Arc<Estimator> {
+    static CACHE: EstimatorCache = EstimatorCache::new();
     let conf_path = resolve_config_path(
         args.config.as_deref().and_then(|p| p.to_str()),
         None,
         std::env::var("SLURM_CONF").ok().as_deref(),
     );
-    match Config::load(&conf_path) {
+    CACHE.get(&conf_path, |path| match Config::load(path) {
         Ok(cfg) => {
             let a = Estimator::from_config(&cfg.estimator, None);
             for p in &a.problems {
-                ffi::log(ffi::Level::Verbose, p);
+                spank::log(spank::Level::Verbose, p);
             }
             a.estimator
         }
         Err(e) => {
-            ffi::log(ffi::Level::Debug, &format!("config: {e}; using built-in catalogs"));
+            spank::log(spank::Level::Debug, &format!("config: {e}; using built-in catalogs"));
             Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
         }
-    }
+    })
 }
 
 /// `slurm_spank_task_init`: see the module doc. Errors are logged by the
-/// caller and also shown to the job as `CELLSCHED_ERROR`; the task still runs.
-pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
-    let env = |k: &str| ffi::getenv(sp, k);
+/// caller and also shown to the job as `CELLSCHED_ERROR`; the task then
+/// runs without plan variables, except for [`SpankError::StepRefused`],
+/// which the caller turns into the task's failure.
+pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
+    let env = |k: &str| sp.getenv(k);
     let forwarded = given().clone();
     let opts = match with_env(&forwarded, &given_keys(), &env) {
         Ok(o) => o,
@@ -250,12 +278,29 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
     if opts.is_empty() {
         return Ok(());
     }
+    // Whatever the enclosing step was told (an `srun` inherits the batch
+    // step's variables) is not this step's plan.
+    for k in PLAN_KEYS {
+        sp.unsetenv(k);
+    }
     let result = (|| {
         opts.check_consistency()?;
         let model = job_model(opts.model.as_deref().unwrap_or_default(), &env)?;
         let step = step_info(sp, &env)?;
         let prepared = PREPARED.get();
         let d = prepared.and_then(|p| p.decision.clone());
+        let same_work = same_work(prepared.and_then(|p| p.record.as_ref()), &model.name, opts.batch);
+        if !same_work && d.is_some() {
+            spank::log(
+                spank::Level::Info,
+                &format!("job {} step {}: model {} batch {:?} differ from the job's; the plan is estimated for the step's GPUs", step.job_id, step.step_label(), model.name, opts.batch),
+            );
+        }
+        // The job's Cell: its decision's, else its own --dl-cell (the job environment's).
+        let job_cell = d.as_ref().map(|d| d.cell.clone()).or_else(|| match with_env(&DlOptions::NONE, &[], &env) {
+            Ok(DlOptions { cell: CellChoice::Pinned(c), .. }) => Some(c),
+            _ => None,
+        });
         let inputs = PlanInputs {
             opts: &opts,
             model: &model,
@@ -263,8 +308,10 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
             step: &step,
             gres_gpu_type: gres_gpu_type(&env).or_else(|| node_gpu_type(&env)),
             args,
+            same_work,
+            job_cell: job_cell.as_ref(),
         };
-        let plan = choose(&inputs, &estimator(args))?;
+        let plan = choose(&inputs, &estimator(args)).map_err(|e| batch_step_runs_on(e, &step))?;
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
         let (_, file) = plan_path(&args.plan_dir, step.job_id, &step.step_label(), step.node_id);
@@ -274,19 +321,16 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
             None => Some("the plan directory was not prepared by slurmstepd (plugin not loaded in slurmstepd's plugstack.conf?)".into()),
         };
         if let Some(why) = &file_error {
-            ffi::log(ffi::Level::Error, &format!("job {} step {}: plan file not written: {why}", step.job_id, plan.step));
+            spank::log(spank::Level::Error, &format!("job {} step {}: plan file not written: {why}", step.job_id, plan.step));
             show_error(sp, &format!("plan file not written: {why}"));
         }
         let file_ok = file_error.is_none();
-        for k in RANK_KEYS {
-            ffi::unsetenv(sp, k);
-        }
         let file_text = file.to_string_lossy().into_owned();
         for (k, v) in task_env(&plan, &step, file_ok.then_some(file_text.as_str())) {
-            ffi::setenv(sp, k, &v, true).map_err(|msg| SpankError::Spank { call: "spank_setenv", msg })?;
+            sp.setenv(k, &v, true).map_err(|msg| SpankError::Spank { call: "spank_setenv", msg })?;
         }
-        ffi::log(
-            ffi::Level::Verbose,
+        spank::log(
+            spank::Level::Verbose,
             &format!("job {} step {}: {} plan {} ({})", step.job_id, plan.step, plan.cell, plan.plan_text, plan.source),
         );
         Ok::<(), SpankError>(())
@@ -294,16 +338,27 @@ pub fn task_init(sp: spank_t, args: &PluginArgs) -> Result<(), SpankError> {
     result.map_err(|e| fail(sp, e))
 }
 
+/// The batch step is the job itself, whose values slurmctld accepted at
+/// submit: it is never refused (it runs without a plan, the error in
+/// `CELLSCHED_ERROR`, as when cellsched could not decide); only the steps
+/// launched in a job (`srun`) are.
+fn batch_step_runs_on(e: SpankError, step: &StepInfo) -> SpankError {
+    match e {
+        SpankError::StepRefused(why) if step.is_batch() => SpankError::Allocation(why),
+        e => e,
+    }
+}
+
 /// Shows the error to the job as `CELLSCHED_ERROR` and returns it.
-fn fail(sp: spank_t, e: SpankError) -> SpankError {
+fn fail(sp: &Spank, e: SpankError) -> SpankError {
     show_error(sp, &e.to_string());
     e
 }
 
 /// Sets `CELLSCHED_ERROR` (control characters dropped, at most 512 characters).
-fn show_error(sp: spank_t, msg: &str) {
+fn show_error(sp: &Spank, msg: &str) {
     let msg: String = msg.chars().filter(|c| !c.is_control()).take(512).collect();
-    let _ = ffi::setenv(sp, "CELLSCHED_ERROR", &msg, true);
+    let _ = sp.setenv("CELLSCHED_ERROR", &msg, true);
 }
 
 #[cfg(test)]
@@ -364,14 +419,45 @@ mod tests {
     }
 
     #[test]
-    fn decision_only_from_the_admin_comment_line() {
-        let d = "cellsched: cell=a100x8x1 nodes=2 dp=8 tp=1 pp=1 mb=1 zero=2 ckpt=0 iter_s=0.5 src=datasheet";
-        let text = format!("JobId=5 JobName=x\n   Comment={}\n   AdminComment={d} model=gpt2 batch=64 \n   JobState=RUNNING\n", d.replace("dp=8", "dp=4"));
-        let got = decision_in_job_info(&text).unwrap();
-        assert_eq!((got.cell.to_string(), got.plan.dp, got.nodes), ("a100x8x1".into(), 8, 2));
-        // A forged decision in the user's Comment is ignored.
-        assert!(decision_in_job_info(&format!("JobId=5\n   Comment={d}\n   AdminComment= \n")).is_none());
-        assert!(decision_in_job_info("JobId=5\n").is_none());
+    fn a_step_runs_the_decisions_work_only_with_its_model_and_batch() {
+        let c = "site note cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=2 ckpt=0 iter_s=0.5 src=datasheet model=gpt__125M batch=64 iters=10";
+        let r = admin_record(Some(Some(c.into()))).unwrap().unwrap();
+        assert!(same_work(Some(&r), "gpt__125M", Some(64)));
+        assert!(!same_work(Some(&r), "llama7b", Some(256)) && !same_work(Some(&r), "gpt__125M", Some(256)) && !same_work(Some(&r), "llama7b", Some(64)));
+        // Nothing recorded (no record, or one without the fields): nothing tells them apart.
+        assert!(same_work(None, "anything", None));
+        let bare = DlRecord::new(r.decision.clone());
+        assert!(same_work(Some(&bare), "anything", Some(1)));
     }
 
+    #[test]
+    fn only_steps_launched_in_a_job_are_refused() {
+        let mut step = StepInfo {
+            job_id: 1,
+            step_id: 0,
+            nnodes: 1,
+            node_id: 0,
+            gpus_on_node: 1,
+            local_tasks: 1,
+            total_tasks: 1,
+            local_task_id: 0,
+            global_task_id: 0,
+            first_node: None,
+        };
+        let refused = || SpankError::StepRefused("no feasible plan".into());
+        assert!(matches!(batch_step_runs_on(refused(), &step), SpankError::StepRefused(_)));
+        step.step_id = BATCH_STEP_ID;
+        assert!(matches!(batch_step_runs_on(refused(), &step), SpankError::Allocation(m) if m == "no feasible plan"));
+    }
+
+    #[test]
+    fn decision_only_from_the_admin_comment() {
+        let d = "cellsched: cell=a100x8x1 nodes=2 dp=8 tp=1 pp=1 mb=1 zero=2 ckpt=0 iter_s=0.5 src=datasheet";
+        let got = admin_record(Some(Some(format!("{d} model=gpt2 batch=64 ")))).unwrap().unwrap().decision;
+        assert_eq!((got.cell.to_string(), got.plan.dp, got.nodes), ("a100x8x1".into(), 8, 2));
+        // No AdminComment, or one without a decision: the job has none; no answer: unknown.
+        assert_eq!(admin_record(Some(None)), Some(None));
+        assert_eq!(admin_record(Some(Some("site note".into()))), Some(None));
+        assert_eq!(admin_record(None), None);
+    }
 }

@@ -79,22 +79,7 @@ pub fn job_num_nodes(lookup: &dyn Fn(&str) -> Option<String>) -> Option<u32> {
         .filter(|n| *n > 0)
 }
 
-pub use cellsched_core::slurm_conf::hostlist_entries;
-
-/// First host of a Slurm hostlist expression: `a100-[1-2],v100-1` -> `a100-1`,
-/// `gpu[07,09]` -> `gpu07`. `None` for an empty or malformed list.
-pub fn first_host(hostlist: &str) -> Option<String> {
-    let first = hostlist_entries(hostlist.trim()).into_iter().next()?;
-    // Replace each bracket group by its first value.
-    let mut host = first.to_string();
-    while let Some(open) = host.find('[') {
-        let close = host[open..].find(']')? + open;
-        let lo = host[open + 1..close].split(',').next()?.split('-').next()?.to_string();
-        host = format!("{}{}{}", &host[..open], lo, &host[close + 1..]);
-    }
-    let ok = !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    ok.then_some(host)
-}
+pub use cellsched_core::slurm_text::first_host;
 
 /// The per-job rendezvous port: `base + job_id % 2000`.
 pub fn master_port(base: u16, job_id: u32) -> u16 {
@@ -143,9 +128,36 @@ pub fn task_env(plan: &InjectedPlan, step: &StepInfo, plan_file: Option<&str>) -
     v
 }
 
-/// Variables a task must not keep from an outer step (the batch script's
-/// launcher-mode values leak into `srun` steps through `--export=ALL`).
-pub const RANK_KEYS: [&str; 2] = ["RANK", "LOCAL_RANK"];
+/// Every variable [`task_env`] can set, plus `CELLSCHED_ERROR`: cleared at
+/// the start of each DL task, so a step never runs with what the
+/// enclosing step was told (the batch script's values reach its `srun`
+/// steps through `--export=ALL`).
+pub const PLAN_KEYS: [&str; 24] = [
+    "CELLSCHED_GPU_TYPE",
+    "CELLSCHED_CELL",
+    "CELLSCHED_NODES",
+    "CELLSCHED_GPUS",
+    "CELLSCHED_DP",
+    "CELLSCHED_TP",
+    "CELLSCHED_PP",
+    "CELLSCHED_MICRO_BATCHES",
+    "CELLSCHED_ZERO_STAGE",
+    "CELLSCHED_CHECKPOINTING",
+    "CELLSCHED_GLOBAL_BATCH",
+    "CELLSCHED_FREEZE_MODE",
+    "CELLSCHED_FREEZE_SCHEDULE",
+    "CELLSCHED_PLAN_SOURCE",
+    "CELLSCHED_ITER_TIME_S",
+    "CELLSCHED_PLAN_FILE",
+    "CELLSCHED_ERROR",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "RANK",
+    "LOCAL_RANK",
+];
 
 #[cfg(test)]
 mod tests {
@@ -166,17 +178,6 @@ mod tests {
             global_task_id: 6,
             first_node: Some("a100-1".into()),
         }
-    }
-
-    #[test]
-    fn hostlists() {
-        assert_eq!(first_host("a100-[1-2]").as_deref(), Some("a100-1"));
-        assert_eq!(first_host("gpu[07,09-10],cpu1").as_deref(), Some("gpu07"));
-        assert_eq!(first_host("v100-2,a100-1").as_deref(), Some("v100-2"));
-        assert_eq!(first_host("rack[1-2]-n[3-4]").as_deref(), Some("rack1-n3"));
-        assert_eq!(first_host(""), None);
-        assert_eq!(first_host("a[1-2"), None);
-        assert_eq!(first_host("a;b"), None);
     }
 
     #[test]
@@ -209,6 +210,17 @@ mod tests {
         assert_eq!(env["CELLSCHED_PLAN_FILE"], "/tmp/x/plan.json");
         assert_eq!(env["MASTER_ADDR"], "a100-1");
         assert_eq!(env["MASTER_PORT"], "29542");
+    }
+
+    #[test]
+    fn every_variable_a_task_gets_is_cleared_first() {
+        let plan = sample_plan();
+        for s in [step(8, 4, 2), step(2, 4, 2)] {
+            for (k, _) in task_env(&plan, &s, Some("/tmp/x/plan.json")) {
+                assert!(PLAN_KEYS.contains(&k), "{k} is not in PLAN_KEYS");
+            }
+        }
+        assert!(PLAN_KEYS.contains(&"CELLSCHED_ERROR"));
     }
 
     #[test]

@@ -19,6 +19,11 @@ pub enum SpankError {
     /// The granted resources do not fit the requested or decided plan.
     #[error("{0}")]
     Allocation(String),
+    /// The step's `--dl-*` values cannot be honoured on its grant (a pinned
+    /// plan or Cell that does not fit, no feasible plan for its model): an
+    /// `srun` step fails instead of running without its plan.
+    #[error("{0}")]
+    StepRefused(String),
     /// Writing the plan file failed.
     #[error("plan file {path}: {msg}")]
     PlanFile {

@@ -1,33 +1,7 @@
-//! Pure helpers over Slurm's configuration text (`slurm.conf`, `gres.conf`):
-//! `Key=value` words of a line, hostlist expressions, and the GPU type a
-//! node is given. Shared by the SPANK plugin (node-side plan) and
-//! `cellsched doctor`.
+//! slurm.conf and gres.conf lines: their `Key=value` words, and the GPU
+//! type a node is given.
+use super::hostlist::hostlist_contains;
 use crate::Cell;
-
-/// Splits `s` on the commas outside `open`…`close` pairs: hostlists
-/// (`a100-[1-2],v100-1`) and GRES strings (`gpu:a100:4(IDX:0,2-3),gpu:v100:2`).
-pub fn split_top_level(s: &str, open: char, close: char) -> Vec<&str> {
-    let mut entries = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in s.char_indices() {
-        if c == open {
-            depth += 1;
-        } else if c == close {
-            depth -= 1;
-        } else if c == ',' && depth == 0 {
-            entries.push(&s[start..i]);
-            start = i + 1;
-        }
-    }
-    entries.push(&s[start..]);
-    entries
-}
-
-/// The top-level entries of a Slurm hostlist expression (commas inside
-/// brackets belong to their entry): `a100-[1-2],v100-1` -> `a100-[1-2]`, `v100-1`.
-pub fn hostlist_entries(expr: &str) -> Vec<&str> {
-    split_top_level(expr, '[', ']')
-}
 
 /// The `Key=value` words of one slurm.conf/gres.conf line (comments cut),
 /// keys lower-cased.
@@ -84,34 +58,8 @@ pub fn slurm_conf_gpu_type(text: &str, node: &str) -> Option<String> {
     default
 }
 
-/// Whether Slurm hostlist `expr` (`a100-[1-2,5],v100-1`, one bracket group
-/// per entry) names `node`.
-pub fn hostlist_contains(expr: &str, node: &str) -> bool {
-    hostlist_entries(expr).into_iter().any(|e| match (e.find('['), e.find(']')) {
-        (Some(o), Some(c)) if o < c => {
-            let (pre, ranges, suf) = (&e[..o], &e[o + 1..c], &e[c + 1..]);
-            let Some(mid) = node.strip_prefix(pre).and_then(|r| r.strip_suffix(suf)) else { return false };
-            let Ok(n) = mid.parse::<u64>() else { return false };
-            ranges.split(',').any(|r| {
-                let (lo, hi) = r.split_once('-').unwrap_or((r, r));
-                let width_ok = lo.len() == mid.len() || !lo.starts_with('0');
-                matches!((lo.parse::<u64>(), hi.parse::<u64>()), (Ok(l), Ok(h)) if l <= n && n <= h && width_ok)
-            })
-        }
-        _ => e == node,
-    })
-}
-
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn top_level_split_keeps_bracketed_commas() {
-        assert_eq!(split_top_level("a100-[1,3],v100-1", '[', ']'), ["a100-[1,3]", "v100-1"]);
-        assert_eq!(split_top_level("gpu:a100:4(IDX:0,2-3),gpu:v100:2", '(', ')'), ["gpu:a100:4(IDX:0,2-3)", "gpu:v100:2"]);
-        assert_eq!(split_top_level("", '(', ')'), [""]);
-    }
-
     use super::*;
 
     #[test]
@@ -123,7 +71,6 @@ mod tests {
         assert_eq!(gres_conf_gpu_type(conf, "a100-3"), None);
         assert_eq!(gres_conf_gpu_type(conf, "gpu9"), None);
         assert_eq!(gres_conf_gpu_type("Name=gpu Type=h100 File=/x", "any").as_deref(), Some("h100"));
-        assert!(hostlist_contains("a,b[1-3,7]", "b7") && !hostlist_contains("a,b[1-3]", "b4"));
     }
 
     #[test]

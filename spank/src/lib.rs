@@ -7,23 +7,31 @@
 //! - [`local`]: sbatch/srun/salloc — env-var equivalents, validation at
 //!   submit, `spank_job_control_setenv` propagation.
 //! - [`remote`]: slurmstepd `task_init` — plan choice, plan file, task env.
-//! - [`plan`], [`env`], [`plan_file`], [`args`]: pure logic, unit tested.
+//! - [`plan`], [`env`], [`plan_file`], [`args`]: pure logic, unit tested;
+//!   [`step_estimator`]: the estimator built once per step; [`remove_tree`]:
+//!   plan-directory removal with bounded descriptors.
+//!
+//! - [`spank`]: the safe [`spank::Spank`] handle over slurm-sys's generated
+//!   spank.h bindings; callback code never sees a raw `spank_t`.
 //!
 //! Every exported callback runs under `catch_unwind`; logging goes through
-//! Slurm's logger with a fixed `%s` format ([`ffi::log`]).
+//! Slurm's logger with a fixed `%s` format ([`spank::log`]).
 #![deny(missing_docs)]
 mod args;
 mod env;
 mod error;
-mod ffi;
 mod local;
 mod options;
 mod plan;
 mod plan_file;
 mod remote;
+mod remove_tree;
+mod spank;
+mod step_estimator;
 
 use args::PluginArgs;
-use ffi::{spank_t, Context};
+use slurm_sys::spank_t;
+use spank::{Context, Spank};
 use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::sync::OnceLock;
 
@@ -54,10 +62,18 @@ fn guard(what: &str, fail_rc: c_int, f: impl FnOnce() -> Result<(), error::Spank
     cellsched_slurm_ffi::guard(&format!("cellsched: {what}"), fail_rc, || match f() {
         Ok(()) => 0,
         Err(e) => {
-            ffi::log(ffi::Level::Error, &e.to_string());
+            spank::log(spank::Level::Error, &e.to_string());
             fail_rc
         }
     })
+}
+
+/// Runs a callback body with the safe handle for Slurm's `sp` (see [`guard`]).
+fn callback(what: &str, sp: spank_t, fail_rc: c_int, f: impl FnOnce(&Spank<'_>) -> Result<(), error::SpankError>) -> c_int {
+    // SAFETY: `sp` is the handle Slurm passed to the exported callback now
+    // running; the wrapper lives only for this call.
+    let handle = unsafe { Spank::from_raw(sp) };
+    guard(what, fail_rc, || f(&handle))
 }
 
 /// Arguments from plugstack.conf as strings.
@@ -81,10 +97,10 @@ unsafe fn argv_strings(ac: c_int, av: *mut *mut c_char) -> Vec<String> {
 pub unsafe extern "C" fn slurm_spank_init(sp: spank_t, ac: c_int, av: *mut *mut c_char) -> c_int {
     // SAFETY: forwarded from Slurm.
     let argv = unsafe { argv_strings(ac, av) };
-    guard("slurm_spank_init", -1, || {
+    callback("slurm_spank_init", sp, -1, |sp| {
         let args = PluginArgs::parse(&argv)?;
         let _ = ARGS.set(args);
-        match ffi::context() {
+        match Context::current() {
             Context::Local | Context::Allocator | Context::Remote => {
                 options::register_all(sp).map_err(|msg| error::SpankError::Spank { call: "spank_option_register", msg })
             }
@@ -99,11 +115,11 @@ pub unsafe extern "C" fn slurm_spank_init(sp: spank_t, ac: c_int, av: *mut *mut 
 /// status 1 after printing the message, as it does for a `required` one.
 #[no_mangle]
 pub unsafe extern "C" fn slurm_spank_init_post_opt(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
-    let ctx = ffi::context();
+    let ctx = Context::current();
     let rc = match ctx {
-        Context::Local | Context::Allocator => guard("slurm_spank_init_post_opt", -1, || local::post_opt(sp)),
+        Context::Local | Context::Allocator => callback("slurm_spank_init_post_opt", sp, -1, local::post_opt),
         // slurmstepd, as root: plan directory and verified decision (never fails the step).
-        Context::Remote => guard("slurm_spank_init_post_opt", 0, || remote::post_opt(sp, &plugin_args())),
+        Context::Remote => callback("slurm_spank_init_post_opt", sp, 0, |sp| remote::post_opt(sp, &plugin_args())),
         _ => 0,
     };
     if rc != 0 && matches!(ctx, Context::Local | Context::Allocator) {
@@ -115,7 +131,7 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(sp: spank_t, _ac: c_int, _av:
 /// `slurm_spank_exit`: in slurmstepd (remote), removes the step's plan directory.
 #[no_mangle]
 pub unsafe extern "C" fn slurm_spank_exit(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
-    guard("slurm_spank_exit", 0, || match ffi::context() {
+    callback("slurm_spank_exit", sp, 0, |sp| match Context::current() {
         Context::Remote => remote::exit(sp, &plugin_args()),
         _ => Ok(()),
     })
@@ -125,17 +141,42 @@ pub unsafe extern "C" fn slurm_spank_exit(sp: spank_t, _ac: c_int, _av: *mut *mu
 /// killed step left behind (never fails the epilog).
 #[no_mangle]
 pub unsafe extern "C" fn slurm_spank_job_epilog(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
-    guard("slurm_spank_job_epilog", 0, || match ffi::context() {
+    callback("slurm_spank_job_epilog", sp, 0, |sp| match Context::current() {
         Context::JobScript => remote::job_epilog(sp, &plugin_args()),
         _ => Ok(()),
     })
 }
 
-/// Remote: injects the plan into the task (never fails the task).
+/// Remote: injects the plan into the task. An `srun` step whose `--dl-*`
+/// values its grant cannot honour fails: the task prints why on its stderr
+/// and exits 1 before the user's program starts (Slurm ignores a failing
+/// `optional` plugin, so the plugin ends the task itself, as slurmstepd
+/// does for a failing `required` one). Other errors never fail the task.
 #[no_mangle]
 pub unsafe extern "C" fn slurm_spank_task_init(sp: spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
-    guard("slurm_spank_task_init", 0, || match ffi::context() {
-        Context::Remote => remote::task_init(sp, &plugin_args()),
+    let mut refused = None;
+    let rc = callback("slurm_spank_task_init", sp, 0, |sp| match Context::current() {
+        Context::Remote => remote::task_init(sp, &plugin_args()).inspect_err(|e| {
+            if let error::SpankError::StepRefused(why) = e {
+                refused = Some(why.clone());
+            }
+        }),
         _ => Ok(()),
-    })
+    });
+    if let Some(why) = refused {
+        refuse_task(&why);
+    }
+    rc
+}
+
+/// Ends the task (forked by slurmstepd, before the user's program runs)
+/// with status 1 after writing `cellsched: error: <why>` to its stderr.
+fn refuse_task(why: &str) -> ! {
+    let line = format!("cellsched: error: {why}; the step is refused\n");
+    // SAFETY: write(2) of an owned buffer to the task's stderr, then _exit
+    // (no unwinding, no atexit handlers of slurmstepd in the task).
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), line.len());
+        libc::_exit(1)
+    }
 }

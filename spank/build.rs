@@ -1,6 +1,6 @@
 //! Link arguments for the SPANK plugin (version script exporting only the
 //! plugin symbols, lazy binding). The release number comes from `slurm-sys`.
-include!("../build_support.rs");
+include!("../plugins/build_support.rs");
 
 fn main() {
     emit_plugin_link_args(&[

@@ -9,8 +9,9 @@ use cellsched_core::estimator::{Estimator, JobSpec};
 use cellsched_core::freezing::FreezeSchedule;
 use cellsched_core::model::ModelSpec;
 use cellsched_core::options::{CellChoice, DlOptions, PlanChoice};
+use cellsched_core::plan_env::{choose_plan, PlanChoiceError, PlanRequest};
 use cellsched_core::{Cell, Decision};
-pub use cellsched_core::slurm_conf::{gres_conf_gpu_type, slurm_conf_gpu_type};
+pub use cellsched_core::slurm_text::{gres_conf_gpu_type, slurm_conf_gpu_type};
 
 /// Everything the choice depends on.
 pub struct PlanInputs<'a> {
@@ -24,6 +25,13 @@ pub struct PlanInputs<'a> {
     pub step: &'a StepInfo,
     /// GPU type read from the job's GRES request, if typed.
     pub gres_gpu_type: Option<String>,
+    /// The step runs the work the decision was made for (the model and
+    /// batch recorded with it); `false` sets the decision's plan aside
+    /// (its GPU type still applies).
+    pub same_work: bool,
+    /// The job's Cell (its decision's, else its own `--dl-cell`), which every
+    /// step inherits; a step's other pinned Cell must match its grant.
+    pub job_cell: Option<&'a Cell>,
     /// Site defaults.
     pub args: &'a PluginArgs,
 }
@@ -45,6 +53,40 @@ pub fn gpu_type(i: &PlanInputs) -> Result<String, SpankError> {
     })
 }
 
+/// The type of the GPUs granted, when known from Slurm (the decision, the
+/// typed request or the node's configuration), never from `--dl-cell`.
+fn granted_gpu_type(i: &PlanInputs) -> Option<String> {
+    i.decision.map(|d| d.cell.gpu_type.clone()).or_else(|| i.gres_gpu_type.clone())
+}
+
+/// A GPU type name in the catalog's spelling (as Cells hold them).
+fn canonical(t: &str) -> String {
+    cellsched_core::gpu::canonical_gpu_type(t).unwrap_or_else(|| t.to_ascii_lowercase())
+}
+
+/// Refuses a pinned `--dl-cell` the step's grant cannot honour: another GPU
+/// type than granted, or (unless it is the job's own Cell, inherited by
+/// every step) another GPU count.
+fn check_pinned_cell(i: &PlanInputs, granted: u32) -> Result<(), SpankError> {
+    let CellChoice::Pinned(c) = &i.opts.cell else { return Ok(()) };
+    if let Some(t) = granted_gpu_type(i) {
+        if canonical(&c.gpu_type) != canonical(&t) {
+            return Err(SpankError::StepRefused(format!(
+                "--dl-cell={c} asks for {} GPUs but this step runs on {t} GPUs; drop --dl-cell or submit a job on {} GPUs",
+                c.gpu_type, c.gpu_type
+            )));
+        }
+    }
+    let inherited = i.job_cell.is_some_and(|j| j.gpus == c.gpus && canonical(&j.gpu_type) == canonical(&c.gpu_type));
+    if c.gpus != granted && !inherited {
+        return Err(SpankError::StepRefused(format!(
+            "--dl-cell={c} asks for {} GPUs but the step was granted {granted} ({} node(s) x {}); request them with srun's --gpus options",
+            c.gpus, i.step.nnodes, i.step.gpus_on_node
+        )));
+    }
+    Ok(())
+}
+
 /// Chooses the plan for the granted GPUs (see the module doc).
 pub fn choose(i: &PlanInputs, est: &Estimator) -> Result<InjectedPlan, SpankError> {
     let granted = i.step.gpus_granted();
@@ -53,58 +95,43 @@ pub fn choose(i: &PlanInputs, est: &Estimator) -> Result<InjectedPlan, SpankErro
             "no GPUs granted to this step (SLURM_GPUS_ON_NODE / CUDA_VISIBLE_DEVICES unset); request GPUs with --gpus or let the job_submit plugin place the job".into(),
         ));
     }
+    check_pinned_cell(i, granted)?;
     let gtype = gpu_type(i)?;
     let batch = i.opts.batch.ok_or_else(|| SpankError::Allocation("--dl-batch missing".into()))?;
     let job = JobSpec { model: i.model.clone(), global_batch: batch };
     let node = i.step.gpus_on_node;
-    let (cell, plan, iter_s, source) = match (i.decision, &i.opts.plan) {
-        // slurmctld's decision, unless the user pinned another plan (a pinned plan is honoured or refused).
-        (Some(d), PlanChoice::Auto) if d.cell.gpus == granted && d.plan.gpus() == granted => {
-            (d.cell.clone(), d.plan, Some(d.iter_s), "decision")
-        }
-        (Some(d), PlanChoice::Pinned(p)) if d.cell.gpus == granted && d.plan == *p => {
-            (d.cell.clone(), d.plan, Some(d.iter_s), "decision")
-        }
-        (_, PlanChoice::Pinned(p)) => {
-            if p.gpus() != granted {
-                return Err(SpankError::Allocation(format!(
-                    "--dl-plan={p} uses dp*tp*pp = {} GPUs but the step was granted {granted} ({} node(s) x {node})",
-                    p.gpus(),
-                    i.step.nnodes
-                )));
-            }
-            let cell = Cell::new(&gtype, granted, p.pp)?;
-            let iter = est.estimate_plan(&job, &cell, node, p).ok().map(|e| e.iter_time_s);
-            (cell, *p, iter, "pinned")
-        }
-        _ => {
-            let stages: Vec<u32> = match &i.opts.cell {
-                CellChoice::Pinned(c) if c.gpus == granted => vec![c.stages],
-                _ => (1..=granted).filter(|s| granted % s == 0).collect(),
-            };
-            let mut best = None;
-            let mut last_err = None;
-            for s in stages {
-                let cell = Cell::new(&gtype, granted, s)?;
-                match est.estimate(&job, &cell, node) {
-                    Ok(e) => {
-                        if best.as_ref().map_or(true, |b: &cellsched_core::estimator::Estimate| e.iter_time_s < b.iter_time_s) {
-                            best = Some(e);
-                        }
-                    }
-                    Err(e) => last_err = Some(e),
-                }
-            }
-            let e = best.ok_or_else(|| {
-                SpankError::Allocation(format!(
-                    "no feasible plan for model {} (batch {batch}) on {granted} x {gtype}: {}",
-                    i.model.name,
-                    last_err.map(|e| e.to_string()).unwrap_or_default()
-                ))
-            })?;
-            (e.cell, e.plan, Some(e.iter_time_s), "estimated")
-        }
+    let pinned_plan = match &i.opts.plan {
+        PlanChoice::Pinned(p) => Some(p),
+        PlanChoice::Auto => None,
     };
+    let pinned_cell = match &i.opts.cell {
+        CellChoice::Pinned(c) => Some(c),
+        _ => None,
+    };
+    let request = PlanRequest {
+        job: Some(&job),
+        gpu_type: &gtype,
+        gpus: granted,
+        gpus_per_node: node,
+        pinned_plan,
+        pinned_cell,
+        decision: i.decision.filter(|_| i.same_work),
+    };
+    let chosen = choose_plan(est, &request).map_err(|e| match e {
+        PlanChoiceError::PinnedSize { plan, gpus } => SpankError::StepRefused(format!(
+            "--dl-plan={plan} uses dp*tp*pp = {} GPUs but the step was granted {gpus} ({} node(s) x {node})",
+            plan.gpus(),
+            i.step.nnodes
+        )),
+        PlanChoiceError::NoPlan(why) => SpankError::StepRefused(format!(
+            "no feasible plan for model {} (batch {batch}) on {granted} x {gtype}: {}",
+            i.model.name,
+            why.map(|e| e.to_string()).unwrap_or_default()
+        )),
+        PlanChoiceError::Cell(e) => SpankError::Core(e),
+        PlanChoiceError::NoGpus => SpankError::Allocation("no GPUs granted to this step".into()),
+    })?;
+    let (cell, plan, iter_s, source) = (chosen.cell, chosen.plan, chosen.iter_time_s, chosen.source.as_str());
     Ok(InjectedPlan {
         version: PLAN_FILE_VERSION,
         job_id: i.step.job_id,
@@ -133,20 +160,14 @@ pub fn choose(i: &PlanInputs, est: &Estimator) -> Result<InjectedPlan, SpankErro
 pub fn gres_gpu_type(lookup: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     for key in ["SLURM_GPUS_PER_NODE", "SLURM_GPUS", "SLURM_TRES_PER_NODE", "SLURM_TRES_PER_TASK", "SLURM_JOB_GRES"] {
         let Some(v) = lookup(key) else { continue };
-        for item in v.split(',') {
-            let item = item.trim();
-            let item = slurm_sys::compat::strip_tres_gres_prefix(item);
-            let rest = item.strip_prefix("gpu:").or_else(|| item.strip_prefix("gpu/")).unwrap_or(item);
-            if rest == item && (item.starts_with("gres") || !lookup_is_gpu_key(key)) {
-                continue;
-            }
-            let ty = rest.split([':', '=']).next().unwrap_or("");
-            if rest.contains([':', '=']) && !ty.is_empty() && !ty.bytes().all(|b| b.is_ascii_digit()) {
-                return cellsched_core::gpu::canonical_gpu_type(ty).or_else(|| {
-                    ty.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-').then(|| ty.to_ascii_lowercase())
-                });
-            }
+        // `--gpus*` values name no GRES (`a100:4`): read them as `gpu:a100:4`.
+        let text = if lookup_is_gpu_key(key) { v.split(',').map(|i| format!("gpu:{}", i.trim())).collect::<Vec<_>>().join(",") } else { v };
+        let Some(ty) = cellsched_core::slurm_text::gpu_entries(&text).into_iter().find_map(|(t, _)| t) else { continue };
+        if ty.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
         }
+        return cellsched_core::gpu::canonical_gpu_type(&ty)
+            .or_else(|| ty.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-').then_some(ty));
     }
     None
 }
@@ -205,7 +226,7 @@ mod tests {
         let m = model(&o);
         let s = step(2, 4);
         let args = PluginArgs { default_gpu_type: Some("a100".into()), ..PluginArgs::default() };
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: None, args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: None, args: &args, same_work: true, job_cell: None };
         let p = choose(&i, &estimator()).unwrap();
         assert_eq!(p.plan.gpus(), 8);
         assert_eq!((p.gpus, p.nodes, p.gpus_per_node), (8, 2, 4));
@@ -236,7 +257,7 @@ mod tests {
             source: EstimateSource::Datasheet,
         };
         let args = PluginArgs::default();
-        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: Some("a100".into()), args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
         let p = choose(&i, &estimator()).unwrap();
         assert_eq!((p.plan, p.cell.as_str(), p.source.as_str(), p.gpu_type.as_str()), (d.plan, "v100x4x2", "decision", "v100"));
         assert_eq!(p.iter_time_s, Some(0.5));
@@ -253,7 +274,7 @@ mod tests {
         let m = model(&o);
         let args = PluginArgs::default();
         let s = step(1, 4);
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
         let p = choose(&i, &estimator()).unwrap();
         assert_eq!((p.plan.dp, p.plan.tp, p.source.as_str()), (2, 2, "pinned"));
         let s8 = step(2, 4);
@@ -267,13 +288,71 @@ mod tests {
             iter_s: 0.5,
             source: EstimateSource::Datasheet,
         };
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
         let q = choose(&PlanInputs { decision: Some(&other), gres_gpu_type: None, ..i }, &estimator()).unwrap();
         assert_eq!((q.plan.dp, q.plan.tp, q.source.as_str()), (2, 2, "pinned"));
         let same = Decision { plan: "dp=2,tp=2,pp=1".parse().unwrap(), ..other };
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
         let r = choose(&PlanInputs { decision: Some(&same), ..i }, &estimator()).unwrap();
         assert_eq!((r.plan.dp, r.plan.tp, r.source.as_str()), (2, 2, "decision"));
+    }
+
+    #[test]
+    fn a_step_with_other_work_gets_its_own_plan_or_is_refused() {
+        let o = opts(&[]);
+        let m = model(&o);
+        let s = step(1, 4);
+        let d = Decision {
+            cell: Cell::new("a100", 4, 1).unwrap(),
+            nodes: 1,
+            plan: "dp=4,tp=1,pp=1,zero=2".parse().unwrap(),
+            iter_s: 0.5,
+            source: EstimateSource::Datasheet,
+        };
+        let args = PluginArgs::default();
+        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: None, args: &args, same_work: false, job_cell: None };
+        let p = choose(&i, &estimator()).unwrap();
+        assert_eq!((p.source.as_str(), p.gpu_type.as_str(), p.gpus), ("estimated", "a100", 4), "the decision's type, not its plan");
+        // A model no plan of which fits the grant: refused, not run without a plan.
+        let mut big = opts(&[]);
+        big.parse_option("dl-model", "gpt__15B").unwrap();
+        big.parse_option("dl-batch", "4096").unwrap();
+        let bm = model(&big);
+        let one = step(1, 1);
+        let e = choose(&PlanInputs { opts: &big, model: &bm, step: &one, ..i }, &estimator()).unwrap_err();
+        assert!(matches!(e, SpankError::StepRefused(_)) && e.to_string().contains("no feasible plan"), "{e}");
+    }
+
+    #[test]
+    fn a_pinned_cell_the_grant_cannot_honour_is_refused() {
+        let args = PluginArgs::default();
+        let s = step(1, 4);
+        let d = Decision {
+            cell: Cell::new("a100", 4, 1).unwrap(),
+            nodes: 1,
+            plan: "dp=4,tp=1,pp=1".parse().unwrap(),
+            iter_s: 0.5,
+            source: EstimateSource::Datasheet,
+        };
+        // Another GPU type than granted (decision's or typed request's).
+        let o = opts(&[("dl-cell", "a10x1")]);
+        let m = model(&o);
+        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: None, args: &args, same_work: true, job_cell: Some(&d.cell) };
+        let e = choose(&i, &estimator()).unwrap_err();
+        assert!(matches!(e, SpankError::StepRefused(_)) && e.to_string().contains("runs on a100"), "{e}");
+        let e = choose(&PlanInputs { decision: None, gres_gpu_type: Some("a100".into()), job_cell: None, ..i }, &estimator()).unwrap_err();
+        assert!(e.to_string().contains("--dl-cell=a10x1"), "{e}");
+        // Another count than granted: refused, unless it is the job's own Cell.
+        let o2 = opts(&[("dl-cell", "a100x2")]);
+        let e = choose(&PlanInputs { opts: &o2, gres_gpu_type: None, ..i }, &estimator()).unwrap_err();
+        assert!(e.to_string().contains("granted 4"), "{e}");
+        let o8 = opts(&[("dl-cell", "a100x8")]);
+        let job8 = Cell::new("a100", 8, 1).unwrap();
+        let p = choose(&PlanInputs { opts: &o8, decision: None, gres_gpu_type: Some("a100".into()), job_cell: Some(&job8), ..i }, &estimator()).unwrap();
+        assert_eq!((p.gpus, p.source.as_str()), (4, "estimated"), "a step of a job pinned to a100x8 with 4 GPUs is re-planned");
+        // A pinned Cell that matches the grant is honoured.
+        let o4 = opts(&[("dl-cell", "a100x4")]);
+        assert!(choose(&PlanInputs { opts: &o4, gres_gpu_type: None, ..i }, &estimator()).is_ok());
     }
 
     #[test]
@@ -282,7 +361,7 @@ mod tests {
         let m = model(&o);
         let args = PluginArgs::default();
         let s0 = step(1, 0);
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s0, gres_gpu_type: None, args: &args };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s0, gres_gpu_type: None, args: &args, same_work: true, job_cell: None };
         assert!(choose(&i, &estimator()).unwrap_err().to_string().contains("no GPUs granted"));
         let s = step(1, 4);
         let e = choose(&PlanInputs { step: &s, ..i }, &estimator()).unwrap_err().to_string();
