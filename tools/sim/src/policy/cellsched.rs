@@ -1402,6 +1402,10 @@ mod tests {
                 min_marginal_efficiency,
                 allowed_gpu_types,
                 deadline_policy: _, // a submit-time refusal
+                // Re-planning hysteresis (job_submit's cool-down and minimum
+                // gain): not applied by the simulator's re-planning yet.
+                replan_min_gain: _,
+                replan_cooldown_s: _,
             } = cfg.placement.clone();
             assert_eq!(o.cell_search, enabled);
             assert_eq!(o.replan, replan);
