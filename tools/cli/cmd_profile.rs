@@ -126,7 +126,7 @@ struct RunArgs {
 
 #[derive(clap::Args)]
 struct ImportArgs {
-    /// Profile CSV files (`model,batch,gpu_type,nodes,gpus_per_node,iter_time_s[,plan]`).
+    /// Profile CSV files (`model,batch,gpu_type,nodes,gpus_per_node,iter_time_s[,plan][,peak_mem_gib]`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// The database to merge into.
