@@ -25,6 +25,7 @@
 //! max_gpus = 16
 //! max_gpu_factor = 4.0
 //! min_marginal_efficiency = 0.5
+//! load_sizing = true
 //! deadline_policy = "warn"
 //! allowed_gpu_types = ["a100", "v100", "a10"]
 //!
@@ -163,6 +164,13 @@ pub struct PlacementConfig {
     /// extra GPUs is at least this (0..=1): with 0.5, doubling its GPUs must
     /// make it at least 1.5x faster.
     pub min_marginal_efficiency: f64,
+    /// Load-adaptive sizing: a job also grows into free GPUs no pending job
+    /// waits for, while the growth's marginal efficiency is at least
+    /// `min_marginal_efficiency` times the GPU type's load after it
+    /// (`placement::LoadView`); at submit against the GPUs the pending DL
+    /// jobs waited for at the last re-planning pass, and in re-planning
+    /// moves. Off: marginal value alone.
+    pub load_sizing: bool,
     /// GPU types the plugin may choose; empty means every type in the cluster.
     pub allowed_gpu_types: Vec<String>,
     /// What happens at submit when no Cell is predicted to meet a job's
@@ -184,6 +192,7 @@ impl Default for PlacementConfig {
             max_gpus: 16,
             max_gpu_factor: 4.0,
             min_marginal_efficiency: 0.5,
+            load_sizing: true,
             allowed_gpu_types: Vec::new(),
             deadline_policy: crate::deadline::DeadlinePolicy::Warn,
         }
@@ -261,6 +270,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("placement", "Which Cell (GPU type, count, pipeline stages) a DL job gets at submit, and re-planning of pending jobs (job_submit/cellsched)."),
     ("estimator", "Optional data files; a missing or broken file is logged and the built-in datasheet numbers are used."),
     ("declared", "What a declared --dl-iters promises, and what happens to users whose jobs overrun it."),
+    ("deadline", "How much deadline urgency (--dl-deadline) a user gets, and what infeasible or missed deadlines cost."),
 ];
 
 /// Every key of `cellsched.toml`. A test checks that this table and
@@ -296,12 +306,18 @@ pub const KEYS: &[ConfigKey] = &[
         doc: "A pending job whose Cell cannot start moves only to a free Cell at most this many times slower per iteration than its first plan." },
     ConfigKey { section: "placement", key: "replan_wait_test", default: Some("true"), range: "true or false", reload: Reload::OnChange,
         doc: "Move to a slower free Cell only when predicted to finish no later than waiting for the job's own Cell (Slurm's backfill forecast); false: move at once (then 4 is the better replan_max_slowdown)." },
+    ConfigKey { section: "placement", key: "replan_min_gain", default: Some("0.05"), range: "0..=1", reload: Reload::OnChange,
+        doc: "A move to a slower Cell must be predicted to finish earlier than waiting by at least this share of the job's remaining run (hysteresis)." },
+    ConfigKey { section: "placement", key: "replan_cooldown_s", default: Some("300"), range: "seconds >= 0", reload: Reload::OnChange,
+        doc: "A job moved less than this long ago (moved_at in its record) is not moved again; an array's pending tasks share one record, so the cool-down is per array. 0 = off." },
     ConfigKey { section: "placement", key: "max_gpus", default: Some("16"), range: "1..=4096", reload: Reload::OnChange,
         doc: "Most GPUs cellsched gives one job (a user's own larger untyped GPU count is kept)." },
     ConfigKey { section: "placement", key: "max_gpu_factor", default: Some("4.0"), range: ">= 1", reload: Reload::OnChange,
         doc: "Most GPUs a job without a GPU count of its own may get, as a multiple of the fewest GPUs its model fits on." },
     ConfigKey { section: "placement", key: "min_marginal_efficiency", default: Some("0.5"), range: "0..=1", reload: Reload::OnChange,
         doc: "A job grows to more GPUs only while (t0/t - 1) / (g/g0 - 1) is at least this: with 0.5, doubling the GPUs must make it at least 1.5x faster. 0 = the fastest Cell within the caps." },
+    ConfigKey { section: "placement", key: "load_sizing", default: Some("true"), range: "true or false", reload: Reload::OnChange,
+        doc: "A job also grows into free GPUs no pending job waits for, while the growth's marginal efficiency is at least min_marginal_efficiency times the GPU type's load after it (at submit against the GPUs the pending DL jobs waited for at the last re-planning pass; in re-planning moves); false = marginal value alone." },
     ConfigKey { section: "placement", key: "allowed_gpu_types", default: Some("[]"), range: "list of GPU type names", reload: Reload::OnChange,
         doc: "GPU types cellsched may choose (case-insensitive); empty = every type in the cluster." },
     ConfigKey { section: "placement", key: "deadline_policy", default: Some("\"warn\""), range: "\"warn\" or \"strict\"", reload: Reload::OnChange,
@@ -319,7 +335,14 @@ pub const KEYS: &[ConfigKey] = &[
     ConfigKey { section: "declared", key: "grace_s", default: Some("1800.0"), range: "0..=2592000 seconds", reload: Reload::Reconfigure,
         doc: "Seconds added to a time limit set from a declaration (start-up, checkpoints)." },
     ConfigKey { section: "declared", key: "distrust_s", default: Some("604800.0"), range: "0..=31536000 seconds", reload: Reload::Reconfigure,
-        doc: "Seconds a user stays distrusted after an overrun. Overruns are kept in StateSaveLocation (file cellsched-overruns), so a slurmctld restart forgives no one." },
+        doc: "Seconds a user stays distrusted after an overrun. Overruns are kept in StateSaveLocation (file cellsched-overruns), so a slurmctld restart forgives no one." },    ConfigKey { section: "deadline", key: "budget_gpu_hours", default: Some("200.0"), range: ">= 0 (0 = no limit)", reload: Reload::Reconfigure,
+        doc: "GPU-hours of deadline jobs (declared iterations x predicted seconds per iteration x GPUs) a user may have ranked by deadline urgency per window_s; jobs beyond it are ranked as if they had no deadline." },
+    ConfigKey { section: "deadline", key: "window_s", default: Some("604800.0"), range: "3600..=31536000 seconds", reload: Reload::Reconfigure,
+        doc: "The window of budget_gpu_hours." },
+    ConfigKey { section: "deadline", key: "miss_factor", default: Some("0.5"), range: ">= 0", reload: Reload::Reconfigure,
+        doc: "A job finishing later than its deadline by more than this many times its predicted run time missed it by far." },
+    ConfigKey { section: "deadline", key: "distrust_s", default: Some("604800.0"), range: "0..=31536000 seconds", reload: Reload::Reconfigure,
+        doc: "Seconds a user loses deadline urgency after a deadline refused as infeasible at submit or missed by far." },
 ];
 
 impl Config {

@@ -220,12 +220,6 @@ pub fn admin_comments_of_scontrol(text: &str) -> HashMap<String, String> {
     out
 }
 
-/// The record in the `scontrol show job` text of one job (its
-/// `AdminComment=` line only).
-pub fn record_of_scontrol_job(text: &str) -> Option<DlRecord> {
-    DlRecord::parse(text.lines().find_map(|l| admin_comment_line(l.trim_start()))?)
-}
-
 fn admin_comment_line(line: &str) -> Option<&str> {
     line.strip_prefix("AdminComment=")
 }
@@ -305,10 +299,6 @@ mod tests {
         let m = admin_comments_of_scontrol(text);
         assert_eq!(m.get("7").map(String::as_str), Some("cellsched: cell=a100x1 x"));
         assert!(!m.contains_key("8"));
-        let d = decision().to_admin_comment();
-        let one = format!("JobId=5 JobName=x\n   Comment={}\n   AdminComment={d} batch=64 \n", d.replace("dp=2", "dp=4"));
-        assert_eq!(record_of_scontrol_job(&one).map(|r| (r.decision, r.batch)), Some((decision(), Some(64))));
-        assert!(record_of_scontrol_job(&format!("JobId=5\n   Comment={d}\n   AdminComment= \n")).is_none());
     }
 
     proptest::proptest! {

@@ -270,7 +270,7 @@ fn run_openmetrics(a: &JobsArgs) -> anyhow::Result<()> {
         Err(ReportError::NoJobs(_)) => None,
         Err(e) => return Err(e.into()),
     };
-    let snap = crate::cmd_whatif::read_cluster(a.window.partition.as_deref())?;
+    let snap = cellsched_whatif::read_cluster(a.window.partition.as_deref())?;
     let mut queue: std::collections::BTreeMap<String, QueueCounts> = snap.gpu_types().into_iter().map(|t| (t, QueueCounts::default())).collect();
     for p in &snap.pending {
         queue.entry(p.gpu_type.clone()).or_default().pending += 1;

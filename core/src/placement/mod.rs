@@ -392,11 +392,6 @@ pub fn place_under_load(
     ranks: Option<&RankCache>,
     pending: Option<&LoadView>,
 ) -> Outcome {
-    let load = pending.map(|p| {
-        let mut v = LoadView::from_nodes(nodes);
-        v.add_wanted_of(p);
-        v
-    });
     let opts = match submitted_options(req) {
         Ok(o) => o,
         Err(out) => return out,
@@ -406,6 +401,44 @@ pub fn place_under_load(
         Err(Outcome::Stock(why)) => return fallback(req, nodes, &why),
         Err(out) => return out,
     };
+    let dl = DlRequest { opts, job, per_node: gpu_request(req.tres_per_node.as_deref()), per_job: gpu_request(req.tres_per_job.as_deref()) };
+    place_request(req, &dl, nodes, cfg, est, ranks, pending)
+}
+
+/// A DL job's request in typed form, what placement decides from: its
+/// options, the estimator's view of the job and the GPUs it asked for.
+/// job_submit reads it from the job descriptor's text ([`place_under_load`]);
+/// `whatif` builds it directly.
+#[derive(Debug, Clone)]
+pub struct DlRequest {
+    /// The validated `--dl-*` options.
+    pub opts: DlOptions,
+    /// Model and global batch.
+    pub job: JobSpec,
+    /// GPUs asked for per node (`--gres`, `--gpus-per-node`).
+    pub per_node: Option<GpuRequest>,
+    /// GPUs asked for per job (`--gpus`).
+    pub per_job: Option<GpuRequest>,
+}
+
+/// Places the typed request `dl`; `req` gives the context (submission time,
+/// node count, the user's features and GRES text to rewrite, the release's
+/// GRES prefix). See [`place_under_load`].
+pub fn place_request(
+    req: &SubmitRequest,
+    dl: &DlRequest,
+    nodes: &[NodeGpus],
+    cfg: &PlacementConfig,
+    est: &Estimator,
+    ranks: Option<&RankCache>,
+    pending: Option<&LoadView>,
+) -> Outcome {
+    let load = pending.filter(|_| cfg.load_sizing).map(|p| {
+        let mut v = LoadView::from_nodes(nodes);
+        v.add_wanted_of(p);
+        v
+    });
+    let (opts, job) = (&dl.opts, &dl.job);
     let deadline = match opts.deadline.map(|d| d.resolve(req.now, req.utc_offset_s)) {
         None => None,
         Some(Ok(t)) => Some(t),
@@ -416,10 +449,10 @@ pub fn place_under_load(
             "cellsched: --dl-deadline needs --dl-iters=N here (placement.deadline_policy = strict): without the work declared no finish time can be predicted".into(),
         );
     }
-    let user_gpus = gpu_request(req.tres_per_node.as_deref());
+    let user_gpus = dl.per_node.clone();
     let nodes_n = req.min_nodes.unwrap_or(1).max(1);
     // `--gpus=N` (per job) counts as a request for N GPUs in all.
-    let job_gpus = gpu_request(req.tres_per_job.as_deref());
+    let job_gpus = dl.per_job.clone();
     // A typed request (per node, or per job) pins the type and the GPU count in all.
     let typed: Option<(String, u32, String)> = match (&user_gpus, &job_gpus) {
         (Some(GpuRequest { gpu_type: Some(t), count }), _) => Some((

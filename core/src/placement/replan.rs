@@ -291,7 +291,7 @@ impl Pass<'_> {
         for (t, free) in &self.pool.free_by_type {
             load.set_free(t, *free);
         }
-        let best = super::choose_ranked_under_load(&ranked, cfg, j.record.fixed_gpus, Some(&load)).map(|i| ranked[i].clone())?;
+        let best = super::choose_ranked_under_load(&ranked, cfg, j.record.fixed_gpus, cfg.load_sizing.then_some(&load)).map(|i| ranked[i].clone())?;
         if best.cell == d.cell {
             return None;
         }

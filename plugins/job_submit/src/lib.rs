@@ -16,7 +16,10 @@
 //! `whatif` and tests call the same code; this crate is the slurmctld host.
 //!
 //! - [`node_cache`]: the node table's GPUs, copied again only after it changed.
-//! - `plugin`: exported symbols and the thread.
+//! - `state`: the configuration, estimator and node table in force.
+//! - `submit`: `job_submit`, the Cell at submit.
+//! - `replan`: the re-planning thread.
+//! - `plugin`: the plugin's identity, `init` and `fini`.
 //! - `modify`: `job_modify`, the rule for users' edits of placed DL jobs
 //!   ([`cellsched_core::placement::judge_edit`]).
 #![deny(missing_docs)]
@@ -28,3 +31,6 @@ static HEAP: cellsched_slurm_ffi::heap::CountingAlloc = cellsched_slurm_ffi::hea
 pub mod node_cache;
 mod modify;
 mod plugin;
+mod replan;
+mod state;
+mod submit;

@@ -11,7 +11,7 @@
 //! Root, SlurmUser and operators are not judged; their edits that the rule
 //! would have changed are logged. cellsched's own re-planning updates
 //! (as root, carrying a new record) are not logged.
-use crate::plugin::{current, error, info, node_snapshot, now_unix};
+use crate::state::{current, error, info, node_snapshot, now_unix};
 use cellsched_core::job_env;
 use cellsched_core::placement::{self, EditField, JobEdit, JobNow, ModifyContext, ModifyVerdict};
 use cellsched_core::record::{self, DlRecord};

@@ -11,7 +11,7 @@
 //!   ([`cellsched_core::ordering`]: job records → site factors, with the
 //!   iteration predictor fitted on the job history); [`users`]: the uid
 //!   lookup it is given.
-//! - [`ranker`]: the ranking computed by a background thread off the job
+//! - [`job_ranker`]: the ranking computed by a background thread off the job
 //!   write lock, which `site_factor_p_update` only copies.
 //! - `plugin`: the exported symbols, each behind a panic guard.
 #![deny(missing_docs)]
@@ -22,4 +22,4 @@
 static HEAP: cellsched_slurm_ffi::heap::CountingAlloc = cellsched_slurm_ffi::heap::CountingAlloc;
 mod plugin;
 pub mod users;
-pub mod ranker;
+pub mod job_ranker;

@@ -2,7 +2,7 @@
 //! `site_factor_p_update` run under slurmctld's job write lock: the first
 //! parses that one job's strings; the second only copies the site factors a
 //! background thread ranked from a snapshot taken under the read locks
-//! ([`crate::ranker`]). The config file is read at `init`
+//! ([`crate::job_ranker`]). The config file is read at `init`
 //! and, on reconfigure, by a short background thread; the job history is
 //! loaded and the iteration predictor fitted by a background thread started
 //! at `init` and on reconfigure (no file I/O under the lock).
@@ -13,7 +13,7 @@
 //! and pending DL jobs ranked earlier get the stock factor back at the next update.
 use cellsched_core::ordering::{self, JobFields, OrderingData};
 use cellsched_core::ordering::Predictions;
-use crate::ranker::{Distrust, Ranker, Running, Snap, Stamp};
+use crate::job_ranker::{Distrust, JobRanker, Running, Snap, Stamp};
 use cellsched_core::snapshot_cache;
 use cellsched_core::declared::{DeclaredConfig, OverrunPolicy, Overruns};
 use cellsched_core::asrpt::PendingJob;
@@ -43,7 +43,7 @@ static PREDICTIONS: RwLock<Option<Arc<Predictions>>> = RwLock::new(None);
 /// The built-in model catalog (names and layer counts), parsed at `init`.
 static MODELS: OnceLock<ModelCatalog> = OnceLock::new();
 /// Parses of the pending DL jobs, kept between ranking passes (ranking thread only).
-static RANKER: Mutex<Option<Ranker>> = Mutex::new(None);
+static RANKER: Mutex<Option<JobRanker>> = Mutex::new(None);
 /// The last ranking's site factors by job id: all `site_factor_p_update` reads.
 static FACTORS: RwLock<Option<Arc<std::collections::HashMap<u32, u32>>>> = RwLock::new(None);
 /// What happens to jobs that overrun their declared work (`[declared]`).
@@ -268,7 +268,7 @@ const MARKER: &[u8] = record::PREFIX.as_bytes();
 fn rank_pass() {
     let Some(cfg) = current() else { return };
     let mut guard = RANKER.lock().unwrap_or_else(|e| e.into_inner());
-    let ranker = guard.get_or_insert_with(Ranker::default);
+    let ranker = guard.get_or_insert_with(JobRanker::default);
     if INVALIDATE.swap(false, std::sync::atomic::Ordering::SeqCst) {
         ranker.invalidate();
     }

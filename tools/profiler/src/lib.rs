@@ -5,7 +5,7 @@
 //!   builds and runs without the driver, failing with a clear error);
 //! - [`iterline`]: `cellsched-iter <seconds>` lines and `--regex` parsing,
 //!   warm-up discard and median; [`runner`]: the bounded, interruptible run;
-//!   [`sampler`]: background GPU sampling; [`plan_env`]: the plan and its env;
+//!   [`sampler`]: background GPU sampling; [`run_env`]: the plan of a profiled run and its env;
 //! - [`comm`]: the collective microbenchmark of `profile comm` and its output;
 //! - [`session`]: one `profile run`; [`db`]: locked, atomic database writes
 //!   and merges; [`probe`]: the built-in CPU probe; [`progress`]: the bar.
@@ -17,7 +17,7 @@ pub mod db;
 mod error;
 pub mod iterline;
 pub mod nvml;
-mod plan_env;
+mod run_env;
 pub mod probe;
 pub mod progress;
 pub mod runner;

@@ -7,7 +7,7 @@ use crate::db;
 use crate::error::ProfilerError;
 use crate::iterline::{iter_stats, measured_window, IterParser, IterStats};
 use crate::nvml;
-use crate::plan_env::{choose_plan, plan_env, ProfilePlan};
+use crate::run_env::{choose_plan, plan_env, ProfilePlan};
 use crate::runner::{self, Progress, RunSpec, StopReason};
 use crate::sampler::{summarize, summarize_window, GpuSample, GpuSummary, Sampler, Window};
 use cellsched_core::profile_db::ProfileRecord;

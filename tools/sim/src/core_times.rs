@@ -8,7 +8,7 @@
 //! `inter_node_gbps` overrides the GPU type's catalog network bandwidth.
 use crate::cluster::ClusterSpec;
 use crate::error::SimError;
-use crate::times::{CellChoice, IterTimeSource};
+use crate::times::{TimedCell, IterTimeSource};
 use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
 use cellsched_core::config::EstimatorConfig;
 use cellsched_core::gpu::GpuCatalog;
@@ -106,12 +106,12 @@ impl IterTimeSource for CoreTimes {
         best
     }
 
-    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<CellChoice> {
+    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<TimedCell> {
         let Some(job) = self.job(model, batch) else { return Vec::new() };
-        let mut out: Vec<CellChoice> = Vec::new();
+        let mut out: Vec<TimedCell> = Vec::new();
         for e in self.est.rank_cells(&job, &offers, max_gpus) {
             let nodes = e.nodes.max(1);
-            let c = CellChoice { gpu_type: e.cell.gpu_type.clone(), gpus: e.cell.gpus, nodes, gpus_per_node: e.cell.gpus / nodes, iter_s: e.iter_time_s };
+            let c = TimedCell { gpu_type: e.cell.gpu_type.clone(), gpus: e.cell.gpus, nodes, gpus_per_node: e.cell.gpus / nodes, iter_s: e.iter_time_s };
             // Several stage counts per shape: keep the fastest (first).
             if !out.iter().any(|o| o.gpu_type == c.gpu_type && o.gpus == c.gpus && o.nodes == c.nodes) {
                 out.push(c);

@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 /// A feasible Cell with its shape and predicted iteration time.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CellChoice {
+pub struct TimedCell {
     /// GPU type.
     pub gpu_type: String,
     /// Total GPUs.
@@ -31,7 +31,7 @@ pub trait IterTimeSource {
     fn iter_time(&self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> Option<f64>;
     /// Feasible Cells within `offers` using at most `max_gpus` GPUs,
     /// fastest first (ties: fewer GPU-seconds, then fewer nodes).
-    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<CellChoice>;
+    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<TimedCell>;
     /// Errors (naming close names) if the model is unknown.
     fn check_model(&self, model: &str) -> Result<(), SimError>;
     /// Whether the answer for this Cell is a measured point of the knowledge
@@ -73,8 +73,8 @@ impl IterTimeSource for LinearTimes {
         Some(b / gpus * (1.0 + self.inter_node_penalty * (nodes as f64 - 1.0)))
     }
 
-    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<CellChoice> {
-        let mut out: Vec<CellChoice> = Vec::new();
+    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<TimedCell> {
+        let mut out: Vec<TimedCell> = Vec::new();
         for o in offers {
             for gpus in 1..=max_gpus {
                 for nodes in 1..=gpus {
@@ -86,7 +86,7 @@ impl IterTimeSource for LinearTimes {
                         continue;
                     }
                     if let Some(t) = self.iter_time(model, batch, &o.gpu_type, nodes, k) {
-                        let c = CellChoice { gpu_type: o.gpu_type.clone(), gpus, nodes, gpus_per_node: k, iter_s: t };
+                        let c = TimedCell { gpu_type: o.gpu_type.clone(), gpus, nodes, gpus_per_node: k, iter_s: t };
                         if !out.contains(&c) {
                             out.push(c);
                         }
@@ -109,7 +109,7 @@ impl IterTimeSource for LinearTimes {
 }
 
 /// Sorts choices fastest first, then fewer GPU-seconds per iteration, then fewer nodes.
-pub fn sort_choices(v: &mut [CellChoice]) {
+pub fn sort_choices(v: &mut [TimedCell]) {
     v.sort_by(|a, b| {
         a.iter_s
             .total_cmp(&b.iter_s)
@@ -126,7 +126,7 @@ pub struct TimeCache {
     src: Box<dyn IterTimeSource>,
     names: HashMap<String, u32>,
     times: HashMap<(u32, u32, u32, u32, u32), Option<f64>>,
-    ranks: HashMap<RankKey, Rc<Vec<CellChoice>>>,
+    ranks: HashMap<RankKey, Rc<Vec<TimedCell>>>,
     /// Cells learnt not to be usable (a run failed there): (model, batch, type, nodes, GPUs per node).
     marked: std::collections::HashSet<(u32, u32, u32, u32, u32)>,
     /// Models (interned) with at least one marked Cell.
@@ -199,7 +199,7 @@ impl TimeCache {
         v
     }
     /// Cached [`IterTimeSource::rank_cells`] (the offers are part of the key).
-    pub fn rank_cells(&mut self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Rc<Vec<CellChoice>> {
+    pub fn rank_cells(&mut self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Rc<Vec<TimedCell>> {
         let key = (self.intern(model), batch, max_gpus, offers.to_vec());
         if let Some(v) = self.ranks.get(&key) {
             self.hits += 1;

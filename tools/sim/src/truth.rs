@@ -16,7 +16,7 @@
 //!   scheduler's knowledge loses that Cell for the job's model and batch),
 //!   counted.
 use crate::error::SimError;
-use crate::times::{CellChoice, IterTimeSource};
+use crate::times::{TimedCell, IterTimeSource};
 use cellsched_core::estimator::CellOffer;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -268,7 +268,7 @@ impl IterTimeSource for TruthTimes {
             TruthAnswer::Missing(f) => f,
         }
     }
-    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<CellChoice> {
+    fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<TimedCell> {
         // Fewest-node shapes of every GPU count on each offer.
         let mut out = Vec::new();
         for o in offers {
@@ -282,7 +282,7 @@ impl IterTimeSource for TruthTimes {
                     continue;
                 }
                 if let Some(t) = self.iter_time(model, batch, &o.gpu_type, nodes, k) {
-                    out.push(CellChoice { gpu_type: o.gpu_type.clone(), gpus, nodes, gpus_per_node: k, iter_s: t });
+                    out.push(TimedCell { gpu_type: o.gpu_type.clone(), gpus, nodes, gpus_per_node: k, iter_s: t });
                 }
             }
         }

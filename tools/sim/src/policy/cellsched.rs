@@ -63,7 +63,7 @@ use crate::cluster::Shape;
 use crate::view::SimView;
 use crate::error::SimError;
 use crate::progress_model::SpeedProfile;
-use crate::times::CellChoice;
+use crate::times::TimedCell;
 use cellsched_core::estimator::CellOffer;
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
 use cellsched_core::config::Config;
@@ -209,7 +209,7 @@ impl CellschedOptions {
             replan: p.replan,
             freeze: true,
             aging: true,
-            load_sizing: true,
+            load_sizing: p.load_sizing,
             max_slowdown: p.replan_max_slowdown,
             wait_test: p.replan_wait_test,
             max_gpus: p.max_gpus,
@@ -254,7 +254,7 @@ impl CellschedOptions {
 #[derive(Debug, Clone)]
 struct JobPlan {
     /// Best Cell on an idle cluster (the submission-time plan).
-    ideal: CellChoice,
+    ideal: TimedCell,
     /// Freezing profile when the job freezes.
     freeze: Option<FreezeProfile>,
     /// Jobs of one class (model, batch, GPU cap) see the same Cells.
@@ -370,7 +370,7 @@ pub struct CellschedPolicy {
     /// Per class: the pass epoch in which it found no acceptable free Cell.
     no_cell_epoch: Vec<u64>,
     /// Per class: Cells ranked on the free GPUs of the epoch it was made in.
-    ranked: Vec<(u64, Rc<Vec<CellChoice>>)>,
+    ranked: Vec<(u64, Rc<Vec<TimedCell>>)>,
     /// Per class: what the free GPUs of an epoch offer it (see
     /// [`ClassPick`]) and the least remaining time (on the plan) of a job of
     /// the class that lost against waiting in that epoch, with the queue
@@ -466,7 +466,7 @@ impl CellschedPolicy {
     /// With a deadline (`work`), only the Cells predicted to meet it count
     /// (`SizingRule::choose_in_time`, as job_submit and re-planning do);
     /// `None` then means none of `cells` does.
-    fn sized(&self, sim: &dyn SimView, i: usize, cells: &[&CellChoice], work: Option<DeadlineWork>, load: Option<&LoadView>) -> Option<usize> {
+    fn sized(&self, sim: &dyn SimView, i: usize, cells: &[&TimedCell], work: Option<DeadlineWork>, load: Option<&LoadView>) -> Option<usize> {
         self.sizing().choose_in_time_under_load(cells, Some(sim.job(i).spec.num_gpu.max(1)), work, load)
     }
 
@@ -530,7 +530,7 @@ impl CellschedPolicy {
     }
 
     /// The group where a choice's shape fits now (or on an idle cluster).
-    fn group_for(sim: &dyn SimView, c: &CellChoice, idle: bool) -> Option<Shape> {
+    fn group_for(sim: &dyn SimView, c: &TimedCell, idle: bool) -> Option<Shape> {
         let cl = sim.cluster();
         let t = cl.type_index(&c.gpu_type)?;
         cl.type_groups[t].iter().find_map(|&g| {
@@ -546,14 +546,14 @@ impl CellschedPolicy {
     }
 
     /// Best Cell on an idle cluster, per the enabled components.
-    fn ideal(&self, sim: &mut dyn SimView, i: usize) -> Option<CellChoice> {
+    fn ideal(&self, sim: &mut dyn SimView, i: usize) -> Option<TimedCell> {
         if self.opts.cell_search && !sim.job(i).stock && !sim.job(i).pinned {
             let max = self.max_gpus(sim, i);
             let held = vec![false; sim.cluster().types.len()];
             let offers = self.offers(sim, max, true, &held);
             let (m, b) = (sim.job(i).spec.model_name.clone(), sim.job(i).spec.batch_size);
             let ranked = sim.times().rank_cells(&m, b, &offers, max);
-            let fit: Vec<&CellChoice> = ranked.iter().filter(|c| Self::group_for(sim, c, true).is_some()).collect();
+            let fit: Vec<&TimedCell> = ranked.iter().filter(|c| Self::group_for(sim, c, true).is_some()).collect();
             // With a deadline: the sizing choice among the Cells that meet
             // it; when none does, the fastest Cell (job_submit's rule).
             let work = self.deadline_work(sim, i);
@@ -569,7 +569,7 @@ impl CellschedPolicy {
             let (t, g) = (j.req_type?, j.spec.num_gpu);
             let shape = sim.cluster().place_idle(t, g)?;
             let iter_s = iter_on(sim, i, shape)?;
-            Some(CellChoice { gpu_type: sim.cluster().types[t].clone(), gpus: g, nodes: shape.nodes, gpus_per_node: shape.gpus_per_node, iter_s })
+            Some(TimedCell { gpu_type: sim.cluster().types[t].clone(), gpus: g, nodes: shape.nodes, gpus_per_node: shape.gpus_per_node, iter_s })
         }
     }
 
@@ -700,12 +700,12 @@ impl CellschedPolicy {
         let plan = &self.plan(i).ideal;
         let limit = plan.iter_s * self.opts.max_slowdown;
         let plan_t = sim.cluster().type_index(&plan.gpu_type)?;
-        let fit: Vec<(&CellChoice, Shape)> = ranked
+        let fit: Vec<(&TimedCell, Shape)> = ranked
             .iter()
             .take_while(|c| c.iter_s <= limit * (1.0 + 1e-9))
             .filter_map(|c| Self::group_for(sim, c, false).map(|s| (c, s)))
             .collect();
-        let cells: Vec<&CellChoice> = fit.iter().map(|(c, _)| *c).collect();
+        let cells: Vec<&TimedCell> = fit.iter().map(|(c, _)| *c).collect();
         let k = match work {
             // Not even the plan meets the deadline: the fastest Cell (job_submit's fallback).
             Some(w) if !w.met_by(plan.iter_s) => (0..cells.len()).min_by(|&a, &b| cells[a].iter_s.total_cmp(&cells[b].iter_s)),
@@ -728,7 +728,7 @@ impl CellschedPolicy {
 }
 
 /// A ranked Cell as the core's sizing rule sees it.
-impl Sizable for CellChoice {
+impl Sizable for TimedCell {
     fn gpus(&self) -> u32 {
         self.gpus
     }
@@ -1400,6 +1400,7 @@ mod tests {
                 max_gpus,
                 max_gpu_factor,
                 min_marginal_efficiency,
+                load_sizing,
                 allowed_gpu_types,
                 deadline_policy: _, // a submit-time refusal
                 // Re-planning hysteresis (job_submit's cool-down and minimum
@@ -1415,6 +1416,7 @@ mod tests {
             assert_eq!(o.max_gpu_factor, max_gpu_factor);
             assert_eq!(o.min_marginal_efficiency, min_marginal_efficiency);
             assert_eq!(o.allowed_gpu_types, allowed_gpu_types);
+            assert_eq!(o.load_sizing, load_sizing);
             let OrderingConfig {
                 enabled,
                 aging_bound_s,
@@ -1441,12 +1443,12 @@ mod tests {
         assert_eq!(CellschedOptions::default().max_gpu_factor, 4.0);
         // Every knob changed from its default.
         let text = "[placement]\nenabled = false\nreplan = false\nreplan_max_slowdown = 2.5\nreplan_wait_test = false\n\
-                    max_gpus = 8\nmax_gpu_factor = 2.0\nmin_marginal_efficiency = 0.25\nallowed_gpu_types = [\"v100\"]\n\
+                    max_gpus = 8\nmax_gpu_factor = 2.0\nmin_marginal_efficiency = 0.25\nload_sizing = false\nallowed_gpu_types = [\"v100\"]\n\
                     [ordering]\nenabled = false\naging_bound_s = 100.0\naging_factor = 3.0\nrank_by = \"time\"\n\
                     deadline_slack_factor = 2.0\naged_lane = 3\n";
         let cfg = Config::from_toml_str(text, "test.toml").unwrap();
         let o = check(&cfg);
-        assert_eq!(o.name(), "cellsched-no-cell-search-no-srpt-no-replan");
+        assert_eq!(o.name(), "cellsched-no-cell-search-no-srpt-no-replan-no-load-sizing");
         assert!(!o.wait_test && o.max_gpus == 8 && o.allowed_gpu_types == ["v100"]);
     }
 

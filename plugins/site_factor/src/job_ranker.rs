@@ -2,13 +2,13 @@
 //!
 //! A background thread takes a snapshot of the pending DL jobs under the
 //! *read* locks, in pieces that release them every few milliseconds
-//! (`for_each_job_in_pieces`; [`Ranker::wants`] says which jobs must be
+//! (`for_each_job_in_pieces`; [`JobRanker::wants`] says which jobs must be
 //! copied: only new ones and those whose AdminComment or time limit
 //! changed; a running job's AdminComment is copied and parsed once, for the
-//! overrun check, [`Ranker::overruns`]), ranks them with
-//! no lock held ([`Ranker::update`]) and publishes the site factors.
+//! overrun check, [`JobRanker::overruns`]), ranks them with
+//! no lock held ([`JobRanker::update`]) and publishes the site factors.
 //! `site_factor_p_update`, under the write lock, then only copies the
-//! published numbers into the job records ([`Ranker::factors`]): a hash
+//! published numbers into the job records ([`JobRanker::factors`]): a hash
 //! lookup per pending job, no parsing and no sorting.
 //!
 //! Memory is bounded by the pending queue: jobs that left it are evicted
@@ -73,7 +73,7 @@ pub struct Snap {
 
 /// Cached parse results and the published site factors.
 #[derive(Debug, Default)]
-pub struct Ranker {
+pub struct JobRanker {
     cache: IdMap<(Stamp, Option<PendingJob>)>,
     /// Pending jobs of demoted users (stock factor).
     demoted: IdSet,
@@ -103,7 +103,7 @@ pub struct Distrust {
     pub demote: bool,
 }
 
-impl Ranker {
+impl JobRanker {
     /// True when job `id` with `stamp` must be copied for the next pass
     /// (unknown, or changed since it was parsed).
     pub fn wants(&self, id: u32, stamp: &Stamp) -> bool {
@@ -117,7 +117,7 @@ impl Ranker {
 
     /// The running DL jobs (`running`, from a pass) that overran their
     /// declared work at `now_s`; `fresh` holds the AdminComments
-    /// [`Ranker::wants_running`] asked for (parsed here, once per job). Jobs
+    /// [`JobRanker::wants_running`] asked for (parsed here, once per job). Jobs
     /// no longer running are forgotten.
     pub fn overruns(&mut self, running: &[Running], fresh: Vec<(u32, Stamp, String)>, now_s: f64, cfg: &DeclaredConfig) -> Vec<(u32, u32, i64)> {
         for (id, stamp, comment) in fresh {
@@ -142,11 +142,11 @@ impl Ranker {
     }
 
     /// One pass: `seen` lists every pending DL job with its stamp, `fresh`
-    /// the copies [`Ranker::wants`] asked for. Parses the fresh ones, drops
+    /// the copies [`JobRanker::wants`] asked for. Parses the fresh ones, drops
     /// jobs no longer pending, ranks the rest and publishes their factors.
     /// Jobs of `distrust.users` are parsed without their declared
     /// iterations, or, with `distrust.demote`, left out of the ranking at
-    /// the stock factor `base` (call [`Ranker::invalidate`] when that set changes).
+    /// the stock factor `base` (call [`JobRanker::invalidate`] when that set changes).
     pub fn update(&mut self, seen: &[(u32, Stamp)], fresh: Vec<Snap>, now_s: f64, cfg: &OrderingConfig, data: &OrderingData<'_>, base: u32, distrust: &Distrust) {
         for s in fresh {
             let distrusted = distrust.users.contains(&s.user_id);
@@ -221,7 +221,7 @@ mod tests {
         let data = OrderingData { models: &models, predictions: None };
         let cfg = OrderingConfig::default();
         let jobs = [snap(1, 0.5, 100_000, 100), snap(2, 0.5, 10, 100), snap(3, 1.0, 1000, 50)];
-        let mut r = Ranker::default();
+        let mut r = JobRanker::default();
         let seen: Vec<_> = jobs.iter().map(stamp).collect();
         assert!(seen.iter().all(|(id, st)| r.wants(*id, st)));
         r.update(&seen, jobs.to_vec(), 1000.0, &cfg, &data, 10, &Distrust::default());
@@ -266,7 +266,7 @@ mod tests {
         let allowed = 10.0 * 0.5 * d.slack;
         let st = Stamp::of(&comment, None);
         let run = [Running { id: 7, user_id: 1000, start_s: 100, stamp: st }];
-        let mut r = Ranker::default();
+        let mut r = JobRanker::default();
         assert!(r.wants_running(7, st));
         assert!(r.overruns(&run, vec![(7, st, comment.clone())], 100.0 + allowed - 1.0, &d).is_empty());
         assert!(!r.wants_running(7, st), "parsed once");

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Load sweep (issue 33): cellsched with the product defaults against gavel,
+# srtf, tiresias and its own ablations, on clusters from 4x larger than
+# bench/gavel-cluster.toml (light load) to 8x smaller (overload).
+#   Philly traces: truth = Gavel-measured iteration times, knowledge = the
+#   estimator calibrated with the single-GPU points.
+#   Synthetic traces (`cellsched sim generate`, seeds in SEEDS): truth =
+#   Gavel-measured times, knowledge = the datasheet estimator.
+# Prints `bench table` per trace (avg, p99 JCT, makespan, GPU-hours per
+# policy) and, per cell, cellsched's average JCT over the best other run.
+# Usage: bench/load-sweep.sh [OUTDIR]   (env: CELLSCHED=binary, SEEDS="1 2 3")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${CELLSCHED:-target/release/cellsched}
+OUT=${1:-$(mktemp -d /tmp/cellsched-load-sweep.XXXXXX)}
+SEEDS=${SEEDS:-"1 2 3"}
+SIZES="--grow 4,2 --shrink 1,2,4,8"
+mkdir -p "$OUT"
+T="--truth bench/truth/gavel-truth.csv --db bench/truth/gavel-knowledge-1gpu.csv"
+"$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES $T \
+  --trace bench/truth/philly-0e4a51.csv --trace bench/truth/philly-103959.csv --trace bench/truth/philly-2869ce.csv \
+  | tee "$OUT/philly.txt"
+for s in $SEEDS; do
+  "$BIN" sim generate --cluster bench/gavel-cluster.toml --jobs 1000 --load 0.9 --seed "$s" --due-share 0.3 \
+    --output "$OUT/synth-$s.csv" 2>/dev/null
+  "$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES --truth bench/truth/gavel-truth.csv \
+    --trace "$OUT/synth-$s.csv" | tee "$OUT/synth-$s.txt"
+done
+echo
+echo "== summary ($OUT)"
+grep -h "avg JCT / best other" "$OUT"/*.txt
+grep -h "within" "$OUT"/*.txt
