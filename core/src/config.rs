@@ -59,6 +59,8 @@ pub struct Config {
     pub declared: crate::declared::DeclaredConfig,
     /// How much deadline urgency users get (`--dl-deadline`).
     pub deadline: crate::deadline::DeadlineConfig,
+    /// slurmctld housekeeping (site_factor/cellsched).
+    pub slurmctld: SlurmctldConfig,
 }
 
 /// `[ordering]`: how predicted remaining time becomes a Slurm site factor.
@@ -93,6 +95,16 @@ pub struct OrderingConfig {
     /// Seconds between two rankings of the pending DL jobs by the plugin's
     /// background thread (slurmctld's priority update then only copies them).
     pub rank_interval_s: u64,
+    /// The spelling of `[slurmctld] release_gres_select` before it moved
+    /// there (it changes no order); read as that key, `None` once loaded.
+    #[serde(skip_serializing)]
+    pub release_gres_select: Option<bool>,
+}
+
+/// `[slurmctld]`: housekeeping of slurmctld's own state that changes no decision.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlurmctldConfig {
     /// Whether `site_factor_p_update` (which already looks up every ranked
     /// pending DL job under the job write lock) also frees the per-node GRES
     /// selection arrays a Slurm scheduling test that fitted the job left in
@@ -117,7 +129,7 @@ impl Default for OrderingConfig {
             site_factor_max: 100_000,
             default_remaining_s: 3_600.0,
             rank_interval_s: 5,
-            release_gres_select: false,
+            release_gres_select: None,
         }
     }
 }
@@ -271,6 +283,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("estimator", "Optional data files; a missing or broken file is logged and the built-in datasheet numbers are used."),
     ("declared", "What a declared --dl-iters promises, and what happens to users whose jobs overrun it."),
     ("deadline", "How much deadline urgency (--dl-deadline) a user gets, and what infeasible or missed deadlines cost."),
+    ("slurmctld", "Housekeeping of slurmctld's own state that changes no decision (site_factor/cellsched)."),
 ];
 
 /// Every key of `cellsched.toml`. A test checks that this table and
@@ -294,7 +307,7 @@ pub const KEYS: &[ConfigKey] = &[
         doc: "Remaining time assumed for a DL job whose iterations are neither declared nor predictable and that has no time limit." },
     ConfigKey { section: "ordering", key: "rank_interval_s", default: Some("5"), range: "1..=3600", reload: Reload::Reconfigure,
         doc: "Seconds between two rankings of the pending DL jobs by the plugin's background thread (slurmctld's priority update only copies the result)." },
-    ConfigKey { section: "ordering", key: "release_gres_select", default: Some("false"), range: "true or false", reload: Reload::Reconfigure,
+    ConfigKey { section: "slurmctld", key: "release_gres_select", default: Some("false"), range: "true or false (also read from [ordering], its earlier home)", reload: Reload::Reconfigure,
         doc: "Also free, in each ranked pending DL job, the per-node GRES selection arrays a Slurm scheduling test that fitted it left behind (cons_tres keeps 8 bytes per node per job until the next test). Off: it writes Slurm's own job state and showed no measured gain." },
     ConfigKey { section: "placement", key: "enabled", default: Some("true"), range: "true or false", reload: Reload::OnChange,
         doc: "Choose Cells for DL jobs; false leaves their GPU requests stock (a pinned --dl-cell is written as a plain request for those GPUs)." },
@@ -348,10 +361,16 @@ pub const KEYS: &[ConfigKey] = &[
 impl Config {
     /// Parses TOML text; `path` is used only in error messages.
     pub fn from_toml_str(text: &str, path: &str) -> Result<Config, CoreError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             CoreError::File { path: path.to_string(), line, msg: e.message().trim().to_string() }
         })?;
+        // The key's earlier home; the new one wins when both are set.
+        if let Some(v) = cfg.ordering.release_gres_select.take() {
+            if key_line(text, "slurmctld", "release_gres_select").is_none() {
+                cfg.slurmctld.release_gres_select = v;
+            }
+        }
         cfg.validate(path).map_err(|e| match e {
             // Range errors name `section.key`: point at the line that sets it.
             CoreError::File { path, line: None, msg } => {
@@ -571,7 +590,12 @@ profile_db = "/var/lib/cellsched/p.csv"
         assert_eq!(c.ordering.aging_bound_s, 600.0);
         assert_eq!((c.ordering.aging_factor, c.ordering.rank_by), (0.0, crate::asrpt::RankBy::Time));
         assert_eq!(c.ordering.site_factor_max, 5000);
-        assert!(c.ordering.release_gres_select && !OrderingConfig::default().release_gres_select);
+        // Read from its earlier home, [ordering]; [slurmctld] wins when both set it.
+        assert!(c.slurmctld.release_gres_select && !SlurmctldConfig::default().release_gres_select);
+        assert_eq!(c.ordering.release_gres_select, None);
+        let both = Config::from_toml_str("[ordering]\nrelease_gres_select = true\n[slurmctld]\nrelease_gres_select = false\n", "y.toml").unwrap();
+        assert!(!both.slurmctld.release_gres_select);
+        assert!(Config::from_toml_str("[slurmctld]\nrelease_gres_select = true\n", "z.toml").unwrap().slurmctld.release_gres_select);
         assert!(!c.placement.replan);
         assert_eq!(c.placement.replan_interval_s, 5);
         assert_eq!(c.placement.max_gpus, 8);

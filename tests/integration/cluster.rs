@@ -2,7 +2,7 @@
 //! jobs landing on the right nodes and in `sacct`, our plugins loaded (or
 //! stock Slurm when they are not built), and clear start-up errors.
 use crate::common::{self, cluster, require_e2e, sacct_fields_when, slurm_ok, submit, unique_name, wait_for_state};
-use cellsched_devcluster::{Cluster, ClusterError, ClusterSpec, JobPolicy, UpOutcome};
+use cellsched_devcluster::{Cluster, ClusterError, LocalClusterSpec, JobPolicy, UpOutcome};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(180);
 /// A scratch spec in its own dir and port range: `offset` (a multiple of
 /// 10; each cluster needs 8 ports) above the test cluster's base, which
 /// itself uses base..base+7, so all stay within 50 ports of the base.
-fn scratch_spec(tag: &str, offset: u16) -> ClusterSpec {
+fn scratch_spec(tag: &str, offset: u16) -> LocalClusterSpec {
     let mut spec = common::test_spec();
     spec.dir = std::env::temp_dir().join(format!("cs-e2e-{tag}-{}", std::process::id()));
     spec.port_base += offset;

@@ -10,7 +10,7 @@
 //! down with `cellsched cluster down`.
 #![allow(dead_code)]
 
-use cellsched_devcluster::{Cluster, ClusterSpec};
+use cellsched_devcluster::{Cluster, LocalClusterSpec};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -50,7 +50,7 @@ pub struct ClusterHandle {
 
 impl ClusterHandle {
     /// The spec the cluster was brought up with.
-    pub fn spec(&self) -> &ClusterSpec {
+    pub fn spec(&self) -> &LocalClusterSpec {
         &self.cluster.spec
     }
     /// A file under the cluster's log directory (`slurmctld.log`, `slurmd-a100-1.log`).
@@ -59,11 +59,11 @@ impl ClusterHandle {
     }
 }
 
-/// The spec of the test cluster: `ClusterSpec::from_env()` (so
+/// The spec of the test cluster: `LocalClusterSpec::from_env()` (so
 /// `CELLSCHED_CLUSTER_DIR`, `CELLSCHED_PORT_BASE`, `CELLSCHED_PLUGIN_BUILD_DIR`
 /// apply) with cellsched's plugins on.
-pub fn test_spec() -> ClusterSpec {
-    let mut spec = ClusterSpec::from_env().expect("cluster settings from the environment");
+pub fn test_spec() -> LocalClusterSpec {
+    let mut spec = LocalClusterSpec::from_env().expect("cluster settings from the environment");
     spec.with_plugins = true;
     spec
 }

@@ -15,7 +15,11 @@ fn root() -> PathBuf {
 /// Daemons an install must leave alone, as (name, pid, start time in clock ticks).
 const DAEMONS: &[&str] = &["slurmctld", "slurmd", "slurmdbd", "mariadbd", "mysqld", "munged"];
 
-fn daemons() -> BTreeSet<(String, u32, u64)> {
+/// The Slurm and MariaDB daemons that are not another test's private
+/// cluster (those run from `/tmp/cs-*` and start and stop while this test
+/// runs): the shared test cluster's (under `own_dir`) and any system ones.
+fn daemons(own_dir: &Path) -> BTreeSet<(String, u32, u64)> {
+    let own = own_dir.to_string_lossy().into_owned();
     let mut out = BTreeSet::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
@@ -23,6 +27,10 @@ fn daemons() -> BTreeSet<(String, u32, u64)> {
         // comm is in parentheses; the start time is field 22.
         let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
         let comm = &stat[open + 1..close];
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).map(|b| String::from_utf8_lossy(&b).replace('\0', " ")).unwrap_or_default();
+        if cmdline.contains("/tmp/cs-") && !cmdline.contains(&own) {
+            continue;
+        }
         if DAEMONS.contains(&comm) {
             let start = stat[close + 2..].split_whitespace().nth(19).and_then(|s| s.parse().ok()).unwrap_or(0);
             out.insert((comm.to_string(), pid, start));
@@ -64,7 +72,7 @@ fn install_config_installs_when_absent_and_never_overwrites() {
 fn install_steps_leave_the_running_daemons_alone_and_doctor_is_all_ok() {
     require_e2e!();
     let c = common::cluster();
-    let before = daemons();
+    let before = daemons(&c.spec().dir);
     assert!(before.iter().any(|(n, _, _)| n == "slurmctld"), "no slurmctld running: {before:?}");
     // Step 1 (docs/INSTALL.md, build host): build dependencies only.
     if is_root() {
@@ -91,6 +99,6 @@ fn install_steps_leave_the_running_daemons_alone_and_doctor_is_all_ok() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.lines().last().is_some_and(|l| l.ends_with("0 WARN, 0 FAIL")), "doctor after the install steps:\n{text}");
     // No daemon was started, stopped or replaced by the steps.
-    let after = daemons();
+    let after = daemons(&c.spec().dir);
     assert_eq!(before, after, "daemons changed during the install steps");
 }

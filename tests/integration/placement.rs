@@ -12,7 +12,7 @@
 //! Expectations are computed with `cellsched_core::estimator` on the same
 //! built-in catalogs the plugin uses, never hard-coded.
 use crate::common::{self, require_e2e};
-use cellsched_devcluster::{Cluster, ClusterSpec};
+use cellsched_devcluster::{Cluster, LocalClusterSpec};
 use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
@@ -85,7 +85,7 @@ const BROKEN_TOML: &str = "[placement]\nmax_gpu = 4\n";
 
 /// This module's own cluster and the commands run against it.
 struct Private {
-    spec: ClusterSpec,
+    spec: LocalClusterSpec,
     cluster: Cluster,
     jobs_dir: PathBuf,
 }
@@ -120,7 +120,7 @@ extern "C" fn private_down() {
 }
 
 /// The private cluster's spec, with `toml` as cellsched.toml (default: [`private_toml`]).
-fn private_spec(toml: Option<&str>) -> ClusterSpec {
+fn private_spec(toml: Option<&str>) -> LocalClusterSpec {
     let mut spec = common::test_spec();
     spec.port_base += PORT_OFFSET;
     spec.dir = std::env::temp_dir().join(format!("cs-e2e-place-{}", std::process::id()));
@@ -1211,7 +1211,8 @@ fn placed_on_idle(p: &Private, model: &str, batch: u32, cfg: &cellsched_core::co
 
 /// (Issue 13) A 350M job with no GPU request gets the Cell the
 /// marginal-value rule picks (core's `place()`): at batch 64, fewer GPUs
-/// than the cluster's fastest Cell over two nodes; at batch 8 (where one
+/// than the cluster's fastest Cell at batch 256 (since the catalog describes
+/// architectures, four GPUs of one node are the fastest Cell at batch 64); at batch 8 (where one
 /// node's GPUs are also the fastest, since cross-node pipeline sends share
 /// the network link), not the whole partition. A 20-task batch-8 array
 /// runs tasks side by side, each on such a Cell, and all complete.
@@ -1228,16 +1229,16 @@ fn small_jobs_and_arrays_get_the_cells_that_pay() {
     let cfg = cellsched_core::config::PlacementConfig { replan_interval_s: 2, replan_max_slowdown: 10.0, ..Default::default() };
     let model = SHORT_MODEL;
     // Where the rule and the fastest Cell differ: the rule's Cell.
-    let want64 = placed_on_idle(p, model, 64, &cfg);
-    let spec = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: 64 };
+    let want256 = placed_on_idle(p, model, 256, &cfg);
+    let spec = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: 256 };
     let fastest = estimator().rank_cells(&spec, &p.offers(&[]), cfg.max_gpus).into_iter().next().unwrap();
-    assert!(want64.cell.gpus < fastest.cell.gpus, "precondition: the rule must pick fewer GPUs ({}) than the fastest Cell ({})", want64.cell, fastest.cell);
+    assert!(want256.cell.gpus < fastest.cell.gpus, "precondition: the rule must pick fewer GPUs ({}) than the fastest Cell ({})", want256.cell, fastest.cell);
     let want = placed_on_idle(p, model, 8, &cfg);
     let partition: u32 = p.nodes().iter().filter(|(_, ty, _)| *ty == want.cell.gpu_type).map(|(_, _, g)| g).sum();
     assert!(want.cell.gpus < partition, "precondition: batch 8 is sized below the whole {} partition ({} GPUs): {}", want.cell.gpu_type, partition, want.cell);
 
     // One job each, held so it stays pending: its decision is the rule's Cell.
-    for (batch, want) in [("64", &want64), ("8", &want)] {
+    for (batch, want) in [("256", &want256), ("8", &want)] {
         let name = common::unique_name("small");
         let id = p.submit(&["-J", &name, "-H", "--dl-model", model, "--dl-batch", batch, "--wrap", "true"]).expect("submit small DL job");
         let d = decision_of(&p.admin_comment(id));

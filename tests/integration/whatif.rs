@@ -7,7 +7,7 @@
 //! choice and the runner-up once. The same cluster then checks
 //! `cellsched report --openmetrics` (queue per type, jobs left stock).
 use crate::common::{self, require_e2e};
-use cellsched_devcluster::{Cluster, ClusterSpec, JobPolicy};
+use cellsched_devcluster::{Cluster, LocalClusterSpec, JobPolicy};
 use cellsched_core::{Cell, Decision};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ const WAIT: Duration = Duration::from_secs(90);
 
 /// The private cluster; brought down (jobs cancelled) and removed when dropped.
 struct Private {
-    spec: ClusterSpec,
+    spec: LocalClusterSpec,
     cluster: Cluster,
     jobs_dir: PathBuf,
 }

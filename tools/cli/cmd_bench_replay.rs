@@ -12,7 +12,7 @@
 //! `cellsched.toml` as `[estimator] profile_db`). The live cluster's node
 //! groups (`--groups`) are GPU types the truth table covers.
 use anyhow::{bail, Context, Result};
-use cellsched_devcluster::{parse_port_base, ClusterSpec, NodeGroup};
+use cellsched_devcluster::{parse_port_base, LocalClusterSpec, NodeGroup};
 use cellsched_core::estimator::Estimator;
 use cellsched_replay::results::{live_table, sim_table};
 use cellsched_replay::workload::sbatch_args;
@@ -127,7 +127,7 @@ pub fn run(a: Args) -> Result<()> {
     if trace.is_empty() {
         bail!("{trace_path}: the trace has no jobs");
     }
-    let mut spec = ClusterSpec::from_env().context("reading the cluster settings from the environment")?;
+    let mut spec = LocalClusterSpec::from_env().context("reading the cluster settings from the environment")?;
     if let Some(d) = &a.dir {
         spec.dir = if d.is_absolute() { d.clone() } else { std::env::current_dir()?.join(d) };
     }

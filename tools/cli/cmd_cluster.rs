@@ -2,7 +2,7 @@
 //! or down, show its state, or print the shell lines that point Slurm's
 //! commands at it.
 use anyhow::Context;
-use cellsched_devcluster::{parse_port_base, Cluster, ClusterError, ClusterSpec, JobPolicy, UpOutcome};
+use cellsched_devcluster::{parse_port_base, Cluster, ClusterError, LocalClusterSpec, JobPolicy, UpOutcome};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -66,7 +66,7 @@ fn port_base(s: &str) -> Result<u16, String> {
 
 /// Runs the subcommand.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let mut spec = ClusterSpec::from_env().context("reading the cluster settings from the environment")?;
+    let mut spec = LocalClusterSpec::from_env().context("reading the cluster settings from the environment")?;
     if let Some(d) = a.dir {
         spec.dir = if d.is_absolute() { d } else { std::env::current_dir()?.join(d) };
     }
@@ -116,7 +116,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
 }
 
-fn up(spec: &ClusterSpec) -> anyhow::Result<()> {
+fn up(spec: &LocalClusterSpec) -> anyhow::Result<()> {
     let t = Instant::now();
     let c = match Cluster::up(spec) {
         Ok(c) => c,

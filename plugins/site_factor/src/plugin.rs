@@ -36,6 +36,8 @@ cellsched_slurm_ffi::plugin_identity!(name: "cellsched A-SRPT site factor", kind
 
 /// The ordering settings in force; `None` = stock behaviour (no good config yet, or ordering disabled).
 static ORDERING: RwLock<Option<Arc<OrderingConfig>>> = RwLock::new(None);
+/// `[slurmctld] release_gres_select` of the configuration in force.
+static RELEASE_GRES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// Set when ordering was switched off: the next update puts the stock factor back on pending DL jobs.
 static RESET_TO_STOCK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// The iteration predictor fitted on the history; `None` until loaded or without history.
@@ -109,6 +111,7 @@ fn load_config() -> Option<Option<PathBuf>> {
                 c.ordering.site_factor_max
             ));
             *DECLARED.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(c.declared.clone()));
+            RELEASE_GRES.store(c.slurmctld.release_gres_select, std::sync::atomic::Ordering::Relaxed);
             (Some(Arc::new(c.ordering)), c.estimator.history)
         }
         Ok(_) => {
@@ -528,7 +531,7 @@ struct Released {
 }
 
 /// Frees, in ranked pending DL jobs, the per-node GRES selection arrays
-/// Slurm's scheduling tests left there (`OrderingConfig::release_gres_select`;
+/// Slurm's scheduling tests left there (`SlurmctldConfig::release_gres_select`;
 /// caller holds the job write lock). A pointer test per job, for at most
 /// [`RELEASE_BUDGET`]; the next call resumes after the last job looked at,
 /// so every ranked job is reached within a few calls.
@@ -586,7 +589,7 @@ pub extern "C" fn site_factor_p_update() {
             });
         }
         let copied_us = started.elapsed().as_micros();
-        let released = if current().is_some_and(|c| c.release_gres_select) { release_gres_select(&factors) } else { Released::default() };
+        let released = if RELEASE_GRES.load(std::sync::atomic::Ordering::Relaxed) && current().is_some() { release_gres_select(&factors) } else { Released::default() };
         // The cost of this call under the job write lock (shown with `scontrol setdebug debug`).
         log::debug(&format!(
             "site_factor/cellsched: update copied {} ranked site factors ({changed} changed) in {copied_us} us; GRES selection arrays of {} jobs freed ({} KiB; {} of the ranked jobs looked at) in {} us; total {} us",

@@ -11,7 +11,7 @@ use crate::lock::DirLock;
 use crate::plugins::{self, PluginSet};
 use crate::render::{self, Rendered};
 use crate::slurm_client;
-use crate::spec::{ClusterSpec, Ports};
+use crate::spec::{LocalClusterSpec, Ports};
 use crate::{mariadb, ports};
 use std::fmt;
 use std::path::PathBuf;
@@ -41,11 +41,11 @@ pub enum UpOutcome {
     },
 }
 
-/// A local cluster described by a [`ClusterSpec`].
+/// A local cluster described by a [`LocalClusterSpec`].
 #[derive(Debug, Clone)]
 pub struct Cluster {
     /// The spec this cluster was opened or brought up with.
-    pub spec: ClusterSpec,
+    pub spec: LocalClusterSpec,
     /// Paths under the spec's directory.
     pub layout: Layout,
     /// The ports derived from the spec's port base.
@@ -114,7 +114,7 @@ pub enum JobPolicy {
 
 impl Cluster {
     /// A handle on the cluster of `spec` without starting anything.
-    pub fn open(spec: &ClusterSpec) -> Result<Cluster> {
+    pub fn open(spec: &LocalClusterSpec) -> Result<Cluster> {
         spec.validate()?;
         Ok(Cluster {
             spec: spec.clone(),
@@ -130,7 +130,7 @@ impl Cluster {
     /// ([`UpOutcome::AlreadyUp`]); a partly running one has its missing
     /// daemons started ([`UpOutcome::Repaired`]); one with another
     /// configuration is restarted. No job is ever cancelled.
-    pub fn up(spec: &ClusterSpec) -> Result<Cluster> {
+    pub fn up(spec: &LocalClusterSpec) -> Result<Cluster> {
         let mut c = Cluster::open(spec)?;
         c.check_prerequisites()?;
         let _lock = DirLock::acquire(&spec.dir)?;
@@ -518,13 +518,13 @@ mod tests {
 
     #[test]
     fn env_lines_export_slurm_conf() {
-        let spec = ClusterSpec { dir: "/tmp/cs one".into(), port_base: 18000, ..ClusterSpec::default() };
+        let spec = LocalClusterSpec { dir: "/tmp/cs one".into(), port_base: 18000, ..LocalClusterSpec::default() };
         let c = Cluster::open(&spec).unwrap();
         let lines = c.env_lines();
         assert_eq!(lines[0], "export SLURM_CONF='/tmp/cs one/etc/slurm.conf'");
         assert!(lines.contains(&"export CELLSCHED_PORT_BASE=18000".to_string()));
         assert!(!lines.iter().any(|l| l.contains("PATH=")));
-        let spec = ClusterSpec { dir: "/tmp/cs".into(), slurm_bin: "/opt/s/bin".into(), slurm_sbin: "/opt/s/sbin".into(), ..ClusterSpec::default() };
+        let spec = LocalClusterSpec { dir: "/tmp/cs".into(), slurm_bin: "/opt/s/bin".into(), slurm_sbin: "/opt/s/sbin".into(), ..LocalClusterSpec::default() };
         let lines = Cluster::open(&spec).unwrap().env_lines();
         assert!(lines.contains(&"export PATH=/opt/s/bin:/opt/s/sbin:\"$PATH\"".to_string()), "{lines:?}");
     }
@@ -538,7 +538,7 @@ mod tests {
     #[test]
     fn status_of_a_never_started_cluster_is_all_stopped() {
         let d = std::env::temp_dir().join(format!("cs-status-{}", std::process::id()));
-        let spec = ClusterSpec { dir: d.clone(), port_base: 18950, ..ClusterSpec::default() };
+        let spec = LocalClusterSpec { dir: d.clone(), port_base: 18950, ..LocalClusterSpec::default() };
         let c = Cluster::open(&spec).unwrap();
         let s = c.status();
         assert_eq!(s.daemons.len(), 3 + 5);

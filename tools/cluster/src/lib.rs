@@ -18,14 +18,14 @@
 //! - Other Slurm builds: `CELLSCHED_SLURM_SBIN` (its sibling `bin/` and
 //!   `lib/slurm/` are used when present). `CELLSCHED_CLUSTER_TOML` names a
 //!   file to use as `etc/cellsched.toml`.
-//! - Emulated large clusters ([`ClusterSpec::emulate`], `cluster up --nodes N`):
+//! - Emulated large clusters ([`LocalClusterSpec::emulate`], `cluster up --nodes N`):
 //!   one front-end slurmd (`FrontendName=fe`) stands for every node and runs
 //!   every job, on a Slurm built with `--enable-front-end`
 //!   (`scripts/slurm.sh build 22.05.8 front-end`, [`FRONT_END_PREFIX`]).
 //!
 //! ```no_run
-//! use cellsched_devcluster::{Cluster, ClusterSpec, JobPolicy};
-//! let spec = ClusterSpec::from_env()?;
+//! use cellsched_devcluster::{Cluster, LocalClusterSpec, JobPolicy};
+//! let spec = LocalClusterSpec::from_env()?;
 //! let cluster = Cluster::up(&spec)?;          // idempotent
 //! println!("{}", cluster.env_lines().join("\n"));
 //! print!("{}", cluster.status());
@@ -52,6 +52,6 @@ pub use plugins::{PluginSet, OUR_PLUGINS};
 pub use ports::{holder_of, is_free};
 pub use render::DEFAULT_CELLSCHED_TOML;
 pub use spec::{
-    default_dir, default_plugin_build_dir, parse_port_base, parse_scheduler_parameters, ClusterSpec, NodeGroup, Ports, DEFAULT_PORT_BASE, DEV_SCHEDULER_PARAMETERS,
+    default_dir, default_plugin_build_dir, parse_port_base, parse_scheduler_parameters, LocalClusterSpec, NodeGroup, Ports, DEFAULT_PORT_BASE, DEV_SCHEDULER_PARAMETERS,
     FRONT_END_NAME, FRONT_END_PREFIX,
 };

@@ -9,7 +9,7 @@ pub const DEFAULT_CLUSTER_NAME: &str = "cellsched";
 /// Where Debian installs the stock Slurm plugins.
 pub const STOCK_PLUGIN_DIR: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
 /// Where `scripts/slurm.sh build 22.05.8 front-end` installs the Slurm build
-/// an emulated cluster ([`ClusterSpec::front_end`]) runs on by default.
+/// an emulated cluster ([`LocalClusterSpec::front_end`]) runs on by default.
 pub const FRONT_END_PREFIX: &str = "/opt/cellsched/slurm-22.05.8-fe";
 /// Name of the one slurmd of an emulated cluster (`FrontendName=`).
 pub const FRONT_END_NAME: &str = "fe";
@@ -116,7 +116,7 @@ impl NodeGroup {
 
 /// The whole description of a local cluster.
 #[derive(Debug, Clone)]
-pub struct ClusterSpec {
+pub struct LocalClusterSpec {
     /// Directory holding every file of the cluster (config, state, logs, DB).
     pub dir: PathBuf,
     /// First port; see [`Ports`] for the layout.
@@ -177,11 +177,11 @@ pub fn parse_scheduler_parameters(s: &str) -> Result<String> {
     Ok(s.to_string())
 }
 
-impl Default for ClusterSpec {
+impl Default for LocalClusterSpec {
     /// The standard heterogeneous cluster: `a100-[1-2]` (4 GPUs each),
     /// `v100-[1-2]` (8 each), `a10-1` (4), plugins on, ports from 17800.
     fn default() -> Self {
-        ClusterSpec {
+        LocalClusterSpec {
             dir: default_dir(),
             port_base: DEFAULT_PORT_BASE,
             cluster_name: DEFAULT_CLUSTER_NAME.to_string(),
@@ -201,7 +201,7 @@ impl Default for ClusterSpec {
     }
 }
 
-impl ClusterSpec {
+impl LocalClusterSpec {
     /// The default spec adjusted by the environment: `CELLSCHED_CLUSTER_DIR`,
     /// `CELLSCHED_PORT_BASE`, `CELLSCHED_PLUGIN_BUILD_DIR`, `CELLSCHED_SLURM_SBIN`
     /// (its sibling `bin/` then holds the client commands),
@@ -210,7 +210,7 @@ impl ClusterSpec {
     /// and `CELLSCHED_CLUSTER_SCHED_PARAMS` (`SchedulerParameters=`, see
     /// [`parse_scheduler_parameters`]).
     pub fn from_env() -> Result<Self> {
-        let mut spec = ClusterSpec::default();
+        let mut spec = LocalClusterSpec::default();
         if let Some(f) = env_nonempty("CELLSCHED_CLUSTER_TOML") {
             let text = std::fs::read_to_string(&f)
                 .map_err(|e| ClusterError::InvalidSpec(format!("CELLSCHED_CLUSTER_TOML={f}: cannot read: {e}")))?;
@@ -254,7 +254,7 @@ impl ClusterSpec {
     }
 
     /// Makes this an emulated cluster of `nodes` nodes ([`NodeGroup::emulated`],
-    /// [`ClusterSpec::front_end`]); unless `keep_sbin`, on the Slurm build in
+    /// [`LocalClusterSpec::front_end`]); unless `keep_sbin`, on the Slurm build in
     /// [`FRONT_END_PREFIX`].
     pub fn emulate(&mut self, nodes: u32, keep_sbin: bool) -> Result<()> {
         self.groups = NodeGroup::emulated(nodes)?;
@@ -270,7 +270,7 @@ impl ClusterSpec {
         self.dir.join("etc").join("node-groups")
     }
 
-    /// The text of [`ClusterSpec::saved_groups_file`]: the group list, and a
+    /// The text of [`LocalClusterSpec::saved_groups_file`]: the group list, and a
     /// `front-end` line for an emulated cluster.
     pub fn saved_groups_text(&self) -> String {
         let fe = if self.front_end { "front-end\n" } else { "" };
@@ -453,7 +453,7 @@ mod tests {
 
     #[test]
     fn default_groups_and_hostlists() {
-        let s = ClusterSpec::default();
+        let s = LocalClusterSpec::default();
         assert_eq!(s.node_names(), ["a100-1", "a100-2", "v100-1", "v100-2", "a10-1"]);
         let hl: Vec<_> = s.groups.iter().map(|g| g.hostlist()).collect();
         assert_eq!(hl, ["a100-[1-2]", "v100-[1-2]", "a10-1"]);
@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn port_layout_is_distinct_and_ordered() {
-        let s = ClusterSpec { port_base: 20000, ..ClusterSpec::default() };
+        let s = LocalClusterSpec { port_base: 20000, ..LocalClusterSpec::default() };
         let p = s.ports().unwrap();
         assert_eq!((p.slurmctld, p.slurmdbd, p.mariadb), (20000, 20001, 20002));
         assert_eq!(p.slurmd[0], ("a100-1".to_string(), 20003));
@@ -474,7 +474,7 @@ mod tests {
 
     #[test]
     fn port_base_out_of_range_is_rejected() {
-        let s = ClusterSpec { port_base: 65533, ..ClusterSpec::default() };
+        let s = LocalClusterSpec { port_base: 65533, ..LocalClusterSpec::default() };
         let e = s.ports().unwrap_err().to_string();
         assert!(e.contains("65533"), "{e}");
         assert!(parse_port_base("17x").unwrap_err().to_string().contains("17x"));
@@ -483,14 +483,14 @@ mod tests {
 
     #[test]
     fn validate_rejects_bad_groups_and_relative_dir() {
-        let mut s = ClusterSpec { dir: "/tmp/x".into(), ..ClusterSpec::default() };
+        let mut s = LocalClusterSpec { dir: "/tmp/x".into(), ..LocalClusterSpec::default() };
         s.validate().unwrap();
         s.groups.push(NodeGroup::new("a100", 1, 4));
         assert!(s.validate().unwrap_err().to_string().contains("used twice"));
         s.groups.pop();
         s.groups[0].gpu_type = "a-100".into();
         assert!(s.validate().unwrap_err().to_string().contains("alphanumeric"));
-        let s = ClusterSpec { dir: "rel/dir".into(), ..ClusterSpec::default() };
+        let s = LocalClusterSpec { dir: "rel/dir".into(), ..LocalClusterSpec::default() };
         assert!(s.validate().unwrap_err().to_string().contains("absolute"));
     }
 
@@ -502,16 +502,16 @@ mod tests {
         assert!(NodeGroup::emulated(2).is_err() && NodeGroup::emulated(MAX_EMULATED_NODES + 1).is_err());
         let d = std::env::temp_dir().join(format!("cs-saved-{}", std::process::id()));
         std::fs::create_dir_all(d.join("etc")).unwrap();
-        let mut s = ClusterSpec { dir: d.clone(), ..ClusterSpec::default() };
+        let mut s = LocalClusterSpec { dir: d.clone(), ..LocalClusterSpec::default() };
         s.emulate(1000, true).unwrap();
         std::fs::write(s.saved_groups_file(), s.saved_groups_text()).unwrap();
-        let mut back = ClusterSpec { dir: d.clone(), ..ClusterSpec::default() };
+        let mut back = LocalClusterSpec { dir: d.clone(), ..LocalClusterSpec::default() };
         back.use_saved_groups(true).unwrap();
         assert!(back.front_end);
         assert_eq!(back.groups, s.groups);
         assert_eq!(back.slurmd_names(), ["fe"]);
         // A plain cluster's file is the group list alone, as before.
-        let plain = ClusterSpec { dir: d.clone(), ..ClusterSpec::default() };
+        let plain = LocalClusterSpec { dir: d.clone(), ..LocalClusterSpec::default() };
         assert_eq!(plain.saved_groups_text(), "a100:2x4,v100:2x8,a10:1x4\n");
         std::fs::remove_dir_all(&d).unwrap();
     }

@@ -26,7 +26,7 @@ pub use runner::{run_modes, LiveOptions};
 pub use workload::{prepare, Mode, ReplayJob, Settings};
 
 /// Node shapes of a live cluster spec: `type → (gpus_per_node, nodes)`.
-pub fn shapes_of_cluster(spec: &cellsched_devcluster::ClusterSpec) -> std::collections::BTreeMap<String, (u32, u32)> {
+pub fn shapes_of_cluster(spec: &cellsched_devcluster::LocalClusterSpec) -> std::collections::BTreeMap<String, (u32, u32)> {
     let mut m = std::collections::BTreeMap::new();
     for g in &spec.groups {
         let e = m.entry(g.gpu_type.clone()).or_insert((g.gpus_per_node, 0));

@@ -11,7 +11,7 @@ use crate::interrupt;
 use crate::results::{ModeResult, Problem};
 use crate::slurm::{never_runnable, Slurm, TERMINAL_STATES};
 use crate::workload::{sbatch_args, Mode, ReplayJob, Settings};
-use cellsched_devcluster::{Cluster, ClusterSpec};
+use cellsched_devcluster::{Cluster, LocalClusterSpec};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct LiveOptions {
     /// The cluster (directory, ports, node groups); plugins are set per mode.
-    pub spec: ClusterSpec,
+    pub spec: LocalClusterSpec,
     /// Real seconds a mode may take from its first submission; what is left
     /// then is cancelled and reported.
     pub timeout_s: f64,
@@ -62,7 +62,7 @@ pub fn run_modes(jobs: &[ReplayJob], modes: &[Mode], s: &Settings, opts: &LiveOp
 }
 
 /// The spec of `mode`: plugins on for cellsched only.
-pub fn spec_for(base: &ClusterSpec, mode: Mode) -> ClusterSpec {
+pub fn spec_for(base: &LocalClusterSpec, mode: Mode) -> LocalClusterSpec {
     let mut spec = base.clone();
     spec.with_plugins = mode == Mode::Cellsched;
     spec
