@@ -91,26 +91,6 @@ pub fn overran(iters: u64, iter_s: f64, elapsed_s: f64, cfg: &DeclaredConfig) ->
     cfg.policy != OverrunPolicy::Off && iter_s.is_finite() && elapsed_s > allowed_s(iters, iter_s, cfg)
 }
 
-/// Whether a user may change a pending DL job's time limit from
-/// `current_min` to `requested_min` (minutes; Slurm's `INFINITE` is
-/// `u32::MAX`): lowering is always allowed; raising is refused past
-/// `declared_min`, the limit the job's declared work set at submit
-/// ([`time_bound_min`], recorded as `limit_min`). `Err` says why and what
-/// to do (declare the work again with a new submission). Admins are not
-/// asked (the host lets them override and logs it).
-pub fn check_limit_change(current_min: u32, requested_min: u32, declared_min: Option<u32>) -> Result<(), String> {
-    if requested_min <= current_min {
-        return Ok(());
-    }
-    match declared_min {
-        Some(bound) if requested_min > bound => Err(format!(
-            "the time limit of a DL job that declared its work (--dl-iters) may not exceed the {bound} minutes that work needs \
-             (asked for {}); lower it, or resubmit with the iterations it really needs",
-            if requested_min == u32::MAX { "UNLIMITED".to_string() } else { format!("{requested_min} minutes") }
-        )),
-        _ => Ok(()),
-    }
-}
 
 /// Each user's last overrun of declared work (uid → Unix seconds): who is
 /// distrusted now, and a text form (`uid unix_seconds` per line, `#`
@@ -187,15 +167,6 @@ mod tests {
 
     /// Issue 31 item 2: `scontrol update TimeLimit=5-00:00:00` on a job that
     /// declared 223 minutes of work is refused; lowering is fine.
-    #[test]
-    fn raising_the_limit_past_the_declared_work_is_refused() {
-        assert_eq!(check_limit_change(223, 100, Some(223)), Ok(()));
-        assert_eq!(check_limit_change(100, 223, Some(223)), Ok(()), "back up to the declared bound");
-        let e = check_limit_change(223, 5 * 24 * 60, Some(223)).unwrap_err();
-        assert!(e.contains("223 minutes") && e.contains("7200 minutes"), "{e}");
-        assert!(check_limit_change(223, u32::MAX, Some(223)).unwrap_err().contains("UNLIMITED"));
-        assert_eq!(check_limit_change(60, 600, None), Ok(()), "no declared work: Slurm's own rules apply");
-    }
 
     #[test]
     fn overruns_survive_their_text_form_and_expire() {

@@ -62,12 +62,6 @@ fn links(text: &str) -> Vec<(usize, String)> {
     out
 }
 
-/// Root documents written on another branch of the project that README
-/// already links (`SECURITY.md`, the hardening work's trust table): while
-/// absent, a link to one is not reported; once present it is checked like
-/// any other.
-const LANDING_ELSEWHERE: &[&str] = &["SECURITY.md"];
-
 /// Relative links that do not resolve to a file or directory, as
 /// `file:line: target`.
 fn broken_links(files: &[PathBuf]) -> Vec<String> {
@@ -80,8 +74,7 @@ fn broken_links(files: &[PathBuf]) -> Vec<String> {
             }
             let path = target.split('#').next().unwrap().split(' ').next().unwrap();
             let resolved = f.parent().unwrap().join(path);
-            let landing = LANDING_ELSEWHERE.iter().any(|d| resolved == root().join(d));
-            if !resolved.exists() && !landing {
+            if !resolved.exists() {
                 broken.push(format!("{}:{line}: {target}", f.strip_prefix(root()).unwrap_or(f).display()));
             }
         }
