@@ -12,16 +12,13 @@
 //! would have changed are logged. cellsched's own re-planning updates
 //! (as root, carrying a new record) are not logged.
 use crate::state::{current, error, info, node_snapshot, now_unix};
+use crate::submit::opt_str;
 use cellsched_core::job_env;
 use cellsched_core::placement::{self, EditField, JobEdit, JobNow, ModifyContext, ModifyVerdict};
 use cellsched_core::record::{self, DlRecord};
 use cellsched_slurm_ffi::ctld::Job;
 use cellsched_slurm_ffi::{cstr, guard};
 use std::ffi::{c_char, c_int, c_void};
-
-unsafe fn opt_str(p: *const c_char) -> Option<String> {
-    cstr::borrow_nonempty(p).map(str::to_string)
-}
 
 /// `scontrol update` fields of the descriptor judged by the rule.
 unsafe fn edit_of(desc: &slurm_sys::job_desc_msg_t) -> JobEdit {
@@ -116,11 +113,7 @@ pub extern "C" fn job_modify(desc: *mut slurm_sys::job_desc_msg_t, job_ptr: *mut
             ModifyVerdict::Accept => slurm_sys::SLURM_SUCCESS,
             ModifyVerdict::Refuse { field, message } => {
                 info(&format!("JobId={id}: refused the edit '{edit}' by uid {uid}: {message}"));
-                if !err_msg.is_null() {
-                    if let Ok(p) = cstr::xstrdup(&message) {
-                        unsafe { *err_msg = p };
-                    }
-                }
+                unsafe { cstr::set_err_msg(err_msg, &message) };
                 errno_of(field)
             }
             ModifyVerdict::Replan(x) => {
@@ -140,11 +133,7 @@ pub extern "C" fn job_modify(desc: *mut slurm_sys::job_desc_msg_t, job_ptr: *mut
                     }
                     Err(e) => {
                         error(&format!("JobId={id}: cannot write the re-planned edit ({e}); refused"));
-                        if !err_msg.is_null() {
-                            if let Ok(p) = cstr::xstrdup(&format!("cellsched: internal error writing the re-planned request ({e}); the job is unchanged")) {
-                                unsafe { *err_msg = p };
-                            }
-                        }
+                        unsafe { cstr::set_err_msg(err_msg, &format!("cellsched: internal error writing the re-planned request ({e}); the job is unchanged")) };
                         slurm_sys::SLURM_ERROR
                     }
                 }

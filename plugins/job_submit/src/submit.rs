@@ -132,11 +132,7 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
                     ));
                     if let Some(msg) = &p.user_message() {
                         // With SLURM_SUCCESS, sbatch/srun print this once as `sbatch: ...`.
-                        if !err_msg.is_null() {
-                            if let Ok(m) = cstr::xstrdup(msg) {
-                                unsafe { *err_msg = m };
-                            }
-                        }
+                        unsafe { cstr::set_err_msg(err_msg, msg) };
                     }
                     slurm_sys::SLURM_SUCCESS
                 }
@@ -153,11 +149,7 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
 /// Logs and returns a refusal with `msg` shown to the user.
 pub(crate) fn reject(err_msg: *mut *mut c_char, msg: &str) -> c_int {
     info(&format!("rejected submission: {msg}"));
-    if !err_msg.is_null() {
-        if let Ok(p) = cstr::xstrdup(msg) {
-            unsafe { *err_msg = p };
-        }
-    }
+    unsafe { cstr::set_err_msg(err_msg, msg) };
     slurm_sys::SLURM_ERROR
 }
 

@@ -69,6 +69,20 @@ pub fn xstrdup(s: &str) -> Result<*mut c_char, CStrError> {
     }
 }
 
+/// Hands `msg` to Slurm through an `err_msg` out-parameter (Slurm shows
+/// it to the user and `xfree`s it); nothing when `out` is NULL or no copy
+/// can be made.
+///
+/// # Safety
+/// `out` must be NULL or point to the writable `char *` Slurm passed for it.
+pub unsafe fn set_err_msg(out: *mut *mut c_char, msg: &str) {
+    if !out.is_null() {
+        if let Ok(p) = xstrdup(msg) {
+            *out = p;
+        }
+    }
+}
+
 /// Replaces a Slurm-owned string field: `xfree`s the old value, stores an `xstrdup` of `value`.
 ///
 /// # Safety
