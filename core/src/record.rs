@@ -29,7 +29,7 @@ pub const PREFIX: &str = "cellsched:";
 
 /// What cellsched recorded about a DL job: its decision and the facts that
 /// ranking, re-planning, the overrun check, reports and the simulator read.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DlRecord {
     /// The placement decision (Cell, nodes, plan, predicted seconds per iteration).
     pub decision: Decision,
@@ -59,12 +59,6 @@ pub struct DlRecord {
     pub restarts: u32,
 }
 
-impl Default for Decision {
-    fn default() -> Self {
-        Decision { cell: Cell::new("gpu", 1, 1).expect("a valid Cell"), nodes: 1, plan: Plan::default(), iter_s: 1.0, source: EstimateSource::Datasheet }
-    }
-}
-
 /// True when `name` can be printed as one `model=` word.
 pub fn is_one_word(name: &str) -> bool {
     !name.is_empty() && !name.contains(|c: char| c.is_whitespace() || c == '=' || c == ';')
@@ -73,7 +67,7 @@ pub fn is_one_word(name: &str) -> bool {
 impl DlRecord {
     /// A record holding only `decision`.
     pub fn new(decision: Decision) -> DlRecord {
-        DlRecord { decision, ..DlRecord::default() }
+        DlRecord { decision, model: None, batch: None, iters: None, fixed_gpus: None, deadline: None, limit_min: None, plan_iter_s: None, replanned_from: None, moved_at: None, restarts: 0 }
     }
 
     /// Parses the record in an `AdminComment` (or a `CELLSCHED_DECISION`
@@ -86,9 +80,9 @@ impl DlRecord {
         let mut plan = Plan::default();
         let mut iter_s = None;
         let mut source = EstimateSource::Datasheet;
-        let mut r = DlRecord::default();
-        for tok in text[start..].split_whitespace() {
-            let Some((k, v)) = tok.split_once('=') else { break };
+        let words = || text[start..].split_whitespace().map_while(|tok| tok.split_once('='));
+        // The decision first (a record without a consistent one is none), then the facts.
+        for (k, v) in words() {
             match k {
                 "cell" => cell = v.parse::<Cell>().ok(),
                 "nodes" => nodes = v.parse().ok(),
@@ -100,6 +94,16 @@ impl DlRecord {
                 "ckpt" => plan.checkpointing = parse_bool(v)?,
                 "iter_s" => iter_s = v.parse().ok(),
                 "src" => source = v.parse().ok()?,
+                _ => {}
+            }
+        }
+        let decision = Decision { cell: cell?, nodes: nodes?, plan, iter_s: iter_s?, source };
+        if !decision.is_consistent() {
+            return None;
+        }
+        let mut r = DlRecord::new(decision);
+        for (k, v) in words() {
+            match k {
                 "model" => r.model = Some(v.to_string()).filter(|m| is_one_word(m)),
                 "batch" => r.batch = v.parse().ok(),
                 "iters" => r.iters = v.parse().ok(),
@@ -113,8 +117,7 @@ impl DlRecord {
                 _ => {}
             }
         }
-        r.decision = Decision { cell: cell?, nodes: nodes?, plan, iter_s: iter_s?, source };
-        r.decision.is_consistent().then_some(r)
+        Some(r)
     }
 
     /// The declared iterations and the decision's seconds per iteration,

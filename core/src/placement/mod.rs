@@ -181,13 +181,12 @@ impl Placement {
 /// the user fixed, the resolved deadline).
 pub fn dl_record(decision: Decision, job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>, deadline: Option<i64>) -> DlRecord {
     DlRecord {
-        decision,
         model: Some(job.model.name.clone()).filter(|m| crate::record::is_one_word(m)),
         batch: Some(u64::from(job.global_batch)),
         iters: opts.iters,
         fixed_gpus,
         deadline,
-        ..DlRecord::default()
+        ..DlRecord::new(decision)
     }
 }
 
