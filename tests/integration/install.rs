@@ -28,7 +28,10 @@ fn daemons(own_dir: &Path) -> BTreeSet<(String, u32, u64)> {
         let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
         let comm = &stat[open + 1..close];
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).map(|b| String::from_utf8_lossy(&b).replace('\0', " ")).unwrap_or_default();
-        if cmdline.contains("/tmp/cs-") && !cmdline.contains(&own) {
+        // Private clusters of other tests are `cs-e2e-*` (their command lines
+        // may also name the shared cluster's files); other `/tmp/cs-*` dirs are
+        // other users of this machine.
+        if cmdline.contains("/cs-e2e-") || (cmdline.contains("/tmp/cs-") && !cmdline.contains(&own)) {
             continue;
         }
         if DAEMONS.contains(&comm) {
