@@ -131,6 +131,7 @@ pub fn run_mode(jobs: &[ReplayJob], mode: Mode, s: &Settings, opts: &LiveOptions
     let mut active: BTreeMap<u64, String> = BTreeMap::new();
     let mut submitted: Vec<u64> = Vec::new();
     let mut problems: Vec<Problem> = Vec::new();
+    let t0_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
     let res = submit_and_wait(jobs, mode, s, opts, &slurm, &mut active, &mut submitted, &mut problems, sink);
     if res.is_err() && !active.is_empty() {
         // Leave no job of ours behind on an error or Ctrl-C.
@@ -142,7 +143,8 @@ pub fn run_mode(jobs: &[ReplayJob], mode: Mode, s: &Settings, opts: &LiveOptions
     let wall_s = res?;
     let mut records = collect(&slurm, &submitted, mode, sink)?;
     measure(&mut records, mode, s);
-    let r = ModeResult::of(mode, jobs.len(), &records, problems, wall_s);
+    let mut r = ModeResult::of(mode, jobs.len(), &records, problems, wall_s);
+    r.jobs = records.iter().map(|rec| crate::jobs::JobTimes::of_record(rec, t0_epoch, s.speedup)).collect();
     sink(&format!(
         "[{mode}] done in {wall_s:.0} s: {} of {} jobs completed, avg JCT {}",
         r.completed,

@@ -237,6 +237,11 @@ pub struct ClusterState {
     pub types: Vec<String>,
     /// Group indices of each type.
     pub type_groups: Vec<Vec<usize>>,
+    /// Jobs span exactly the fewest nodes their GPU count needs, as when
+    /// they are submitted with `--nodes=ceil(gpus / gpus_per_node)` and a
+    /// per-node GRES count (`cellsched bench replay`); off: any node count
+    /// that divides the GPUs ([`ClusterState::shapes`]).
+    pub fewest_nodes_only: bool,
 }
 
 /// GPUs held by a running job: (node, gpus) pairs in its group.
@@ -272,7 +277,7 @@ impl ClusterState {
                 free_total: g.nodes as u64 * g.gpus_per_node as u64,
             });
         }
-        ClusterState { groups, types, type_groups }
+        ClusterState { groups, types, type_groups, fewest_nodes_only: false }
     }
 
     /// Index of a GPU type, if the cluster has it.
@@ -305,7 +310,7 @@ impl ClusterState {
     pub fn shapes(&self, g: usize, gpus: u32) -> impl Iterator<Item = Shape> + '_ {
         let spec = &self.groups[g].spec;
         let lo = gpus.div_ceil(spec.gpus_per_node).max(1);
-        let hi = gpus.min(spec.nodes);
+        let hi = if self.fewest_nodes_only { lo.min(spec.nodes) } else { gpus.min(spec.nodes) };
         (lo..=hi)
             .filter(move |n| gpus % n == 0)
             .map(move |n| Shape { group: g, nodes: n, gpus_per_node: gpus / n })

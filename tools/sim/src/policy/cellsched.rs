@@ -156,6 +156,12 @@ pub struct CellschedOptions {
     pub asrpt: AsrptConfig,
     /// How an aged job that cannot start is protected from being passed over.
     pub aged_guard: AgedGuard,
+    /// The trace's GPU counts are fixed by their users (an untyped
+    /// `--gres=gpu:N`, as `cellsched bench replay` submits them): each job
+    /// gets the fastest Cell of exactly that count, as job_submit does for
+    /// a fixed count (`core::placement::ranked_for`, `choose_ranked`).
+    /// Off: the count is a hint the sizing rule may change.
+    pub fixed_counts: bool,
 }
 
 /// Starvation guard for an aged job that cannot start in a pass.
@@ -218,6 +224,7 @@ impl CellschedOptions {
             min_marginal_efficiency: p.min_marginal_efficiency,
             asrpt: cellsched_core::ordering::asrpt_config(&cfg.ordering),
             aged_guard: AgedGuard::None,
+            fixed_counts: false,
         }
     }
 }
@@ -458,7 +465,8 @@ impl CellschedPolicy {
     }
 
     fn max_gpus(&self, sim: &dyn SimView, i: usize) -> u32 {
-        self.sizing().cap(sim.job(i).spec.num_gpu.max(1))
+        let n = sim.job(i).spec.num_gpu.max(1);
+        if self.opts.fixed_counts { n } else { self.sizing().cap(n) }
     }
 
     /// The Cell the sizing rule picks among `cells` for job `i` (the same
@@ -466,7 +474,13 @@ impl CellschedPolicy {
     /// With a deadline (`work`), only the Cells predicted to meet it count
     /// (`SizingRule::choose_in_time`, as job_submit and re-planning do);
     /// `None` then means none of `cells` does.
+    /// With [`CellschedOptions::fixed_counts`], the fastest Cell of exactly
+    /// the job's count (`cells` are fastest first).
     fn sized(&self, sim: &dyn SimView, i: usize, cells: &[&TimedCell], work: Option<DeadlineWork>, load: Option<&LoadView>) -> Option<usize> {
+        if self.opts.fixed_counts {
+            let n = sim.job(i).spec.num_gpu.max(1);
+            return cells.iter().position(|c| c.gpus == n && work.map_or(true, |w| w.met_by(c.iter_s)));
+        }
         self.sizing().choose_in_time_under_load(cells, Some(sim.job(i).spec.num_gpu.max(1)), work, load)
     }
 

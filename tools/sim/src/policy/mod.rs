@@ -14,6 +14,7 @@ mod fifo;
 mod gavel;
 mod preemptive;
 mod slurm;
+mod slurm_backfill;
 mod starts;
 
 pub use cellsched::{AgedGuard, Ablation, CellschedOptions, CellschedPolicy};

@@ -6,6 +6,11 @@
 //! declared); lower-priority jobs start early only if they fit now and either
 //! end (by their own limit) before that reservation or use only GPUs the
 //! reservation does not need. Jobs use the type and count the user asked for.
+//!
+//! With [`SlurmPolicy::conservative`] it plans the way Slurm's backfill
+//! does (every tested job gets a reservation, held nodes, cycles every
+//! `bf_interval`; the main scheduler stops at the first job that does not
+//! fit): see [`super::slurm_backfill`].
 use super::starts::{requested_admissible, start_requested};
 use crate::view::Policy;
 use crate::cluster::ClusterState;
@@ -20,11 +25,57 @@ pub struct SlurmPolicy {
     pub max_age_s: f64,
     /// Time limit assumed for jobs that declared none (partition `DefaultTime`).
     pub default_limit_s: f64,
+    /// Plan as Slurm's sched/backfill does (a reservation for every tested
+    /// job, planned nodes held whole) instead of EASY's single reservation.
+    pub conservative: bool,
+    /// With `conservative`: seconds between backfill cycles (`bf_interval`);
+    /// `None`: a cycle at every scheduling pass.
+    pub backfill_interval_s: Option<f64>,
+    /// With `conservative`: most jobs planned per cycle (`bf_max_job_test`).
+    pub max_job_test: usize,
+    /// Time of the next backfill cycle.
+    next_backfill_s: f64,
 }
 
 impl Default for SlurmPolicy {
     fn default() -> Self {
-        SlurmPolicy { weight_age: 1000.0, max_age_s: 7.0 * 86400.0, default_limit_s: 86400.0 }
+        SlurmPolicy { weight_age: 1000.0, max_age_s: 7.0 * 86400.0, default_limit_s: 86400.0, conservative: false, backfill_interval_s: None, max_job_test: 500, next_backfill_s: 0.0 }
+    }
+}
+
+impl SlurmPolicy {
+    /// Slurm's own planning ([`SlurmPolicy::conservative`]) with backfill
+    /// cycles every `backfill_interval_s` (`None`: every pass).
+    pub fn conservative(backfill_interval_s: Option<f64>) -> Self {
+        SlurmPolicy { conservative: true, backfill_interval_s: backfill_interval_s.filter(|x| x.is_finite() && *x > 0.0), ..SlurmPolicy::default() }
+    }
+
+    /// Main scheduler, then (when due) a backfill cycle.
+    fn schedule_conservative(&mut self, sim: &mut dyn SimView) {
+        let mut order: Vec<(u64, usize)> = sim.pending().iter().copied().map(|i| (self.priority(sim, i), i)).collect();
+        order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let order: Vec<usize> = order.into_iter().map(|x| x.1).collect();
+        // Main scheduler: priority order up to the first job that does not fit.
+        let mut rest = order.as_slice();
+        while let Some((&i, tail)) = rest.split_first() {
+            if !start_requested(sim, i) {
+                break;
+            }
+            rest = tail;
+        }
+        let now = sim.now();
+        if rest.is_empty() || now < self.next_backfill_s {
+            return;
+        }
+        let rest = rest.to_vec();
+        let me = &*self;
+        super::slurm_backfill::backfill_cycle(sim, &rest, self.max_job_test, &|v, i| me.limit(v, i));
+        if let Some(dt) = self.backfill_interval_s {
+            self.next_backfill_s = ((now / dt).floor() + 1.0) * dt;
+            if !sim.pending().is_empty() {
+                sim.wake_at(self.next_backfill_s);
+            }
+        }
     }
 }
 
@@ -118,6 +169,11 @@ impl Policy for SlurmPolicy {
         requested_admissible(sim, i)
     }
     fn schedule(&mut self, sim: &mut dyn SimView) {
+        if self.conservative {
+            // Backfill cycles run on their own clock, even with no GPU free
+            // now (the wake-up for the next cycle must be asked for).
+            return self.schedule_conservative(sim);
+        }
         if !any_free(sim.cluster()) {
             return;
         }
