@@ -156,6 +156,7 @@ fn live_model(a: &Args, spec: &LocalClusterSpec, cfg: &cellsched_core::config::C
         slurm_planning: true,
         backfill_interval_s: sim::scheduler_parameter(params, "bf_interval").map(|s| s * a.speedup),
         replan_interval_s: Some(cfg.placement.replan_interval_s as f64 * a.speedup),
+        replan_cooldown_s: cfg.placement.replan_cooldown_s as f64 * a.speedup,
     })
 }
 
@@ -333,9 +334,32 @@ fn print_text(c: &Comparison, s: &Settings) {
             );
         }
     }
+    for m in &c.modes {
+        if let Some(l) = m.launch_s {
+            println!("{}: launch time measured (sacct run time minus the trainer's own elapsed time), mean {l:.2} real s per job", m.mode);
+        }
+    }
     if let Some(sim) = &c.sim {
         println!("simulator on the same trace ({}):", sim.cluster);
+        for line in &sim.model {
+            println!("  model: {line}");
+        }
         println!("{}", sim_table(sim));
+    }
+    for (m, g) in &c.job_gaps {
+        let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
+        println!(
+            "{m} vs simulated, {} jobs both finished ({} on the same Cell), trace s live/sim: mean queue {}/{}, run {}/{}, JCT {}/{}; same-Cell run excess {}",
+            g.jobs,
+            g.same_cell,
+            f(g.queue_s.0),
+            f(g.queue_s.1),
+            f(g.run_s.0),
+            f(g.run_s.1),
+            f(g.jct_s.0),
+            f(g.jct_s.1),
+            f(g.run_excess_same_cell_s)
+        );
     }
     let (live, simr) = (c.live_ratios.as_ref().and_then(|r| r.avg_jct), c.sim.as_ref().and_then(|s| s.ratios.avg_jct));
     if let Some(l) = live {
@@ -347,6 +371,9 @@ fn print_text(c: &Comparison, s: &Settings) {
     }
     if let Some(x) = simr {
         println!("simulator: slurm/cellsched average JCT = {x:.2}x");
+    }
+    if let Some(q) = c.live_over_sim {
+        println!("live ratio / simulated ratio = {q:.2} ({:+.0}%)", (q - 1.0) * 100.0);
     }
     match c.same_direction {
         Some(true) => println!("direction: live and simulated results agree"),

@@ -69,6 +69,14 @@ impl JobTimes {
     }
 }
 
+/// The emulated trainer's own elapsed real seconds, from its summary line
+/// (`done: N iterations, X measured s, Y s elapsed`).
+pub fn trainer_elapsed_s(output: &str) -> Option<f64> {
+    let line = output.lines().rev().find(|l| l.starts_with("done: "))?;
+    let tail = line.strip_suffix(" s elapsed")?;
+    tail.rsplit(", ").next()?.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0)
+}
+
 /// Mean of the values that are present.
 fn mean(xs: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     let v: Vec<f64> = xs.flatten().collect();
@@ -118,6 +126,14 @@ mod tests {
 
     fn jt(id: &str, submit: f64, start: f64, end: f64, ty: &str, gpus: u32) -> JobTimes {
         JobTimes { trace_job: id.into(), submit_s: submit, start_s: Some(start), end_s: Some(end), gpu_type: Some(ty.into()), gpus }
+    }
+
+    #[test]
+    fn trainer_elapsed_comes_from_the_summary_line() {
+        let out = "cellsched plan: job=41\ncellsched-iter 0.08\ndone: 2512 iterations, 220.4 measured s, 7.4 s elapsed\n";
+        assert_eq!(trainer_elapsed_s(out), Some(7.4));
+        assert_eq!(trainer_elapsed_s("progress: 1/2\n"), None);
+        assert_eq!(trainer_elapsed_s("done: 1 iterations, 1 measured s, soon s elapsed"), None);
     }
 
     #[test]

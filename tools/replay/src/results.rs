@@ -64,6 +64,10 @@ pub struct ModeResult {
     /// Per job, trace seconds from the mode's first submission slot
     /// ([`crate::jobs`]); filled by the runner, which knows when it began.
     pub jobs: Vec<JobTimes>,
+    /// Mean real seconds a job held its GPUs beyond the trainer's own run
+    /// (sacct run time minus the trainer's elapsed time), over the jobs
+    /// that printed their summary; what the simulator's launch time models.
+    pub launch_s: Option<f64>,
 }
 
 impl ModeResult {
@@ -101,6 +105,7 @@ impl ModeResult {
             wall_s,
             iteration_time_error: s.iteration_time_error,
             jobs: Vec::new(),
+            launch_s: None,
         }
     }
 }

@@ -54,6 +54,8 @@ pub struct LiveModel {
     pub backfill_interval_s: Option<f64>,
     /// job_submit's re-planning interval (`placement.replan_interval_s`); `None`: every event.
     pub replan_interval_s: Option<f64>,
+    /// job_submit's cool-down after a move (`placement.replan_cooldown_s`).
+    pub replan_cooldown_s: f64,
 }
 
 impl LiveModel {
@@ -69,6 +71,7 @@ impl LiveModel {
             slurm_planning: false,
             backfill_interval_s: None,
             replan_interval_s: None,
+            replan_cooldown_s: 0.0,
         }
     }
 
@@ -96,8 +99,11 @@ impl LiveModel {
                 None => "stock: Slurm's backfill planning (every tested job reserved, nodes held whole)".into(),
             });
         }
-        if let Some(r) = self.replan_interval_s {
-            v.push(format!("cellsched re-plans pending jobs every {r:.0} s (placement.replan_interval_s)"));
+        if self.slurm_planning {
+            v.push(match self.replan_interval_s {
+                Some(r) => format!("cellsched: jobs started by the same Slurm machinery in A-SRPT order; GPU types change at submission and every {r:.0} s (placement.replan_interval_s), not within {:.0} s of a move (replan_cooldown_s)", self.replan_cooldown_s),
+                None => "cellsched: jobs started by the same Slurm machinery in A-SRPT order".into(),
+            });
         }
         v
     }
@@ -160,7 +166,8 @@ pub fn simulate_both(
         None => None,
     };
     let mut times = TimeCache::new(Box::new(CoreTimes::new(&spec, db)?));
-    let opts = CellschedOptions { fixed_counts: model.fixed_counts, ..opts.clone() };
+    let gate = model.slurm_planning.then(|| policy::SlurmGate::new(model.backfill_interval_s, model.replan_interval_s).with_cooldown(model.replan_cooldown_s));
+    let opts = CellschedOptions { fixed_counts: model.fixed_counts, started_by_slurm: gate, ..opts.clone() };
     let base = SimConfig { knowledge: knowledge.map_or("estimator, datasheet only".into(), |k| format!("estimator calibrated with {k}")), ..SimConfig::default() };
     let mut run = |name: &str, launch_s: f64| -> Result<(cellsched_sim::Metrics, Vec<JobTimes>), ReplayError> {
         let mut p = if name == "slurm" && model.slurm_planning {
@@ -192,4 +199,55 @@ pub fn shapes_of_sim_cluster(cluster_toml: &str) -> Result<BTreeMap<String, (u32
         e.1 += g.nodes;
     }
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduler_parameters_are_read_with_slurms_defaults() {
+        let p = "sched_interval=2,bf_interval=1,bf_resolution=1,sched_min_interval=100000";
+        assert_eq!(scheduler_parameter(p, "bf_interval"), Some(1.0));
+        assert_eq!(scheduler_parameter(p, "sched_interval"), Some(2.0));
+        assert_eq!(scheduler_parameter("bf_continue", "bf_interval"), Some(30.0), "Slurm's default");
+        assert_eq!(scheduler_parameter("", "bf_max_job_test"), None);
+    }
+
+    #[test]
+    fn the_live_trace_carries_the_submitted_limits() {
+        let row = |id: &str, deadline: f64| TraceJob {
+            job_id: id.into(),
+            submission_time: 0.0,
+            num_iteration: 10,
+            model_name: "resnet50".into(),
+            deadline,
+            batch_size: 16,
+            num_gpu: 1,
+            gpu_type: "v100".into(),
+            user: None,
+            freeze: None,
+            due_s: None,
+        };
+        let trace = vec![row("1", 900.0), row("2", 0.0)];
+        let job = |t: &TraceJob, min: u64| ReplayJob {
+            trace: t.clone(),
+            submit_at_s: 0.0,
+            nodes: 1,
+            gpus_per_node: 1,
+            iter_time_s: 1.0,
+            predicted_run_s: 10.0,
+            time_limit_min: min,
+            unknown_model: false,
+        };
+        let jobs = vec![job(&trace[0], 1), job(&trace[1], 2)];
+        let live = LiveModel { submitted_limits: true, ..LiveModel::none() };
+        // 900 trace s at 30x is 30 real s, submitted as --time=1: 60 real s = 1,800 trace s.
+        let t = live_trace(&trace, &jobs, 30.0, &live);
+        assert_eq!((t[0].deadline, t[1].deadline), (1800.0, 3600.0));
+        let t = live_trace(&trace, &jobs, 30.0, &LiveModel::none());
+        assert_eq!((t[0].deadline, t[1].deadline), (900.0, 0.0));
+        assert!(LiveModel::none().describe().is_empty());
+        assert_eq!(live.describe().len(), 1);
+    }
 }

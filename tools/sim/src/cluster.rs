@@ -398,6 +398,24 @@ mod tests {
     const TWO: &str = "[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 4\n\n[[group]]\ngpu_type = \"v100\"\nnodes = 3\ngpus_per_node = 8\ninter_node_gbps = 100\n";
 
     #[test]
+    fn fewest_nodes_only_keeps_a_job_on_the_nodes_its_count_needs() {
+        let mut c = ClusterState::new(&ClusterSpec::parse(TWO, "c.toml").unwrap());
+        let all: Vec<(u32, u32)> = c.shapes(1, 8).map(|s| (s.nodes, s.gpus_per_node)).collect();
+        assert_eq!(all, vec![(1, 8), (2, 4)]);
+        c.fewest_nodes_only = true;
+        let fewest: Vec<(u32, u32)> = c.shapes(1, 8).map(|s| (s.nodes, s.gpus_per_node)).collect();
+        assert_eq!(fewest, vec![(1, 8)]);
+        // Two 4-GPU halves free on two v100 nodes: 8 GPUs fit only when spreading is allowed.
+        let t = c.type_index("v100").unwrap();
+        for (node, gpus) in [(0, 4), (1, 4), (2, 8)] {
+            c.allocate_on(1, &[node], gpus).unwrap();
+        }
+        assert_eq!(c.place_now(t, 8), None);
+        c.fewest_nodes_only = false;
+        assert_eq!(c.place_now(t, 8).map(|s| s.nodes), Some(2));
+    }
+
+    #[test]
     fn shrink_and_clamp_requests() {
         // a100: 2 nodes x 4; v100: 3 nodes x 8.
         let s = ClusterSpec::parse(TWO, "c.toml").unwrap();

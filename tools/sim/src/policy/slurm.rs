@@ -252,6 +252,46 @@ mod tests {
         assert_eq!(jct, vec![Some(25.0), Some(34.0), Some(50.0)]);
     }
 
+    /// EASY protects only the first blocked job; Slurm's backfill plans a
+    /// window for every blocked job. A (4 a100, limit 60) and V (2 v100,
+    /// limit 30, true 25 s) run; B (4 a100) is the head; C (4 v100, 10 s,
+    /// limit 20) waits for V's GPUs; D (2 v100, 40 s, limit 50) fits now.
+    /// EASY starts D at once (another type than the head's) and C waits for
+    /// D; conservative backfill keeps D off C's planned window [30, 50), so
+    /// C starts when V ends (25) and D after C (35).
+    #[test]
+    fn conservative_backfill_plans_every_blocked_job_easy_only_the_head() {
+        let c = || cluster("[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 4\n[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 4\n");
+        let jobs = [
+            job("a", 0.0, 200, 4, "a100", 60.0),
+            job("v", 0.0, 25, 2, "v100", 30.0),
+            job("b", 1.0, 40, 4, "a100", 20.0),
+            job("c", 2.0, 20, 4, "v100", 20.0),
+            job("d", 3.0, 40, 2, "v100", 50.0),
+        ];
+        let (_, easy) = run(&mut SlurmPolicy::default(), c(), &jobs, times());
+        assert_eq!(easy, vec![Some(50.0), Some(25.0), Some(59.0), Some(51.0), Some(40.0)]);
+        let (m, cons) = run(&mut SlurmPolicy::conservative(None), c(), &jobs, times());
+        assert_eq!(cons, vec![Some(50.0), Some(25.0), Some(59.0), Some(33.0), Some(72.0)]);
+        assert_eq!(m.finished, 5);
+    }
+
+    /// Between backfill cycles only the main scheduler starts jobs, and it
+    /// stops at the first job that does not fit: with cycles every 100 s, D
+    /// (1 v100, behind the blocked B) waits for the cycle at 100 s.
+    #[test]
+    fn between_backfill_cycles_the_main_scheduler_stops_at_the_first_blocked_job() {
+        let c = || cluster("[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 4\n[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 4\n");
+        // A holds the a100 node until 200 s (limit 250).
+        let jobs = [job("a", 0.0, 800, 4, "a100", 250.0), job("b", 1.0, 40, 4, "a100", 20.0), job("d", 3.0, 10, 1, "v100", 50.0)];
+        let (_, every_pass) = run(&mut SlurmPolicy::conservative(None), c(), &jobs, times());
+        assert_eq!(every_pass[2], Some(20.0), "D backfills at once");
+        let (_, cycles) = run(&mut SlurmPolicy::conservative(Some(100.0)), c(), &jobs, times());
+        // The cycle at 1 s (B's arrival) ran before D arrived; the next is at 100 s.
+        assert_eq!(cycles[2], Some(117.0));
+        assert_eq!(cycles[1], Some(209.0), "B starts when A ends: the main scheduler, no cycle needed");
+    }
+
     #[test]
     fn other_types_are_not_held_by_the_reservation() {
         let c = cluster("[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 4\n[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 4\n");

@@ -70,22 +70,10 @@ pub(super) fn backfill_cycle(sim: &mut dyn SimView, order: &[usize], max_test: u
         let now = sim.now();
         let mut best: Option<(f64, Shape, Vec<u32>)> = None;
         for &g in &sim.cluster().type_groups[t] {
-            let releases: Vec<(f64, u32, u32)> = sim
-                .running()
-                .iter()
-                .filter_map(|&r| {
-                    let a = sim.job(r).alloc.as_ref()?;
-                    (a.shape.group == g).then(|| {
-                        let end = (sim.job(r).alloc_time + limit(sim, r)).max(now);
-                        a.nodes.iter().map(move |&n| (end, n, a.shape.gpus_per_node)).collect::<Vec<_>>()
-                    })
-                })
-                .flatten()
-                .collect();
-            let free_now = sim.cluster().groups[g].free_per_node().to_vec();
+            let (free_now, releases) = group_state(sim, g, limit);
             for shape in sim.cluster().shapes(g, gpus) {
                 if let Some((at, nodes)) = earliest(&free_now, &releases, &planned, shape, now, window) {
-                    if best.as_ref().map_or(true, |b| at < b.0) {
+                    if best.as_ref().is_none_or(|b| at < b.0) {
                         best = Some((at, shape, nodes));
                     }
                 }
@@ -101,6 +89,215 @@ pub(super) fn backfill_cycle(sim: &mut dyn SimView, order: &[usize], max_test: u
         }
         planned.push(Planned { group: shape.group, nodes, start: at, end: at + window });
     }
+}
+
+/// Slurm's scheduling machinery for a policy that decides Cells and order
+/// itself but whose jobs are started by slurmctld (the cellsched plugins:
+/// job_submit and its re-planning thread set each job's GPU type, the
+/// site_factor plugin its priority; slurmctld's main scheduler and backfill
+/// start it). The policy walks its pending jobs in priority order and, per
+/// job, either asks to start it ([`SlurmGate::try_start`]) or lets it wait
+/// for its planned Cell ([`SlurmGate::wait`]):
+/// - the main scheduler (every pass) starts jobs in priority order up to
+///   the first one that does not start;
+/// - a backfill cycle (every `backfill_interval_s`) also starts later jobs,
+///   on nodes that no higher-priority job's planned window needs, each
+///   waiting job planning its earliest window on its type (whole nodes);
+/// - a pending job's GPU type changes only when job_submit decides: at its
+///   first pass (submission) and every `replan_interval_s` (the re-planning
+///   thread), and not again within `replan_cooldown_s` of a move; between
+///   those, it starts only on the type it has.
+#[derive(Debug, Clone)]
+pub struct SlurmGate {
+    /// Seconds between backfill cycles (`bf_interval`); `None`: every pass.
+    pub backfill_interval_s: Option<f64>,
+    /// Seconds between re-planning passes (`placement.replan_interval_s`); `None`: every pass.
+    pub replan_interval_s: Option<f64>,
+    /// Seconds after a move during which a job is not moved again (`placement.replan_cooldown_s`).
+    pub replan_cooldown_s: f64,
+    /// Per job: when a re-plan last moved it to another GPU type.
+    moved_at: Vec<Option<f64>>,
+    now: f64,
+    next_backfill: f64,
+    next_replan: f64,
+    backfill_now: bool,
+    replan_now: bool,
+    blocked: bool,
+    planned: Vec<Planned>,
+    /// Per job: the GPU type index job_submit gave it (`None`: not decided yet).
+    assigned: Vec<Option<usize>>,
+    /// Per job: its submission time (job_submit decides then, from the free GPUs).
+    submitted: Vec<Option<f64>>,
+}
+
+impl SlurmGate {
+    /// A gate with the given cadences (seconds; `None` or non-positive:
+    /// every pass); no cool-down ([`SlurmGate::with_cooldown`]).
+    pub fn new(backfill_interval_s: Option<f64>, replan_interval_s: Option<f64>) -> Self {
+        let pos = |x: Option<f64>| x.filter(|v| v.is_finite() && *v > 0.0);
+        SlurmGate {
+            backfill_interval_s: pos(backfill_interval_s),
+            replan_interval_s: pos(replan_interval_s),
+            replan_cooldown_s: 0.0,
+            moved_at: Vec::new(),
+            now: 0.0,
+            next_backfill: 0.0,
+            next_replan: 0.0,
+            backfill_now: true,
+            replan_now: true,
+            blocked: false,
+            planned: Vec::new(),
+            assigned: Vec::new(),
+            submitted: Vec::new(),
+        }
+    }
+
+    /// The same gate with a re-planning cool-down of `seconds`.
+    pub fn with_cooldown(mut self, seconds: f64) -> Self {
+        self.replan_cooldown_s = if seconds.is_finite() { seconds.max(0.0) } else { 0.0 };
+        self
+    }
+
+    fn size(&mut self, jobs: usize) {
+        self.assigned.resize(jobs, None);
+        self.moved_at.resize(jobs, None);
+        self.submitted.resize(jobs, None);
+    }
+
+    /// Job `i` is submitted at `now` with its plan on GPU type `plan_t`:
+    /// job_submit gives it that type unless its submission pass starts it
+    /// on a free Cell of another.
+    pub(crate) fn arrive(&mut self, i: usize, plan_t: usize, now: f64, jobs: usize) {
+        self.size(jobs);
+        self.assigned[i] = Some(plan_t);
+        self.submitted[i] = Some(now);
+    }
+
+    fn at_submission(&self, i: usize) -> bool {
+        self.submitted[i] == Some(self.now)
+    }
+
+    /// Starts a pass at `now`.
+    pub(crate) fn begin_pass(&mut self, now: f64, jobs: usize) {
+        self.size(jobs);
+        self.now = now;
+        self.backfill_now = now >= self.next_backfill;
+        self.replan_now = now >= self.next_replan;
+        self.blocked = false;
+        self.planned.clear();
+    }
+
+    /// Whether job `i` may take a Cell of GPU type `t` in this pass: at its
+    /// first pass or a re-planning pass any type, else only its own.
+    pub(crate) fn type_allowed(&self, i: usize, t: usize) -> bool {
+        if self.at_submission(i) {
+            return true;
+        }
+        match self.assigned[i] {
+            None => true,
+            Some(a) if a == t => true,
+            Some(_) => self.replan_now && self.moved_at[i].is_none_or(|m| self.now - m >= self.replan_cooldown_s),
+        }
+    }
+
+    /// The policy starts job `i` on `shape` if Slurm would now; false: it waits.
+    pub(crate) fn try_start(&mut self, sim: &mut dyn SimView, i: usize, shape: Shape, iter_s: f64, limit_s: f64) -> bool {
+        let t = sim.cluster().groups[shape.group].type_idx;
+        match self.assigned[i] {
+            _ if self.at_submission(i) => self.assigned[i] = Some(t),
+            None => self.assigned[i] = Some(t),
+            Some(a) if a != t && self.type_allowed(i, t) => {
+                self.assigned[i] = Some(t);
+                self.moved_at[i] = Some(self.now);
+            }
+            _ => {}
+        }
+        if self.blocked && !self.backfill_now {
+            return false;
+        }
+        let (free_now, releases) = group_state(sim, shape.group, &declared_limit);
+        let now = sim.now();
+        match earliest(&free_now, &releases, &self.planned, shape, now, limit_s) {
+            Some((at, nodes)) if at <= now && sim.start_on(i, shape, &nodes, iter_s) => true,
+            _ => {
+                self.wait(sim, i, t, shape.gpus(), limit_s);
+                false
+            }
+        }
+    }
+
+    /// Job `i` waits for `gpus` GPUs of type `t` (its planned Cell): it
+    /// blocks the main scheduler, and a backfill cycle plans its window.
+    pub(crate) fn wait(&mut self, sim: &dyn SimView, i: usize, t: usize, gpus: u32, limit_s: f64) {
+        self.blocked = true;
+        if self.assigned[i].is_none() {
+            self.assigned[i] = Some(t);
+        }
+        if !self.backfill_now {
+            return;
+        }
+        let t = self.assigned[i].unwrap_or(t);
+        let now = sim.now();
+        let mut best: Option<(f64, Shape, Vec<u32>)> = None;
+        for &g in &sim.cluster().type_groups[t] {
+            let (free_now, releases) = group_state(sim, g, &declared_limit);
+            for shape in sim.cluster().shapes(g, gpus) {
+                if let Some((at, nodes)) = earliest(&free_now, &releases, &self.planned, shape, now, limit_s) {
+                    if best.as_ref().is_none_or(|b| at < b.0) {
+                        best = Some((at, shape, nodes));
+                    }
+                }
+            }
+        }
+        if let Some((at, shape, nodes)) = best {
+            self.planned.push(Planned { group: shape.group, nodes, start: at, end: at + limit_s });
+        }
+    }
+
+    /// Ends the pass: asks for the next backfill or re-planning pass while jobs wait.
+    pub(crate) fn end_pass(&mut self, sim: &mut dyn SimView) {
+        let now = sim.now();
+        let next = |dt: Option<f64>| dt.map_or(now, |d| ((now / d).floor() + 1.0) * d);
+        if self.backfill_now {
+            self.next_backfill = next(self.backfill_interval_s);
+        }
+        if self.replan_now {
+            self.next_replan = next(self.replan_interval_s);
+        }
+        if !sim.pending().is_empty() {
+            for t in [self.next_backfill, self.next_replan] {
+                if t > now {
+                    sim.wake_at(t);
+                }
+            }
+        }
+    }
+}
+
+/// A job's declared time limit (trace column `deadline`), else Slurm's
+/// default of a day (the partition's `DefaultTime` in the simulator).
+pub(crate) fn declared_limit(sim: &dyn SimView, i: usize) -> f64 {
+    let d = sim.job(i).spec.deadline;
+    if d > 0.0 { d } else { 86400.0 }
+}
+
+/// A group's free GPUs per node now and its running jobs' releases as
+/// (start + limit, node, GPUs); `limit` gives a job's time limit.
+fn group_state(sim: &dyn SimView, g: usize, limit: &dyn Fn(&dyn SimView, usize) -> f64) -> (Vec<u32>, Vec<(f64, u32, u32)>) {
+    let now = sim.now();
+    let releases = sim
+        .running()
+        .iter()
+        .filter_map(|&r| {
+            let a = sim.job(r).alloc.as_ref()?;
+            (a.shape.group == g).then(|| {
+                let end = (sim.job(r).alloc_time + limit(sim, r)).max(now);
+                a.nodes.iter().map(move |&n| (end, n, a.shape.gpus_per_node)).collect::<Vec<_>>()
+            })
+        })
+        .flatten()
+        .collect();
+    (sim.cluster().groups[g].free_per_node().to_vec(), releases)
 }
 
 #[cfg(test)]
