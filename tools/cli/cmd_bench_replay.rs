@@ -56,6 +56,10 @@ pub struct Args {
     /// `cellsched_replay::sim`) or `bare` (the trace as is, decisions at every event).
     #[arg(long, default_value = "live", value_name = "MODEL")]
     sim_model: String,
+    /// Live model: mechanisms to leave out, comma list of limits, nodes,
+    /// counts, launch, slurm (Slurm's planning and cadences), to see what each contributes.
+    #[arg(long, value_name = "LIST", default_value = "")]
+    sim_without: String,
     /// Launch time per run the simulator assumes, real seconds, stock and
     /// cellsched pass (GPUs held beyond the job's work: sacct's run time
     /// minus the trainer's own elapsed time; every live run prints what it
@@ -147,13 +151,22 @@ fn live_model(a: &Args, spec: &LocalClusterSpec, cfg: &cellsched_core::config::C
         .filter(|v| v.len() == 2)
         .with_context(|| format!("--sim-launch-s '{}': expected two seconds >= 0, STOCK,CELLSCHED", a.sim_launch_s))?;
     let params = spec.scheduler_parameters.as_deref().unwrap_or(cellsched_devcluster::DEV_SCHEDULER_PARAMETERS);
+    let mut off = std::collections::BTreeSet::new();
+    for w in a.sim_without.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        if !["limits", "nodes", "counts", "launch", "slurm"].contains(&w) {
+            bail!("--sim-without '{w}': expected limits, nodes, counts, launch or slurm");
+        }
+        off.insert(w);
+    }
+    let on = |m: &str| !off.contains(m);
+    let launch = if on("launch") { launch } else { vec![0.0, 0.0] };
     Ok(sim::LiveModel {
-        submitted_limits: true,
-        fewest_nodes: true,
-        fixed_counts: true,
+        submitted_limits: on("limits"),
+        fewest_nodes: on("nodes"),
+        fixed_counts: on("counts"),
         launch_stock_s: launch[0] * a.speedup,
         launch_cellsched_s: launch[1] * a.speedup,
-        slurm_planning: true,
+        slurm_planning: on("slurm"),
         backfill_interval_s: sim::scheduler_parameter(params, "bf_interval").map(|s| s * a.speedup),
         replan_interval_s: Some(cfg.placement.replan_interval_s as f64 * a.speedup),
         replan_cooldown_s: cfg.placement.replan_cooldown_s as f64 * a.speedup,
