@@ -63,8 +63,9 @@ pub struct Args {
     /// Launch time per run the simulator assumes, real seconds, stock and
     /// cellsched pass (GPUs held beyond the job's work: sacct's run time
     /// minus the trainer's own elapsed time; every live run prints what it
-    /// measured). Default: measured on the local cluster on 2026-11-26.
-    #[arg(long, value_name = "STOCK,CELLSCHED", default_value = "0.7,1.8")]
+    /// measured). Default: the mean of five replays on the local cluster
+    /// (2026-11-26, bench/HISTORY.md).
+    #[arg(long, value_name = "STOCK,CELLSCHED", default_value = "1.28,1.34")]
     sim_launch_s: String,
     /// Skip the simulator comparison.
     #[arg(long)]

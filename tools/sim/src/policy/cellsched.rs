@@ -951,9 +951,13 @@ impl Policy for CellschedPolicy {
                         }
                     }
                 }
-                if let (Some(g), Some((shape, _))) = (&gate, chosen) {
-                    // Between job_submit's decisions the job keeps its GPU type.
-                    if !g.type_allowed(i, sim.cluster().groups[shape.group].type_idx) {
+                if let (Some(g), Some((shape, iter_s))) = (&gate, chosen) {
+                    // Between job_submit's decisions the job keeps its GPU
+                    // type; at submission it takes no slower Cell than its
+                    // best while the wait test is on (no forecast yet).
+                    let slower = iter_s > self.plan(i).ideal.iter_s * (1.0 + 1e-9);
+                    let wait_test = self.opts.wait_test && sim.job(i).spec.due_s.is_none();
+                    if !g.type_allowed(i, sim.cluster().groups[shape.group].type_idx) || (g.at_submission(i) && slower && wait_test) {
                         chosen = None;
                     }
                 }
@@ -1263,26 +1267,38 @@ mod tests {
     }
 
     /// Started through Slurm (`SlurmGate`): a pending job's GPU type
-    /// changes only at job_submit's re-planning passes. Y waits for the
-    /// a100 X holds until 1,000 s; the v100 frees at 50.5 s and Y (200 s
+    /// changes only at job_submit's decisions. X holds the a100 until
+    /// 1,000 s. Z (a model known only on v100) takes the v100 until 50.5 s.
+    /// Y plans on the a100 and waits; the v100 frees at 50.5 s and Y (200 s
     /// there, well before the a100 frees) moves at once when the policy
-    /// starts jobs itself, at the next re-planning pass (100 s) through Slurm.
+    /// starts jobs itself, at the next re-planning pass (100 s) through
+    /// Slurm. W arrives when only the slower v100 is free: the policy starts
+    /// it there at once; job_submit takes no slower Cell at submission, so
+    /// through Slurm it moves at the first re-planning pass.
     #[test]
     fn through_slurm_a_pending_job_changes_type_only_at_replanning_passes() {
-        let jobs = [job("x", 0.0, 1000, 1, "a100", 2000.0), job("z", 0.5, 25, 1, "v100", 100.0), job("y", 1.0, 100, 1, "a100", 500.0)];
-        let jct_y = |gate: Option<SlurmGate>| {
+        let t = || LinearTimes::new(0.0).with("m", "a100", 1.0).with("m", "v100", 2.0).with("n", "v100", 2.0);
+        let mut z = job("z", 0.5, 25, 1, "v100", 100.0);
+        z.model_name = "n".into();
+        let y_jobs = [job("x", 0.0, 1000, 1, "a100", 2000.0), z, job("y", 1.0, 100, 1, "a100", 500.0)];
+        let w_jobs = [job("x", 0.0, 1000, 1, "a100", 2000.0), job("w", 1.0, 100, 1, "a100", 500.0)];
+        let last = |jobs: &[crate::trace::TraceJob], gate: Option<SlurmGate>| {
             let mut pol = CellschedPolicy::new(CellschedOptions { max_gpu_factor: 1.0, started_by_slurm: gate, ..Default::default() }).unwrap();
             let mut rec = Recording { inner: &mut pol, starts: Vec::new() };
-            let (_, jct) = run(&mut rec, two_types(), &jobs, times());
-            let y = rec.starts.iter().find(|s| s.0 == 2).cloned().expect("y started");
-            (y.1, jct[2].unwrap())
+            let (_, jct) = run(&mut rec, two_types(), jobs, t());
+            let k = jobs.len() - 1;
+            let s = rec.starts.iter().find(|s| s.0 == k).cloned().expect("started");
+            (s.1, jct[k].unwrap())
         };
-        let (ty, jct) = jct_y(None);
-        assert_eq!(ty, "v100");
-        assert!((jct - 249.5).abs() < 1e-6, "{jct}");
-        let (ty, jct) = jct_y(Some(SlurmGate::new(None, Some(100.0))));
-        assert_eq!(ty, "v100");
-        assert!((jct - 299.0).abs() < 1e-6, "{jct}");
+        let gate = || Some(SlurmGate::new(None, Some(100.0)));
+        for (jobs, itself) in [(&y_jobs[..], 249.5), (&w_jobs[..], 200.0)] {
+            let (ty, jct) = last(jobs, None);
+            assert_eq!(ty, "v100");
+            assert!((jct - itself).abs() < 1e-6, "{jct}");
+            let (ty, jct) = last(jobs, gate());
+            assert_eq!(ty, "v100");
+            assert!((jct - 299.0).abs() < 1e-6, "{jct}");
+        }
     }
 
     fn two_types() -> crate::cluster::ClusterState {

@@ -106,7 +106,10 @@ pub(super) fn backfill_cycle(sim: &mut dyn SimView, order: &[usize], max_test: u
 /// - a pending job's GPU type changes only when job_submit decides: at its
 ///   first pass (submission) and every `replan_interval_s` (the re-planning
 ///   thread), and not again within `replan_cooldown_s` of a move; between
-///   those, it starts only on the type it has.
+///   those, it starts only on the type it has. At submission job_submit
+///   takes no Cell slower than the job's best (Slurm has no forecast of the
+///   job's start yet, so the wait test says wait); the policy applies that
+///   with [`SlurmGate::at_submission`].
 #[derive(Debug, Clone)]
 pub struct SlurmGate {
     /// Seconds between backfill cycles (`bf_interval`); `None`: every pass.
@@ -173,7 +176,8 @@ impl SlurmGate {
         self.submitted[i] = Some(now);
     }
 
-    fn at_submission(&self, i: usize) -> bool {
+    /// Whether this pass is job `i`'s submission (job_submit's decision).
+    pub(crate) fn at_submission(&self, i: usize) -> bool {
         self.submitted[i] == Some(self.now)
     }
 
