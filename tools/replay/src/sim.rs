@@ -18,8 +18,12 @@
 //! - launch time: GPUs held per run beyond the job's work (launch, plugins,
 //!   completion), per mode, measured on the live cluster (sacct run time
 //!   minus the trainer's own elapsed time; see [`crate::jobs`]);
-//! - scheduling cadence: backfill every `bf_interval` and re-planning of
-//!   pending DL jobs every `replan_interval_s`, both in compressed seconds.
+//! - Slurm's machinery for both passes: backfill that plans every tested
+//!   job (`SlurmPolicy::conservative`) every `bf_interval`; for cellsched
+//!   the same, in A-SRPT order, with job_submit's rules for a job's GPU
+//!   type (no slower Cell at submission, moves only every
+//!   `replan_interval_s` and not within `replan_cooldown_s`; `SlurmGate`),
+//!   all in compressed seconds.
 use crate::error::ReplayError;
 use crate::jobs::JobTimes;
 use crate::results::{Ratios, SimSide};
