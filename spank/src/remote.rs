@@ -39,7 +39,7 @@ use crate::error::SpankError;
 use crate::spank::{self, Item, Spank};
 use crate::options::{given, given_keys, with_env};
 use cellsched_core::options::{CellChoice, DlOptions};
-use crate::plan::{choose, gres_gpu_type, PlanInputs};
+use crate::plan::{check_grant, choose, gres_gpu_type, GrantCheck, PlanInputs};
 use crate::plan_file::{plan_path, prepare_plan_dir, prepare_step_dir, remove_job_dirs, remove_step_dir, write_private};
 use cellsched_core::config::{resolve_config_path, Config};
 use cellsched_core::estimator::Estimator;
@@ -310,8 +310,11 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
             args,
             same_work,
             job_cell: job_cell.as_ref(),
+            array_types: prepared.and_then(|p| p.record.as_ref()).map_or(&[], |r| r.types.as_slice()),
         };
+        let grant = check_grant(&inputs);
         let plan = choose(&inputs, &estimator(args)).map_err(|e| batch_step_runs_on(e, &step))?;
+        report_grant(sp, &grant, &step, &plan);
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
         let (_, file) = plan_path(&args.plan_dir, step.job_id, &step.step_label(), step.node_id);
@@ -336,6 +339,22 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
         Ok::<(), SpankError>(())
     })();
     result.map_err(|e| fail(sp, e))
+}
+
+/// Says when the plan was made on the node because the decision is for
+/// another GPU type than granted: in the log, and for a stale decision (not
+/// an array task on one of its types) also in `CELLSCHED_ERROR`.
+fn report_grant(sp: &Spank, grant: &GrantCheck, step: &StepInfo, plan: &crate::plan_file::InjectedPlan) {
+    let Some(note) = grant.note() else { return };
+    let msg = format!("{note}: {} plan {} ({})", plan.cell, plan.plan_text, plan.source);
+    let line = format!("job {} step {}: {msg}", step.job_id, step.step_label());
+    match grant {
+        GrantCheck::Stale { .. } => {
+            spank::log(spank::Level::Info, &line);
+            show_error(sp, &msg);
+        }
+        _ => spank::log(spank::Level::Verbose, &line),
+    }
 }
 
 /// The batch step is the job itself, whose values slurmctld accepted at
