@@ -476,6 +476,13 @@ pub fn place_request(
                 "cellsched: --dl-cell={c} conflicts with the requested GPU type '{t}' in {what}; give one of them"
             ))
         }
+        // The typed request is what Slurm grants: a pinned Cell of another size would be ranked and limited as a job it is not.
+        (CellChoice::Pinned(c), Some((_, total, what))) if c.gpus != *total => {
+            return Outcome::Reject(format!(
+                "cellsched: --dl-cell={c} asks for {} GPUs but {what} requests {total} in all; give one of them",
+                c.gpus
+            ))
+        }
         (CellChoice::Pinned(c), _) => Some((c.clone(), format!("--dl-cell={c}"))),
         (CellChoice::Auto, Some((t, total, what))) => {
             let stages = match &opts.plan {
@@ -1057,6 +1064,20 @@ mod tests {
             Outcome::Reject(msg) => assert!(msg.contains("v100x8") && msg.contains("a100"), "{msg}"),
             other => panic!("{other:?}"),
         }
+
+        // Probe round 3: a typed request of another GPU count than the pinned Cell's is refused
+        // (the job would hold the typed GPUs while ranked and time-limited as the Cell).
+        let one = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=32".into(), "CELLSCHED_DL_CELL=a100x1".into()];
+        for (per_node, per_job, nodes) in [(Some("gres:gpu:a100:4"), None, None), (None, Some("gres:gpu:a100:8"), None), (Some("gres:gpu:a100:1"), None, Some(2))] {
+            let r = SubmitRequest { env: one.clone(), tres_per_node: per_node.map(Into::into), tres_per_job: per_job.map(Into::into), min_nodes: nodes, ..Default::default() };
+            match place(&r, &c, &cfg, &e) {
+                Outcome::Reject(msg) => assert!(msg.contains("--dl-cell=a100x1") && msg.contains("in all"), "{msg}"),
+                other => panic!("{per_node:?} {per_job:?} x{nodes:?}: {other:?}"),
+            }
+        }
+        // The same count typed is the same request.
+        let same = SubmitRequest { env: one, tres_per_node: Some("gres:gpu:a100:1".into()), ..Default::default() };
+        assert!(matches!(place(&same, &c, &cfg, &e), Outcome::Place(p) if p.record.decision.cell.gpus == 1));
     }
 
     #[test]

@@ -281,6 +281,13 @@ fn replan_shape(job: &JobNow<'_>, edit: &JobEdit, ctx: &ModifyContext<'_>) -> Re
         None => d.cell.gpus / nodes_now,
     };
     let nodes = match (edit.min_nodes, edit.max_nodes) {
+        // A range would let Slurm grow the job later (e.g. an edit of NumTasks) past its Cell's nodes.
+        (Some(lo), Some(hi)) if lo != hi => {
+            return Err(refuse(
+                EditField::NodeCount,
+                format!("{lo}-{hi} nodes: a DL job runs on exactly the nodes of its Cell ({nodes_now} now); give one node count (NumNodes=N)"),
+            ))
+        }
         (Some(n), _) | (None, Some(n)) => n,
         (None, None) => nodes_now,
     };
@@ -299,8 +306,9 @@ fn replan_shape(job: &JobNow<'_>, edit: &JobEdit, ctx: &ModifyContext<'_>) -> Re
     let features = request::with_type_feature(user_features.as_deref(), &gpu_type);
     if gpu_type == d.cell.gpu_type && total == d.cell.gpus && nodes == nodes_now {
         // The same Cell: only the feature expression may need the type back.
+        // The feature expression names one type now: an array's type set is gone.
         return Ok((edit.features.is_some() && edit.features.as_deref() != Some(features.as_str())).then(|| Replanned {
-            record: r.clone(),
+            record: DlRecord { types: Vec::new(), slowest_iter_s: None, ..r.clone() },
             rewrite: Rewrite { features, tres_per_node: crate::slurm_text::with_untyped_gpus(None, per_node, ctx.gres_prefix), nodes },
             time_limit_min: None,
             estimate: Estimate {
@@ -369,6 +377,9 @@ fn replan_shape(job: &JobNow<'_>, edit: &JobEdit, ctx: &ModifyContext<'_>) -> Re
         plan_iter_s: Some(e.iter_time_s),
         replanned_from: Some(d.cell.clone()),
         moved_at: Some(ctx.now),
+        // One Cell: an array's type set is gone.
+        types: Vec::new(),
+        slowest_iter_s: None,
         ..r.clone()
     };
     Ok(Some(Replanned {
@@ -442,6 +453,28 @@ mod tests {
         assert_eq!((back.decision.cell, back.decision.plan, back.fixed_gpus), (x.record.decision.cell.clone(), x.record.decision.plan, Some(8)));
     }
 
+    /// Probe round 3: an edit of an array with a type set names one Cell
+    /// (or one type in its features): the set and its slowest time are dropped.
+    #[test]
+    fn an_edit_of_an_array_with_a_type_set_drops_the_set() {
+        let est = est();
+        let r = DlRecord { types: vec!["a100".into(), "v100".into()], slowest_iter_s: Some(9.0), ..placed(&est) };
+        let nodes = cluster();
+        let declared = DeclaredConfig::default();
+        let ctx = ModifyContext { nodes: &nodes, est: Some(&est), declared: &declared, gres_prefix: "gres:", now: 1_800_000_000 };
+        let e = env();
+        let job = JobNow { record: &r, env: &e, features: Some("[a100|v100]"), partition: Some("gpu"), pending: true };
+        for edit in [
+            JobEdit { tres_per_node: Some("gres:gpu:4".into()), ..JobEdit::default() },
+            JobEdit { features: Some("v100".into()), tres_per_node: Some("gres:gpu:8".into()), ..JobEdit::default() },
+            JobEdit { features: Some("ib".into()), ..JobEdit::default() },
+        ] {
+            let ModifyVerdict::Replan(x) = judge_edit(&job, &edit, &ctx) else { panic!("{edit:?}: not re-planned") };
+            assert!(x.record.types.is_empty() && x.record.slowest_iter_s.is_none(), "{edit:?}: {}", x.record);
+            assert!(!x.rewrite.features.contains('['), "{edit:?}: {}", x.rewrite.features);
+        }
+    }
+
     #[test]
     fn a_typed_gres_edit_becomes_a_feature_and_an_untyped_count() {
         let est = est();
@@ -482,6 +515,9 @@ mod tests {
             (JobEdit { tres_per_node: Some("gres:gpu:0".into()), ..JobEdit::default() }, true, EditField::Gres),
             (JobEdit { tres_per_node: Some("cpu=2".into()), ..JobEdit::default() }, true, EditField::Gres),
             (JobEdit { min_nodes: Some(u32::MAX), tres_per_node: Some("gres:gpu:4".into()), ..JobEdit::default() }, true, EditField::NodeCount),
+            // Probe round 3: a node range keeping the Cell's count as its minimum (later grown by NumTasks=) is refused.
+            (JobEdit { min_nodes: Some(1), max_nodes: Some(2), ..JobEdit::default() }, true, EditField::NodeCount),
+            (JobEdit { min_nodes: Some(1), max_nodes: Some(4), tres_per_node: Some("gres:gpu:2".into()), ..JobEdit::default() }, true, EditField::NodeCount),
             (JobEdit { features: Some("v100".into()), ..JobEdit::default() }, false, EditField::Features),
         ];
         for (edit, pending, field) in cases {
