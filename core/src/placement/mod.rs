@@ -626,8 +626,10 @@ pub fn place_request(
             let mut record = dl_record(estimate.to_decision(), &job, &opts, want_gpus, deadline);
             let mut rewrite = rewrite_for(req, &estimate);
             let mut why = why.to_string();
-            // An array with no pinned plan and no deadline: its tasks may start on every type that serves them about as well.
-            if req.array && pinned_plan.is_none() && deadline.is_none() {
+            // An array with no pinned plan, no deadline and no GPU type in the user's own features:
+            // its tasks may start on every type that serves them about as well.
+            let user_named_types = req.features.as_deref().is_some_and(|f| !modify::named_types(f, nodes).is_empty());
+            if req.array && pinned_plan.is_none() && deadline.is_none() && !user_named_types {
                 let set = array_type_set(&job, &estimate, &capacity, cfg, est, ranks);
                 if let (true, Some(features)) = (set.len() > 1, with_type_set_feature(req.features.as_deref(), &type_names(&set))) {
                     rewrite.features = features;
@@ -1157,8 +1159,9 @@ mod tests {
         // Pinned plans, user brackets and deadlines keep one type.
         let pinned = SubmitRequest { env: dl_env(&["CELLSCHED_DL_PLAN=dp=4,tp=1,pp=1"]), array: true, ..Default::default() };
         let bracket = SubmitRequest { features: Some("[rack1|rack2]".into()), ..array.clone() };
+        let typed_feature = SubmitRequest { features: Some("ib&v100".into()), ..array.clone() };
         let deadline = SubmitRequest { env: dl_env(&["CELLSCHED_DL_ITERS=10", "CELLSCHED_DL_DEADLINE=now+30d"]), now: 1_800_000_000, array: true, ..Default::default() };
-        for r in [pinned, bracket, deadline] {
+        for r in [pinned, bracket, deadline, typed_feature] {
             let Outcome::Place(x) = place(&r, &c, &cfg, &e) else { panic!("not placed: {r:?}") };
             assert!(x.record.types.is_empty(), "{r:?}: {}", x.record);
         }

@@ -173,7 +173,7 @@ pub struct ModifyContext<'a> {
 }
 
 /// The GPU types of the cluster that `features` names as words.
-fn named_types<'n>(features: &str, nodes: &'n [NodeGpus]) -> Vec<&'n str> {
+pub(super) fn named_types<'n>(features: &str, nodes: &'n [NodeGpus]) -> Vec<&'n str> {
     let words: Vec<&str> = features.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')).filter(|w| !w.is_empty()).collect();
     let mut t: Vec<&str> = nodes.iter().map(|n| n.gpu_type.as_str()).filter(|t| words.iter().any(|w| w.eq_ignore_ascii_case(t))).collect();
     t.sort_unstable();
