@@ -1428,3 +1428,61 @@ fn an_arrays_tasks_start_in_parallel_on_every_free_type_that_serves_them() {
     assert_eq!(seen_types.len(), 2, "tasks ran on both types");
     p.cancel(&blockers);
 }
+
+/// Probe round 3 (issue 31): slurmctld calls job_modify before it checks
+/// the rest of an update, so `Features=OTHER Licenses=bogus:1` was refused
+/// after job_modify had re-planned the record onto OTHER: the job stayed on
+/// its type, ranked and limited as the other (a faster type ranks better).
+/// Re-planning's pass brings request and record back together: the record
+/// follows the request, and the slurmctld log says so.
+#[test]
+fn an_update_refused_after_job_modify_leaves_record_and_request_together() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    p.reset();
+    const USER: &str = "cs-e2e-bob";
+    common::test_user(USER);
+    let as_user = |prog: &str, args: &[&str]| common::run_as(USER, &p.spec.slurm_bin, &p.cluster.layout.slurm_conf(), prog, args);
+    let o = as_user("sbatch", &["--parsable", "-H", "-o", "/dev/null", "--gres=gpu:4", "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "100", "--wrap", "true"]);
+    assert!(o.status.success(), "sbatch: {}", String::from_utf8_lossy(&o.stderr));
+    let id: u32 = String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap();
+    let record = || cellsched_core::record::DlRecord::parse(&p.admin_comment(id)).expect("a record");
+    let before = record();
+    let per_node = before.decision.cell.gpus / before.decision.nodes.max(1);
+    let Some(other) = p.nodes().into_iter().find(|(_, t, g)| *t != before.decision.cell.gpu_type && *g >= per_node).map(|(_, t, _)| t) else {
+        eprintln!("skipped: no second GPU type holds {}", before.decision.cell);
+        return;
+    };
+    let from = p.ctld_log().len();
+    // An invalid license (checked before features), and the type in capitals (no node has that feature).
+    for (features, extra) in [(other.clone(), Some("Licenses=bogus:1")), (other.to_uppercase(), None)] {
+        let mut args = vec!["update".to_string(), format!("job={id}"), format!("Features={features}")];
+        args.extend(extra.map(str::to_string));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let bad = args[2..].join(" ");
+        let o = as_user("scontrol", &args);
+        assert!(!o.status.success(), "the update '{bad}' was accepted");
+        // Within a few re-planning passes (2 s here) the record names the type the request does.
+        let t = Instant::now();
+        loop {
+            let (r, j) = (record(), p.job(id));
+            let features = j.get("Features").cloned().unwrap_or_default();
+            let gres = j.get("TresPerNode").cloned().unwrap_or_default();
+            let agree = features.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == r.decision.cell.gpu_type)
+                && gres.ends_with(&format!("gpu:{}", r.decision.cell.gpus / r.decision.nodes.max(1)));
+            if agree {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "{bad}: record {} and request Features={features} TresPerNode={gres} still apart", r.decision.cell);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+    let log = p.ctld_log();
+    let new = &log[from.min(log.len())..];
+    assert!(new.contains(&format!("JobId={id}: request and record disagreed")), "no reconciliation line in slurmctld.log");
+    p.cancel(&[id]);
+}

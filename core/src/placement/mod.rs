@@ -23,7 +23,7 @@ mod wait;
 
 pub use crate::slurm_text::{gpu_entries, gpu_request, with_untyped_gpus, without_gpus, GpuRequest, GRES_PREFIX_2205};
 pub use load::LoadView;
-pub use modify::{judge_edit, EditField, JobEdit, JobNow, ModifyContext, ModifyVerdict, Replanned};
+pub use modify::{judge_edit, reconcile, EditField, JobEdit, JobNow, ModifyContext, ModifyVerdict, Reconcile, Replanned};
 pub use replan::{in_cooldown, plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
 pub use request::{with_type_feature, with_type_set_feature, without_type_feature};
 pub use sizing::{DeadlineWork, Sizable, SizingRule};
