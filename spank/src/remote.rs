@@ -31,8 +31,9 @@
 //! not loaded), for steps granted another GPU count than the decision's, or
 //! for steps running another model or batch than the one recorded with it:
 //! the tasks estimate the plan here for the GPUs granted
-//! (`CELLSCHED_PLAN_SOURCE=estimated`; GPU type from the typed request or the
-//! node's Slurm configuration), which can differ from AdminComment.
+//! (`CELLSCHED_PLAN_SOURCE=estimated`; GPU type from the node's Slurm
+//! configuration, else the typed request), which can differ from AdminComment.
+//! The same type is checked against the decision's ([`crate::plan::check_grant`]).
 use crate::args::PluginArgs;
 use crate::env::{gpus_on_node, job_num_nodes, task_env, StepInfo, BATCH_STEP_ID, PLAN_KEYS};
 use crate::error::SpankError;
@@ -225,9 +226,9 @@ fn slurm_conf_path(env: &dyn Fn(&str) -> Option<String>) -> std::path::PathBuf {
 
 /// This node's GPU type from the Slurm configuration: gres.conf beside
 /// slurm.conf (`Type=`), else slurm.conf's `NodeName=... Gres=gpu:TYPE:N`
-/// (gres.conf with only `AutoDetect=`). Used when no decision, pinned Cell
-/// or typed request in the task environment names the type (a direct
-/// `srun --gpus-per-node=a100:4`: srun does not export its GPU options to tasks).
+/// (gres.conf with only `AutoDetect=`). The type of the GPUs granted, read
+/// from root's configuration rather than the job environment (whose typed
+/// request a user can overwrite); on a node with several GPU types, the first.
 fn node_gpu_type(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let node = env("SLURMD_NODENAME")?;
     let conf = slurm_conf_path(env);
@@ -306,7 +307,8 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
             model: &model,
             decision: d.as_ref(),
             step: &step,
-            gres_gpu_type: gres_gpu_type(&env).or_else(|| node_gpu_type(&env)),
+            // The node's configured type first: the job environment's typed request is the user's to edit.
+            gres_gpu_type: node_gpu_type(&env).or_else(|| gres_gpu_type(&env)),
             args,
             same_work,
             job_cell: job_cell.as_ref(),
