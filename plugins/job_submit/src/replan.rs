@@ -439,6 +439,8 @@ mod tests {
                     ),
                     env: vec![format!("CELLSCHED_DL_MODEL={model}"), "CELLSCHED_DL_BATCH=32".into(), format!("CELLSCHED_DL_ITERS={iters}")],
                     features: Some("a100".into()),
+                    tres_per_node: Some("gres:gpu:1".into()),
+                    min_nodes: 1,
                     typed: false,
                 }
             })
