@@ -9,6 +9,7 @@
 //! cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.123400 src=datasheet
 //!            model=gpt__1.3B batch=64 iters=5000 gpus=4 deadline=1795000000 limit_min=130
 //!            plan_iter_s=0.1 replanned_from=v100x8x1 moved_at=1795000100 restarts=1
+//!            types=a100,v100
 //! ```
 //!
 //! The first ten words are the [`Decision`] (also the job environment's
@@ -57,6 +58,29 @@ pub struct DlRecord {
     pub moved_at: Option<i64>,
     /// `restarts=`: how often the job was restarted on a new decision (0 is not printed).
     pub restarts: u32,
+    /// `types=`: the GPU types a job array's tasks may run on, the
+    /// decision's type first (printed only with two or more): each task is
+    /// planned on its node for the GPUs it was granted. Empty for other jobs.
+    pub types: Vec<String>,
+    /// `slowest_iter_s=`: with [`DlRecord::types`], the predicted seconds
+    /// per iteration on the slowest of them (the declared work's time limit
+    /// and overrun check count from it, so no task is cut short on a slower type).
+    pub slowest_iter_s: Option<f64>,
+}
+
+/// True when `t` can be one entry of `types=` (a GRES type name).
+fn is_type_word(t: &str) -> bool {
+    !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+}
+
+/// `types=` entries; a list with a bad entry, or fewer than two, is none.
+fn parse_types(v: &str) -> Vec<String> {
+    let t: Vec<String> = v.split(',').map(str::to_string).collect();
+    if t.len() > 1 && t.iter().all(|x| is_type_word(x)) {
+        t
+    } else {
+        Vec::new()
+    }
 }
 
 /// True when `name` can be printed as one `model=` word.
@@ -67,7 +91,7 @@ pub fn is_one_word(name: &str) -> bool {
 impl DlRecord {
     /// A record holding only `decision`.
     pub fn new(decision: Decision) -> DlRecord {
-        DlRecord { decision, model: None, batch: None, iters: None, fixed_gpus: None, deadline: None, limit_min: None, plan_iter_s: None, replanned_from: None, moved_at: None, restarts: 0 }
+        DlRecord { decision, model: None, batch: None, iters: None, fixed_gpus: None, deadline: None, limit_min: None, plan_iter_s: None, replanned_from: None, moved_at: None, restarts: 0, types: Vec::new(), slowest_iter_s: None }
     }
 
     /// Parses the record in an `AdminComment` (or a `CELLSCHED_DECISION`
@@ -114,6 +138,8 @@ impl DlRecord {
                 "replanned_from" => r.replanned_from = v.parse().ok(),
                 "moved_at" => r.moved_at = v.parse().ok(),
                 "restarts" => r.restarts = v.parse().unwrap_or(0),
+                "types" => r.types = parse_types(v),
+                "slowest_iter_s" => r.slowest_iter_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0),
                 _ => {}
             }
         }
@@ -123,14 +149,31 @@ impl DlRecord {
     /// The declared iterations and the decision's seconds per iteration,
     /// `None` without declared iterations: what the overrun check reads.
     pub fn declared_work(&self) -> Option<(u64, f64)> {
-        Some((self.iters?, self.decision.iter_s))
+        Some((self.iters?, self.work_iter_s()))
+    }
+
+    /// The seconds per iteration the declared work is measured with: the
+    /// decision's, or for an array with a type set the slowest type's.
+    pub fn work_iter_s(&self) -> f64 {
+        match self.slowest_iter_s {
+            Some(s) if self.types.len() > 1 => s.max(self.decision.iter_s),
+            _ => self.decision.iter_s,
+        }
     }
 
     /// The same record with another decision: a re-planning move from
     /// `self.decision` to `to`, which keeps the job's facts, bounds later
-    /// moves by `plan_iter_s` and sets the new time limit.
+    /// moves by `plan_iter_s` and sets the new time limit. The move names
+    /// one Cell, so an array's type set is dropped.
     pub fn moved(&self, to: Decision, plan_iter_s: f64, limit_min: Option<u32>) -> DlRecord {
-        DlRecord { replanned_from: Some(self.decision.cell.clone()), decision: to, plan_iter_s: Some(plan_iter_s), limit_min, ..self.clone() }
+        DlRecord { replanned_from: Some(self.decision.cell.clone()), decision: to, plan_iter_s: Some(plan_iter_s), limit_min, types: Vec::new(), slowest_iter_s: None, ..self.clone() }
+    }
+
+    /// True when a task may run on GPUs of `gpu_type` under this record:
+    /// the decision's type, or one of an array's [`DlRecord::types`]
+    /// (compared case-insensitively).
+    pub fn allows_type(&self, gpu_type: &str) -> bool {
+        self.decision.cell.gpu_type.eq_ignore_ascii_case(gpu_type) || self.types.iter().any(|t| t.eq_ignore_ascii_case(gpu_type))
     }
 
     /// The text to store as the job's `AdminComment`: `existing` (an
@@ -176,6 +219,12 @@ impl fmt::Display for DlRecord {
         }
         if self.restarts > 0 {
             write!(f, " restarts={}", self.restarts)?;
+        }
+        if self.types.len() > 1 && self.types.iter().all(|t| is_type_word(t)) {
+            write!(f, " types={}", self.types.join(","))?;
+            if let Some(s) = self.slowest_iter_s {
+                write!(f, " slowest_iter_s={s}")?;
+            }
         }
         Ok(())
     }
@@ -249,10 +298,13 @@ mod tests {
             replanned_from: Some(Cell::new("a100", 4, 1).unwrap()),
             moved_at: Some(1_795_000_100),
             restarts: 2,
+            types: vec!["v100".into(), "a100".into()],
+            slowest_iter_s: Some(0.5),
         };
         let text = full.to_string();
         assert_eq!(DlRecord::parse(&text), Some(full.clone()));
-        assert!(text.ends_with("model=gpt__1.3B batch=64 iters=5000 gpus=8 deadline=1795000000 limit_min=130 plan_iter_s=0.125 replanned_from=a100x4x1 moved_at=1795000100 restarts=2"), "{text}");
+        assert!(text.ends_with("model=gpt__1.3B batch=64 iters=5000 gpus=8 deadline=1795000000 limit_min=130 plan_iter_s=0.125 replanned_from=a100x4x1 moved_at=1795000100 restarts=2 types=v100,a100 slowest_iter_s=0.5"), "{text}");
+        assert_eq!(full.declared_work(), Some((5000, 0.5)), "an array's work is measured on its slowest type");
         let bare = DlRecord::new(decision());
         assert_eq!(bare.to_string(), decision().to_admin_comment());
         assert_eq!(DlRecord::parse(&bare.to_string()), Some(bare));
@@ -284,13 +336,22 @@ mod tests {
         assert_eq!((m.model.as_deref(), m.batch, m.iters), (Some("m"), Some(8), Some(100)));
         assert_eq!((m.plan_iter_s, m.limit_min, m.replanned_from.clone()), (Some(0.25), Some(30), Some(decision().cell)));
         assert_eq!(DlRecord::parse(&m.to_string()), Some(m));
+        // An array's type set names no single Cell: a move drops it.
+        let set = DlRecord { types: vec!["v100".into(), "a100".into()], slowest_iter_s: Some(0.75), ..r.clone() };
+        assert!(set.allows_type("A100") && set.allows_type("v100") && !set.allows_type("a10"));
+        let moved = set.moved(to, 0.25, None);
+        assert!(moved.types.is_empty() && moved.slowest_iter_s.is_none());
+        assert_eq!(moved.declared_work(), Some((100, moved.decision.iter_s)));
+        assert!(r.allows_type("v100") && !r.allows_type("a100"));
     }
 
     #[test]
     fn bad_values_drop_the_fact_and_bad_decisions_the_record() {
-        let text = format!("{} iters=x batch=-1 plan_iter_s=NaN deadline=soon model= moved_at=later newer_key=1", decision().to_admin_comment());
+        let text = format!("{} iters=x batch=-1 plan_iter_s=NaN deadline=soon model= moved_at=later types=a100,,v100 newer_key=1", decision().to_admin_comment());
         let r = DlRecord::parse(&text).unwrap();
         assert_eq!((r.iters, r.batch, r.plan_iter_s, r.deadline, r.model, r.moved_at), (None, None, None, None, None, None));
+        assert!(r.types.is_empty());
+        assert!(DlRecord::parse(&format!("{} types=a100", decision().to_admin_comment())).unwrap().types.is_empty(), "one type is no set");
         assert_eq!(DlRecord::parse(&decision().to_admin_comment().replace("dp=2", "dp=3")), None);
         let spaced = DlRecord { model: Some("a b".into()), ..DlRecord::new(decision()) };
         assert!(!spaced.to_string().contains("model="));

@@ -135,6 +135,13 @@ impl<T> SnapshotCache<T> {
         self.entries.get(&id).filter(|(s, _)| *s == stamp).and_then(|(_, p)| p.as_ref())
     }
 
+    /// Forgets job `id`, so it is copied again at any stamp (e.g. after the
+    /// host wrote to it: a later change back to the text it was parsed at
+    /// must not look unchanged).
+    pub fn forget(&mut self, id: u32) {
+        self.entries.remove(&id);
+    }
+
     /// Forgets the jobs not in `live` (they left the queue).
     pub fn retain_live<S: std::hash::BuildHasher>(&mut self, live: &HashSet<u32, S>) {
         self.entries.retain(|id, _| live.contains(id));
@@ -176,6 +183,16 @@ mod tests {
         // The byte form is the same stamp.
         assert_eq!(a, stamp_bytes(&[Some(b"cellsched: cell=a100x4x1"), Some(b"a100"), None]));
         assert_ne!(stamp_bytes(&[Some(b"a\xff")]), stamp_bytes(&[Some(b"a\xfe")]));
+    }
+
+    #[test]
+    fn a_forgotten_job_is_wanted_at_any_stamp() {
+        let mut c: SnapshotCache<u8> = SnapshotCache::new(8);
+        c.insert(7, 42, Some(1));
+        assert!(!c.wants(7, 42));
+        c.forget(7);
+        assert!(c.wants(7, 42) && c.get(7).is_none());
+        c.forget(8); // unknown: nothing to do
     }
 
     #[test]

@@ -32,14 +32,79 @@ pub struct PlanInputs<'a> {
     /// The job's Cell (its decision's, else its own `--dl-cell`), which every
     /// step inherits; a step's other pinned Cell must match its grant.
     pub job_cell: Option<&'a Cell>,
+    /// A job array's GPU types from its record (`types=`; empty for other
+    /// jobs): a task granted one of them is planned here without a warning.
+    pub array_types: &'a [String],
     /// Site defaults.
     pub args: &'a PluginArgs,
 }
 
-/// The GPU type: decision, pinned Cell, typed GRES request, site default.
+/// How slurmctld's decision relates to the GPU type granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GrantCheck {
+    /// No decision, or the grant's type is unknown or the decision's.
+    Matches,
+    /// A job array task granted another of its array's types: planned here.
+    ArrayType {
+        /// The decision's GPU type.
+        decided: String,
+        /// The granted GPU type.
+        granted: String,
+    },
+    /// The decision is for another GPU type than granted (an admin's edit of
+    /// the job's features, for instance): set aside, the plan is made here.
+    Stale {
+        /// The decision's GPU type.
+        decided: String,
+        /// The granted GPU type.
+        granted: String,
+    },
+}
+
+impl GrantCheck {
+    /// The message for the task's log and, when the decision was stale,
+    /// `CELLSCHED_ERROR`; `None` when the decision matches.
+    pub fn note(&self) -> Option<String> {
+        match self {
+            GrantCheck::Matches => None,
+            GrantCheck::ArrayType { decided, granted } => Some(format!(
+                "array task granted {granted} GPUs (one of its array's types; the decision is for {decided}): plan made on the node for the GPUs granted"
+            )),
+            GrantCheck::Stale { decided, granted } => Some(format!(
+                "the job's decision is for {decided} GPUs but this step was granted {granted} GPUs: re-planned on the node for the GPUs granted"
+            )),
+        }
+    }
+}
+
+/// Compares the decision's GPU type with the grant's (from Slurm: the typed
+/// request or the node's configuration), catalog spellings compared.
+pub fn check_grant(i: &PlanInputs) -> GrantCheck {
+    let (Some(d), Some(g)) = (i.decision, i.gres_gpu_type.as_deref()) else { return GrantCheck::Matches };
+    let (decided, granted) = (canonical(&d.cell.gpu_type), canonical(g));
+    if decided == granted {
+        GrantCheck::Matches
+    } else if i.array_types.iter().any(|t| canonical(t) == granted) {
+        GrantCheck::ArrayType { decided, granted }
+    } else {
+        GrantCheck::Stale { decided, granted }
+    }
+}
+
+/// The decision when it was made for the GPU type granted ([`check_grant`]).
+fn decision_for_grant<'a>(i: &PlanInputs<'a>) -> Option<&'a Decision> {
+    i.decision.filter(|_| check_grant(i) == GrantCheck::Matches)
+}
+
+/// The GPU type: granted by Slurm when known and not the decision's (see
+/// [`check_grant`]), else the decision's, pinned Cell, typed GRES request,
+/// site default.
 pub fn gpu_type(i: &PlanInputs) -> Result<String, SpankError> {
-    if let Some(d) = i.decision {
+    if let Some(d) = decision_for_grant(i) {
         return Ok(d.cell.gpu_type.clone());
+    }
+    if let (Some(_), Some(g)) = (i.decision, i.gres_gpu_type.as_ref()) {
+        return Ok(g.clone());
     }
     if let CellChoice::Pinned(c) = &i.opts.cell {
         return Ok(c.gpu_type.clone());
@@ -53,10 +118,10 @@ pub fn gpu_type(i: &PlanInputs) -> Result<String, SpankError> {
     })
 }
 
-/// The type of the GPUs granted, when known from Slurm (the decision, the
-/// typed request or the node's configuration), never from `--dl-cell`.
+/// The type of the GPUs granted, when known from Slurm (the typed request
+/// or the node's configuration, else the decision), never from `--dl-cell`.
 fn granted_gpu_type(i: &PlanInputs) -> Option<String> {
-    i.decision.map(|d| d.cell.gpu_type.clone()).or_else(|| i.gres_gpu_type.clone())
+    i.gres_gpu_type.clone().or_else(|| i.decision.map(|d| d.cell.gpu_type.clone()))
 }
 
 /// A GPU type name in the catalog's spelling (as Cells hold them).
@@ -115,7 +180,7 @@ pub fn choose(i: &PlanInputs, est: &Estimator) -> Result<InjectedPlan, SpankErro
         gpus_per_node: node,
         pinned_plan,
         pinned_cell,
-        decision: i.decision.filter(|_| i.same_work),
+        decision: decision_for_grant(i).filter(|_| i.same_work),
     };
     let chosen = choose_plan(est, &request).map_err(|e| match e {
         PlanChoiceError::PinnedSize { plan, gpus } => SpankError::StepRefused(format!(
@@ -226,7 +291,7 @@ mod tests {
         let m = model(&o);
         let s = step(2, 4);
         let args = PluginArgs { default_gpu_type: Some("a100".into()), ..PluginArgs::default() };
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: None, args: &args, same_work: true, job_cell: None };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: None, args: &args, same_work: true, job_cell: None, array_types: &[] };
         let p = choose(&i, &estimator()).unwrap();
         assert_eq!(p.plan.gpus(), 8);
         assert_eq!((p.gpus, p.nodes, p.gpus_per_node), (8, 2, 4));
@@ -257,7 +322,7 @@ mod tests {
             source: EstimateSource::Datasheet,
         };
         let args = PluginArgs::default();
-        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
+        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: Some("v100".into()), args: &args, same_work: true, job_cell: None, array_types: &[] };
         let p = choose(&i, &estimator()).unwrap();
         assert_eq!((p.plan, p.cell.as_str(), p.source.as_str(), p.gpu_type.as_str()), (d.plan, "v100x4x2", "decision", "v100"));
         assert_eq!(p.iter_time_s, Some(0.5));
@@ -274,7 +339,7 @@ mod tests {
         let m = model(&o);
         let args = PluginArgs::default();
         let s = step(1, 4);
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None, array_types: &[] };
         let p = choose(&i, &estimator()).unwrap();
         assert_eq!((p.plan.dp, p.plan.tp, p.source.as_str()), (2, 2, "pinned"));
         let s8 = step(2, 4);
@@ -288,13 +353,44 @@ mod tests {
             iter_s: 0.5,
             source: EstimateSource::Datasheet,
         };
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None, array_types: &[] };
         let q = choose(&PlanInputs { decision: Some(&other), gres_gpu_type: None, ..i }, &estimator()).unwrap();
         assert_eq!((q.plan.dp, q.plan.tp, q.source.as_str()), (2, 2, "pinned"));
         let same = Decision { plan: "dp=2,tp=2,pp=1".parse().unwrap(), ..other };
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s, gres_gpu_type: Some("a100".into()), args: &args, same_work: true, job_cell: None, array_types: &[] };
         let r = choose(&PlanInputs { decision: Some(&same), ..i }, &estimator()).unwrap();
         assert_eq!((r.plan.dp, r.plan.tp, r.source.as_str()), (2, 2, "decision"));
+    }
+
+    /// Issue 31 item 2: a decision for another GPU type than granted is set
+    /// aside: the plan, its type and its Cell are the grant's; an array
+    /// task on one of its array's types is planned the same way, quietly.
+    #[test]
+    fn a_decision_for_another_gpu_type_is_replanned_for_the_grant() {
+        let o = opts(&[]);
+        let m = model(&o);
+        let args = PluginArgs::default();
+        let s = step(1, 4);
+        let d = Decision { cell: Cell::new("a100", 4, 1).unwrap(), nodes: 1, plan: "dp=4,tp=1,pp=1".parse().unwrap(), iter_s: 0.01, source: EstimateSource::Datasheet };
+        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: Some("v100".into()), args: &args, same_work: true, job_cell: Some(&d.cell), array_types: &[] };
+        assert!(matches!(check_grant(&i), GrantCheck::Stale { ref decided, ref granted } if decided == "a100" && granted == "v100"));
+        assert!(check_grant(&i).note().unwrap().contains("re-planned"));
+        let p = choose(&i, &estimator()).unwrap();
+        assert_eq!((p.gpu_type.as_str(), p.cell.as_str(), p.source.as_str()), ("v100", "v100x4x1", "estimated"));
+        assert_ne!(p.iter_time_s, Some(d.iter_s), "not the a100 decision's time");
+        // The same type in another spelling matches.
+        let same = PlanInputs { gres_gpu_type: Some("A100".into()), ..i };
+        assert_eq!(check_grant(&same), GrantCheck::Matches);
+        assert_eq!(choose(&same, &estimator()).unwrap().source, "decision");
+        // An array task on one of its types.
+        let set = vec!["a100".to_string(), "v100".to_string()];
+        let arr = PlanInputs { array_types: &set, ..i };
+        assert!(matches!(check_grant(&arr), GrantCheck::ArrayType { .. }));
+        assert_eq!(choose(&arr, &estimator()).unwrap().cell, "v100x4x1");
+        // Grant type unknown: the decision stands.
+        let unknown = PlanInputs { gres_gpu_type: None, ..i };
+        assert_eq!(check_grant(&unknown), GrantCheck::Matches);
+        assert_eq!(choose(&unknown, &estimator()).unwrap().source, "decision");
     }
 
     #[test]
@@ -310,7 +406,7 @@ mod tests {
             source: EstimateSource::Datasheet,
         };
         let args = PluginArgs::default();
-        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: None, args: &args, same_work: false, job_cell: None };
+        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: None, args: &args, same_work: false, job_cell: None, array_types: &[] };
         let p = choose(&i, &estimator()).unwrap();
         assert_eq!((p.source.as_str(), p.gpu_type.as_str(), p.gpus), ("estimated", "a100", 4), "the decision's type, not its plan");
         // A model no plan of which fits the grant: refused, not run without a plan.
@@ -337,7 +433,7 @@ mod tests {
         // Another GPU type than granted (decision's or typed request's).
         let o = opts(&[("dl-cell", "a10x1")]);
         let m = model(&o);
-        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: None, args: &args, same_work: true, job_cell: Some(&d.cell) };
+        let i = PlanInputs { opts: &o, model: &m, decision: Some(&d), step: &s, gres_gpu_type: None, args: &args, same_work: true, job_cell: Some(&d.cell), array_types: &[] };
         let e = choose(&i, &estimator()).unwrap_err();
         assert!(matches!(e, SpankError::StepRefused(_)) && e.to_string().contains("runs on a100"), "{e}");
         let e = choose(&PlanInputs { decision: None, gres_gpu_type: Some("a100".into()), job_cell: None, ..i }, &estimator()).unwrap_err();
@@ -361,7 +457,7 @@ mod tests {
         let m = model(&o);
         let args = PluginArgs::default();
         let s0 = step(1, 0);
-        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s0, gres_gpu_type: None, args: &args, same_work: true, job_cell: None };
+        let i = PlanInputs { opts: &o, model: &m, decision: None, step: &s0, gres_gpu_type: None, args: &args, same_work: true, job_cell: None, array_types: &[] };
         assert!(choose(&i, &estimator()).unwrap_err().to_string().contains("no GPUs granted"));
         let s = step(1, 4);
         let e = choose(&PlanInputs { step: &s, ..i }, &estimator()).unwrap_err().to_string();

@@ -31,15 +31,16 @@
 //! not loaded), for steps granted another GPU count than the decision's, or
 //! for steps running another model or batch than the one recorded with it:
 //! the tasks estimate the plan here for the GPUs granted
-//! (`CELLSCHED_PLAN_SOURCE=estimated`; GPU type from the typed request or the
-//! node's Slurm configuration), which can differ from AdminComment.
+//! (`CELLSCHED_PLAN_SOURCE=estimated`; GPU type from the node's Slurm
+//! configuration, else the typed request), which can differ from AdminComment.
+//! The same type is checked against the decision's ([`crate::plan::check_grant`]).
 use crate::args::PluginArgs;
 use crate::env::{gpus_on_node, job_num_nodes, task_env, StepInfo, BATCH_STEP_ID, PLAN_KEYS};
 use crate::error::SpankError;
 use crate::spank::{self, Item, Spank};
 use crate::options::{given, given_keys, with_env};
 use cellsched_core::options::{CellChoice, DlOptions};
-use crate::plan::{choose, gres_gpu_type, PlanInputs};
+use crate::plan::{check_grant, choose, gres_gpu_type, GrantCheck, PlanInputs};
 use crate::plan_file::{plan_path, prepare_plan_dir, prepare_step_dir, remove_job_dirs, remove_step_dir, write_private};
 use cellsched_core::config::{resolve_config_path, Config};
 use cellsched_core::estimator::Estimator;
@@ -225,9 +226,9 @@ fn slurm_conf_path(env: &dyn Fn(&str) -> Option<String>) -> std::path::PathBuf {
 
 /// This node's GPU type from the Slurm configuration: gres.conf beside
 /// slurm.conf (`Type=`), else slurm.conf's `NodeName=... Gres=gpu:TYPE:N`
-/// (gres.conf with only `AutoDetect=`). Used when no decision, pinned Cell
-/// or typed request in the task environment names the type (a direct
-/// `srun --gpus-per-node=a100:4`: srun does not export its GPU options to tasks).
+/// (gres.conf with only `AutoDetect=`). The type of the GPUs granted, read
+/// from root's configuration rather than the job environment (whose typed
+/// request a user can overwrite); on a node with several GPU types, the first.
 fn node_gpu_type(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let node = env("SLURMD_NODENAME")?;
     let conf = slurm_conf_path(env);
@@ -306,12 +307,16 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
             model: &model,
             decision: d.as_ref(),
             step: &step,
-            gres_gpu_type: gres_gpu_type(&env).or_else(|| node_gpu_type(&env)),
+            // The node's configured type first: the job environment's typed request is the user's to edit.
+            gres_gpu_type: node_gpu_type(&env).or_else(|| gres_gpu_type(&env)),
             args,
             same_work,
             job_cell: job_cell.as_ref(),
+            array_types: prepared.and_then(|p| p.record.as_ref()).map_or(&[], |r| r.types.as_slice()),
         };
+        let grant = check_grant(&inputs);
         let plan = choose(&inputs, &estimator(args)).map_err(|e| batch_step_runs_on(e, &step))?;
+        report_grant(sp, &grant, &step, &plan);
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
         let (_, file) = plan_path(&args.plan_dir, step.job_id, &step.step_label(), step.node_id);
@@ -336,6 +341,22 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
         Ok::<(), SpankError>(())
     })();
     result.map_err(|e| fail(sp, e))
+}
+
+/// Says when the plan was made on the node because the decision is for
+/// another GPU type than granted: in the log, and for a stale decision (not
+/// an array task on one of its types) also in `CELLSCHED_ERROR`.
+fn report_grant(sp: &Spank, grant: &GrantCheck, step: &StepInfo, plan: &crate::plan_file::InjectedPlan) {
+    let Some(note) = grant.note() else { return };
+    let msg = format!("{note}: {} plan {} ({})", plan.cell, plan.plan_text, plan.source);
+    let line = format!("job {} step {}: {msg}", step.job_id, step.step_label());
+    match grant {
+        GrantCheck::Stale { .. } => {
+            spank::log(spank::Level::Info, &line);
+            show_error(sp, &msg);
+        }
+        _ => spank::log(spank::Level::Verbose, &line),
+    }
 }
 
 /// The batch step is the job itself, whose values slurmctld accepted at

@@ -1338,3 +1338,151 @@ fn deadlines_too_close_are_warned_about_or_refused() {
     let (ok, _, err) = sbatch(&["--dl-deadline", "soonish"]);
     assert!(!ok && err.contains("--dl-deadline"), "{err}");
 }
+
+/// (Issue 31 item 4) A job array whose tasks fit on two GPU types, with one
+/// node of each type free: its request names both types (`[a100|v100]`,
+/// `types=` in AdminComment), its tasks run on both nodes at the same time,
+/// and while a task waits neither node has room left for it. Each task gets
+/// the plan made for the GPUs it was granted.
+#[test]
+fn an_arrays_tasks_start_in_parallel_on_every_free_type_that_serves_them() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    p.reset();
+    let nodes = p.nodes();
+    let first = |ty: &str| nodes.iter().find(|(_, t, g)| t == ty && *g >= 4).map(|(n, _, g)| (n.clone(), *g));
+    let (Some((a_node, a_gpus)), Some((v_node, v_gpus))) = (first("a100"), first("v100")) else {
+        eprintln!("skipped: the placement cluster has no a100 and v100 nodes of at least 4 GPUs");
+        return;
+    };
+    // Every other node busy: one node of each type is free.
+    let blockers: Vec<u32> = nodes.iter().filter(|(n, _, _)| *n != a_node && *n != v_node).map(|(n, t, g)| p.block(n, t, *g)).collect();
+    let per_task = 4u32;
+    let (a_slots, v_slots) = (a_gpus / per_task, v_gpus / per_task);
+    let tasks = a_slots + v_slots + 1; // one more than fits at once: it waits
+    let name = common::unique_name("array-types");
+    let out = p.jobs_dir.join(format!("{name}-%a.out"));
+    let out_s = out.to_string_lossy().into_owned();
+    let range = format!("--array=0-{}", tasks - 1);
+    let script = "echo \"NODE=$SLURMD_NODENAME TYPE=$CELLSCHED_GPU_TYPE CELL=$CELLSCHED_CELL SRC=$CELLSCHED_PLAN_SOURCE ERR=$CELLSCHED_ERROR\"; sleep 25";
+    let arr = p
+        .submit(&["-J", &name, &range, "--gres=gpu:4", "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "100", "-o", &out_s, "--wrap", script])
+        .expect("submit the array");
+    let record = cellsched_core::record::DlRecord::parse(&p.admin_comment(arr)).expect("the array's record");
+    assert!(record.types.iter().any(|t| t == "a100") && record.types.iter().any(|t| t == "v100"), "the array may run on a100 and v100: {record}");
+    let features = p.job(arr)["Features"].clone();
+    assert!(features.starts_with('[') && features.contains("a100") && features.contains("v100"), "Features={features}");
+    // Running tasks per node (`squeue -r`: one line per task).
+    let running = || -> HashMap<String, u32> {
+        let mut m = HashMap::new();
+        for l in p.ok("squeue", &["-h", "-r", "-j", &arr.to_string(), "-t", "RUNNING", "-o", "%N"]).lines().filter(|l| !l.trim().is_empty()) {
+            *m.entry(l.trim().to_string()).or_insert(0) += 1;
+        }
+        m
+    };
+    let pending = || p.ok("squeue", &["-h", "-r", "-j", &arr.to_string(), "-t", "PENDING", "-o", "%i"]).lines().filter(|l| !l.trim().is_empty()).count();
+    let t = Instant::now();
+    loop {
+        let r = running();
+        if r.get(&a_node).copied().unwrap_or(0) >= a_slots && r.get(&v_node).copied().unwrap_or(0) >= v_slots {
+            break;
+        }
+        assert!(t.elapsed() < WAIT, "array {arr}: tasks never filled both free nodes ({a_node}, {v_node}); running per node {r:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // While a task waits, neither free node has room for it.
+    for _ in 0..5 {
+        let (r, waiting) = (running(), pending());
+        if waiting == 0 {
+            break;
+        }
+        assert!(
+            r.get(&a_node).copied().unwrap_or(0) * per_task + per_task > a_gpus && r.get(&v_node).copied().unwrap_or(0) * per_task + per_task > v_gpus,
+            "{waiting} task(s) wait while a node has room: {r:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    // Every task ran with the plan made for its own GPUs.
+    let t = Instant::now();
+    while !p.ok("squeue", &["-h", "-j", &arr.to_string(), "-o", "%i"]).trim().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(240), "array {arr} still queued after 240 s");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut seen_types = std::collections::BTreeSet::new();
+    for i in 0..tasks {
+        let path = p.jobs_dir.join(format!("{name}-{i}.out"));
+        let text = common::read(&path);
+        let line = text.lines().find(|l| l.starts_with("NODE=")).unwrap_or_else(|| panic!("task {i}: no report in {text:?}"));
+        let kv = common::parse_key_values(line);
+        let ty = if kv["NODE"] == a_node { "a100" } else { "v100" };
+        assert_eq!(kv.get("TYPE").map(String::as_str), Some(ty), "task {i}: {line}");
+        assert_eq!(kv.get("CELL").map(String::as_str), Some(format!("{ty}x4x1").as_str()), "task {i}: {line}");
+        assert!(kv.get("ERR").map_or(true, |e| e.is_empty()), "task {i} on one of its array's types: no error expected: {line}");
+        seen_types.insert(ty);
+        let _ = std::fs::remove_file(path);
+    }
+    assert_eq!(seen_types.len(), 2, "tasks ran on both types");
+    p.cancel(&blockers);
+}
+
+/// Probe round 3 (issue 31): slurmctld calls job_modify before it checks
+/// the rest of an update, so `Features=OTHER Licenses=bogus:1` was refused
+/// after job_modify had re-planned the record onto OTHER: the job stayed on
+/// its type, ranked and limited as the other (a faster type ranks better).
+/// Re-planning's pass brings request and record back together: the record
+/// follows the request, and the slurmctld log says so.
+#[test]
+fn an_update_refused_after_job_modify_leaves_record_and_request_together() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    p.reset();
+    const USER: &str = "cs-e2e-bob";
+    common::test_user(USER);
+    let as_user = |prog: &str, args: &[&str]| common::run_as(USER, &p.spec.slurm_bin, &p.cluster.layout.slurm_conf(), prog, args);
+    let o = as_user("sbatch", &["--parsable", "-H", "-o", "/dev/null", "--gres=gpu:4", "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "100", "--wrap", "true"]);
+    assert!(o.status.success(), "sbatch: {}", String::from_utf8_lossy(&o.stderr));
+    let id: u32 = String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap();
+    let record = || cellsched_core::record::DlRecord::parse(&p.admin_comment(id)).expect("a record");
+    let before = record();
+    let per_node = before.decision.cell.gpus / before.decision.nodes.max(1);
+    let Some(other) = p.nodes().into_iter().find(|(_, t, g)| *t != before.decision.cell.gpu_type && *g >= per_node).map(|(_, t, _)| t) else {
+        eprintln!("skipped: no second GPU type holds {}", before.decision.cell);
+        return;
+    };
+    let from = p.ctld_log().len();
+    // An invalid license (checked before features), and the type in capitals (no node has that feature).
+    for (features, extra) in [(other.clone(), Some("Licenses=bogus:1")), (other.to_uppercase(), None)] {
+        let mut args = vec!["update".to_string(), format!("job={id}"), format!("Features={features}")];
+        args.extend(extra.map(str::to_string));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let bad = args[2..].join(" ");
+        let o = as_user("scontrol", &args);
+        assert!(!o.status.success(), "the update '{bad}' was accepted");
+        // Within a few re-planning passes (2 s here) the record names the type the request does.
+        let t = Instant::now();
+        loop {
+            let (r, j) = (record(), p.job(id));
+            let features = j.get("Features").cloned().unwrap_or_default();
+            let gres = j.get("TresPerNode").cloned().unwrap_or_default();
+            let agree = features.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == r.decision.cell.gpu_type)
+                && gres.ends_with(&format!("gpu:{}", r.decision.cell.gpus / r.decision.nodes.max(1)));
+            if agree {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "{bad}: record {} and request Features={features} TresPerNode={gres} still apart", r.decision.cell);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+    let log = p.ctld_log();
+    let new = &log[from.min(log.len())..];
+    assert!(new.contains(&format!("JobId={id}: request and record disagreed")), "no reconciliation line in slurmctld.log");
+    p.cancel(&[id]);
+}

@@ -530,3 +530,40 @@ fn deep_nesting_in_a_plan_directory_does_not_defeat_its_removal() {
     assert!(text.contains("NESTED"), "the job built its tree: {text}");
     plan_dirs_gone(jobid).unwrap_or_else(|left| panic!("job {jobid} left {left:?} ({text})"));
 }
+
+/// Probe round 3 (issue 31): the task's GPU type is checked against the
+/// decision's; a typed request the user exports into a step
+/// (`SLURM_TRES_PER_NODE=gres:gpu:OTHER:4`) does not pass for the grant's
+/// type: the node's configured type is read first, so the step keeps the
+/// decision made for its GPUs and no re-planning error.
+#[test]
+fn a_typed_request_exported_into_a_step_does_not_change_the_granted_type() {
+    require_e2e!();
+    require_spank!();
+    require_job_submit!();
+    let c = common::cluster();
+    let name = common::unique_name("spank-faketype");
+    let out = c.jobs_dir.join(format!("{name}.out"));
+    let out_s = out.to_string_lossy().into_owned();
+    let mut types: Vec<String> = c.spec().groups.iter().map(|g| g.gpu_type.clone()).collect();
+    types.sort();
+    types.dedup();
+    if types.len() < 2 {
+        eprintln!("skipped: one GPU type");
+        return;
+    }
+    // Claim each type in turn: one of them is not the job's.
+    let claims: String = types
+        .iter()
+        .map(|t| format!("SLURM_TRES_PER_NODE=gres:gpu:{t}:4 srun /bin/sh -c 'echo \"STEP TYPE=$CELLSCHED_GPU_TYPE CELL=$CELLSCHED_CELL SRC=$CELLSCHED_PLAN_SOURCE ERR=${{CELLSCHED_ERROR:+yes}}\"'\n"))
+        .collect();
+    let script = format!("#!/bin/sh\n{claims}");
+    let jobid = common::submit(&["-J", &name, "-o", &out_s, "-N1", "--ntasks-per-node=1", "--gres=gpu:4", "--dl-model", MODEL, "--dl-batch=64", "--wrap", &script]).expect("submit");
+    let text = output_of(jobid, &out);
+    let d = sacct_decision(jobid).expect("a decision");
+    let steps: Vec<HashMap<String, String>> = text.lines().filter(|l| l.starts_with("STEP ")).map(common::parse_key_values).collect();
+    assert_eq!(steps.len(), types.len(), "{text}");
+    for s in &steps {
+        assert_eq!((s["TYPE"].as_str(), s["CELL"].clone(), s["SRC"].as_str(), s["ERR"].as_str()), (d.cell.gpu_type.as_str(), d.cell.to_string(), "decision", ""), "{text}");
+    }
+}

@@ -116,7 +116,8 @@ pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingDat
     // the user's text); ignored for a user whose declarations are distrusted.
     let declared = if job.distrusted { None } else { record.iters.map(|i| i as f64) };
     let iters = declared.or_else(|| predicted_iters(job, decision, data));
-    let remaining_s = remaining_s(iters, decision.iter_s, freeze_profile(job, data).as_ref(), job.time_limit_min, cfg);
+    // An array with a type set is ranked on the slowest of its types (no rank from a type its tasks may not get).
+    let remaining_s = remaining_s(iters, record.work_iter_s(), freeze_profile(job, data).as_ref(), job.time_limit_min, cfg);
     let job_view = PendingJob::new(job.id, job.submit_time_s as f64, remaining_s).with_gpus(decision.cell.gpus.max(1));
     let deadline = record.deadline.filter(|_| !job.distrusted);
     Some(job_view.with_deadline(deadline.map(|d| d as f64)))
@@ -189,6 +190,17 @@ mod tests {
         let mut forged = job(2, 100, Some(&plain), Some(1000));
         forged.env.push("SPANK_CELLSCHED_DL_DEADLINE=now+60".into());
         assert_eq!(pending_job(&forged, &cfg, &data()).unwrap().deadline_s, None);
+    }
+
+    /// An array with a type set is ranked on its slowest type (`slowest_iter_s`), not its decision's.
+    #[test]
+    fn an_array_with_a_type_set_is_ranked_on_its_slowest_type() {
+        let cfg = OrderingConfig::default();
+        let one = format!("{} model=m batch=8 iters=1000", comment(0.5));
+        let set = format!("{one} types=a100,v100 slowest_iter_s=2");
+        let r1 = pending_job(&job(1, 100, Some(&one), None), &cfg, &data()).unwrap().remaining_s;
+        let r2 = pending_job(&job(2, 100, Some(&set), None), &cfg, &data()).unwrap().remaining_s;
+        assert_eq!((r1, r2), (500.0, 2000.0));
     }
 
     fn catalog() -> &'static ModelCatalog {

@@ -23,9 +23,9 @@ mod wait;
 
 pub use crate::slurm_text::{gpu_entries, gpu_request, with_untyped_gpus, without_gpus, GpuRequest, GRES_PREFIX_2205};
 pub use load::LoadView;
-pub use modify::{judge_edit, EditField, JobEdit, JobNow, ModifyContext, ModifyVerdict, Replanned};
+pub use modify::{judge_edit, reconcile, EditField, JobEdit, JobNow, ModifyContext, ModifyVerdict, Reconcile, Replanned};
 pub use replan::{in_cooldown, plan_moves, plan_moves_cached, Move, PendingDl, ReplanJob};
-pub use request::{with_type_feature, without_type_feature};
+pub use request::{with_type_feature, with_type_set_feature, without_type_feature};
 pub use sizing::{DeadlineWork, Sizable, SizingRule};
 pub use wait::{corrects_wait, expected_queue_wait_s, uses_no_more_gpu_time, PlanWait};
 
@@ -104,6 +104,9 @@ pub struct SubmitRequest {
     pub min_nodes: Option<u32>,
     /// The job is a component of a heterogeneous job.
     pub het_component: bool,
+    /// The job is a job array (`--array`): its tasks may get a set of GPU
+    /// types ([`array_type_set`]).
+    pub array: bool,
     /// Submission time (Unix seconds), for `--dl-deadline`.
     pub now: i64,
     /// The submit host's local time minus UTC in seconds (`--dl-deadline`'s local times).
@@ -120,6 +123,7 @@ impl Default for SubmitRequest {
             tres_per_job: None,
             min_nodes: None,
             het_component: false,
+            array: false,
             now: 0,
             utc_offset_s: 0,
         }
@@ -472,6 +476,13 @@ pub fn place_request(
                 "cellsched: --dl-cell={c} conflicts with the requested GPU type '{t}' in {what}; give one of them"
             ))
         }
+        // The typed request is what Slurm grants: a pinned Cell of another size would be ranked and limited as a job it is not.
+        (CellChoice::Pinned(c), Some((_, total, what))) if c.gpus != *total => {
+            return Outcome::Reject(format!(
+                "cellsched: --dl-cell={c} asks for {} GPUs but {what} requests {total} in all; give one of them",
+                c.gpus
+            ))
+        }
         (CellChoice::Pinned(c), _) => Some((c.clone(), format!("--dl-cell={c}"))),
         (CellChoice::Auto, Some((t, total, what))) => {
             let stages = match &opts.plan {
@@ -612,14 +623,29 @@ pub fn place_request(
     match found {
         Some(((estimate, runner_up), why)) => {
             let (deadline, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
+            let mut record = dl_record(estimate.to_decision(), &job, &opts, want_gpus, deadline);
+            let mut rewrite = rewrite_for(req, &estimate);
+            let mut why = why.to_string();
+            // An array with no pinned plan, no deadline and no GPU type in the user's own features:
+            // its tasks may start on every type that serves them about as well.
+            let user_named_types = req.features.as_deref().is_some_and(|f| !modify::named_types(f, nodes).is_empty());
+            if req.array && pinned_plan.is_none() && deadline.is_none() && !user_named_types {
+                let set = array_type_set(&job, &estimate, &capacity, cfg, est, ranks);
+                if let (true, Some(features)) = (set.len() > 1, with_type_set_feature(req.features.as_deref(), &type_names(&set))) {
+                    rewrite.features = features;
+                    record.types = type_names(&set);
+                    record.slowest_iter_s = set.iter().map(|(_, s)| *s).reduce(f64::max);
+                    why = format!("{why}; array tasks may run on {} (each within placement.replan_max_slowdown of the best)", record.types.join(" or "));
+                }
+            }
             Outcome::Place(Box::new(Placement {
-                record: dl_record(estimate.to_decision(), &job, &opts, want_gpus, deadline),
-                rewrite: Some(rewrite_for(req, &estimate)),
-                explanation: opts.explain.then(|| explanation(&estimate, runner_up.as_ref(), opts.iters, why)),
+                record,
+                rewrite: Some(rewrite),
+                explanation: opts.explain.then(|| explanation(&estimate, runner_up.as_ref(), opts.iters, &why)),
                 notice,
                 estimate,
                 pinned: pinned_plan.is_some(),
-                why: why.to_string(),
+                why,
             }))
         }
         None if want_gpus.is_some() => Outcome::Stock(format!(
@@ -757,6 +783,46 @@ fn best_for_plan(job: &JobSpec, p: &crate::Plan, offers: &[CellOffer], est: &Est
         }
     }
     best.ok_or(why)
+}
+
+/// The GPU types a job array placed on `chosen` may run its tasks on, with
+/// each type's predicted seconds per iteration, `chosen`'s type first: the
+/// allowed types whose nodes can hold the same shape (`chosen.nodes` nodes
+/// of `chosen.gpus_per_node` GPUs, the untyped request every task shares)
+/// and whose best Cell of that shape is at most `placement.replan_max_slowdown`
+/// times slower per iteration than the best of them (the bound re-planning
+/// moves a job by). Each task's plan is made on its node for the GPUs it
+/// was granted (the SPANK plugin), so the set only widens where tasks start.
+pub fn array_type_set(job: &JobSpec, chosen: &Estimate, capacity: &[CellOffer], cfg: &PlacementConfig, est: &Estimator, ranks: Option<&RankCache>) -> Vec<(String, f64)> {
+    let (per_node, nodes) = (chosen.gpus_per_node, chosen.nodes);
+    let mut set: Vec<(String, f64)> = vec![(chosen.cell.gpu_type.clone(), chosen.iter_time_s)];
+    for o in capacity.iter().filter(|o| o.gpu_type != chosen.cell.gpu_type) {
+        let hold = o.free_gpus_per_node.iter().filter(|n| **n >= per_node).count();
+        if o.gpus_per_node < per_node || (hold as u64) < u64::from(nodes) {
+            continue;
+        }
+        // Exactly the shape every task asks for: `nodes` nodes of `per_node` GPUs.
+        let shape = [CellOffer { gpu_type: o.gpu_type.clone(), gpus_per_node: per_node, free_gpus_per_node: vec![per_node; nodes as usize] }];
+        let best = rank_cells(est, ranks, job, &shape, chosen.cell.gpus)
+            .iter()
+            .filter(|e| e.cell.gpus == chosen.cell.gpus && e.nodes == nodes)
+            .map(|e| e.iter_time_s)
+            .reduce(f64::min);
+        if let Some(s) = best {
+            set.push((o.gpu_type.clone(), s));
+        }
+    }
+    let fastest = set.iter().map(|(_, s)| *s).fold(f64::INFINITY, f64::min);
+    let bound = fastest * cfg.replan_max_slowdown.max(1.0);
+    let first = set.remove(0);
+    set.retain(|(_, s)| *s <= bound);
+    set.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    set.insert(0, first);
+    set
+}
+
+fn type_names(set: &[(String, f64)]) -> Vec<String> {
+    set.iter().map(|(t, _)| t.clone()).collect()
 }
 
 /// The request rewrite for an estimate: feature = type, untyped count per node.
@@ -1000,6 +1066,20 @@ mod tests {
             Outcome::Reject(msg) => assert!(msg.contains("v100x8") && msg.contains("a100"), "{msg}"),
             other => panic!("{other:?}"),
         }
+
+        // Probe round 3: a typed request of another GPU count than the pinned Cell's is refused
+        // (the job would hold the typed GPUs while ranked and time-limited as the Cell).
+        let one = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=32".into(), "CELLSCHED_DL_CELL=a100x1".into()];
+        for (per_node, per_job, nodes) in [(Some("gres:gpu:a100:4"), None, None), (None, Some("gres:gpu:a100:8"), None), (Some("gres:gpu:a100:1"), None, Some(2))] {
+            let r = SubmitRequest { env: one.clone(), tres_per_node: per_node.map(Into::into), tres_per_job: per_job.map(Into::into), min_nodes: nodes, ..Default::default() };
+            match place(&r, &c, &cfg, &e) {
+                Outcome::Reject(msg) => assert!(msg.contains("--dl-cell=a100x1") && msg.contains("in all"), "{msg}"),
+                other => panic!("{per_node:?} {per_job:?} x{nodes:?}: {other:?}"),
+            }
+        }
+        // The same count typed is the same request.
+        let same = SubmitRequest { env: one, tres_per_node: Some("gres:gpu:a100:1".into()), ..Default::default() };
+        assert!(matches!(place(&same, &c, &cfg, &e), Outcome::Place(p) if p.record.decision.cell.gpus == 1));
     }
 
     #[test]
@@ -1033,6 +1113,58 @@ mod tests {
         assert!(matches!(place(&r, &cluster(&[]), &cfg, &est()), Outcome::Reject(m) if m.contains("placement.enabled = false")));
         let own = SubmitRequest { tres_per_node: Some("gres:gpu:4".into()), ..r };
         assert!(matches!(place(&own, &cluster(&[]), &cfg, &est()), Outcome::Stock(_)));
+    }
+
+    /// Issue 31 item 4: an array's tasks share one request, so it names
+    /// every GPU type whose Cell of the same shape is within the re-planning
+    /// slowdown bound of the best; other jobs, pinned plans and deadlines keep one type.
+    #[test]
+    fn arrays_get_every_type_that_serves_their_shape_within_the_bound() {
+        let (e, cfg, c) = (est(), PlacementConfig::default(), cluster(&[]));
+        let env = dl_env(&["CELLSCHED_DL_ITERS=1000"]);
+        let plain = SubmitRequest { env: env.clone(), tres_per_node: Some("gres:gpu:4".into()), ..Default::default() };
+        let array = SubmitRequest { array: true, ..plain.clone() };
+        let Outcome::Place(one) = place(&plain, &c, &cfg, &e) else { panic!("not placed") };
+        let Outcome::Place(p) = place(&array, &c, &cfg, &e) else { panic!("not placed") };
+        assert!(one.record.types.is_empty(), "{}", one.record);
+        assert_eq!(p.record.decision, one.record.decision, "the decision is the same; only the type set is added");
+        let types = p.record.types.clone();
+        assert!(types.len() >= 2, "a 4-GPU gpt job fits a100, v100 and a10 nodes: {}", p.record);
+        assert_eq!(types[0], p.record.decision.cell.gpu_type, "the decision's type first");
+        let w = p.rewrite.clone().unwrap();
+        assert_eq!(w.features, format!("[{}]", types.join("|")));
+        assert_eq!((w.tres_per_node.as_str(), w.nodes), ("gres:gpu:4", 1), "one untyped request every type honours");
+        // Each type's own best Cell of that shape is within the bound, and the slowest is recorded for the time limit.
+        let job = job_spec(&dl_options(&env).unwrap().unwrap(), &e, &env).unwrap();
+        let per_type: Vec<f64> = types.iter().map(|t| e.estimate(&job, &Cell::new(t, 4, 1).unwrap(), 4).unwrap().iter_time_s).collect();
+        let best = per_type.iter().cloned().fold(f64::INFINITY, f64::min);
+        assert!(per_type.iter().all(|s| *s <= best * cfg.replan_max_slowdown * (1.0 + 1e-9)), "{per_type:?}");
+        let slowest = p.record.slowest_iter_s.expect("slowest_iter_s with a type set");
+        assert!(slowest >= p.record.decision.iter_s && (p.record.work_iter_s() - slowest).abs() < 1e-12);
+        assert!(p.why.contains("array tasks may run on"), "{}", p.why);
+        assert_eq!(DlRecord::parse(&p.admin_comment()).unwrap().types, types, "the record carries the set");
+        // A tight bound keeps only types as fast as the best.
+        let tight = PlacementConfig { replan_max_slowdown: 1.0, ..cfg.clone() };
+        let Outcome::Place(t) = place(&array, &c, &tight, &e) else { panic!("not placed") };
+        assert!(t.record.types.len() < types.len(), "{}", t.record);
+        // A type whose nodes cannot hold the shape is left out: 8 GPUs as 2 nodes x 4 fit the
+        // a100 and v100 groups (2 nodes each), not the one a10 node.
+        let eight = SubmitRequest { tres_per_node: Some("gres:gpu:8".into()), ..array.clone() };
+        let Outcome::Place(x) = place(&eight, &c, &cfg, &e) else { panic!("not placed") };
+        let shape = (x.estimate.nodes, x.estimate.gpus_per_node);
+        assert!(!x.record.types.iter().any(|t| t == "a10"), "{}", x.record);
+        if shape == (2, 4) {
+            assert!(x.record.types.iter().any(|t| t == "v100"), "v100 nodes hold 2 x 4: {}", x.record);
+        }
+        // Pinned plans, user brackets and deadlines keep one type.
+        let pinned = SubmitRequest { env: dl_env(&["CELLSCHED_DL_PLAN=dp=4,tp=1,pp=1"]), array: true, ..Default::default() };
+        let bracket = SubmitRequest { features: Some("[rack1|rack2]".into()), ..array.clone() };
+        let typed_feature = SubmitRequest { features: Some("ib&v100".into()), ..array.clone() };
+        let deadline = SubmitRequest { env: dl_env(&["CELLSCHED_DL_ITERS=10", "CELLSCHED_DL_DEADLINE=now+30d"]), now: 1_800_000_000, array: true, ..Default::default() };
+        for r in [pinned, bracket, deadline, typed_feature] {
+            let Outcome::Place(x) = place(&r, &c, &cfg, &e) else { panic!("not placed: {r:?}") };
+            assert!(x.record.types.is_empty(), "{r:?}: {}", x.record);
+        }
     }
 
     fn dl_env(extra: &[&str]) -> Vec<String> {

@@ -172,8 +172,71 @@ pub struct ModifyContext<'a> {
     pub now: i64,
 }
 
+/// How a pending DL job's request and its record are brought back together
+/// when they disagree ([`reconcile`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reconcile {
+    /// The record is re-planned on the Cell the request names.
+    Record(Box<Replanned>),
+    /// The request names no Cell the job can run on: it is written back to
+    /// the record's Cell.
+    Request(Rewrite),
+}
+
+/// The job's current request against its record. Slurm calls `job_modify`
+/// before it validates the rest of an update, so a refused update (an
+/// invalid license, dependency or feature word beside a re-planned edit)
+/// can leave the record re-planned while the request is not, or the request
+/// half changed. Re-planning's pass calls this for a pending, automatically
+/// placed job whose request or record changed: `None` when the request's
+/// GPU type (its features' one type, or for an array with a type set one of
+/// them), GPUs per node and node count are the record's; else the record
+/// re-planned on the request's Cell by the rule users' edits follow
+/// ([`judge_edit`]), or, when that Cell is refused, the request written back.
+pub fn reconcile(job: &JobNow<'_>, tres_per_node: Option<&str>, nodes_now: u32, ctx: &ModifyContext<'_>) -> Option<Reconcile> {
+    let r = job.record;
+    let d = &r.decision;
+    let named = job.features.map(|f| named_types(f, ctx.nodes)).unwrap_or_default();
+    let type_ok = match named.as_slice() {
+        [one] => one.eq_ignore_ascii_case(&d.cell.gpu_type),
+        many => r.types.len() > 1 && !many.is_empty() && many.iter().all(|t| r.allows_type(t)),
+    };
+    let per_node = crate::slurm_text::gpu_request(tres_per_node).filter(|g| g.gpu_type.is_none()).and_then(|g| u32::try_from(g.count).ok());
+    let want_per_node = d.cell.gpus / d.nodes.max(1);
+    if type_ok && per_node == Some(want_per_node) && nodes_now == d.nodes {
+        return None;
+    }
+    let back = || {
+        // The user's own words without the GPU type; an expression that still names one is dropped.
+        let user = named
+            .first()
+            .map_or_else(|| job.features.map(str::to_string), |t| request::without_type_feature(job.features, t))
+            .filter(|u| named_types(u, ctx.nodes).is_empty());
+        let features = if r.types.len() > 1 {
+            request::with_type_set_feature(user.as_deref(), &r.types).unwrap_or_else(|| request::with_type_feature(user.as_deref(), &d.cell.gpu_type))
+        } else {
+            request::with_type_feature(user.as_deref(), &d.cell.gpu_type)
+        };
+        Reconcile::Request(Rewrite { features, tres_per_node: crate::slurm_text::with_untyped_gpus(None, want_per_node, ctx.gres_prefix), nodes: d.nodes })
+    };
+    if named.len() != 1 || per_node.is_none() {
+        return Some(back());
+    }
+    let edit = JobEdit {
+        features: job.features.map(str::to_string),
+        tres_per_node: tres_per_node.map(str::to_string),
+        min_nodes: Some(nodes_now),
+        max_nodes: Some(nodes_now),
+        ..JobEdit::default()
+    };
+    match judge_edit(job, &edit, ctx) {
+        ModifyVerdict::Replan(x) => Some(Reconcile::Record(x)),
+        ModifyVerdict::Refuse { .. } | ModifyVerdict::Accept => Some(back()),
+    }
+}
+
 /// The GPU types of the cluster that `features` names as words.
-fn named_types<'n>(features: &str, nodes: &'n [NodeGpus]) -> Vec<&'n str> {
+pub(super) fn named_types<'n>(features: &str, nodes: &'n [NodeGpus]) -> Vec<&'n str> {
     let words: Vec<&str> = features.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')).filter(|w| !w.is_empty()).collect();
     let mut t: Vec<&str> = nodes.iter().map(|n| n.gpu_type.as_str()).filter(|t| words.iter().any(|w| w.eq_ignore_ascii_case(t))).collect();
     t.sort_unstable();
@@ -281,6 +344,13 @@ fn replan_shape(job: &JobNow<'_>, edit: &JobEdit, ctx: &ModifyContext<'_>) -> Re
         None => d.cell.gpus / nodes_now,
     };
     let nodes = match (edit.min_nodes, edit.max_nodes) {
+        // A range would let Slurm grow the job later (e.g. an edit of NumTasks) past its Cell's nodes.
+        (Some(lo), Some(hi)) if lo != hi => {
+            return Err(refuse(
+                EditField::NodeCount,
+                format!("{lo}-{hi} nodes: a DL job runs on exactly the nodes of its Cell ({nodes_now} now); give one node count (NumNodes=N)"),
+            ))
+        }
         (Some(n), _) | (None, Some(n)) => n,
         (None, None) => nodes_now,
     };
@@ -299,8 +369,9 @@ fn replan_shape(job: &JobNow<'_>, edit: &JobEdit, ctx: &ModifyContext<'_>) -> Re
     let features = request::with_type_feature(user_features.as_deref(), &gpu_type);
     if gpu_type == d.cell.gpu_type && total == d.cell.gpus && nodes == nodes_now {
         // The same Cell: only the feature expression may need the type back.
+        // The feature expression names one type now: an array's type set is gone.
         return Ok((edit.features.is_some() && edit.features.as_deref() != Some(features.as_str())).then(|| Replanned {
-            record: r.clone(),
+            record: DlRecord { types: Vec::new(), slowest_iter_s: None, ..r.clone() },
             rewrite: Rewrite { features, tres_per_node: crate::slurm_text::with_untyped_gpus(None, per_node, ctx.gres_prefix), nodes },
             time_limit_min: None,
             estimate: Estimate {
@@ -369,6 +440,9 @@ fn replan_shape(job: &JobNow<'_>, edit: &JobEdit, ctx: &ModifyContext<'_>) -> Re
         plan_iter_s: Some(e.iter_time_s),
         replanned_from: Some(d.cell.clone()),
         moved_at: Some(ctx.now),
+        // One Cell: an array's type set is gone.
+        types: Vec::new(),
+        slowest_iter_s: None,
         ..r.clone()
     };
     Ok(Some(Replanned {
@@ -442,6 +516,62 @@ mod tests {
         assert_eq!((back.decision.cell, back.decision.plan, back.fixed_gpus), (x.record.decision.cell.clone(), x.record.decision.plan, Some(8)));
     }
 
+    /// Probe round 3: an edit of an array with a type set names one Cell
+    /// (or one type in its features): the set and its slowest time are dropped.
+    #[test]
+    fn an_edit_of_an_array_with_a_type_set_drops_the_set() {
+        let est = est();
+        let r = DlRecord { types: vec!["a100".into(), "v100".into()], slowest_iter_s: Some(9.0), ..placed(&est) };
+        let nodes = cluster();
+        let declared = DeclaredConfig::default();
+        let ctx = ModifyContext { nodes: &nodes, est: Some(&est), declared: &declared, gres_prefix: "gres:", now: 1_800_000_000 };
+        let e = env();
+        let job = JobNow { record: &r, env: &e, features: Some("[a100|v100]"), partition: Some("gpu"), pending: true };
+        for edit in [
+            JobEdit { tres_per_node: Some("gres:gpu:4".into()), ..JobEdit::default() },
+            JobEdit { features: Some("v100".into()), tres_per_node: Some("gres:gpu:8".into()), ..JobEdit::default() },
+            JobEdit { features: Some("ib".into()), ..JobEdit::default() },
+        ] {
+            let ModifyVerdict::Replan(x) = judge_edit(&job, &edit, &ctx) else { panic!("{edit:?}: not re-planned") };
+            assert!(x.record.types.is_empty() && x.record.slowest_iter_s.is_none(), "{edit:?}: {}", x.record);
+            assert!(!x.rewrite.features.contains('['), "{edit:?}: {}", x.rewrite.features);
+        }
+    }
+
+    /// Probe round 3: an update refused by Slurm after job_modify re-planned
+    /// it leaves record and request apart; re-planning's pass brings them
+    /// back together: the record follows a request that names a Cell, a
+    /// request that names none is written back to the record's Cell.
+    #[test]
+    fn a_request_and_record_apart_are_reconciled() {
+        let est = est();
+        let r = placed(&est); // a100x1 on 1 node
+        let nodes = cluster();
+        let declared = DeclaredConfig::default();
+        let ctx = ModifyContext { nodes: &nodes, est: Some(&est), declared: &declared, gres_prefix: "gres:", now: 1_800_000_000 };
+        let e = env();
+        let now = |features: &'static str| JobNow { record: &r, env: &e, features: Some(features), partition: Some("gpu"), pending: true };
+        // In agreement: nothing to do.
+        assert_eq!(reconcile(&now("a100"), Some("gres:gpu:1"), 1, &ctx), None);
+        assert_eq!(reconcile(&now("ib&a100"), Some("gres:gpu:1"), 1, &ctx), None);
+        // The request names v100x8 (the record stayed a100x1): the record follows it.
+        let Some(Reconcile::Record(x)) = reconcile(&now("v100"), Some("gres:gpu:8"), 1, &ctx) else { panic!("not re-planned") };
+        assert_eq!((x.record.decision.cell.gpu_type.as_str(), x.record.decision.cell.gpus), ("v100", 8));
+        // Requests that name no Cell the job may have: written back to the record's.
+        for (f, g, n) in [("a100|v100", "gres:gpu:1", 1), ("a100", "gres:gpu:16", 1), ("a100", "gres:gpu:a100:2", 1), ("a100", "gres:gpu:1", 2)] {
+            let got = reconcile(&now(f), Some(g), n, &ctx);
+            assert_eq!(got, Some(Reconcile::Request(Rewrite { features: "a100".into(), tres_per_node: "gres:gpu:1".into(), nodes: 1 })), "{f} {g} x{n}");
+        }
+        // An array with a type set: any of its types agrees; the set is written back.
+        let set = DlRecord { types: vec!["a100".into(), "v100".into()], ..r.clone() };
+        let arr = |features: &'static str| JobNow { record: &set, env: &e, features: Some(features), partition: Some("gpu"), pending: true };
+        assert_eq!(reconcile(&arr("[a100|v100]"), Some("gres:gpu:1"), 1, &ctx), None);
+        assert_eq!(reconcile(&arr("a100"), Some("gres:gpu:1"), 1, &ctx), None);
+        let got = reconcile(&arr("[a100|v100]"), Some("gres:gpu:2"), 1, &ctx);
+        let Some(Reconcile::Request(w)) = got.clone() else { panic!("{got:?}") };
+        assert_eq!(w.features, "[a100|v100]");
+    }
+
     #[test]
     fn a_typed_gres_edit_becomes_a_feature_and_an_untyped_count() {
         let est = est();
@@ -482,6 +612,9 @@ mod tests {
             (JobEdit { tres_per_node: Some("gres:gpu:0".into()), ..JobEdit::default() }, true, EditField::Gres),
             (JobEdit { tres_per_node: Some("cpu=2".into()), ..JobEdit::default() }, true, EditField::Gres),
             (JobEdit { min_nodes: Some(u32::MAX), tres_per_node: Some("gres:gpu:4".into()), ..JobEdit::default() }, true, EditField::NodeCount),
+            // Probe round 3: a node range keeping the Cell's count as its minimum (later grown by NumTasks=) is refused.
+            (JobEdit { min_nodes: Some(1), max_nodes: Some(2), ..JobEdit::default() }, true, EditField::NodeCount),
+            (JobEdit { min_nodes: Some(1), max_nodes: Some(4), tres_per_node: Some("gres:gpu:2".into()), ..JobEdit::default() }, true, EditField::NodeCount),
             (JobEdit { features: Some("v100".into()), ..JobEdit::default() }, false, EditField::Features),
         ];
         for (edit, pending, field) in cases {

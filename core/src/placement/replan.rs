@@ -46,12 +46,14 @@ impl PendingDl {
     /// The job as re-planning sees it, from its AdminComment and job
     /// environment (`now` in Unix seconds): `None` unless cellsched placed
     /// it automatically (no pinned Cell or plan; the caller leaves out
-    /// typed GPU requests) and its record and model still read.
+    /// typed GPU requests) and its record and model still read, and
+    /// `None` for a job array with a type set (`DlRecord::types`): its
+    /// tasks already start on any of those types, so it is never moved.
     pub fn from_job(id: u32, admin_comment: &str, env: &[String], features: Option<String>, est: &Estimator, now: i64) -> Option<PendingDl> {
         use crate::options::{CellChoice, PlanChoice};
+        let record = DlRecord::parse(admin_comment).filter(|r| r.types.len() < 2)?;
         let o = super::dl_options(env).ok().flatten().filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)?;
         let job = super::job_spec(&o, est, env).ok()?;
-        let record = DlRecord::parse(admin_comment)?;
         // Seconds left to the recorded deadline; one already passed no longer steers the move.
         let left = record.deadline.map(|d| d - now).filter(|l| *l > 0);
         let deadline_work = left.zip(record.iters).map(|(l, n)| (n, l as f64));

@@ -20,6 +20,16 @@ use cellsched_slurm_ffi::ctld::Job;
 use cellsched_slurm_ffi::{cstr, guard};
 use std::ffi::{c_char, c_int, c_void};
 
+/// Jobs whose request an admin edited as is (not judged): re-planning's
+/// reconciliation of request and record ([`placement::reconcile`]) leaves
+/// them alone, so an admin's edit is never undone. In memory only.
+pub(crate) static ADMIN_EDITED: std::sync::Mutex<std::collections::BTreeSet<u32>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// True when an admin's edit of job `id` is to be left as is.
+pub(crate) fn admin_edited(id: u32) -> bool {
+    ADMIN_EDITED.lock().map(|s| s.contains(&id)).unwrap_or(true)
+}
+
 /// `scontrol update` fields of the descriptor judged by the rule.
 unsafe fn edit_of(desc: &slurm_sys::job_desc_msg_t) -> JobEdit {
     let set = |n: u32| (n != slurm_sys::NO_VAL).then_some(n);
@@ -106,6 +116,9 @@ pub extern "C" fn job_modify(desc: *mut slurm_sys::job_desc_msg_t, job_ptr: *mut
                     ModifyVerdict::Accept => unreachable!(),
                 };
                 info(&format!("JobId={id}: admin override by uid {uid}: edit '{edit}' applied as is (cellsched {what}); its record still says {}", rec.decision.cell));
+                if let Ok(mut s) = ADMIN_EDITED.lock() {
+                    s.insert(id);
+                }
             }
             return slurm_sys::SLURM_SUCCESS;
         }

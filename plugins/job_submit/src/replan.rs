@@ -7,7 +7,7 @@
 //! applies them through `update_job()` under the write locks, then asks the
 //! scheduler to run.
 use cellsched_core::job_env;
-use cellsched_core::placement::{self, PendingDl, PlanWait};
+use cellsched_core::placement::{self, JobNow, ModifyContext, PendingDl, PlanWait, Reconcile};
 use cellsched_core::config::OrderingConfig;
 use cellsched_core::snapshot_cache::{self, SnapshotCache};
 use cellsched_core::record;
@@ -43,6 +43,8 @@ struct RawDl {
     /// Its `CELLSCHED_*` `spank_job_env` entries only.
     env: Vec<String>,
     features: Option<String>,
+    tres_per_node: Option<String>,
+    min_nodes: u32,
     typed: bool,
 }
 
@@ -82,6 +84,8 @@ fn scan_jobs(cache: &SnapshotCache<Parsed>, seen: &mut Vec<Seen>) -> Option<(Vec
                 comment: comment.to_string(),
                 env: job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect(),
                 features: job.features().map(str::to_string),
+                tres_per_node: job.tres_per_node().map(str::to_string),
+                min_nodes: job.min_nodes(),
                 typed: placement::gpu_request(job.tres_per_node()).is_some_and(|g| g.gpu_type.is_some()),
             });
         }
@@ -165,6 +169,16 @@ fn replan_pass() {
     let copied = fresh.len();
     for r in &fresh {
         cache.insert(r.id, r.stamp, parse_dl(r, &l));
+    }
+    // Request and record apart (an update Slurm refused after job_modify re-planned it): brought back together.
+    let fixes: Vec<(u32, u64, Reconcile)> = fresh.iter().filter_map(|r| drift(r, &l, &nodes).map(|x| (r.id, comment_stamp(r.comment.as_bytes()), x))).collect();
+    if !fixes.is_empty() {
+        apply_reconciled(&fixes);
+        // Copied again next pass whatever its stamp: the same text coming back (an edit
+        // repeated within the second of `moved_at`) must not look unchanged.
+        for (id, _, _) in &fixes {
+            cache.forget(*id);
+        }
     }
     cache.retain_live(&seen.iter().map(|s| s.id).collect::<snapshot_cache::IdSet>());
     // Held jobs (priority 0) are not moved; highest priority first.
@@ -266,6 +280,92 @@ fn replan_pass() {
     }
 }
 
+/// Without locks: how job `r`'s request and record are brought back
+/// together, `None` when they agree or the job is not cellsched's to fix
+/// (a typed GPU request, a pinned Cell or plan, an admin's edit as is).
+fn drift(r: &RawDl, l: &Loaded, nodes: &[placement::NodeGpus]) -> Option<Reconcile> {
+    use cellsched_core::options::{CellChoice, PlanChoice};
+    if r.typed || crate::modify::admin_edited(r.id) {
+        return None;
+    }
+    let record = cellsched_core::record::DlRecord::parse(&r.comment)?;
+    let opts = placement::dl_options(&r.env).ok().flatten()?;
+    if opts.cell != CellChoice::Auto || opts.plan != PlanChoice::Auto {
+        return None;
+    }
+    let now = JobNow { record: &record, env: &r.env, features: r.features.as_deref(), partition: None, pending: true };
+    let ctx = ModifyContext { nodes, est: Some(&l.est), declared: &l.cfg.declared, gres_prefix: slurm_sys::compat::TRES_GRES_PREFIX, now: now_unix() };
+    let nodes_now = if r.min_nodes == slurm_sys::NO_VAL || r.min_nodes == 0 { 1 } else { r.min_nodes };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| placement::reconcile(&now, r.tres_per_node.as_deref(), nodes_now, &ctx))).ok().flatten()
+}
+
+/// Under the write locks: writes each reconciliation (if the job's
+/// AdminComment is still the one it was computed from) and logs it.
+fn apply_reconciled(fixes: &[(u32, u64, Reconcile)]) {
+    let applied = ctld::with_lock(LockKind::Write, || {
+        let mut n = 0;
+        for (id, stamp, fix) in fixes {
+            let same = ctld::with_job(*id, |j| j.is_pending() && j.admin_comment_bytes().map(comment_stamp) == Some(*stamp));
+            if same != Some(true) {
+                continue;
+            }
+            let (u, text, what) = match fix {
+                Reconcile::Record(x) => {
+                    let comment = ctld::with_job(*id, |j| x.record.admin_comment_after(j.admin_comment())).unwrap_or_else(|| x.record.to_string());
+                    (
+                        JobUpdate {
+                            job_id: *id,
+                            features: Some(x.rewrite.features.clone()),
+                            gres: Some(format!("gpu:{}", x.estimate.gpus_per_node)),
+                            admin_comment: Some(comment),
+                            min_nodes: Some(x.rewrite.nodes),
+                            max_nodes: Some(x.rewrite.nodes),
+                            num_tasks: None,
+                            time_limit_min: x.time_limit_min,
+                        },
+                        Some(x.record.decision.to_admin_comment()),
+                        format!("its record re-planned on the Cell its request names, {}", x.record.decision.cell),
+                    )
+                }
+                Reconcile::Request(w) => (
+                    JobUpdate {
+                        job_id: *id,
+                        features: Some(w.features.clone()),
+                        gres: placement::gpu_request(Some(&w.tres_per_node)).map(|g| format!("gpu:{}", g.count)),
+                        admin_comment: None,
+                        min_nodes: Some(w.nodes),
+                        max_nodes: Some(w.nodes),
+                        num_tasks: None,
+                        time_limit_min: None,
+                    },
+                    None,
+                    format!("its request written back to its record's Cell (features={} {} on {} node(s))", w.features, w.tres_per_node, w.nodes),
+                ),
+            };
+            match ctld::update_job(&u) {
+                Ok(()) => {
+                    if let Some(text) = &text {
+                        let set = ctld::with_job(*id, |j| {
+                            j.env_set(job_env::DECISION_KEY, text)?;
+                            job_env::DECISION_ENV_KEYS.iter().try_for_each(|k| j.env_sup_set(k, text))
+                        });
+                        if let Some(Err(e)) = set {
+                            error(&format!("JobId={id}: {e}; its tasks may see an older decision"));
+                        }
+                    }
+                    info(&format!("JobId={id}: request and record disagreed (an update refused after job_modify?): {what}"));
+                    n += 1;
+                }
+                Err(e) => error(&format!("JobId={id}: reconciling request and record failed: {e}")),
+            }
+        }
+        n
+    });
+    if matches!(applied, Ok(n) if n > 0) {
+        let _ = ctld::queue_scheduler();
+    }
+}
+
 pub(crate) fn start_thread() {
     let interval = || current().map(|l| l.cfg.placement.replan_interval_s).unwrap_or(30);
     match Periodic::start("job_submit/cellsched", "replan", interval, replan_pass) {
@@ -339,6 +439,8 @@ mod tests {
                     ),
                     env: vec![format!("CELLSCHED_DL_MODEL={model}"), "CELLSCHED_DL_BATCH=32".into(), format!("CELLSCHED_DL_ITERS={iters}")],
                     features: Some("a100".into()),
+                    tres_per_node: Some("gres:gpu:1".into()),
+                    min_nodes: 1,
                     typed: false,
                 }
             })

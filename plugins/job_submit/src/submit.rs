@@ -31,7 +31,7 @@ pub(crate) unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::
     }
     // Declared work bounds the job (NO_VAL: no limit asked for; INFINITE is larger than any bound).
     let current = if desc.time_limit == slurm_sys::NO_VAL { 0 } else { desc.time_limit };
-    if let Some(b) = placement::bounded_limit(current, record.iters, record.decision.iter_s, declared) {
+    if let Some(b) = placement::bounded_limit(current, record.iters, record.work_iter_s(), declared) {
         desc.time_limit = b;
         record.limit_min = Some(b);
     }
@@ -93,6 +93,7 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
                 tres_per_job: opt_str(desc.tres_per_job),
                 min_nodes: (desc.min_nodes != slurm_sys::NO_VAL && desc.min_nodes > 0).then_some(desc.min_nodes),
                 het_component: desc.het_job_offset != slurm_sys::NO_VAL,
+                array: !desc.array_inx.is_null(),
                 now,
                 utc_offset_s: local_utc_offset(now),
             }
