@@ -436,6 +436,16 @@ pub fn place_request(
     ranks: Option<&RankCache>,
     pending: Option<&LoadView>,
 ) -> Outcome {
+    // A GPU type the user's own `--constraint` names is part of the request:
+    // only nodes of the named types are placed on (never AND-ed with another type).
+    let named: Vec<String> = req.features.as_deref().map(|f| modify::named_types(f, nodes).into_iter().map(str::to_string).collect()).unwrap_or_default();
+    let of_named: Vec<NodeGpus>;
+    let nodes: &[NodeGpus] = if named.is_empty() {
+        nodes
+    } else {
+        of_named = nodes.iter().filter(|n| named.iter().any(|t| t.eq_ignore_ascii_case(&n.gpu_type))).cloned().collect();
+        &of_named
+    };
     let load = pending.filter(|_| cfg.load_sizing).map(|p| {
         let mut v = LoadView::from_nodes(nodes);
         v.add_wanted_of(p);
@@ -910,6 +920,14 @@ mod tests {
         assert!(!p.pinned);
         let w = p.rewrite.unwrap();
         assert_eq!(w.features, format!("ib&{}", expect.cell.gpu_type));
+
+        // A GPU type named in the user's own constraint is kept: only its nodes are placed on.
+        for t in c.iter().map(|n| n.gpu_type.clone()).filter(|t| *t != expect.cell.gpu_type) {
+            let named = SubmitRequest { features: Some(format!("ib&{t}")), ..r.clone() };
+            let Outcome::Place(p) = place(&named, &c, &cfg, &e) else { panic!("not placed on {t}") };
+            assert_eq!(p.estimate.cell.gpu_type, t);
+            assert_eq!(p.rewrite.unwrap().features, format!("ib&{t}&{t}"));
+        }
         assert_eq!(w.tres_per_node, format!("{}gpu:{}", GRES_PREFIX_2205, expect.gpus_per_node));
         assert_eq!(w.nodes, expect.nodes);
 
