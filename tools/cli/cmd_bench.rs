@@ -313,7 +313,7 @@ fn speed(s: SpeedArgs) -> Result<()> {
     let spec = speed_cluster();
     let t0 = Instant::now();
     let mut times = TimeCache::new(Box::new(cmd_sim::time_source(&spec, None)?));
-    let cfg = cellsched_sim::synth::SynthConfig { jobs: s.jobs, seed: s.seed, load: s.load, due_share: 0.0 };
+    let cfg = cellsched_sim::synth::SynthConfig { jobs: s.jobs, seed: s.seed, load: s.load, due_share: 0.0, elastic_share: 0.0 };
     let jobs = cellsched_sim::synth::generate(&cfg, &spec, &mut times)?;
     let gen_s = t0.elapsed().as_secs_f64();
     println!(

@@ -308,6 +308,9 @@ struct GenerateArgs {
     /// Share of jobs given a deadline (`due` column: 2-6x the job's true run time after its submission).
     #[arg(long, default_value_t = 0.0)]
     due_share: f64,
+    /// Share of jobs that opt in to reconfiguration (`elastic` column: `--dl-elastic`).
+    #[arg(long, default_value_t = 0.0)]
+    elastic_share: f64,
 }
 
 /// Loaded inputs: cluster, jobs, the knowledge (cached estimator) and the truth.
@@ -550,7 +553,7 @@ fn convert(c: ConvertArgs) -> Result<()> {
 fn generate(g: GenerateArgs) -> Result<()> {
     let spec = ClusterSpec::load(&g.cluster)?;
     let mut times = TimeCache::new(Box::new(time_source(&spec, None)?));
-    let cfg = cellsched_sim::synth::SynthConfig { jobs: g.jobs, seed: g.seed, load: g.load, due_share: g.due_share };
+    let cfg = cellsched_sim::synth::SynthConfig { jobs: g.jobs, seed: g.seed, load: g.load, due_share: g.due_share, elastic_share: g.elastic_share };
     let jobs = cellsched_sim::synth::generate(&cfg, &spec, &mut times)?;
     write_jobs(&jobs, &g.output)?;
     eprintln!("wrote {} jobs to {}", jobs.len(), g.output);
