@@ -66,6 +66,10 @@ pub struct ElasticHost {
     targets: HashMap<usize, TimedCell>,
     moved_at: HashMap<usize, i64>,
     next_at: f64,
+    /// After a pass that decided nothing: the simulation's version then and
+    /// when a running elastic job's bounds next let the rule touch it (see
+    /// [`Self::tick`]).
+    idle: Option<(u64, f64)>,
     /// Keep every pass ([`Self::passes`]), for tests that replay them on the plugin's side.
     pub keep_passes: bool,
     passes: Vec<Pass>,
@@ -107,6 +111,7 @@ impl ElasticHost {
             targets: HashMap::new(),
             moved_at: HashMap::new(),
             next_at: 0.0,
+            idle: None,
             keep_passes: false,
             passes: Vec::new(),
         }
@@ -152,15 +157,25 @@ impl ElasticHost {
         }
     }
 
-    /// One decision pass at the plugin's cadence: `waiting` are the pending
-    /// jobs in the policy's order with their planned Cells and predicted
-    /// remaining times there. Applies what the rule decides.
-    pub fn tick(&mut self, sim: &mut dyn SimView, waiting: &[(usize, TimedCell, f64)]) {
+    /// One decision pass at the plugin's cadence: `waiting` gives the
+    /// pending jobs in the policy's order with their planned Cells and
+    /// predicted remaining times there. Applies what the rule decides.
+    ///
+    /// A pass is skipped when no job arrived, started or stopped since a
+    /// pass that decided nothing and no running elastic job's bounds
+    /// (`min_run_s`, `max_per_hour`) have expired since: every gain the rule
+    /// weighs only shrinks as time passes (remaining times and forecast
+    /// waits fall, costs stay), so it would decide nothing again.
+    pub fn tick(&mut self, sim: &mut dyn SimView, waiting: &dyn Fn(&dyn SimView) -> Vec<(usize, TimedCell, f64)>) {
         if !self.cfg.enabled || sim.now() < self.next_at {
             return;
         }
         let now_f = sim.now();
         self.next_at = now_f + self.cfg.interval_s as f64;
+        if self.idle.is_some_and(|(v, until)| v == sim.version() && now_f < until) {
+            return;
+        }
+        let waiting = waiting(sim);
         let now = now_f.floor() as i64;
         let mut running = Vec::new();
         let mut hints = HashMap::new();
@@ -185,6 +200,7 @@ impl ElasticHost {
         if running.is_empty() {
             return;
         }
+        let version = sim.version();
         let waiting: Vec<WaitingJob> = waiting
             .iter()
             .filter_map(|(i, c, run_s)| {
@@ -199,6 +215,7 @@ impl ElasticHost {
             let mut chooser = SimChooser { times: sim.times(), placement: &self.placement, sizing: self.sizing, hints: &hints };
             elastic::decide(&running, &waiting, &nodes, &ctx, &mut chooser)
         };
+        self.idle = decided.is_empty().then(|| (version, self.bounds_expire(&running, now) as f64));
         for rc in &decided {
             let i = rc.id() as usize;
             let Some(r) = running.iter().find(|r| r.id == rc.id()) else { continue };
@@ -215,6 +232,30 @@ impl ElasticHost {
         if self.keep_passes {
             self.passes.push(Pass { now, running, waiting, nodes, decided });
         }
+    }
+}
+
+impl ElasticHost {
+    /// The earliest time (Unix seconds of the clock) one of `running` that
+    /// the bounds keep from the rule now becomes eligible.
+    fn bounds_expire(&self, running: &[RunningElastic], now: i64) -> i64 {
+        let c = &self.cfg;
+        running
+            .iter()
+            .filter(|r| !elastic::eligible(r, c, now))
+            .filter_map(|r| {
+                if r.record.reconf_at.is_some_and(|t| t >= r.started_at) || c.max_per_hour == 0 {
+                    return None; // a signal pending: it stops; or never
+                }
+                let run = r.started_at + c.min_run_s as i64;
+                let mut times: Vec<i64> = r.record.reconfs_h.iter().copied().filter(|t| now - t < 3600).collect();
+                times.sort_unstable();
+                let over = times.len() + 1 - (c.max_per_hour as usize).min(times.len() + 1);
+                let hour = if over > 0 { times[over - 1] + 3600 } else { now };
+                Some(run.max(hour).max(now))
+            })
+            .min()
+            .unwrap_or(i64::MAX)
     }
 }
 

@@ -125,6 +125,8 @@ pub struct Sim<'t> {
     next_wake: Option<f64>,
     next_tick: Option<f64>,
     reconfigurations: u64,
+    /// Bumped whenever a job arrives, starts or stops ([`SimView::version`]).
+    version: u64,
     arrivals_left: usize,
     /// Per GPU type: running jobs by predicted end (f64 bits of a non-negative time order like the time).
     ends: Vec<BTreeSet<(u64, usize)>>,
@@ -194,6 +196,7 @@ impl<'t> Sim<'t> {
             next_wake: None,
             next_tick: None,
             reconfigurations: 0,
+            version: 0,
             arrivals_left: jobs.len(),
             ends: vec![BTreeSet::new(); ntypes],
             stats: TruthStats { stock_jobs: jobs.iter().filter(|j| j.stock).count() as u64, ..Default::default() },
@@ -438,6 +441,7 @@ impl<'t> Sim<'t> {
         self.ends[t].insert((j.pred_end.max(0.0).to_bits(), i));
         self.pending.remove(&i);
         self.running.insert(i);
+        self.version += 1;
         self.push(now + dur, ev);
         true
     }
@@ -528,6 +532,7 @@ impl<'t> Sim<'t> {
     }
 
     fn stop(&mut self, i: usize) {
+        self.version += 1;
         let now = self.now;
         let j = &mut self.jobs[i];
         let a = j.alloc.take().expect("running job has an allocation");
@@ -572,6 +577,7 @@ impl<'t> Sim<'t> {
                         self.arrivals_left -= 1;
                         self.jobs[i].status = Status::Pending;
                         if policy.admissible(self, i) {
+                            self.version += 1;
                             self.pending.insert(i);
                             policy.on_arrival(self, i);
                             changed = true;
@@ -802,6 +808,9 @@ impl SimView for Sim<'_> {
     }
     fn tick_at(&mut self, t: f64) {
         Sim::tick_at(self, t)
+    }
+    fn version(&self) -> u64 {
+        self.version
     }
     fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64) -> bool {
         Sim::reconfigure(self, i, save_s, restart_s)

