@@ -75,6 +75,10 @@ pub struct ElasticHost {
     passes: Vec<Pass>,
 }
 
+/// A pending job as the policy hands it over: its index, planned Cell and
+/// predicted remaining time there.
+pub type Waiting = (usize, TimedCell, f64);
+
 /// Node `n` of group `g` as the rule names it.
 fn node_name(g: usize, n: u32) -> String {
     format!("g{g}n{n}")
@@ -166,7 +170,7 @@ impl ElasticHost {
     /// (`min_run_s`, `max_per_hour`) have expired since: every gain the rule
     /// weighs only shrinks as time passes (remaining times and forecast
     /// waits fall, costs stay), so it would decide nothing again.
-    pub fn tick(&mut self, sim: &mut dyn SimView, waiting: &dyn Fn(&dyn SimView) -> Vec<(usize, TimedCell, f64)>) {
+    pub fn tick(&mut self, sim: &mut dyn SimView, waiting: &dyn Fn(&dyn SimView) -> Vec<Waiting>) {
         if !self.cfg.enabled || sim.now() < self.next_at {
             return;
         }
@@ -206,7 +210,7 @@ impl ElasticHost {
             .filter_map(|(i, c, run_s)| {
                 let t = sim.cluster().type_index(&c.gpu_type)?;
                 let at = sim.earliest_fit(t, c.nodes, c.gpus_per_node);
-                Some(WaitingJob { id: *i as u32, decision: decision_of(c)?, run_s: *run_s, wait_s: at.is_finite().then(|| at - now_f) })
+                Some(WaitingJob { id: *i as u32, decision: decision_of(c)?, run_s: *run_s, wait_s: at.is_finite().then_some(at - now_f) })
             })
             .collect();
         let nodes = free_nodes(sim.cluster());

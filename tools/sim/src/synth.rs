@@ -11,9 +11,9 @@
 //! offers `load` x the cluster's GPU capacity on the requested GPUs.
 //! With `due_share` > 0, that share of jobs (drawn from a separate stream,
 //! so the rest of the trace is unchanged) gets a deadline (`due`) of 2-6x its
-//! true run time on its request after its submission. With `elastic_share`
-//! > 0, that share (another separate stream) opts in to reconfiguration
-//! (`elastic` column, `--dl-elastic`).
+//! true run time on its request after its submission. A share
+//! `elastic_share` of jobs (another separate stream) opts in to
+//! reconfiguration (`elastic` column, `--dl-elastic`).
 use crate::cluster::{ClusterSpec, ClusterState};
 use crate::error::SimError;
 use crate::rng::Rng;

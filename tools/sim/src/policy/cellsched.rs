@@ -525,7 +525,7 @@ impl CellschedPolicy {
 
     /// The pending jobs in this policy's order (A-SRPT or FCFS), each with
     /// its planned Cell and predicted remaining time there.
-    fn waiting(&self, sim: &dyn SimView) -> Vec<(usize, TimedCell, f64)> {
+    fn waiting(&self, sim: &dyn SimView) -> Vec<crate::elastic::Waiting> {
         let order: Vec<usize> = match &self.queue {
             Some(q) => q.iter_flagged().map(|(id, _)| id as usize).collect(),
             None => sim.pending().iter().copied().collect(),
