@@ -10,6 +10,7 @@
 //!            model=gpt__1.3B batch=64 iters=5000 gpus=4 deadline=1795000000 limit_min=130
 //!            plan_iter_s=0.1 replanned_from=v100x8x1 moved_at=1795000100 restarts=1
 //!            types=a100,v100
+//!            elastic=USR1 reconf_at=1795000500 reconfs_h=1795000500 restart_s=51.4 reconf_cost_s=80.9
 //! ```
 //!
 //! The first ten words are the [`Decision`] (also the job environment's
@@ -22,6 +23,7 @@
 //! written by the plugins ([`Decision::is_consistent`]) makes the whole
 //! record unreadable.
 use crate::cell::{parse_bool, Cell, Decision, EstimateSource, Plan};
+use crate::signal::ElasticSignal;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -66,6 +68,21 @@ pub struct DlRecord {
     /// per iteration on the slowest of them (the declared work's time limit
     /// and overrun check count from it, so no task is cut short on a slower type).
     pub slowest_iter_s: Option<f64>,
+    /// `elastic=`: the job opted in to reconfiguration (`--dl-elastic`) and
+    /// checkpoints on this signal.
+    pub elastic: Option<ElasticSignal>,
+    /// `reconf_at=`: the Unix time of the last reconfiguration signal.
+    pub reconf_at: Option<i64>,
+    /// `reconfs_h=`: the Unix times of the reconfigurations within the hour
+    /// up to the last one (comma-separated; empty is not printed), for
+    /// `elastic.max_per_hour`.
+    pub reconfs_h: Vec<i64>,
+    /// `restart_s=`: this job's measured restart cost, seconds from its
+    /// start to its first iteration.
+    pub restart_s: Option<f64>,
+    /// `reconf_cost_s=`: seconds lost to reconfigurations so far (save and
+    /// restart; 0 is not printed).
+    pub reconf_cost_s: f64,
 }
 
 /// True when `t` can be one entry of `types=` (a GRES type name).
@@ -83,6 +100,12 @@ fn parse_types(v: &str) -> Vec<String> {
     }
 }
 
+/// Most entries kept in `reconfs_h=` (`elastic.max_per_hour` is at most 60).
+pub const MAX_RECONFS_KEPT: usize = 64;
+
+/// One hour, the window of `reconfs_h=`.
+const HOUR_S: i64 = 3600;
+
 /// True when `name` can be printed as one `model=` word.
 pub fn is_one_word(name: &str) -> bool {
     !name.is_empty() && !name.contains(|c: char| c.is_whitespace() || c == '=' || c == ';')
@@ -91,7 +114,7 @@ pub fn is_one_word(name: &str) -> bool {
 impl DlRecord {
     /// A record holding only `decision`.
     pub fn new(decision: Decision) -> DlRecord {
-        DlRecord { decision, model: None, batch: None, iters: None, fixed_gpus: None, deadline: None, limit_min: None, plan_iter_s: None, replanned_from: None, moved_at: None, restarts: 0, types: Vec::new(), slowest_iter_s: None }
+        DlRecord { decision, model: None, batch: None, iters: None, fixed_gpus: None, deadline: None, limit_min: None, plan_iter_s: None, replanned_from: None, moved_at: None, restarts: 0, types: Vec::new(), slowest_iter_s: None, elastic: None, reconf_at: None, reconfs_h: Vec::new(), restart_s: None, reconf_cost_s: 0.0 }
     }
 
     /// Parses the record in an `AdminComment` (or a `CELLSCHED_DECISION`
@@ -140,6 +163,13 @@ impl DlRecord {
                 "restarts" => r.restarts = v.parse().unwrap_or(0),
                 "types" => r.types = parse_types(v),
                 "slowest_iter_s" => r.slowest_iter_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0),
+                "elastic" => r.elastic = v.parse().ok(),
+                "reconf_at" => r.reconf_at = v.parse().ok(),
+                "reconfs_h" => {
+                    r.reconfs_h = v.split(',').map_while(|t| t.parse().ok()).take(MAX_RECONFS_KEPT).collect();
+                }
+                "restart_s" => r.restart_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0),
+                "reconf_cost_s" => r.reconf_cost_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).unwrap_or(0.0),
                 _ => {}
             }
         }
@@ -174,6 +204,26 @@ impl DlRecord {
     /// (compared case-insensitively).
     pub fn allows_type(&self, gpu_type: &str) -> bool {
         self.decision.cell.gpu_type.eq_ignore_ascii_case(gpu_type) || self.types.iter().any(|t| t.eq_ignore_ascii_case(gpu_type))
+    }
+
+    /// Reconfigurations in the hour up to `now` (`reconfs_h`).
+    pub fn reconfs_in_hour(&self, now: i64) -> usize {
+        self.reconfs_h.iter().filter(|t| now - **t < HOUR_S && **t <= now).count()
+    }
+
+    /// The record after a reconfiguration signal at `now`: `reconf_at`,
+    /// `reconfs_h` (older than an hour dropped) and `restarts` updated.
+    pub fn reconfigured(&self, now: i64) -> DlRecord {
+        let mut times: Vec<i64> = self.reconfs_h.iter().copied().filter(|t| now - *t < HOUR_S && *t <= now).collect();
+        times.push(now);
+        let skip = times.len().saturating_sub(MAX_RECONFS_KEPT);
+        DlRecord { reconf_at: Some(now), reconfs_h: times.split_off(skip), restarts: self.restarts.saturating_add(1), ..self.clone() }
+    }
+
+    /// The record with `seconds` more lost to reconfigurations.
+    pub fn with_reconf_cost(&self, seconds: f64) -> DlRecord {
+        let add = if seconds.is_finite() && seconds > 0.0 { seconds } else { 0.0 };
+        DlRecord { reconf_cost_s: self.reconf_cost_s + add, ..self.clone() }
     }
 
     /// The text to store as the job's `AdminComment`: `existing` (an
@@ -225,6 +275,22 @@ impl fmt::Display for DlRecord {
             if let Some(s) = self.slowest_iter_s {
                 write!(f, " slowest_iter_s={s}")?;
             }
+        }
+        if let Some(sig) = self.elastic {
+            write!(f, " elastic={sig}")?;
+        }
+        if let Some(t) = self.reconf_at {
+            write!(f, " reconf_at={t}")?;
+        }
+        if !self.reconfs_h.is_empty() {
+            let times: Vec<String> = self.reconfs_h.iter().map(i64::to_string).collect();
+            write!(f, " reconfs_h={}", times.join(","))?;
+        }
+        if let Some(s) = self.restart_s {
+            write!(f, " restart_s={s}")?;
+        }
+        if self.reconf_cost_s > 0.0 {
+            write!(f, " reconf_cost_s={}", self.reconf_cost_s)?;
         }
         Ok(())
     }
@@ -300,10 +366,15 @@ mod tests {
             restarts: 2,
             types: vec!["v100".into(), "a100".into()],
             slowest_iter_s: Some(0.5),
+            elastic: Some(ElasticSignal::USR1),
+            reconf_at: Some(1_795_000_500),
+            reconfs_h: vec![1_795_000_200, 1_795_000_500],
+            restart_s: Some(51.4),
+            reconf_cost_s: 80.9,
         };
         let text = full.to_string();
         assert_eq!(DlRecord::parse(&text), Some(full.clone()));
-        assert!(text.ends_with("model=gpt__1.3B batch=64 iters=5000 gpus=8 deadline=1795000000 limit_min=130 plan_iter_s=0.125 replanned_from=a100x4x1 moved_at=1795000100 restarts=2 types=v100,a100 slowest_iter_s=0.5"), "{text}");
+        assert!(text.ends_with("model=gpt__1.3B batch=64 iters=5000 gpus=8 deadline=1795000000 limit_min=130 plan_iter_s=0.125 replanned_from=a100x4x1 moved_at=1795000100 restarts=2 types=v100,a100 slowest_iter_s=0.5 elastic=USR1 reconf_at=1795000500 reconfs_h=1795000200,1795000500 restart_s=51.4 reconf_cost_s=80.9"), "{text}");
         assert_eq!(full.declared_work(), Some((5000, 0.5)), "an array's work is measured on its slowest type");
         let bare = DlRecord::new(decision());
         assert_eq!(bare.to_string(), decision().to_admin_comment());
@@ -355,6 +426,22 @@ mod tests {
         assert_eq!(DlRecord::parse(&decision().to_admin_comment().replace("dp=2", "dp=3")), None);
         let spaced = DlRecord { model: Some("a b".into()), ..DlRecord::new(decision()) };
         assert!(!spaced.to_string().contains("model="));
+    }
+
+    #[test]
+    fn reconfigurations_are_counted_per_hour() {
+        let r = DlRecord { elastic: Some(ElasticSignal::USR1), ..DlRecord::new(decision()) };
+        let a = r.reconfigured(10_000);
+        assert_eq!((a.reconf_at, a.restarts, a.reconfs_in_hour(10_000)), (Some(10_000), 1, 1));
+        let b = a.reconfigured(12_000).with_reconf_cost(80.0).with_reconf_cost(f64::NAN);
+        assert_eq!((b.reconfs_in_hour(12_000), b.reconfs_in_hour(13_700), b.restarts, b.reconf_cost_s), (2, 1, 2, 80.0));
+        // The hour-old entry is dropped when the next one is written.
+        let c = b.reconfigured(13_700);
+        assert_eq!(c.reconfs_h, vec![12_000, 13_700]);
+        assert_eq!(DlRecord::parse(&c.to_string()), Some(c));
+        let bad = format!("{} elastic=KILL reconfs_h=1,x,3 restart_s=-1 reconf_cost_s=inf", decision().to_admin_comment());
+        let p = DlRecord::parse(&bad).unwrap();
+        assert_eq!((p.elastic, p.reconfs_h, p.restart_s, p.reconf_cost_s), (None, vec![1], None, 0.0));
     }
 
     #[test]

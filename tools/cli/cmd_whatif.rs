@@ -189,10 +189,10 @@ mod tests {
 
     #[test]
     fn requests_read_like_sbatch() {
-        let base = Args { model: "m".into(), batch: 8, iters: None, gres: None, gpus: None, nodes: None, partition: None, config: None, per_type: 3, json: false };
+        let base = Args { model: "m".into(), batch: 8, iters: None, gres: None, gpus: None, nodes: None, partition: None, config: None, per_type: 3, json: false, runtime: None, precision: None };
         let r = request(&Args { gres: Some("gpu:a100:2".into()), nodes: Some(2), ..base }).unwrap();
         assert_eq!((r.typed, r.want_gpus), (Some(("a100".into(), 4)), Some(4)));
-        let base = Args { model: "m".into(), batch: 8, iters: None, gres: None, gpus: Some("4".into()), nodes: None, partition: None, config: None, per_type: 3, json: false };
+        let base = Args { model: "m".into(), batch: 8, iters: None, gres: None, gpus: Some("4".into()), nodes: None, partition: None, config: None, per_type: 3, json: false, runtime: None, precision: None };
         let r = request(&base).unwrap();
         assert_eq!((r.typed, r.want_gpus), (None, Some(4)));
         let bad = Args { gpus: Some("lots".into()), ..base };

@@ -315,6 +315,7 @@ mod tests {
             user: None,
             freeze: None,
             due_s: None,
+            elastic: false,
         }
     }
 
