@@ -175,6 +175,8 @@ pub struct Comparison {
     pub modes: Vec<ModeResult>,
     /// stock / cellsched, when both ran.
     pub live_ratios: Option<Ratios>,
+    /// cellsched / elastic (the same jobs without and with `--dl-elastic`), when both ran.
+    pub elastic_ratios: Option<Ratios>,
     /// The simulator on the same trace, when asked for.
     pub sim: Option<SimSide>,
     /// Whether the live and simulated average-JCT ratios point the same way.
@@ -189,11 +191,15 @@ impl Comparison {
             (Some(s), Some(c)) => Some(Ratios::live(s, c)),
             _ => None,
         };
+        let elastic_ratios = match (get(Mode::Cellsched), get(Mode::Elastic)) {
+            (Some(c), Some(e)) => Some(Ratios::live(c, e)),
+            _ => None,
+        };
         let same_direction = match (live_ratios.as_ref().and_then(|r| r.avg_jct), sim.as_ref().and_then(|s| s.ratios.avg_jct)) {
             (Some(l), Some(s)) => Some((l >= 1.0) == (s >= 1.0)),
             _ => None,
         };
-        Comparison { trace, speedup, started, modes, live_ratios, sim, same_direction }
+        Comparison { trace, speedup, started, modes, live_ratios, elastic_ratios, sim, same_direction }
     }
 }
 
@@ -228,6 +234,21 @@ pub fn live_table(c: &Comparison) -> Table {
     if let Some(r) = &c.live_ratios {
         t.add_row(vec![
             "stock / cellsched".into(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            times(r.avg_jct),
+            times(r.median_jct),
+            String::new(),
+            times(r.avg_queue),
+            times(r.makespan),
+        ]);
+    }
+    if let Some(r) = &c.elastic_ratios {
+        t.add_row(vec![
+            "cellsched / elastic".into(),
             String::new(),
             String::new(),
             String::new(),
