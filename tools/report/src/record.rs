@@ -145,6 +145,10 @@ pub struct JobRecord {
     /// Where `measured_iter_s` came from: `iter-log` or `run/iters`.
     #[serde(default)]
     pub measured_from: Option<String>,
+    /// Earlier runs of the job that Slurm requeued (sacct `--duplicates`
+    /// rows folded in by [`merge_requeued_runs`]): 0 for a job that ran once.
+    #[serde(default)]
+    pub requeued_runs: u32,
 }
 
 fn one() -> f64 {
@@ -389,9 +393,45 @@ pub fn parse_sacct_line(line: &str, line_no: usize) -> Result<JobRecord, ReportE
         time_scale: 1.0,
         measured_iter_s: None,
         measured_from: None,
+        requeued_runs: 0,
     };
     r.measure(None);
     Ok(r)
+}
+
+/// Folds the rows of a requeued job (sacct `--duplicates`: one row per
+/// run, each with the Submit time Slurm reset at the requeue) into one
+/// record: the last run's fields, the first run's Submit, the first start
+/// for the queueing delay, and [`JobRecord::requeued_runs`]. The order of
+/// first appearance is kept.
+pub fn merge_requeued_runs(jobs: Vec<JobRecord>) -> Vec<JobRecord> {
+    let mut groups: Vec<Vec<JobRecord>> = Vec::with_capacity(jobs.len());
+    let mut at: BTreeMap<u64, usize> = BTreeMap::new();
+    for j in jobs {
+        match at.get(&j.job_id) {
+            Some(&i) => groups[i].push(j),
+            None => {
+                at.insert(j.job_id, groups.len());
+                groups.push(vec![j]);
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|mut runs| {
+            runs.sort_by_key(|r| r.submit);
+            let first = runs.first().expect("a group holds a run").clone();
+            let mut last = runs.pop().expect("a group holds a run");
+            last.requeued_runs = runs.len() as u32;
+            if !runs.is_empty() {
+                let submit = first.submit;
+                last.submit = submit;
+                last.queue_delay_s = first.start.filter(|s| *s >= submit).map(|s| (s - submit) as f64);
+                last.jct_s = last.end.filter(|e| *e >= submit).map(|e| (e - submit) as f64);
+            }
+            last
+        })
+        .collect()
 }
 
 /// Parses the whole output of the trusted query ([`SACCT_FIELDS`]): a line
@@ -493,6 +533,21 @@ pub(crate) mod tests {
         assert_eq!(d.cell.to_string(), "a100x4x1");
         assert_eq!(r.tags, DlTags { model: Some("gpt2".into()), batch: Some(32), iters: Some(450), deadline: None });
         assert!((r.predicted_run_s.unwrap() - 90.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn requeued_runs_fold_into_one_job_from_its_first_submission() {
+        // Run 1 submitted at 1000, started 1010, requeued at 1050; run 2 (Submit reset to 1051) ran 1060-1160.
+        let first = parse_sacct_line(&rec("9|9|bob|gpu|1000|1010|1050|40|REQUEUED|0:0|1|gres/gpu=1|a100-1|5|cellsched: cell=a100x1x1 nodes=1 dp=1 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.2 src=datasheet"), 1).unwrap();
+        let second = parse_sacct_line(&rec("9|9|bob|gpu|1051|1060|1160|100|COMPLETED|0:0|1|gres/gpu=4|a100-1|5|cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.06 src=datasheet restarts=1"), 2).unwrap();
+        let other = parse_sacct_line(&rec(DECIDED), 3).unwrap();
+        let merged = merge_requeued_runs(vec![second, other.clone(), first]);
+        assert_eq!(merged.len(), 2);
+        let j = &merged[0];
+        assert_eq!((j.job_id, j.requeued_runs, j.submit, j.state.as_str()), (9, 1, 1000, "COMPLETED"));
+        assert_eq!((j.jct_s, j.queue_delay_s), (Some(160.0), Some(10.0)));
+        assert_eq!(j.gpu_count(), 4, "the last run's allocation");
+        assert_eq!(merged[1], other, "a job that ran once is unchanged");
     }
 
     #[test]
