@@ -29,6 +29,13 @@
 //! deadline_policy = "warn"
 //! allowed_gpu_types = ["a100", "v100", "a10"]
 //!
+//! [elastic]
+//! enabled = true
+//! interval_s = 60
+//! max_per_hour = 2
+//! min_run_s = 600
+//! grace_s = 120
+//!
 //! [estimator]
 //! profile_db = "/var/lib/cellsched/profiles.csv"
 //! gpu_catalog = "/etc/slurm/cellsched-gpus.toml"
@@ -61,6 +68,8 @@ pub struct Config {
     pub deadline: crate::deadline::DeadlineConfig,
     /// slurmctld housekeeping (site_factor/cellsched).
     pub slurmctld: SlurmctldConfig,
+    /// Reconfiguration of running `--dl-elastic` jobs.
+    pub elastic: ElasticConfig,
 }
 
 /// `[ordering]`: how predicted remaining time becomes a Slurm site factor.
@@ -218,6 +227,100 @@ impl PlacementConfig {
     }
 }
 
+/// `[elastic]` (`crate::elastic`): bounds and costs of reconfiguring running `--dl-elastic` jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ElasticConfig {
+    /// Reconfigure opted-in jobs at all (jobs without `--dl-elastic` are
+    /// never touched, whatever this says).
+    pub enabled: bool,
+    /// Seconds between two decision passes.
+    pub interval_s: u64,
+    /// At most this many reconfigurations per job in any hour (0 = none).
+    pub max_per_hour: u32,
+    /// A job is reconfigured only after running this long since its last (re)start.
+    pub min_run_s: u64,
+    /// Seconds between the checkpoint signal and the requeue; a job that
+    /// ignores the signal is requeued when they are up.
+    pub grace_s: u64,
+    /// Seconds from a restart to the job's first iteration, for jobs whose
+    /// own was not measured; 0 = derived from the model's checkpoint size
+    /// (`crate::elastic::RestartCost`).
+    pub restart_cost_s: f64,
+    /// Checkpoint write rate (GB/s) of the derived cost.
+    pub checkpoint_write_gbs: f64,
+    /// Checkpoint read rate (GB/s) of the derived cost.
+    pub checkpoint_read_gbs: f64,
+    /// Seconds a fresh process takes to its first iteration besides loading
+    /// the checkpoint (process, CUDA and data-loader start, model build, the
+    /// first iteration), in the derived cost.
+    pub start_s: f64,
+    /// A reconfiguration must save at least this many times its cost in
+    /// predicted completion time (summed over the jobs it affects).
+    pub min_gain: f64,
+    /// A-SRPT's preemptive rule: a running job is preempted for a pending
+    /// job only if that job's predicted run time is at most this share of
+    /// the running job's predicted remaining time.
+    pub preempt_ratio: f64,
+}
+
+impl Default for ElasticConfig {
+    fn default() -> Self {
+        ElasticConfig {
+            enabled: true,
+            interval_s: 60,
+            max_per_hour: 2,
+            min_run_s: 600,
+            grace_s: 120,
+            restart_cost_s: 0.0,
+            // Issue 33's H200 measurement of a 1.3B GPT with AdamW: 15.8 GB
+            // saved in 29.5 s, 51.4 s from a restart to the end of the first
+            // iteration, 13.6 s of it loading.
+            checkpoint_write_gbs: 0.54,
+            checkpoint_read_gbs: 1.16,
+            start_s: 37.8,
+            min_gain: 2.0,
+            preempt_ratio: 0.5,
+        }
+    }
+}
+
+impl ElasticConfig {
+    /// Range checks; the message names the key.
+    pub fn check(&self) -> Result<(), String> {
+        if self.interval_s == 0 || self.interval_s > 86_400 {
+            return Err(format!("elastic.interval_s = {} must be in 1..=86400 seconds", self.interval_s));
+        }
+        if self.max_per_hour > 60 {
+            return Err(format!("elastic.max_per_hour = {} must be in 0..=60", self.max_per_hour));
+        }
+        if self.min_run_s > 7 * 86_400 {
+            return Err(format!("elastic.min_run_s = {} must be in 0..=604800 seconds", self.min_run_s));
+        }
+        if self.grace_s > 86_400 {
+            return Err(format!("elastic.grace_s = {} must be in 0..=86400 seconds", self.grace_s));
+        }
+        if !(self.restart_cost_s.is_finite() && (0.0..=86_400.0).contains(&self.restart_cost_s)) {
+            return Err(format!("elastic.restart_cost_s = {} must be seconds in 0..=86400 (0 = derived from the model)", self.restart_cost_s));
+        }
+        for (key, v) in [("checkpoint_write_gbs", self.checkpoint_write_gbs), ("checkpoint_read_gbs", self.checkpoint_read_gbs)] {
+            if !(v.is_finite() && v > 0.0 && v <= 1e4) {
+                return Err(format!("elastic.{key} = {v} must be a rate in GB/s, > 0 and <= 10000"));
+            }
+        }
+        if !(self.start_s.is_finite() && (0.0..=86_400.0).contains(&self.start_s)) {
+            return Err(format!("elastic.start_s = {} must be seconds in 0..=86400", self.start_s));
+        }
+        if !(self.min_gain.is_finite() && (0.0..=1000.0).contains(&self.min_gain)) {
+            return Err(format!("elastic.min_gain = {} must be a number in 0..=1000", self.min_gain));
+        }
+        if !(self.preempt_ratio.is_finite() && (0.0..=1.0).contains(&self.preempt_ratio)) {
+            return Err(format!("elastic.preempt_ratio = {} must be a number in 0..=1 (0 = never preempt)", self.preempt_ratio));
+        }
+        Ok(())
+    }
+}
+
 /// `[estimator]`: optional data files. A missing file is reported and the
 /// estimator falls back to its built-in (datasheet) numbers.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -284,6 +387,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("declared", "What a declared --dl-iters promises, and what happens to users whose jobs overrun it."),
     ("deadline", "How much deadline urgency (--dl-deadline) a user gets, and what infeasible or missed deadlines cost."),
     ("slurmctld", "Housekeeping of slurmctld's own state that changes no decision (site_factor/cellsched)."),
+    ("elastic", "Reconfiguration of running jobs that opted in with --dl-elastic (grow, shrink or move, preempt for a much shorter job): bounds and restart cost. Jobs without the opt-in are never signalled, preempted or requeued."),
 ];
 
 /// Every key of `cellsched.toml`. A test checks that this table and
@@ -356,6 +460,28 @@ pub const KEYS: &[ConfigKey] = &[
         doc: "A job finishing later than its deadline by more than this many times its predicted run time missed it by far." },
     ConfigKey { section: "deadline", key: "distrust_s", default: Some("604800.0"), range: "0..=31536000 seconds", reload: Reload::Reconfigure,
         doc: "Seconds a user loses deadline urgency after a deadline refused as infeasible at submit or missed by far." },
+    ConfigKey { section: "elastic", key: "enabled", default: Some("true"), range: "true or false", reload: Reload::OnChange,
+        doc: "Reconfigure running --dl-elastic jobs at all; false leaves every running job alone (jobs without --dl-elastic are never touched either way)." },
+    ConfigKey { section: "elastic", key: "interval_s", default: Some("60"), range: "1..=86400 seconds", reload: Reload::OnChange,
+        doc: "Seconds between two reconfiguration decision passes." },
+    ConfigKey { section: "elastic", key: "max_per_hour", default: Some("2"), range: "0..=60", reload: Reload::OnChange,
+        doc: "At most this many reconfigurations of one job in any hour (reconfs_h in its record); 0 = never." },
+    ConfigKey { section: "elastic", key: "min_run_s", default: Some("600"), range: "0..=604800 seconds", reload: Reload::OnChange,
+        doc: "A job is reconfigured only after running this long since its last start or restart." },
+    ConfigKey { section: "elastic", key: "grace_s", default: Some("120"), range: "0..=86400 seconds", reload: Reload::OnChange,
+        doc: "Seconds between the checkpoint signal and the requeue; a job that ignores the signal is requeued when they are up (it is never cancelled)." },
+    ConfigKey { section: "elastic", key: "restart_cost_s", default: Some("0.0"), range: "0..=86400 seconds", reload: Reload::OnChange,
+        doc: "Seconds from a restart to the first iteration for jobs whose own was not measured (restart_s in the record); 0 = derived from the model: start_s plus its checkpoint (fp32 weights and optimizer state, 12 bytes per parameter with Adam) read at checkpoint_read_gbs." },
+    ConfigKey { section: "elastic", key: "checkpoint_write_gbs", default: Some("0.54"), range: "> 0 GB/s", reload: Reload::OnChange,
+        doc: "Checkpoint write rate of the cost model (the save after the signal, at most grace_s). Default: 15.8 GB in 29.5 s, a 1.3B GPT with AdamW on one H200." },
+    ConfigKey { section: "elastic", key: "checkpoint_read_gbs", default: Some("1.16"), range: "> 0 GB/s", reload: Reload::OnChange,
+        doc: "Checkpoint read rate of the cost model (loading at restart). Default: 15.8 GB in 13.6 s, same measurement." },
+    ConfigKey { section: "elastic", key: "start_s", default: Some("37.8"), range: "0..=86400 seconds", reload: Reload::OnChange,
+        doc: "Start-to-first-iteration seconds of a restart besides loading the checkpoint (process, CUDA, model build, first iteration). Default: 51.4 s to the first iteration less 13.6 s of loading, same measurement." },
+    ConfigKey { section: "elastic", key: "min_gain", default: Some("2.0"), range: "0..=1000", reload: Reload::OnChange,
+        doc: "A reconfiguration must save at least this many times its cost (save plus restart) in predicted completion time, summed over the jobs it affects." },
+    ConfigKey { section: "elastic", key: "preempt_ratio", default: Some("0.5"), range: "0..=1 (0 = never preempt)", reload: Reload::OnChange,
+        doc: "A-SRPT's preemptive rule: a running elastic job is preempted for a pending job only if that job's predicted run time is at most this share of the running job's predicted remaining time." },
 ];
 
 impl Config {
@@ -418,6 +544,9 @@ impl Config {
             return bad(m);
         }
         if let Err(m) = self.deadline.check() {
+            return bad(m);
+        }
+        if let Err(m) = self.elastic.check() {
             return bad(m);
         }
         if o.rank_interval_s == 0 || o.rank_interval_s > 3600 {
@@ -633,6 +762,13 @@ profile_db = "/var/lib/cellsched/p.csv"
             ("[ordering]\naging_factor = -2", "aging_factor"),
             ("[ordering]\ndeadline_slack_factor = -1", "deadline_slack_factor"),
             ("[ordering]\nrank_by = \"size\"", "size"),
+            ("[elastic]\ninterval_s = 0", "interval_s"),
+            ("[elastic]\nmax_per_hour = 61", "max_per_hour"),
+            ("[elastic]\nmin_gain = -1", "min_gain"),
+            ("[elastic]\npreempt_ratio = 1.5", "preempt_ratio"),
+            ("[elastic]\ncheckpoint_write_gbs = 0", "checkpoint_write_gbs"),
+            ("[elastic]\nrestart_cost_s = -5", "restart_cost_s"),
+            ("[elastic]\nsignal = 1", "signal"),
         ] {
             let e = Config::from_toml_str(text, "c.toml").unwrap_err().to_string();
             assert!(e.contains(key) && e.contains("c.toml"), "{text}: {e}");

@@ -11,12 +11,15 @@
 //! - [`placement`]: which Cell a DL job gets (submit, re-planning, sizing by
 //!   marginal value, GRES strings); [`deadline`]: `--dl-deadline`;
 //!   [`declared`]: what a declared `--dl-iters` bounds.
+//! - [`elastic`]: reconfiguration of running `--dl-elastic` jobs (grow,
+//!   move, preempt) and its restart-cost model.
 //! - [`asrpt`]: the order of pending jobs; [`ordering`]: job records → site factors (site_factor/cellsched); [`predictor`], [`history`]: the
 //!   iteration predictor; [`freezing`]: layer freezing.
 //! - [`options`], [`job_env`]: the DL option table and the job-environment
 //!   contract; [`limits`]: the one table of input caps (batch, GPUs, nodes)
 //!   every edge applies; [`plan_env`]: the plan for tasks (the choice rule,
 //!   and the plan as environment variables).
+//! - [`signal`]: [`signal::ElasticSignal`], the checkpoint signal of `--dl-elastic`.
 //! - [`record`]: the typed job record ([`record::DlRecord`]) and its one
 //!   AdminComment text form, printer and parser.
 //! - [`config`]: `cellsched.toml`; [`slurm_text`]: Slurm's own text parsed
@@ -41,6 +44,7 @@ pub mod cell;
 pub mod config;
 pub mod deadline;
 pub mod declared;
+pub mod elastic;
 mod error;
 pub mod estimator;
 pub mod freezing;
@@ -59,6 +63,7 @@ pub mod profile_db;
 pub mod rank_cache;
 pub mod record;
 pub mod rng;
+pub mod signal;
 pub mod slurm_text;
 pub mod snapshot_cache;
 

@@ -1,6 +1,6 @@
 //! The user-facing DL job options (`--dl-model`, `--dl-batch`, `--dl-iters`,
-//! `--dl-cell`, `--dl-freeze`, `--dl-plan`, `--dl-deadline`, and the `--dl-explain` flag) and their job-environment form
-//! (`CELLSCHED_DL_*`).
+//! `--dl-cell`, `--dl-freeze`, `--dl-plan`, `--dl-deadline`, the `--dl-explain` flag
+//! and `--dl-elastic[=SIGNAL]`) and their job-environment form (`CELLSCHED_DL_*`).
 //!
 //! [`DL_OPTIONS`] is the one table of options: name, environment key, value
 //! form, help text, parser and environment form of each. The SPANK plugin
@@ -90,6 +90,10 @@ pub enum DlKey {
     Deadline,
     /// `--dl-explain` (flag): show the chosen Cell and the runner-up at submit.
     Explain,
+    /// `--dl-elastic[=SIGNAL]`: the job checkpoints on SIGNAL and resumes
+    /// from its checkpoint, so cellsched may reconfigure it while it runs
+    /// (`crate::elastic`).
+    Elastic,
 }
 
 /// Parses a trimmed, length- and control-checked value into the options;
@@ -107,6 +111,9 @@ pub struct DlOption {
     pub env_key: &'static str,
     /// One word for the argument in `--help` (`NAME`, `N`); `None` for a flag.
     pub arg_info: Option<&'static str>,
+    /// The value may be left out (`--dl-elastic` alone); the parser then
+    /// gets an empty value. Only for options with `arg_info`.
+    pub optional_value: bool,
     /// The allowed form, for error messages and the man page.
     pub form: &'static str,
     /// What the option does, for `--help` and the man page.
@@ -123,6 +130,7 @@ pub const DL_OPTIONS: &[DlOption] = &[
         name: "dl-model",
         env_key: "CELLSCHED_DL_MODEL",
         arg_info: Some("NAME"),
+        optional_value: false,
         form: "a catalog model name or a path to a model TOML (letters, digits, '.', '_', '-', '+', '/')",
         help: "DL model: catalog name or path to a model TOML",
         parse: |o, v| {
@@ -143,6 +151,7 @@ pub const DL_OPTIONS: &[DlOption] = &[
         name: "dl-batch",
         env_key: "CELLSCHED_DL_BATCH",
         arg_info: Some("N"),
+        optional_value: false,
         form: "a positive integer (global batch size)",
         help: "DL global batch size",
         parse: |o, v| {
@@ -156,6 +165,7 @@ pub const DL_OPTIONS: &[DlOption] = &[
         name: "dl-iters",
         env_key: "CELLSCHED_DL_ITERS",
         arg_info: Some("N"),
+        optional_value: false,
         form: "a positive integer (training iterations)",
         help: "DL training iterations (default: predicted from history)",
         parse: |o, v| {
@@ -169,6 +179,7 @@ pub const DL_OPTIONS: &[DlOption] = &[
         name: "dl-cell",
         env_key: "CELLSCHED_DL_CELL",
         arg_info: Some("CELL"),
+        optional_value: false,
         form: "auto, TYPExN or TYPExNxSTAGES (e.g. a100x4, v100x8x2)",
         help: "DL Cell: auto|TYPExN|TYPExNxSTAGES (e.g. a100x4)",
         parse: |o, v| {
@@ -182,6 +193,7 @@ pub const DL_OPTIONS: &[DlOption] = &[
         name: "dl-freeze",
         env_key: "CELLSCHED_DL_FREEZE",
         arg_info: Some("MODE"),
+        optional_value: false,
         form: "off, conservative or auto",
         help: "DL layer freezing: off|conservative|auto",
         parse: |o, v| {
@@ -195,6 +207,7 @@ pub const DL_OPTIONS: &[DlOption] = &[
         name: "dl-plan",
         env_key: "CELLSCHED_DL_PLAN",
         arg_info: Some("PLAN"),
+        optional_value: false,
         form: "auto or dp=N,tp=N,pp=N[,mb=N][,zero=0..3][,ckpt=on|off]",
         help: "DL plan: auto|dp=N,tp=N,pp=N[,mb=N,zero=N,ckpt=on]",
         parse: |o, v| {
@@ -208,6 +221,7 @@ pub const DL_OPTIONS: &[DlOption] = &[
         name: "dl-deadline",
         env_key: "CELLSCHED_DL_DEADLINE",
         arg_info: Some("TIME"),
+        optional_value: false,
         form: crate::deadline::DEADLINE_FORM,
         help: "DL deadline: finish by TIME (now+N[s|m|h|d|w], YYYY-MM-DD[THH:MM[:SS]], HH:MM[:SS])",
         parse: |o, v| {
@@ -221,6 +235,7 @@ pub const DL_OPTIONS: &[DlOption] = &[
         name: "dl-explain",
         env_key: "CELLSCHED_DL_EXPLAIN",
         arg_info: None,
+        optional_value: false,
         form: "no value on the command line; yes/no, on/off, 1/0 or true/false in the environment",
         help: "DL: show the chosen Cell and the runner-up at submit",
         parse: |o, v| {
@@ -232,6 +247,20 @@ pub const DL_OPTIONS: &[DlOption] = &[
             Ok(())
         },
         value: |o| o.explain.then(|| "1".to_string()),
+    },
+    DlOption {
+        key: DlKey::Elastic,
+        name: "dl-elastic",
+        env_key: "CELLSCHED_DL_ELASTIC",
+        arg_info: Some("SIGNAL"),
+        optional_value: true,
+        form: crate::signal::SIGNAL_FORM,
+        help: "DL elastic: the job checkpoints on SIGNAL (default USR1) and resumes, so cellsched may resize, move or preempt it",
+        parse: |o, v| {
+            o.elastic = crate::signal::ElasticSignal::parse_option(v).map_err(Some)?;
+            Ok(())
+        },
+        value: |o| o.elastic.map(|s| s.to_string()),
     },
 ];
 
@@ -259,6 +288,13 @@ impl DlKey {
     /// environment form takes yes/no).
     pub fn takes_value(self) -> bool {
         self.spec().arg_info.is_some()
+    }
+
+    /// Whether the value may be left out on the command line
+    /// (`--dl-elastic`; SPANK `has_arg = 2`): the option then parses an
+    /// empty value.
+    pub fn value_optional(self) -> bool {
+        self.spec().optional_value
     }
 
     /// The long option name without dashes, e.g. `dl-model`.
@@ -321,6 +357,10 @@ pub struct DlOptions {
     pub explain: bool,
     /// `--dl-deadline`: when the job must be done, as given (resolved at submit).
     pub deadline: Option<crate::deadline::Deadline>,
+    /// `--dl-elastic[=SIGNAL]`: the job checkpoints on this signal and
+    /// resumes from its checkpoint; only such jobs are ever signalled,
+    /// resized, moved, preempted or requeued by cellsched.
+    pub elastic: Option<crate::signal::ElasticSignal>,
 }
 
 impl DlOptions {
@@ -334,6 +374,7 @@ impl DlOptions {
         plan: PlanChoice::Auto,
         explain: false,
         deadline: None,
+        elastic: None,
     };
 
     /// Validates `value` for the option `name` (option name or environment
@@ -577,6 +618,30 @@ mod tests {
     }
 
     #[test]
+    fn elastic_takes_an_optional_signal() {
+        use crate::signal::ElasticSignal;
+        assert!(DlKey::Elastic.takes_value() && DlKey::Elastic.value_optional());
+        assert!(DlKey::ALL.iter().filter(|k| k.value_optional()).eq([DlKey::Elastic].iter()));
+        let o = parsed(&[("dl-model", "gpt2"), ("dl-batch", "8"), ("dl-elastic", "")]).unwrap();
+        assert_eq!(o.elastic, Some(ElasticSignal::USR1));
+        o.check_consistency().unwrap();
+        assert_eq!(o.to_env_pairs().last(), Some(&("CELLSCHED_DL_ELASTIC", "USR1".to_string())));
+        assert!(o.to_string().ends_with("--dl-elastic=USR1"), "{o}");
+        assert_eq!(parsed(&[("dl-elastic", "SIGUSR2")]).unwrap().elastic.map(|s| s.number()), Some(12));
+        assert_eq!(parsed(&[("CELLSCHED_DL_ELASTIC", "15")]).unwrap().elastic.map(|s| s.to_string()), Some("TERM".into()));
+        assert_eq!(parsed(&[("dl-elastic", "int"), ("dl-elastic", "off")]).unwrap().elastic, None);
+        let e = parsed(&[("dl-elastic", "KILL")]).unwrap_err().to_string();
+        assert!(e.starts_with("invalid --dl-elastic value 'KILL'") && e.contains("cannot be caught"), "{e}");
+        let e = parsed(&[("SPANK_CELLSCHED_DL_ELASTIC", "USR9")]).unwrap_err().to_string();
+        assert!(e.contains("SPANK_CELLSCHED_DL_ELASTIC") && e.contains("unknown signal name"), "{e}");
+        // Alone it makes a DL job that lacks its model.
+        let alone = parsed(&[("dl-elastic", "")]).unwrap();
+        assert!(!alone.is_empty() && alone.check_consistency().is_err());
+        let back = DlOptions::from_env(|k| (k == "SLURM_SPANK_CELLSCHED_DL_ELASTIC").then(|| "USR2".to_string())).unwrap();
+        assert_eq!(back.elastic.map(|s| s.number()), Some(12));
+    }
+
+    #[test]
     fn errors_name_option_and_form() {
         let e = parsed(&[("dl-iters", "abc")]).unwrap_err().to_string();
         assert_eq!(e, "invalid --dl-iters value 'abc': expected a positive integer (training iterations)");
@@ -784,8 +849,9 @@ mod tests {
             }
         });
         let freeze = prop_oneof![Just(FreezeMode::Off), Just(FreezeMode::Conservative), Just(FreezeMode::Auto)];
-        (model, proptest::option::of(1..=MAX_BATCH), proptest::option::of(1..=MAX_ITERS), cell, freeze, plan)
-            .prop_map(|(model, batch, iters, cell, freeze, plan)| DlOptions { model, batch, iters, cell, freeze, plan, explain: false, deadline: None })
+        let elastic = proptest::option::of(1u8..=64).prop_map(|n| n.and_then(crate::signal::ElasticSignal::from_number));
+        (model, proptest::option::of(1..=MAX_BATCH), proptest::option::of(1..=MAX_ITERS), cell, freeze, plan, elastic)
+            .prop_map(|(model, batch, iters, cell, freeze, plan, elastic)| DlOptions { model, batch, iters, cell, freeze, plan, explain: false, deadline: None, elastic })
     }
 
     proptest! {
@@ -793,7 +859,7 @@ mod tests {
 
         /// Arbitrary input never panics; accepted values are clean and short.
         #[test]
-        fn parser_never_panics(key in 0usize..7, value in any::<String>()) {
+        fn parser_never_panics(key in 0usize..DL_OPTIONS.len(), value in any::<String>()) {
             let mut o = DlOptions::default();
             let name = DlKey::ALL[key].option_name();
             if o.parse_option(name, &value).is_ok() {

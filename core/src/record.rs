@@ -9,6 +9,7 @@
 //! cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.123400 src=datasheet
 //!            model=gpt__1.3B batch=64 iters=5000 gpus=4 deadline=1795000000 limit_min=130
 //!            plan_iter_s=0.1 replanned_from=v100x8x1 moved_at=1795000100 restarts=1
+//!            elastic=USR1 reconf_at=1795000500 reconfs_h=1795000500 restart_s=51.4 reconf_cost_s=80.9
 //! ```
 //!
 //! The first ten words are the [`Decision`] (also the job environment's
@@ -21,6 +22,7 @@
 //! written by the plugins ([`Decision::is_consistent`]) makes the whole
 //! record unreadable.
 use crate::cell::{parse_bool, Cell, Decision, EstimateSource, Plan};
+use crate::signal::ElasticSignal;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -57,7 +59,28 @@ pub struct DlRecord {
     pub moved_at: Option<i64>,
     /// `restarts=`: how often the job was restarted on a new decision (0 is not printed).
     pub restarts: u32,
+    /// `elastic=`: the job opted in to reconfiguration (`--dl-elastic`) and
+    /// checkpoints on this signal.
+    pub elastic: Option<ElasticSignal>,
+    /// `reconf_at=`: the Unix time of the last reconfiguration signal.
+    pub reconf_at: Option<i64>,
+    /// `reconfs_h=`: the Unix times of the reconfigurations within the hour
+    /// up to the last one (comma-separated; empty is not printed), for
+    /// `elastic.max_per_hour`.
+    pub reconfs_h: Vec<i64>,
+    /// `restart_s=`: this job's measured restart cost, seconds from its
+    /// start to its first iteration.
+    pub restart_s: Option<f64>,
+    /// `reconf_cost_s=`: seconds lost to reconfigurations so far (save and
+    /// restart; 0 is not printed).
+    pub reconf_cost_s: f64,
 }
+
+/// Most entries kept in `reconfs_h=` (`elastic.max_per_hour` is at most 60).
+pub const MAX_RECONFS_KEPT: usize = 64;
+
+/// One hour, the window of `reconfs_h=`.
+const HOUR_S: i64 = 3600;
 
 /// True when `name` can be printed as one `model=` word.
 pub fn is_one_word(name: &str) -> bool {
@@ -67,7 +90,7 @@ pub fn is_one_word(name: &str) -> bool {
 impl DlRecord {
     /// A record holding only `decision`.
     pub fn new(decision: Decision) -> DlRecord {
-        DlRecord { decision, model: None, batch: None, iters: None, fixed_gpus: None, deadline: None, limit_min: None, plan_iter_s: None, replanned_from: None, moved_at: None, restarts: 0 }
+        DlRecord { decision, model: None, batch: None, iters: None, fixed_gpus: None, deadline: None, limit_min: None, plan_iter_s: None, replanned_from: None, moved_at: None, restarts: 0, elastic: None, reconf_at: None, reconfs_h: Vec::new(), restart_s: None, reconf_cost_s: 0.0 }
     }
 
     /// Parses the record in an `AdminComment` (or a `CELLSCHED_DECISION`
@@ -114,6 +137,13 @@ impl DlRecord {
                 "replanned_from" => r.replanned_from = v.parse().ok(),
                 "moved_at" => r.moved_at = v.parse().ok(),
                 "restarts" => r.restarts = v.parse().unwrap_or(0),
+                "elastic" => r.elastic = v.parse().ok(),
+                "reconf_at" => r.reconf_at = v.parse().ok(),
+                "reconfs_h" => {
+                    r.reconfs_h = v.split(',').map_while(|t| t.parse().ok()).take(MAX_RECONFS_KEPT).collect();
+                }
+                "restart_s" => r.restart_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0),
+                "reconf_cost_s" => r.reconf_cost_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).unwrap_or(0.0),
                 _ => {}
             }
         }
@@ -131,6 +161,26 @@ impl DlRecord {
     /// moves by `plan_iter_s` and sets the new time limit.
     pub fn moved(&self, to: Decision, plan_iter_s: f64, limit_min: Option<u32>) -> DlRecord {
         DlRecord { replanned_from: Some(self.decision.cell.clone()), decision: to, plan_iter_s: Some(plan_iter_s), limit_min, ..self.clone() }
+    }
+
+    /// Reconfigurations in the hour up to `now` (`reconfs_h`).
+    pub fn reconfs_in_hour(&self, now: i64) -> usize {
+        self.reconfs_h.iter().filter(|t| now - **t < HOUR_S && **t <= now).count()
+    }
+
+    /// The record after a reconfiguration signal at `now`: `reconf_at`,
+    /// `reconfs_h` (older than an hour dropped) and `restarts` updated.
+    pub fn reconfigured(&self, now: i64) -> DlRecord {
+        let mut times: Vec<i64> = self.reconfs_h.iter().copied().filter(|t| now - *t < HOUR_S && *t <= now).collect();
+        times.push(now);
+        let skip = times.len().saturating_sub(MAX_RECONFS_KEPT);
+        DlRecord { reconf_at: Some(now), reconfs_h: times.split_off(skip), restarts: self.restarts.saturating_add(1), ..self.clone() }
+    }
+
+    /// The record with `seconds` more lost to reconfigurations.
+    pub fn with_reconf_cost(&self, seconds: f64) -> DlRecord {
+        let add = if seconds.is_finite() && seconds > 0.0 { seconds } else { 0.0 };
+        DlRecord { reconf_cost_s: self.reconf_cost_s + add, ..self.clone() }
     }
 
     /// The text to store as the job's `AdminComment`: `existing` (an
@@ -176,6 +226,22 @@ impl fmt::Display for DlRecord {
         }
         if self.restarts > 0 {
             write!(f, " restarts={}", self.restarts)?;
+        }
+        if let Some(sig) = self.elastic {
+            write!(f, " elastic={sig}")?;
+        }
+        if let Some(t) = self.reconf_at {
+            write!(f, " reconf_at={t}")?;
+        }
+        if !self.reconfs_h.is_empty() {
+            let times: Vec<String> = self.reconfs_h.iter().map(i64::to_string).collect();
+            write!(f, " reconfs_h={}", times.join(","))?;
+        }
+        if let Some(s) = self.restart_s {
+            write!(f, " restart_s={s}")?;
+        }
+        if self.reconf_cost_s > 0.0 {
+            write!(f, " reconf_cost_s={}", self.reconf_cost_s)?;
         }
         Ok(())
     }
@@ -249,10 +315,15 @@ mod tests {
             replanned_from: Some(Cell::new("a100", 4, 1).unwrap()),
             moved_at: Some(1_795_000_100),
             restarts: 2,
+            elastic: Some(ElasticSignal::USR1),
+            reconf_at: Some(1_795_000_500),
+            reconfs_h: vec![1_795_000_200, 1_795_000_500],
+            restart_s: Some(51.4),
+            reconf_cost_s: 80.9,
         };
         let text = full.to_string();
         assert_eq!(DlRecord::parse(&text), Some(full.clone()));
-        assert!(text.ends_with("model=gpt__1.3B batch=64 iters=5000 gpus=8 deadline=1795000000 limit_min=130 plan_iter_s=0.125 replanned_from=a100x4x1 moved_at=1795000100 restarts=2"), "{text}");
+        assert!(text.ends_with("model=gpt__1.3B batch=64 iters=5000 gpus=8 deadline=1795000000 limit_min=130 plan_iter_s=0.125 replanned_from=a100x4x1 moved_at=1795000100 restarts=2 elastic=USR1 reconf_at=1795000500 reconfs_h=1795000200,1795000500 restart_s=51.4 reconf_cost_s=80.9"), "{text}");
         let bare = DlRecord::new(decision());
         assert_eq!(bare.to_string(), decision().to_admin_comment());
         assert_eq!(DlRecord::parse(&bare.to_string()), Some(bare));
@@ -294,6 +365,22 @@ mod tests {
         assert_eq!(DlRecord::parse(&decision().to_admin_comment().replace("dp=2", "dp=3")), None);
         let spaced = DlRecord { model: Some("a b".into()), ..DlRecord::new(decision()) };
         assert!(!spaced.to_string().contains("model="));
+    }
+
+    #[test]
+    fn reconfigurations_are_counted_per_hour() {
+        let r = DlRecord { elastic: Some(ElasticSignal::USR1), ..DlRecord::new(decision()) };
+        let a = r.reconfigured(10_000);
+        assert_eq!((a.reconf_at, a.restarts, a.reconfs_in_hour(10_000)), (Some(10_000), 1, 1));
+        let b = a.reconfigured(12_000).with_reconf_cost(80.0).with_reconf_cost(f64::NAN);
+        assert_eq!((b.reconfs_in_hour(12_000), b.reconfs_in_hour(13_700), b.restarts, b.reconf_cost_s), (2, 1, 2, 80.0));
+        // The hour-old entry is dropped when the next one is written.
+        let c = b.reconfigured(13_700);
+        assert_eq!(c.reconfs_h, vec![12_000, 13_700]);
+        assert_eq!(DlRecord::parse(&c.to_string()), Some(c));
+        let bad = format!("{} elastic=KILL reconfs_h=1,x,3 restart_s=-1 reconf_cost_s=inf", decision().to_admin_comment());
+        let p = DlRecord::parse(&bad).unwrap();
+        assert_eq!((p.elastic, p.reconfs_h, p.restart_s, p.reconf_cost_s), (None, vec![1], None, 0.0));
     }
 
     #[test]

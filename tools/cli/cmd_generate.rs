@@ -230,7 +230,11 @@ fn spank_page(source: &str) -> String {
     ));
     p.push('\n');
     for key in DlKey::ALL {
-        let term = format!("\\fB{}\\fR=\\fI{}\\fR", escape(&format!("--{}", key.option_name())), escape(key.arg_info()));
+        let term = if key.value_optional() {
+            format!("\\fB{}\\fR[=\\fI{}\\fR]", escape(&format!("--{}", key.option_name())), escape(key.arg_info()))
+        } else {
+            format!("\\fB{}\\fR=\\fI{}\\fR", escape(&format!("--{}", key.option_name())), escape(key.arg_info()))
+        };
         p.push_str(&tp(&term, &format!("{}. Value: {}. Environment: {}.", key.help(), key.allowed_form(), key.env_key())));
     }
     p.push_str(".SH \"TASK ENVIRONMENT\"\n");

@@ -178,7 +178,7 @@ impl Placement {
 
 /// The job's record at placement: `decision` plus the facts job_submit
 /// knows at submit (model, global batch, declared iterations, the GPU count
-/// the user fixed, the resolved deadline).
+/// the user fixed, the resolved deadline, the `--dl-elastic` opt-in).
 pub fn dl_record(decision: Decision, job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>, deadline: Option<i64>) -> DlRecord {
     DlRecord {
         model: Some(job.model.name.clone()).filter(|m| crate::record::is_one_word(m)),
@@ -186,6 +186,7 @@ pub fn dl_record(decision: Decision, job: &JobSpec, opts: &DlOptions, fixed_gpus
         iters: opts.iters,
         fixed_gpus,
         deadline,
+        elastic: opts.elastic,
         ..DlRecord::new(decision)
     }
 }
