@@ -75,6 +75,16 @@ pub struct DlTags {
     /// `deadline=T` (Unix time job_submit resolved `--dl-deadline` to).
     #[serde(default)]
     pub deadline: Option<i64>,
+    /// `elastic=`: the job opted in to reconfiguration (`--dl-elastic`).
+    #[serde(default)]
+    pub elastic: bool,
+    /// `restarts=`: reconfigurations cellsched made of the running job.
+    #[serde(default)]
+    pub reconfs: u32,
+    /// `reconf_cost_s=`: seconds the reconfigurations cost it (from each
+    /// signal to the job pending again, as slurmctld measured them).
+    #[serde(default)]
+    pub reconf_cost_s: f64,
 }
 
 impl DlTags {
@@ -85,6 +95,9 @@ impl DlTags {
             batch: r.batch.and_then(|b| u32::try_from(b).ok()),
             iters: r.iters,
             deadline: r.deadline,
+            elastic: r.elastic.is_some(),
+            reconfs: r.restarts,
+            reconf_cost_s: r.reconf_cost_s,
         })
     }
 }
@@ -531,7 +544,7 @@ pub(crate) mod tests {
         assert_eq!(r.time_limit_s, Some(300));
         let d = r.decision.as_ref().unwrap();
         assert_eq!(d.cell.to_string(), "a100x4x1");
-        assert_eq!(r.tags, DlTags { model: Some("gpt2".into()), batch: Some(32), iters: Some(450), deadline: None });
+        assert_eq!(r.tags, DlTags { model: Some("gpt2".into()), batch: Some(32), iters: Some(450), ..DlTags::default() });
         assert!((r.predicted_run_s.unwrap() - 90.0).abs() < 1e-9);
     }
 
@@ -547,6 +560,7 @@ pub(crate) mod tests {
         assert_eq!((j.job_id, j.requeued_runs, j.submit, j.state.as_str()), (9, 1, 1000, "COMPLETED"));
         assert_eq!((j.jct_s, j.queue_delay_s), (Some(160.0), Some(10.0)));
         assert_eq!(j.gpu_count(), 4, "the last run's allocation");
+        assert_eq!((j.tags.reconfs, j.tags.elastic), (1, false));
         assert_eq!(merged[1], other, "a job that ran once is unchanged");
     }
 
