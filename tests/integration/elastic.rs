@@ -241,6 +241,12 @@ impl Private {
         text.lines().map(|l| l.split_whitespace().next().unwrap_or("").to_string()).collect()
     }
 
+    /// A time field (`Start`, `End`) of the job's last run, Unix seconds.
+    fn sacct_time(&self, id: u32, field: &str) -> i64 {
+        let out = self.slurm().cmd_env("sacct", &["-X", "-n", "-P", "-j", &id.to_string(), "-o", field], &[("SLURM_TIME_FORMAT", "%s")]);
+        String::from_utf8_lossy(&out.stdout).lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or(0)
+    }
+
     /// GPUs per node allocated to running job `id` (its `AllocTRES`/`TRES` gres/gpu count).
     fn gpus(&self, id: u32) -> u32 {
         let j = self.job(id);
@@ -366,4 +372,68 @@ fn a_job_that_finishes_during_the_grace_is_left_alone() {
     assert_eq!(p.state(id), "COMPLETED", "not requeued");
     assert_eq!(p.record(id).restarts, 0);
     assert_eq!(p.runs(id), vec!["COMPLETED".to_string()]);
+}
+
+/// A DL job pinned to `cell` that runs `script` (a pending job the elastic
+/// thread may make room for), declaring `declared` iterations.
+fn pinned(p: &Private, cell: &str, declared: u32, script: &str) -> u32 {
+    let name = common::unique_name("waiting");
+    let (cell, declared) = (format!("--dl-cell={cell}"), declared.to_string());
+    p.submit(&["-J", &name, "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", &declared, &cell, "--wrap", script])
+}
+
+/// Shrink: a running elastic job holds the whole a100 node (a100x4); a
+/// long job pinned to a100x2 waits. Halving the elastic job costs it less
+/// (a100x2 is 1.83x slower per iteration, estimator) than the waiting job
+/// gains, and the waiting job is not short enough to preempt for: the
+/// elastic job is moved to a100x2, both run, and it completes from its checkpoint.
+#[test]
+fn elastic_job_shrinks_for_a_waiting_job_that_gains_more() {
+    require_e2e!();
+    let Some(g) = private() else { return };
+    let p = g.as_ref().unwrap();
+    let id = p.trainer(true, 3000, 200_000, 0.05, &[]);
+    p.wait_state(id, &["RUNNING"]);
+    assert_eq!(p.record(id).decision.cell.to_string(), "a100x4x1", "the elastic job takes the whole idle a100 node");
+    std::thread::sleep(Duration::from_secs(4));
+    let w = pinned(p, "a100x2", 200_000, "sleep 20");
+    p.wait_until(id, "a shrink", |p| p.record(id).restarts >= 1);
+    let after = p.record(id);
+    assert_eq!(after.decision.cell.to_string(), "a100x2x1", "{after:?}");
+    p.wait_state(w, &["RUNNING", "COMPLETED"]);
+    p.wait_until(id, "the restart on 2 GPUs", |p| p.state(id) == "RUNNING" && p.gpus(id) == 2);
+    let log = p.ctld_log();
+    assert!(log.lines().any(|l| l.contains(&format!("elastic move of JobId={id} to a100x2x1 for JobId={w}"))), "no move line for {id}/{w}");
+    p.wait_state(id, &["COMPLETED"]);
+    let out = p.output(id);
+    assert!(out.contains("resumed: restart 1 from iteration") && out.contains("done: 3000 iterations"), "{out}");
+    p.wait_state(w, &["COMPLETED"]);
+}
+
+/// Preempt-for-short (A-SRPT): a short job pinned to a100x4 waits for the
+/// node a long elastic job holds; the elastic job is preempted (requeued on
+/// its own Cell), the short job runs first, then the elastic job resumes
+/// from its checkpoint and completes.
+#[test]
+fn elastic_job_is_preempted_for_a_much_shorter_job() {
+    require_e2e!();
+    let Some(g) = private() else { return };
+    let p = g.as_ref().unwrap();
+    let id = p.trainer(true, 3000, 200_000, 0.05, &[]);
+    p.wait_state(id, &["RUNNING"]);
+    assert_eq!(p.record(id).decision.cell.to_string(), "a100x4x1");
+    std::thread::sleep(Duration::from_secs(4));
+    let short = pinned(p, "a100x4", 20, "sleep 8");
+    p.wait_until(id, "a preemption", |p| p.record(id).restarts >= 1);
+    p.wait_state(short, &["RUNNING", "COMPLETED"]);
+    let log = p.ctld_log();
+    assert!(log.lines().any(|l| l.contains(&format!("elastic preempt of JobId={id} for JobId={short}"))), "no preempt line for {id}/{short}");
+    p.wait_state(short, &["COMPLETED"]);
+    p.wait_state(id, &["COMPLETED"]);
+    let out = p.output(id);
+    assert!(out.contains("resumed: restart 1 from iteration") && out.contains("done: 3000 iterations"), "{out}");
+    // The short job ended before the elastic job's second run started.
+    let end_short = p.sacct_time(short, "End");
+    let start_again = p.sacct_time(id, "Start");
+    assert!(end_short > 0 && end_short <= start_again, "short job ended {end_short}, elastic job restarted {start_again}");
 }
