@@ -44,7 +44,9 @@
 # SIGUSR1, SIGUSR2 or the job's own --dl-elastic signal it writes the
 # iterations done so far to $CELLSCHED_CKPT_DIR/emulated-train.iter and exits
 # with $CELLSCHED_RECONF_EXIT (75): cellsched requeues it on its new Cell. On a
-# restart (CELLSCHED_RESTART > 0) it resumes from that count.
+# restart (CELLSCHED_RESTART > 0) it resumes from that count, and after its
+# first chunk prints `cellsched-restart <seconds>`: from its start to the end
+# of that chunk, on the job's (unscaled) clock (`cellsched report --iter-log`).
 #
 # What it reads from the SPANK plugin (see README, "Consuming the plan"):
 #   CELLSCHED_CELL, CELLSCHED_GPU_TYPE, CELLSCHED_GPUS, CELLSCHED_NODES
@@ -171,6 +173,8 @@ echo "  iterations=$TOTAL (real $ITERS) scale=$SCALE"
 
 now() { date +%s.%N; }
 START=$(now)
+PROC_START=$START
+RESUMED=0
 DONE=0
 # Elastic jobs: resume from the checkpoint on a restart; checkpoint and
 # exit with the reconfiguration code on the signal.
@@ -182,6 +186,8 @@ if [[ -n ${CELLSCHED_CKPT_DIR:-} ]]; then
         if [[ -n $SAVED ]] && (( SAVED <= TOTAL )); then
             DONE=$SAVED
             sleep "$(awk -v r="$RESTART_S" -v s="$SCALE" 'BEGIN{printf "%.3f", r*s}')"
+            START=$(now) # the restart's time is lost, not made up by later iterations
+            RESUMED=1
             echo "resumed: restart ${CELLSCHED_RESTART} from iteration $DONE/$TOTAL ($CKPT), restart cost ${RESTART_S} s"
         fi
     fi
@@ -215,6 +221,11 @@ while (( DONE < TOTAL )); do
     DONE=$(( DONE + N ))
     if (( ! QUIET )); then
         echo "cellsched-iter $STEP_S"
+        if (( RESUMED )); then
+            # From the process start to the end of the first iteration after the resume, on the job's clock.
+            awk -v e="$(now)" -v st="$PROC_START" -v s="$SCALE" 'BEGIN{printf "cellsched-restart %.3f\n", (e-st)/s}'
+            RESUMED=0
+        fi
         awk -v d="$DONE" -v n="$TOTAL" -v e="$(now)" -v st="$START" \
             'BEGIN{printf "progress: %d/%d iterations (%.0f%%), %.1f s elapsed\n", d, n, 100*d/n, e-st}'
     fi

@@ -50,6 +50,7 @@ pub fn jobs_table(jobs: &[JobRecord]) -> Table {
         "Plan",
         "Reconfs",
         "ReconfCost",
+        "Restart",
     ]);
     for j in jobs {
         let (cell, plan) = match &j.decision {
@@ -84,9 +85,10 @@ pub fn jobs_table(jobs: &[JobRecord]) -> Table {
             plan,
             if j.tags.elastic || j.tags.reconfs > 0 { j.tags.reconfs.to_string() } else { "-".into() },
             if j.tags.reconfs > 0 { hms(Some(j.tags.reconf_cost_s)) } else { "-".into() },
+            hms(j.measured_restart_s),
         ]);
     }
-    right_align(&mut t, &[5, 6, 7, 8, 9, 10, 11, 14, 15]);
+    right_align(&mut t, &[5, 6, 7, 8, 9, 10, 11, 14, 15, 16]);
     t
 }
 

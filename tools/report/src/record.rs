@@ -162,6 +162,12 @@ pub struct JobRecord {
     /// rows folded in by [`merge_requeued_runs`]): 0 for a job that ran once.
     #[serde(default)]
     pub requeued_runs: u32,
+    /// The job's own measure of its last restart: the last
+    /// `cellsched-restart <seconds>` line of its output (from its start to
+    /// the end of its first iteration after resuming), when the report is
+    /// given the job output files. The job's claim, shown, never used to decide.
+    #[serde(default)]
+    pub measured_restart_s: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -207,6 +213,9 @@ impl JobRecord {
     /// job divided by the time scale. Never reads the prediction.
     pub fn measure(&mut self, log: Option<&str>) {
         let scale = if self.time_scale > 0.0 { self.time_scale } else { 1.0 };
+        if let Some(l) = log {
+            self.measured_restart_s = last_restart_line(l);
+        }
         if let Some(m) = log.and_then(median_iter_line) {
             self.measured_iter_s = Some(m);
             self.measured_from = Some("iter-log".into());
@@ -308,6 +317,17 @@ pub fn median_iter_line(text: &str) -> Option<f64> {
     Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
+/// The last `cellsched-restart <seconds>` line of a job's output, if any
+/// (an elastic job's time from its start to the end of its first
+/// iteration after resuming from its checkpoint).
+pub fn last_restart_line(text: &str) -> Option<f64> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("cellsched-restart"))
+        .filter_map(|r| r.split_whitespace().next()?.parse::<f64>().ok())
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .last()
+}
+
 /// Whether `line` starts a record: [`SACCT_FIELDS`] count of fields and a numeric JobIDRaw.
 fn starts_record(line: &str) -> bool {
     line.split(DELIM).count() >= SACCT_FIELDS.len()
@@ -407,6 +427,7 @@ pub fn parse_sacct_line(line: &str, line_no: usize) -> Result<JobRecord, ReportE
         measured_iter_s: None,
         measured_from: None,
         requeued_runs: 0,
+        measured_restart_s: None,
     };
     r.measure(None);
     Ok(r)
@@ -574,6 +595,9 @@ pub(crate) mod tests {
         assert!((r.measured_iter_s.unwrap() - 100.0 / 450.0 / 0.5).abs() < 1e-12);
         assert_eq!(r.measured_from.as_deref(), Some("run/iters"));
         r.measure(Some("hello\ncellsched-iter 0.1\ncellsched-iter 0.3\ncellsched-iter 0.2\ncellsched-iter nan\n"));
+        assert_eq!(r.measured_restart_s, None);
+        r.measure(Some("cellsched-restart 60\ncellsched-iter 0.2\ncellsched-restart 51.4\ncellsched-restart -3\n"));
+        assert_eq!(r.measured_restart_s, Some(51.4), "the last valid restart line");
         assert!((r.measured_iter_s.unwrap() - 0.2).abs() < 1e-12, "log lines are on the job's own clock");
         assert_eq!(r.measured_from.as_deref(), Some("iter-log"));
         // A time_scale written into AdminComment text is not a tag.
