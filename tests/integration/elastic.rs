@@ -210,7 +210,7 @@ impl Private {
     /// Waits until `ok` holds; fails on timeout, or when job `id` stays
     /// ended otherwise than COMPLETED (a lost job) for [`LOST_AFTER`] (a job
     /// that exits with 75 on the signal is FAILED until the elastic thread
-    /// requeues it, within 2 s).
+    /// requeues it, within a second or two).
     fn wait_until(&self, id: u32, what: &str, ok: impl Fn(&Private) -> bool) {
         let t = Instant::now();
         let mut ended_since: Option<Instant> = None;

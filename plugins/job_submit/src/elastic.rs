@@ -5,13 +5,15 @@
 //! Each pass (every `elastic.interval_s`, every [`POLL_S`] while a job is
 //! in flight) snapshots under the read locks, in short holds
 //! ([`ctld::for_each_job_in_pieces`]), the running elastic jobs, the
-//! pending DL jobs and the jobs in flight, then without locks:
+//! pending DL jobs and the jobs in flight (between decisions, only the
+//! jobs in flight, looked up by id), then without locks:
 //!
 //! 1. **In flight** (signalled earlier): a job still running at
 //!    `signalled + grace_s` is requeued (it ignored the signal); a job that
 //!    ended with [`job_env::RECONF_EXIT`] (checkpoint written) is requeued at
 //!    once; a job that ended otherwise finished during the grace and is left
-//!    alone. A requeued job, once pending again (its old run completed), gets
+//!    alone. A requeued job, once pending again (its old run completed: at
+//!    once for a job that exited on the signal), gets
 //!    its new decision like a re-planning move (features, GRES, nodes,
 //!    AdminComment with `restarts` + 1, `CELLSCHED_DECISION`) and may start
 //!    at once (Slurm holds a requeued job back for its credential window;
@@ -43,7 +45,7 @@ use crate::state::{current, error, info, nodes_parsed, nodes_read, now_unix, rel
 /// Seconds between passes while a job is in flight (signalled, or requeued
 /// and not yet re-planned): a job that exits after its checkpoint is
 /// requeued within this, well inside Slurm's `MinJobAge`.
-pub const POLL_S: u64 = 2;
+pub const POLL_S: u64 = 1;
 
 /// What marks a job cellsched placed, in its AdminComment.
 const MARKER: &[u8] = record::PREFIX.as_bytes();
@@ -134,25 +136,9 @@ fn snapshot(wanted: &HashMap<u32, InFlight>) -> Option<Vec<Raw>> {
         let keep = wanted.contains_key(&id)
             || phase == JobPhase::Pending
             || (phase == JobPhase::Running && cellsched_core::snapshot_cache::contains(comment, ELASTIC_MARK));
-        if !keep {
-            return;
+        if keep {
+            out.extend(raw(job));
         }
-        let Some(comment) = job.admin_comment() else { return };
-        out.push(Raw {
-            id,
-            phase,
-            exit_code: if phase == JobPhase::Ended { job.exit_code() } else { None },
-            comment: comment.to_string(),
-            env: job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect(),
-            features: job.features().map(str::to_string),
-            nodes: job.nodes().map(str::to_string),
-            priority: job.priority(),
-            start_time: job.start_time(),
-            end_time: job.end_time(),
-            time_limit_min: job.time_limit(),
-            typed: placement::gpu_request(job.tres_per_node()).is_some_and(|g| g.gpu_type.is_some()),
-            requeueable: job.is_batch() && job.requeue_allowed(),
-        });
     })
     .ok()
     .filter(|w| w.complete)?;
@@ -160,6 +146,33 @@ fn snapshot(wanted: &HashMap<u32, InFlight>) -> Option<Vec<Raw>> {
     out.sort_unstable_by_key(|r| r.id);
     out.dedup_by_key(|r| r.id);
     Some(out)
+}
+
+/// Copies only the jobs in flight, by id, in one short read-locked hold
+/// (a pass between decisions: no walk of the job list).
+fn snapshot_in_flight(wanted: &HashMap<u32, InFlight>) -> Option<Vec<Raw>> {
+    ctld::with_lock(LockKind::Read, || wanted.keys().filter_map(|id| ctld::with_job(*id, |j| raw(j)).flatten()).collect()).ok()
+}
+
+/// The copy of one job with a cellsched record (caller holds the read locks).
+fn raw(job: &ctld::Job<'_>) -> Option<Raw> {
+    let phase = job.phase();
+    let comment = job.admin_comment()?;
+    Some(Raw {
+        id: job.id(),
+        phase,
+        exit_code: if phase == JobPhase::Ended { job.exit_code() } else { None },
+        comment: comment.to_string(),
+        env: job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect(),
+        features: job.features().map(str::to_string),
+        nodes: job.nodes().map(str::to_string),
+        priority: job.priority(),
+        start_time: job.start_time(),
+        end_time: job.end_time(),
+        time_limit_min: job.time_limit(),
+        typed: placement::gpu_request(job.tres_per_node()).is_some_and(|g| g.gpu_type.is_some()),
+        requeueable: job.is_batch() && job.requeue_allowed(),
+    })
 }
 
 /// Predicted seconds left of a running job: its declared work less this
@@ -225,6 +238,41 @@ fn replan_update(f: &InFlight, now: i64) -> JobUpdate {
     }
 }
 
+/// Writes the outcome of a requeued job's action into it (caller holds the
+/// write locks): `None` while its old run still completes (try again),
+/// `Some(true)` when written, `Some(false)` when the update failed (logged;
+/// the job runs on its earlier decision).
+fn apply_replan(id: u32, f: &InFlight, now: i64) -> Option<bool> {
+    if ctld::with_job(id, |j| j.phase() == JobPhase::Pending) != Some(true) {
+        return None;
+    }
+    let u = replan_update(f, now);
+    let text = f.action.target().map(|m| m.decision_text());
+    match ctld::update_job(&u) {
+        Ok(()) => {
+            if let Some(text) = &text {
+                let set = ctld::with_job(id, |j| {
+                    j.env_set(job_env::DECISION_KEY, text)?;
+                    job_env::DECISION_ENV_KEYS.iter().try_for_each(|k| j.env_sup_set(k, text))
+                });
+                if let Some(Err(e)) = set {
+                    error(&format!("JobId={id}: {e}; its tasks may see its earlier decision"));
+                }
+            }
+            info(&format!(
+                "elastic JobId={id} ({}) pending again{}",
+                f.action.kind(),
+                f.action.target().map(|m| format!(" on {}", m.to.cell)).unwrap_or_default()
+            ));
+            Some(true)
+        }
+        Err(e) => {
+            error(&format!("writing the {} decision into requeued JobId={id} failed: {e}; it runs on its earlier decision", f.action.kind()));
+            Some(false)
+        }
+    }
+}
+
 /// One pass.
 fn elastic_pass() {
     reload_if_changed();
@@ -241,7 +289,8 @@ fn elastic_pass() {
     if flights.is_empty() && !decide_due {
         return;
     }
-    let Some(raws) = snapshot(flights) else { return };
+    let raws = if decide_due { snapshot(flights) } else { snapshot_in_flight(flights) };
+    let Some(raws) = raws else { return };
     let by_id: HashMap<u32, &Raw> = raws.iter().map(|r| (r.id, r)).collect();
     let grace = l.as_ref().map_or(120, |l| l.cfg.elastic.grace_s);
 
@@ -300,11 +349,15 @@ fn elastic_pass() {
         for id in &requeue {
             match ctld::requeue_job(*id) {
                 Ok(()) => {
-                    if let Some(f) = flights.get_mut(id) {
-                        f.stage = Stage::Requeued(now);
-                    }
                     info(&format!("requeued elastic JobId={id} ({})", flights.get(id).map_or("?", |f| f.action.kind())));
                     changed += 1;
+                    // A job that exited on the signal and completed is pending at once: re-planned now.
+                    let done = flights.get(id).and_then(|f| apply_replan(*id, f, now)).is_some();
+                    if done {
+                        flights.remove(id);
+                    } else if let Some(f) = flights.get_mut(id) {
+                        f.stage = Stage::Requeued(now);
+                    }
                 }
                 Err(e) => {
                     // The job keeps running (or stays ended); never cancelled.
@@ -314,32 +367,12 @@ fn elastic_pass() {
             }
         }
         for (id, f) in &replan {
-            let pending = ctld::with_job(*id, |j| j.phase() == JobPhase::Pending);
-            if pending != Some(true) {
-                flights.insert(*id, f.clone()); // not yet: next pass
-                continue;
-            }
-            let u = replan_update(f, now);
-            let text = f.action.target().map(|m| m.decision_text());
-            match ctld::update_job(&u) {
-                Ok(()) => {
-                    if let Some(text) = &text {
-                        let set = ctld::with_job(*id, |j| {
-                            j.env_set(job_env::DECISION_KEY, text)?;
-                            job_env::DECISION_ENV_KEYS.iter().try_for_each(|k| j.env_sup_set(k, text))
-                        });
-                        if let Some(Err(e)) = set {
-                            error(&format!("JobId={id}: {e}; its tasks may see its earlier decision"));
-                        }
-                    }
-                    info(&format!(
-                        "elastic JobId={id} ({}) pending again{}",
-                        f.action.kind(),
-                        f.action.target().map(|m| format!(" on {}", m.to.cell)).unwrap_or_default()
-                    ));
-                    changed += 1;
+            match apply_replan(*id, f, now) {
+                Some(true) => changed += 1,
+                Some(false) => {}
+                None => {
+                    flights.insert(*id, f.clone()); // not yet: next pass
                 }
-                Err(e) => error(&format!("writing the {} decision into requeued JobId={id} failed: {e}; it runs on its earlier decision", f.action.kind())),
             }
         }
         for a in &actions {
