@@ -6,24 +6,30 @@
 #   estimator calibrated with the single-GPU points.
 #   Synthetic traces (`cellsched sim generate`, seeds in SEEDS): truth =
 #   Gavel-measured times, knowledge = the datasheet estimator.
-# Prints `bench table` per trace (avg, p99 JCT, makespan, GPU-hours per
-# policy) and, per cell, cellsched's average JCT over the best other run.
-# Usage: bench/load-sweep.sh [OUTDIR]   (env: CELLSCHED=binary, SEEDS="1 2 3")
+# Prints `bench table` per trace (avg, p99 JCT, makespan, GPU-hours,
+# reconfigurations per job and restart hours per policy) and, per cell,
+# cellsched's average JCT over the best other run.
+# Elastic jobs (--dl-elastic, reconfigured by core::elastic): ELASTIC_JOBS=all
+# makes every job elastic, =none none, =trace (default) follows the traces
+# (the Philly traces have none; synthetic ones get ELASTIC_SHARE, default 0).
+# Usage: bench/load-sweep.sh [OUTDIR]
+#   (env: CELLSCHED=binary, SEEDS="1 2 3", ELASTIC_JOBS=trace|all|none, ELASTIC_SHARE=0)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${CELLSCHED:-target/release/cellsched}
 OUT=${1:-$(mktemp -d /tmp/cellsched-load-sweep.XXXXXX)}
 SEEDS=${SEEDS:-"1 2 3"}
 SIZES="--grow 4,2 --shrink 1,2,4,8"
+ELASTIC="--elastic-jobs ${ELASTIC_JOBS:-trace}"
 mkdir -p "$OUT"
 T="--truth bench/truth/gavel-truth.csv --db bench/truth/gavel-knowledge-1gpu.csv"
-"$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES $T \
+"$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES $T $ELASTIC \
   --trace bench/truth/philly-0e4a51.csv --trace bench/truth/philly-103959.csv --trace bench/truth/philly-2869ce.csv \
   | tee "$OUT/philly.txt"
 for s in $SEEDS; do
   "$BIN" sim generate --cluster bench/gavel-cluster.toml --jobs 1000 --load 0.9 --seed "$s" --due-share 0.3 \
-    --output "$OUT/synth-$s.csv" 2>/dev/null
-  "$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES --truth bench/truth/gavel-truth.csv \
+    --elastic-share "${ELASTIC_SHARE:-0}" --output "$OUT/synth-$s.csv" 2>/dev/null
+  "$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES --truth bench/truth/gavel-truth.csv $ELASTIC \
     --trace "$OUT/synth-$s.csv" | tee "$OUT/synth-$s.txt"
 done
 echo

@@ -416,7 +416,7 @@ pub const KEYS: &[ConfigKey] = &[
     ConfigKey { section: "placement", key: "enabled", default: Some("true"), range: "true or false", reload: Reload::OnChange,
         doc: "Choose Cells for DL jobs; false leaves their GPU requests stock (a pinned --dl-cell is written as a plain request for those GPUs)." },
     ConfigKey { section: "placement", key: "replan", default: Some("true"), range: "true or false", reload: Reload::OnChange,
-        doc: "Run the re-planning thread that moves still-pending DL jobs to a better Cell when GPUs free up (running jobs are never resized)." },
+        doc: "Run the re-planning thread that moves still-pending DL jobs to a better Cell when GPUs free up (running jobs are resized only with --dl-elastic, see [elastic])." },
     ConfigKey { section: "placement", key: "replan_interval_s", default: Some("30"), range: "seconds >= 1", reload: Reload::OnChange,
         doc: "Seconds between two re-planning passes." },
     ConfigKey { section: "placement", key: "replan_max_slowdown", default: Some("6.0"), range: ">= 1", reload: Reload::OnChange,

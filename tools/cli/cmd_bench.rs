@@ -90,8 +90,11 @@ struct TableArgs {
     #[arg(long, value_delimiter = ',', default_value = "gavel,srtf,tiresias")]
     baselines: Vec<String>,
     /// cellsched components switched off one at a time (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "srpt,replan,cell-search,aging,load-sizing")]
+    #[arg(long, value_delimiter = ',', default_value = "srpt,replan,cell-search,aging,load-sizing,elastic")]
     ablations: Vec<String>,
+    /// Which jobs opted in to reconfiguration: `trace` (its `elastic` column), `all` or `none`.
+    #[arg(long, value_name = "trace|all|none", default_value = "trace")]
+    elastic_jobs: String,
     /// Print a JSON array instead of tables.
     #[arg(long)]
     json: bool,
@@ -236,6 +239,7 @@ fn table(a: TableArgs) -> Result<()> {
                 seed: 0,
                 shrink: k,
                 grow: g,
+                elastic_jobs: a.elastic_jobs.clone(),
             };
             let mut l = cmd_sim::load(&inputs)?;
             let mut rows: Vec<Metrics> = Vec::new();
@@ -272,7 +276,7 @@ fn table(a: TableArgs) -> Result<()> {
             }
             let mut t = Table::new();
             t.load_preset(UTF8_FULL_CONDENSED);
-            t.set_header(vec!["policy", "finished", "avg JCT h", "p99 JCT h", "makespan h", "GPU-h", "deadline met", "avg JCT / cellsched"]);
+            t.set_header(vec!["policy", "finished", "avg JCT h", "p99 JCT h", "makespan h", "GPU-h", "reconf/job", "restart h", "deadline met", "avg JCT / cellsched"]);
             for m in &rows {
                 t.add_row(vec![
                     m.policy.clone(),
@@ -281,6 +285,8 @@ fn table(a: TableArgs) -> Result<()> {
                     format!("{:.2}", m.p99_jct_s / 3600.0),
                     format!("{:.2}", m.makespan_s / 3600.0),
                     format!("{:.0}", m.gpu_hours),
+                    format!("{:.3}", m.reconfs_per_job),
+                    format!("{:.2}", m.restart_h),
                     m.deadline_met_ratio.map_or("n/a".into(), |r| format!("{:.1}%", r * 100.0)),
                     ratio(m.avg_jct_s, ours.avg_jct_s),
                 ]);
@@ -313,7 +319,7 @@ fn speed(s: SpeedArgs) -> Result<()> {
     let spec = speed_cluster();
     let t0 = Instant::now();
     let mut times = TimeCache::new(Box::new(cmd_sim::time_source(&spec, None)?));
-    let cfg = cellsched_sim::synth::SynthConfig { jobs: s.jobs, seed: s.seed, load: s.load, due_share: 0.0 };
+    let cfg = cellsched_sim::synth::SynthConfig { jobs: s.jobs, seed: s.seed, load: s.load, due_share: 0.0, elastic_share: 0.0 };
     let jobs = cellsched_sim::synth::generate(&cfg, &spec, &mut times)?;
     let gen_s = t0.elapsed().as_secs_f64();
     println!(

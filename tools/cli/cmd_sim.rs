@@ -79,16 +79,20 @@ pub struct Inputs {
     /// Grow the cluster K times (every group has K times its nodes), for light load.
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub grow: u32,
+    /// Which jobs opted in to reconfiguration (`--dl-elastic`): `trace` (its
+    /// `elastic` column), `all` or `none`.
+    #[arg(long, value_name = "trace|all|none", default_value = "trace")]
+    pub elastic_jobs: String,
 }
 
 /// Engine and cellsched settings shared by `sim` and `bench`.
 ///
 /// The `cellsched` policy's settings come from the plugins' configuration:
-/// `--config cellsched.toml` (its `[placement]` and `[ordering]` sections),
+/// `--config cellsched.toml` (its `[placement]`, `[ordering]` and `[elastic]` sections),
 /// else the plugins' defaults; the per-knob flags below override single keys.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Tuning {
-    /// cellsched: the plugins' cellsched.toml; its [placement] and [ordering] sections drive the policy (default: the plugins' defaults). The flags below override single keys.
+    /// cellsched: the plugins' cellsched.toml; its [placement], [ordering] and [elastic] sections drive the policy (default: the plugins' defaults). The flags below override single keys.
     #[arg(long, value_name = "cellsched.toml")]
     pub config: Option<String>,
     /// cellsched: use the requested GPU type and count (no Cell search).
@@ -103,7 +107,7 @@ pub struct Tuning {
     /// cellsched: ignore layer-freezing opt-ins.
     #[arg(long)]
     pub no_freeze: bool,
-    /// cellsched: components to switch off, comma-separated (cell-search,srpt,replan,freeze,aging,load-sizing).
+    /// cellsched: components to switch off, comma-separated (cell-search,srpt,replan,freeze,aging,load-sizing,elastic).
     #[arg(long, value_name = "LIST")]
     pub ablation: Option<String>,
     /// cellsched: accept a free Cell up to this many times slower than the job's best (overrides placement.replan_max_slowdown).
@@ -308,6 +312,9 @@ struct GenerateArgs {
     /// Share of jobs given a deadline (`due` column: 2-6x the job's true run time after its submission).
     #[arg(long, default_value_t = 0.0)]
     due_share: f64,
+    /// Share of jobs that opt in to reconfiguration (`elastic` column: `--dl-elastic`).
+    #[arg(long, default_value_t = 0.0)]
+    elastic_share: f64,
 }
 
 /// Loaded inputs: cluster, jobs, the knowledge (cached estimator) and the truth.
@@ -362,6 +369,11 @@ pub fn load(inputs: &Inputs) -> Result<Loaded> {
     };
     let spec = ClusterSpec::load(cluster)?.shrink(inputs.shrink)?.grow(inputs.grow)?;
     let mut jobs = cellsched_sim::trace::load_trace(trace)?;
+    match inputs.elastic_jobs.as_str() {
+        "trace" => {}
+        "all" | "none" => jobs.iter_mut().for_each(|j| j.elastic = inputs.elastic_jobs == "all"),
+        other => bail!("--elastic-jobs {other}: expected trace, all or none"),
+    }
     if inputs.shrink > 1 {
         let n = spec.clamp_requests(&mut jobs);
         eprintln!("cluster {cluster} shrunk {}x ({} GPUs); {n} job request(s) lowered to what their GPU type has", inputs.shrink, spec.groups.iter().map(|g| g.nodes as u64 * g.gpus_per_node as u64).sum::<u64>());
@@ -459,7 +471,7 @@ fn hours(s: f64) -> String {
 pub fn table(rows: &[Metrics], extra: &[(&str, Vec<String>)]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    let mut header = vec!["policy", "jobs", "finished", "unfinished", "avg JCT h", "median JCT h", "p99 JCT h", "avg queue h", "makespan h", "GPU util", "GPU-h", "deadline met", "replans", "preempt"];
+    let mut header = vec!["policy", "jobs", "finished", "unfinished", "avg JCT h", "median JCT h", "p99 JCT h", "avg queue h", "makespan h", "GPU util", "GPU-h", "deadline met", "replans", "preempt", "reconf/job", "restart h"];
     header.extend(extra.iter().map(|e| e.0));
     t.set_header(header);
     for (i, m) in rows.iter().enumerate() {
@@ -479,6 +491,8 @@ pub fn table(rows: &[Metrics], extra: &[(&str, Vec<String>)]) -> Table {
             m.deadline_met_ratio.map_or("n/a".into(), |r| format!("{:.1}%", r * 100.0)),
             m.replans.to_string(),
             m.preemptions.to_string(),
+            format!("{:.3}", m.reconfs_per_job),
+            format!("{:.2}", m.restart_h),
         ];
         row.extend(extra.iter().map(|e| e.1[i].clone()));
         t.add_row(row);
@@ -550,7 +564,7 @@ fn convert(c: ConvertArgs) -> Result<()> {
 fn generate(g: GenerateArgs) -> Result<()> {
     let spec = ClusterSpec::load(&g.cluster)?;
     let mut times = TimeCache::new(Box::new(time_source(&spec, None)?));
-    let cfg = cellsched_sim::synth::SynthConfig { jobs: g.jobs, seed: g.seed, load: g.load, due_share: g.due_share };
+    let cfg = cellsched_sim::synth::SynthConfig { jobs: g.jobs, seed: g.seed, load: g.load, due_share: g.due_share, elastic_share: g.elastic_share };
     let jobs = cellsched_sim::synth::generate(&cfg, &spec, &mut times)?;
     write_jobs(&jobs, &g.output)?;
     eprintln!("wrote {} jobs to {}", jobs.len(), g.output);

@@ -305,12 +305,9 @@ impl Pass<'_> {
                     return None;
                 }
                 // The predicted gain must be worth a move (hysteresis).
-                let margin = cfg.replan_min_gain * w.rem_plan_s;
-                if margin > 0.0 {
-                    let correct = super::wait::corrects_wait(j.deadline_work.is_some(), best.cell.gpus, best.iter_time_s, d.cell.gpus, d.iter_s, contended);
-                    if now_s + w.rem_plan_s * best.iter_time_s / d.iter_s + margin > w.finish_on_plan_s(correct) {
-                        return None;
-                    }
+                let correct = super::wait::corrects_wait(j.deadline_work.is_some(), best.cell.gpus, best.iter_time_s, d.cell.gpus, d.iter_s, contended);
+                if !w.gains_enough(now_s, w.rem_plan_s * best.iter_time_s / d.iter_s, correct, cfg.replan_min_gain) {
+                    return None;
                 }
             }
         }

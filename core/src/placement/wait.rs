@@ -52,6 +52,16 @@ impl PlanWait {
         now_s + rem_here_s <= self.finish_on_plan_s(correct)
     }
 
+    /// Re-planning hysteresis (`placement.replan_min_gain`): starting now on
+    /// a slower Cell with `rem_here_s` seconds of work is predicted to
+    /// finish earlier than waiting by at least `min_gain` x the job's
+    /// remaining run on its plan (always true for `min_gain` <= 0). Both
+    /// hosts apply it after [`Self::slower_cell_finishes_first`].
+    pub fn gains_enough(&self, now_s: f64, rem_here_s: f64, correct: bool, min_gain: f64) -> bool {
+        let margin = min_gain * self.rem_plan_s;
+        margin.is_nan() || margin <= 0.0 || now_s + rem_here_s + margin <= self.finish_on_plan_s(correct)
+    }
+
     /// [`Self::slower_cell_finishes_first`] for a job whose own Cell is
     /// `own` (GPUs, seconds per iteration) and the free one `slower`, its
     /// work there scaled by the iteration times, with the waited-time

@@ -340,6 +340,7 @@ mod tests {
             user: None,
             freeze: None,
             due_s: None,
+            elastic: false,
         }
     }
 

@@ -417,6 +417,7 @@ mod tests {
             user: None,
             freeze: None,
             due_s: None,
+            elastic: false,
         };
         let mut jobs = vec![job("a", 8, "a100"), job("b", 4, "v100")];
         // A grown cluster keeps node shapes and multiplies the nodes.

@@ -78,6 +78,10 @@ enum EvKind {
     Finish(usize, u32),
     Fail(usize, u32),
     Wake,
+    /// A reconfigured job's checkpoint is written: it leaves its GPUs and waits again.
+    Checkpointed(usize, u32),
+    /// The policy's periodic pass ([`Policy::tick`]).
+    Tick,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +123,10 @@ pub struct Sim<'t> {
     preemptions: u64,
     events_done: u64,
     next_wake: Option<f64>,
+    next_tick: Option<f64>,
+    reconfigurations: u64,
+    /// Bumped whenever a job arrives, starts or stops ([`SimView::version`]).
+    version: u64,
     arrivals_left: usize,
     /// Per GPU type: running jobs by predicted end (f64 bits of a non-negative time order like the time).
     ends: Vec<BTreeSet<(u64, usize)>>,
@@ -166,6 +174,9 @@ impl<'t> Sim<'t> {
                 preemptions: 0,
                 expected_end: 0.0,
                 planned: None,
+                reconfs: 0,
+                reconf_lost_s: 0.0,
+                restart_overhead_s: None,
                 gen: 0,
             })
             .collect();
@@ -183,6 +194,9 @@ impl<'t> Sim<'t> {
             preemptions: 0,
             events_done: 0,
             next_wake: None,
+            next_tick: None,
+            reconfigurations: 0,
+            version: 0,
             arrivals_left: jobs.len(),
             ends: vec![BTreeSet::new(); ntypes],
             stats: TruthStats { stock_jobs: jobs.iter().filter(|j| j.stock).count() as u64, ..Default::default() },
@@ -395,7 +409,14 @@ impl<'t> Sim<'t> {
         };
         let Some(alloc) = self.cluster.allocate(shape) else { return false };
         let now = self.now;
-        let overhead = if self.jobs[i].preemptions > 0 { self.cfg.preempt_overhead_s } else { 0.0 };
+        let overhead = match self.jobs[i].restart_overhead_s.take() {
+            Some(restart_s) => {
+                self.jobs[i].reconf_lost_s += restart_s;
+                restart_s
+            }
+            None if self.jobs[i].preemptions > 0 => self.cfg.preempt_overhead_s,
+            None => 0.0,
+        };
         let pred_dur = overhead + self.remaining_s(i, iter_s);
         let oom_after = self.cfg.oom_startup_s;
         let j = &mut self.jobs[i];
@@ -420,6 +441,7 @@ impl<'t> Sim<'t> {
         self.ends[t].insert((j.pred_end.max(0.0).to_bits(), i));
         self.pending.remove(&i);
         self.running.insert(i);
+        self.version += 1;
         self.push(now + dur, ev);
         true
     }
@@ -470,7 +492,47 @@ impl<'t> Sim<'t> {
         self.pending.insert(i);
     }
 
+    /// Reconfigures running job `i` (`crate::elastic`): it checkpoints at
+    /// once (no progress from now on, GPUs held) for `save_s` seconds, then
+    /// leaves its GPUs and waits again with its progress kept; the policy
+    /// re-plans it ([`Policy::on_requeue`]) and its next start loses
+    /// `restart_s` (GPUs held, no progress). False (nothing changed) unless
+    /// it is running on a Cell that fits.
+    pub fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64) -> bool {
+        let j = &self.jobs[i];
+        if j.status != Status::Running || j.timing == RunTiming::NoFit || !(save_s >= 0.0 && restart_s >= 0.0) {
+            return false;
+        }
+        let p = self.progress_now(i);
+        let now = self.now;
+        let t = self.cluster.groups[j.alloc.as_ref().expect("running").shape.group].type_idx;
+        let j = &mut self.jobs[i];
+        self.ends[t].remove(&(j.pred_end.max(0.0).to_bits(), i));
+        j.progress = p;
+        j.run_start = f64::INFINITY; // no progress while it checkpoints
+        j.gen += 1;
+        j.expected_end = now + save_s;
+        j.pred_end = now + save_s;
+        j.reconfs += 1;
+        j.reconf_lost_s += save_s; // the restart counts when it happens
+        j.restart_overhead_s = Some(restart_s);
+        let gen = j.gen;
+        self.ends[t].insert(((now + save_s).to_bits(), i));
+        self.reconfigurations += 1;
+        self.push(now + save_s, EvKind::Checkpointed(i, gen));
+        true
+    }
+
+    /// Asks for a [`Policy::tick`] at time `t` (>= now; the earliest asked for wins).
+    pub fn tick_at(&mut self, t: f64) {
+        if t >= self.now && self.next_tick.is_none_or(|w| t < w || w < self.now) {
+            self.next_tick = Some(t);
+            self.push(t, EvKind::Tick);
+        }
+    }
+
     fn stop(&mut self, i: usize) {
+        self.version += 1;
         let now = self.now;
         let j = &mut self.jobs[i];
         let a = j.alloc.take().expect("running job has an allocation");
@@ -504,6 +566,7 @@ impl<'t> Sim<'t> {
                 batch.push(self.events.pop().unwrap().0);
             }
             let mut changed = false;
+            let mut tick = false;
             for ev in batch {
                 self.events_done += 1;
                 match ev.kind {
@@ -514,6 +577,7 @@ impl<'t> Sim<'t> {
                         self.arrivals_left -= 1;
                         self.jobs[i].status = Status::Pending;
                         if policy.admissible(self, i) {
+                            self.version += 1;
                             self.pending.insert(i);
                             policy.on_arrival(self, i);
                             changed = true;
@@ -556,11 +620,31 @@ impl<'t> Sim<'t> {
                         }
                         changed = true;
                     }
+                    EvKind::Checkpointed(i, gen) => {
+                        if self.jobs[i].gen == gen && self.jobs[i].status == Status::Running {
+                            self.stop(i);
+                            let j = &mut self.jobs[i];
+                            j.status = Status::Pending;
+                            j.gen += 1;
+                            self.pending.insert(i);
+                            self.requeue_later(i);
+                            changed = true;
+                        }
+                    }
+                    EvKind::Tick => {
+                        if self.next_tick == Some(self.now) {
+                            self.next_tick = None;
+                            tick = true;
+                        }
+                    }
                 }
             }
             if !self.requeue.is_empty() {
                 self.process_requeues(policy);
                 changed = true;
+            }
+            if tick {
+                policy.tick(self);
             }
             if changed && !self.pending.is_empty() {
                 policy.schedule(self);
@@ -602,6 +686,7 @@ impl<'t> Sim<'t> {
             busy_gpu_s: &self.busy_gpu_s,
             replans: self.replans,
             preemptions: self.preemptions,
+            reconfigurations: self.reconfigurations,
             events: self.events_done,
             stats: &self.stats,
             pairs: &self.pairs,
@@ -720,6 +805,15 @@ impl SimView for Sim<'_> {
     }
     fn wake_at(&mut self, t: f64) {
         Sim::wake_at(self, t)
+    }
+    fn tick_at(&mut self, t: f64) {
+        Sim::tick_at(self, t)
+    }
+    fn version(&self) -> u64 {
+        self.version
+    }
+    fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64) -> bool {
+        Sim::reconfigure(self, i, save_s, restart_s)
     }
     fn count_replan(&mut self) {
         self.replans += 1;

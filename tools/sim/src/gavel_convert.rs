@@ -104,6 +104,7 @@ pub fn convert_gavel(
             user: None,
             freeze: None,
             due_s: None,
+            elastic: false,
         });
     }
     report.jobs = jobs.len();

@@ -76,6 +76,14 @@ pub struct Job {
     /// The job must run on its requested type and count (a Cell the user
     /// pinned): Cell-searching policies do not choose for it.
     pub pinned: bool,
+    /// Reconfigurations of the job (checkpoint signal, requeue, restart).
+    pub reconfs: u32,
+    /// Seconds lost to reconfigurations: checkpoint saves and restarts
+    /// (GPUs held, no progress).
+    pub reconf_lost_s: f64,
+    /// Restart cost of the job's next start (set by a reconfiguration;
+    /// replaces the preemption overhead once).
+    pub restart_overhead_s: Option<f64>,
     /// Run generation: events of an earlier run of the job are stale.
     pub(crate) gen: u32,
 }

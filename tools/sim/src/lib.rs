@@ -17,6 +17,8 @@
 //!   only it (no policy imports the engine).
 //! - [`policy`]: `fifo`, `slurm`, `srtf`, `tiresias`, `gavel`, `cellsched`,
 //!   registered by name in one table ([`policy::POLICIES`]).
+//! - [`elastic`]: reconfiguration of running elastic jobs by the `cellsched`
+//!   policy (`core::elastic::decide` at the plugins' cadence, restart cost on the clock).
 //! - [`progress_model`]: per-job speed (layer freezing).
 //! - [`synth`]: seeded synthetic workloads; [`gavel_convert`]: Gavel/Philly trace converter.
 //! - [`progress`]: progress bar for long runs.
@@ -25,6 +27,7 @@
 #![deny(missing_docs)]
 pub mod cluster;
 pub mod core_times;
+pub mod elastic;
 pub mod engine;
 pub mod error;
 pub mod gavel_convert;

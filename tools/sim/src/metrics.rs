@@ -45,6 +45,13 @@ pub struct Metrics {
     pub replans: u64,
     /// Preemptions.
     pub preemptions: u64,
+    /// Reconfigurations of running elastic jobs (grow, move, preempt).
+    pub reconfigurations: u64,
+    /// Reconfigurations per job of the trace.
+    pub reconfs_per_job: f64,
+    /// Hours jobs lost to reconfigurations (checkpoint saves and restarts,
+    /// GPUs held; summed over jobs).
+    pub restart_h: f64,
     /// Events processed.
     pub events: u64,
     /// What ran the clock: a truth table, or `oracle` (the scheduler's own predictions).
@@ -131,6 +138,8 @@ pub struct RunRecord<'a> {
     pub replans: u64,
     /// Preemptions.
     pub preemptions: u64,
+    /// Reconfigurations.
+    pub reconfigurations: u64,
     /// Events processed.
     pub events: u64,
     /// Truth's special cases (prediction-error fields unset).
@@ -212,6 +221,9 @@ impl Metrics {
             deadline_met_ratio,
             replans: run.replans,
             preemptions: run.preemptions,
+            reconfigurations: run.reconfigurations,
+            reconfs_per_job: if jobs.is_empty() { 0.0 } else { round6(jobs.iter().map(|j| f64::from(j.reconfs)).sum::<f64>() / jobs.len() as f64) },
+            restart_h: round6(jobs.iter().map(|j| j.reconf_lost_s).sum::<f64>() / 3600.0),
             events: run.events,
             truth: run.truth.clone(),
             knowledge: run.knowledge.to_string(),

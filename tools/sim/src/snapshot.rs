@@ -370,6 +370,7 @@ impl Snapshot {
             user: None,
             freeze: None,
             due_s: None,
+            elastic: false,
         };
         for r in &self.running {
             trace.push(tj(&r.id, STOCK_MODEL, 1, 1, r.gpus_per_node * r.nodes.len() as u32, &r.gpu_type, r.remaining_s));

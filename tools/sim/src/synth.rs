@@ -11,7 +11,9 @@
 //! offers `load` x the cluster's GPU capacity on the requested GPUs.
 //! With `due_share` > 0, that share of jobs (drawn from a separate stream,
 //! so the rest of the trace is unchanged) gets a deadline (`due`) of 2-6x its
-//! true run time on its request after its submission.
+//! true run time on its request after its submission. With `elastic_share`
+//! > 0, that share (another separate stream) opts in to reconfiguration
+//! (`elastic` column, `--dl-elastic`).
 use crate::cluster::{ClusterSpec, ClusterState};
 use crate::error::SimError;
 use crate::rng::Rng;
@@ -29,6 +31,8 @@ pub struct SynthConfig {
     pub load: f64,
     /// Share of jobs with a deadline (0 = none).
     pub due_share: f64,
+    /// Share of jobs that opt in to reconfiguration (0 = none).
+    pub elastic_share: f64,
 }
 
 /// (catalog model, global batch, weight)
@@ -55,6 +59,9 @@ pub fn generate(cfg: &SynthConfig, spec: &ClusterSpec, times: &mut TimeCache) ->
     }
     if !(0.0..=1.0).contains(&cfg.due_share) {
         return Err(SimError::invalid("due share", cfg.due_share.to_string(), "a fraction in [0, 1]"));
+    }
+    if !(0.0..=1.0).contains(&cfg.elastic_share) {
+        return Err(SimError::invalid("elastic share", cfg.elastic_share.to_string(), "a fraction in [0, 1]"));
     }
     let c = ClusterState::new(spec);
     let type_w: Vec<f64> = (0..c.types.len()).map(|t| c.total_of_type(t) as f64).collect();
@@ -92,6 +99,7 @@ pub fn generate(cfg: &SynthConfig, spec: &ClusterSpec, times: &mut TimeCache) ->
             user: Some(format!("u{}", rng.next_u64() % 40)),
             freeze,
             due_s: None,
+            elastic: false,
         });
     }
     let cap: f64 = type_w.iter().sum();
@@ -109,6 +117,12 @@ pub fn generate(cfg: &SynthConfig, spec: &ClusterSpec, times: &mut TimeCache) ->
             }
         }
     }
+    if cfg.elastic_share > 0.0 {
+        let mut r = Rng::new(cfg.seed ^ 0xE1A5_71C0_E1A5_71C0);
+        for j in &mut jobs {
+            j.elastic = r.f64() < cfg.elastic_share;
+        }
+    }
     Ok(jobs)
 }
 
@@ -122,7 +136,7 @@ mod tests {
         let spec = ClusterSpec::parse("[[group]]\ngpu_type = \"a100\"\nnodes = 4\ngpus_per_node = 8\n[[group]]\ngpu_type = \"v100\"\nnodes = 4\ngpus_per_node = 8\n", "c").unwrap();
         let gen = |seed| {
             let mut t = TimeCache::new(Box::new(CoreTimes::new(&spec, None).unwrap()));
-            generate(&SynthConfig { jobs: 200, seed, load: 0.9, due_share: 0.0 }, &spec, &mut t).unwrap()
+            generate(&SynthConfig { jobs: 200, seed, load: 0.9, due_share: 0.0, elastic_share: 0.0 }, &spec, &mut t).unwrap()
         };
         let a = gen(1);
         assert_eq!(a, gen(1));
@@ -134,10 +148,17 @@ mod tests {
         assert!(a.iter().all(|j| j.due_s.is_none()));
         // Deadlines for about half the jobs, the rest of the trace unchanged.
         let mut t = TimeCache::new(Box::new(CoreTimes::new(&spec, None).unwrap()));
-        let d = generate(&SynthConfig { jobs: 200, seed: 1, load: 0.9, due_share: 0.5 }, &spec, &mut t).unwrap();
+        let d = generate(&SynthConfig { jobs: 200, seed: 1, load: 0.9, due_share: 0.5, elastic_share: 0.0 }, &spec, &mut t).unwrap();
         let n = d.iter().filter(|j| j.due_s.is_some()).count();
         assert!((70..130).contains(&n), "{n}");
         let strip: Vec<TraceJob> = d.into_iter().map(|j| TraceJob { due_s: None, ..j }).collect();
+        assert_eq!(strip, a);
+        // Elastic opt-ins likewise, from their own stream.
+        let mut t = TimeCache::new(Box::new(CoreTimes::new(&spec, None).unwrap()));
+        let e = generate(&SynthConfig { jobs: 200, seed: 1, load: 0.9, due_share: 0.0, elastic_share: 0.5 }, &spec, &mut t).unwrap();
+        let n = e.iter().filter(|j| j.elastic).count();
+        assert!((70..130).contains(&n), "{n}");
+        let strip: Vec<TraceJob> = e.into_iter().map(|j| TraceJob { elastic: false, ..j }).collect();
         assert_eq!(strip, a);
     }
 }

@@ -21,6 +21,7 @@ pub fn job(id: &str, submit: f64, iters: u64, gpus: u32, ty: &str, limit: f64) -
         user: None,
         freeze: None,
         due_s: None,
+        elastic: false,
     }
 }
 

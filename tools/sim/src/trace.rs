@@ -3,8 +3,8 @@
 //!
 //! Header (any order; extra columns such as `user` are allowed):
 //! `job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type`
-//! plus an optional `freeze` column (`off|conservative|auto`; empty = off)
-//! and an optional `due` column.
+//! plus an optional `freeze` column (`off|conservative|auto`; empty = off),
+//! an optional `due` column and an optional `elastic` column.
 //!
 //! - `submission_time`: seconds from the trace start.
 //! - `num_iteration`: iterations the job trains for (the simulator's truth).
@@ -19,6 +19,9 @@
 //!   use it (deadline-aware ordering) and the metrics report the share of
 //!   deadline jobs that finished by it. (Not to be confused with the
 //!   historical `deadline` column above, which is the time limit.)
+//! - `elastic` (optional): `1` when the job opted in to reconfiguration
+//!   (`--dl-elastic`: it checkpoints on a signal and resumes), `0` or empty
+//!   when not.
 use crate::error::SimError;
 use serde::Serialize;
 
@@ -50,6 +53,9 @@ pub struct TraceJob {
     /// Deadline in seconds after submission (`due` column), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub due_s: Option<f64>,
+    /// Opted in to reconfiguration (`elastic` column, `--dl-elastic`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub elastic: bool,
 }
 
 const REQUIRED: [&str; 8] =
@@ -70,6 +76,7 @@ pub fn parse_trace(text: &str, path: &str) -> Result<Vec<TraceJob>, SimError> {
     let user_col = col("user");
     let freeze_col = col("freeze");
     let due_col = col("due");
+    let elastic_col = col("elastic");
     let mut jobs = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for rec in rdr.records() {
@@ -124,7 +131,12 @@ pub fn parse_trace(text: &str, path: &str) -> Result<Vec<TraceJob>, SimError> {
                 SimError::input(path, line, "due", format!("'{d}' is not a positive number of seconds after submission"))
             })?),
         };
-        jobs.push(TraceJob { job_id, submission_time, num_iteration, model_name, deadline, batch_size, num_gpu, gpu_type, user, freeze, due_s });
+        let elastic = match elastic_col.and_then(|c| rec.get(c)).unwrap_or("") {
+            "" | "0" => false,
+            "1" => true,
+            e => return Err(SimError::input(path, line, "elastic", format!("'{e}' is not 0 or 1"))),
+        };
+        jobs.push(TraceJob { job_id, submission_time, num_iteration, model_name, deadline, batch_size, num_gpu, gpu_type, user, freeze, due_s, elastic });
     }
     jobs.sort_by(|a, b| a.submission_time.total_cmp(&b.submission_time));
     Ok(jobs)
@@ -136,11 +148,12 @@ pub fn load_trace(path: &str) -> Result<Vec<TraceJob>, SimError> {
     parse_trace(&text, path)
 }
 
-/// Writes jobs as trace CSV (with `user`/`freeze`/`due` columns when any job has them).
+/// Writes jobs as trace CSV (with `user`/`freeze`/`due`/`elastic` columns when any job has them).
 pub fn write_trace<W: std::io::Write>(jobs: &[TraceJob], out: W) -> std::io::Result<()> {
     let with_user = jobs.iter().any(|j| j.user.is_some());
     let with_freeze = jobs.iter().any(|j| j.freeze.is_some());
     let with_due = jobs.iter().any(|j| j.due_s.is_some());
+    let with_elastic = jobs.iter().any(|j| j.elastic);
     let mut w = csv::Writer::from_writer(out);
     let mut header: Vec<&str> = REQUIRED.to_vec();
     if with_user {
@@ -151,6 +164,9 @@ pub fn write_trace<W: std::io::Write>(jobs: &[TraceJob], out: W) -> std::io::Res
     }
     if with_due {
         header.push("due");
+    }
+    if with_elastic {
+        header.push("elastic");
     }
     w.write_record(&header)?;
     for j in jobs {
@@ -172,6 +188,9 @@ pub fn write_trace<W: std::io::Write>(jobs: &[TraceJob], out: W) -> std::io::Res
         }
         if with_due {
             rec.push(j.due_s.map(fmt_num).unwrap_or_default());
+        }
+        if with_elastic {
+            rec.push(if j.elastic { "1" } else { "0" }.to_string());
         }
         w.write_record(&rec)?;
     }
@@ -231,5 +250,21 @@ mod tests {
         assert!(text.lines().next().unwrap().ends_with(",due"), "{text}");
         assert_eq!(parse_trace(&text, "u.csv").unwrap(), jobs);
         assert_eq!(parse_trace(&format!("{HDR}\n1,0,100,m,0,32,4,a100\n"), "t.csv").unwrap()[0].due_s, None);
+    }
+
+    #[test]
+    fn elastic_column_is_optional_and_roundtrips() {
+        let jobs = parse_trace(&format!("{HDR},elastic\n1,0,100,m,0,32,4,a100,1\n2,5,100,m,0,32,4,a100,\n3,6,100,m,0,32,4,a100,0\n"), "t.csv").unwrap();
+        assert_eq!(jobs.iter().map(|j| j.elastic).collect::<Vec<_>>(), [true, false, false]);
+        let mut buf = Vec::new();
+        write_trace(&jobs, &mut buf).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(text.lines().next().unwrap().ends_with(",elastic"), "{text}");
+        assert_eq!(parse_trace(&text, "u.csv").unwrap(), jobs);
+        let e = parse_trace(&format!("{HDR},elastic\n1,0,100,m,0,32,4,a100,yes\n"), "t.csv").unwrap_err().to_string();
+        assert!(e.contains("t.csv:2") && e.contains("elastic") && e.contains("'yes'"), "{e}");
+        let mut none = Vec::new();
+        write_trace(&[TraceJob { elastic: false, ..jobs[0].clone() }], &mut none).unwrap();
+        assert!(!String::from_utf8(none).unwrap().contains("elastic"));
     }
 }

@@ -51,6 +51,16 @@ pub trait SimView {
     fn requeue_later(&mut self, i: usize);
     /// Asks for a scheduling pass at time `t` (> now).
     fn wake_at(&mut self, t: f64);
+    /// Asks for a [`Policy::tick`] at time `t` (>= now); it does not start a scheduling pass.
+    fn tick_at(&mut self, t: f64);
+    /// A number that changes whenever a job arrives, starts or stops (the
+    /// waiting and running jobs or the free GPUs may then differ).
+    fn version(&self) -> u64;
+    /// Reconfigures running job `i`: it checkpoints for `save_s` seconds
+    /// (GPUs held, no progress), then waits again with its progress kept
+    /// and is re-planned ([`Policy::on_requeue`]); its next start loses
+    /// `restart_s`. False (nothing changed) if it is not running.
+    fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64) -> bool;
     /// Counts one re-plan (a job started on a Cell other than its submission-time plan).
     fn count_replan(&mut self);
     /// Records job `i`'s submission-time plan (type, GPUs, nodes).
@@ -70,9 +80,13 @@ pub trait Policy {
     fn on_arrival(&mut self, _sim: &mut dyn SimView, _i: usize) {}
     /// One scheduling pass: start (and possibly preempt) jobs.
     fn schedule(&mut self, sim: &mut dyn SimView);
-    /// Job `i` is pending again after a run failed or a start was refused
-    /// (its Cell turned out not to fit; the knowledge now says so): re-plan
-    /// it. Returns false if it can no longer run (it is then failed).
+    /// A periodic pass the policy asked for ([`SimView::tick_at`]), after
+    /// the events of its time and before any scheduling pass: e.g.
+    /// reconfiguring running jobs at the plugins' cadence.
+    fn tick(&mut self, _sim: &mut dyn SimView) {}
+    /// Job `i` is pending again after a run failed, a start was refused
+    /// (its Cell turned out not to fit; the knowledge now says so) or it was
+    /// reconfigured: re-plan it. Returns false if it can no longer run (it is then failed).
     fn on_requeue(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
         self.admissible(sim, i)
     }

@@ -44,7 +44,16 @@
 //!   column) run with the mode's schedule and iteration penalty.
 //! - **Re-planning**: a pending job's Cell is re-chosen at every pass from the
 //!   free GPUs then; each start on a Cell other than the one planned at
-//!   submission counts as a re-plan. Off: the job waits for its submission-time Cell.
+//!   submission counts as a re-plan. A slower Cell is taken only when it is
+//!   predicted to finish earlier than waiting by `placement.replan_min_gain`
+//!   of the job's remaining run (`core::placement::PlanWait::gains_enough`,
+//!   job_submit's hysteresis), and a job moved by a reconfiguration is not
+//!   re-planned within `placement.replan_cooldown_s` (`core::placement::in_cooldown`).
+//!   Off: the job waits for its submission-time Cell.
+//! - **Reconfiguration** of running elastic jobs (trace column `elastic`):
+//!   `core::elastic::decide` every `[elastic] interval_s`, with the restart
+//!   cost on the clock ([`crate::elastic`]). Off (`elastic`): running jobs
+//!   are never touched.
 //!
 //! Cost per pass: the queue walk is O(pending), but everything that depends
 //! only on a job's class (model, batch, GPU cap) and the free GPUs — the
@@ -68,7 +77,9 @@ use cellsched_core::estimator::CellOffer;
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
 use cellsched_core::config::Config;
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
+use cellsched_core::config::ElasticConfig;
 use cellsched_core::placement::{self, DeadlineWork, LoadView, Sizable, SizingRule};
+use crate::elastic::ElasticHost;
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -88,12 +99,14 @@ pub enum Ablation {
     /// `load-sizing`: size by marginal value alone, never growing a job into
     /// GPUs no pending job waits for (`core::placement::LoadView`).
     LoadSizing,
+    /// `elastic`: never reconfigure running jobs (`core::elastic`).
+    Elastic,
 }
 
 impl Ablation {
     /// All components, in table order.
-    pub const ALL: [Ablation; 6] = [Ablation::CellSearch, Ablation::Srpt, Ablation::Replan, Ablation::Freeze, Ablation::Aging, Ablation::LoadSizing];
-    /// Text form (`cell-search`, `srpt`, `replan`, `freeze`, `aging`, `load-sizing`).
+    pub const ALL: [Ablation; 7] = [Ablation::CellSearch, Ablation::Srpt, Ablation::Replan, Ablation::Freeze, Ablation::Aging, Ablation::LoadSizing, Ablation::Elastic];
+    /// Text form (`cell-search`, `srpt`, `replan`, `freeze`, `aging`, `load-sizing`, `elastic`).
     pub fn as_str(&self) -> &'static str {
         match self {
             Ablation::CellSearch => "cell-search",
@@ -102,6 +115,7 @@ impl Ablation {
             Ablation::Freeze => "freeze",
             Ablation::Aging => "aging",
             Ablation::LoadSizing => "load-sizing",
+            Ablation::Elastic => "elastic",
         }
     }
     /// Parses a comma-separated list such as `srpt,freeze` (empty = none).
@@ -113,7 +127,7 @@ impl Ablation {
                 Ablation::ALL
                     .into_iter()
                     .find(|a| a.as_str() == x.to_ascii_lowercase())
-                    .ok_or_else(|| SimError::invalid("ablation", x, "cell-search, srpt, replan, freeze, aging or load-sizing"))
+                    .ok_or_else(|| SimError::invalid("ablation", x, "cell-search, srpt, replan, freeze, aging, load-sizing or elastic"))
             })
             .collect()
     }
@@ -156,6 +170,16 @@ pub struct CellschedOptions {
     pub asrpt: AsrptConfig,
     /// How an aged job that cannot start is protected from being passed over.
     pub aged_guard: AgedGuard,
+    /// Re-planning hysteresis: a slower Cell must be predicted to finish
+    /// earlier than waiting by this share of the remaining run
+    /// (`placement.replan_min_gain`).
+    pub replan_min_gain: f64,
+    /// Re-planning cool-down after a reconfiguration moved a job, seconds
+    /// (`placement.replan_cooldown_s`).
+    pub replan_cooldown_s: u64,
+    /// Reconfiguration of running elastic jobs (`[elastic]`; `enabled`
+    /// false: never).
+    pub elastic: ElasticConfig,
 }
 
 /// Starvation guard for an aged job that cannot start in a pass.
@@ -195,12 +219,13 @@ impl CellschedOptions {
     /// The policy the plugins' configuration describes: the `[placement]`
     /// section (job_submit: Cell choice, sizing, re-planning) and the
     /// `[ordering]` section (site_factor: A-SRPT), read from the same
-    /// cellsched.toml. Keys that only steer slurmctld plumbing have no
-    /// simulator counterpart: `placement.replan_interval_s` (the simulator
-    /// re-plans at every scheduling pass), `placement.deadline_policy` (a
-    /// submit-time refusal; trace jobs are all admitted), and
-    /// `ordering.site_factor_max`, `default_remaining_s`, `rank_interval_s`,
-    /// `release_gres_select`.
+    /// cellsched.toml, and the `[elastic]` section (reconfiguration of
+    /// running jobs, at its `interval_s`). Keys that only steer slurmctld
+    /// plumbing have no simulator counterpart: `placement.replan_interval_s`
+    /// (the simulator re-plans at every scheduling pass),
+    /// `placement.deadline_policy` (a submit-time refusal; trace jobs are
+    /// all admitted), and `ordering.site_factor_max`, `default_remaining_s`,
+    /// `rank_interval_s`, `release_gres_select`.
     pub fn from_config(cfg: &Config) -> Self {
         let p = &cfg.placement;
         CellschedOptions {
@@ -218,6 +243,28 @@ impl CellschedOptions {
             min_marginal_efficiency: p.min_marginal_efficiency,
             asrpt: cellsched_core::ordering::asrpt_config(&cfg.ordering),
             aged_guard: AgedGuard::None,
+            replan_min_gain: p.replan_min_gain,
+            replan_cooldown_s: p.replan_cooldown_s,
+            elastic: cfg.elastic.clone(),
+        }
+    }
+
+    /// The `[placement]` section these options stand for (what the elastic
+    /// rule reads: sizing and allowed types).
+    pub fn placement_config(&self) -> cellsched_core::config::PlacementConfig {
+        cellsched_core::config::PlacementConfig {
+            enabled: self.cell_search,
+            replan: self.replan,
+            replan_max_slowdown: self.max_slowdown,
+            replan_wait_test: self.wait_test,
+            replan_min_gain: self.replan_min_gain,
+            replan_cooldown_s: self.replan_cooldown_s,
+            max_gpus: self.max_gpus,
+            max_gpu_factor: self.max_gpu_factor,
+            min_marginal_efficiency: self.min_marginal_efficiency,
+            load_sizing: self.load_sizing,
+            allowed_gpu_types: self.allowed_gpu_types.clone(),
+            ..Default::default()
         }
     }
 }
@@ -233,6 +280,7 @@ impl CellschedOptions {
                 Ablation::Freeze => self.freeze = false,
                 Ablation::Aging => self.aging = false,
                 Ablation::LoadSizing => self.load_sizing = false,
+                Ablation::Elastic => self.elastic.enabled = false,
             }
         }
         self
@@ -240,7 +288,7 @@ impl CellschedOptions {
     /// `cellsched` plus `-no-X` for each component switched off.
     pub fn name(&self) -> String {
         let mut n = String::from("cellsched");
-        for (on, a) in [(self.cell_search, "cell-search"), (self.srpt, "srpt"), (self.replan, "replan"), (self.freeze, "freeze"), (self.aging, "aging"), (self.load_sizing, "load-sizing")] {
+        for (on, a) in [(self.cell_search, "cell-search"), (self.srpt, "srpt"), (self.replan, "replan"), (self.freeze, "freeze"), (self.aging, "aging"), (self.load_sizing, "load-sizing"), (self.elastic.enabled, "elastic")] {
             if !on {
                 n.push_str("-no-");
                 n.push_str(a);
@@ -386,6 +434,8 @@ pub struct CellschedPolicy {
     /// Per GPU type: the GPUs the pending jobs' plans wait for, counted at
     /// the start of each pass and lowered as jobs start (the load view).
     wanted: Vec<u64>,
+    /// Reconfiguration of running elastic jobs (`None`: off).
+    elastic: Option<ElasticHost>,
 }
 
 /// The GPU types a job may be offered: all but `held`; `slot` names the
@@ -431,6 +481,9 @@ impl CellschedPolicy {
             opts.aged_guard = AgedGuard::None;
         }
         let queue = if opts.srpt { Some(AsrptQueue::new(opts.asrpt.clone(), 0.0)?) } else { None };
+        opts.elastic.check().map_err(|e| SimError::invalid("elastic settings", e, "the ranges of cellsched.toml(5)"))?;
+        let sizing = SizingRule { max_gpus: opts.max_gpus.max(1), max_gpu_factor: opts.max_gpu_factor, min_marginal_efficiency: opts.min_marginal_efficiency };
+        let elastic = opts.elastic.enabled.then(|| ElasticHost::new(opts.elastic.clone(), opts.placement_config(), sizing));
         Ok(CellschedPolicy {
             name: opts.name(),
             opts,
@@ -444,11 +497,44 @@ impl CellschedPolicy {
             started: Vec::new(),
             fcfs: Vec::new(),
             wanted: Vec::new(),
+            elastic,
         })
+    }
+
+    /// Keeps every elastic decision pass ([`crate::elastic::Pass`]), for
+    /// replaying them on the plugins' side.
+    pub fn keep_elastic_passes(&mut self) {
+        if let Some(e) = &mut self.elastic {
+            e.keep_passes = true;
+        }
+    }
+
+    /// The elastic decision passes kept so far.
+    pub fn elastic_passes(&self) -> &[crate::elastic::Pass] {
+        self.elastic.as_ref().map_or(&[], |e| e.passes())
     }
 
     fn plan(&self, i: usize) -> &JobPlan {
         self.plans[i].as_ref().expect("admitted job has a plan")
+    }
+
+    /// Job `i` was moved by a reconfiguration within the re-planning cool-down.
+    fn cooling(&self, sim: &dyn SimView, i: usize) -> bool {
+        self.elastic.as_ref().is_some_and(|e| e.in_cooldown(i, sim.now(), self.opts.replan_cooldown_s))
+    }
+
+    /// The pending jobs in this policy's order (A-SRPT or FCFS), each with
+    /// its planned Cell and predicted remaining time there.
+    fn waiting(&self, sim: &dyn SimView) -> Vec<(usize, TimedCell, f64)> {
+        let order: Vec<usize> = match &self.queue {
+            Some(q) => q.iter_flagged().map(|(id, _)| id as usize).collect(),
+            None => sim.pending().iter().copied().collect(),
+        };
+        order
+            .into_iter()
+            .filter(|&i| sim.job(i).status == crate::job::Status::Pending)
+            .filter_map(|i| self.plans.get(i)?.as_ref().map(|p| (i, p.ideal.clone(), p.rem_plan_s)))
+            .collect()
     }
 
     /// The sizing rule: the trace's GPU count is the job's hint, capped at
@@ -587,7 +673,7 @@ impl CellschedPolicy {
         // A job pinned to its request is handled like a stock one here
         // (its type and count), but timed by the knowledge.
         let stock = sim.job(i).stock || sim.job(i).pinned;
-        if !self.opts.cell_search || !self.opts.replan || stock {
+        if !self.opts.cell_search || !self.opts.replan || stock || self.cooling(sim, i) {
             // The planned Cell (requested one when Cell search is off, and
             // for stock jobs, whose model the knowledge lacks).
             let t = sim.cluster().type_index(&plan.gpu_type)?;
@@ -649,13 +735,17 @@ impl CellschedPolicy {
                 if rem_plan >= loss.rem_plan_s && queue_wait_s <= loss.queue_wait_s {
                     // A class mate with less work already lost under at
                     // least this queue wait (see below).
-                    debug_assert!(sim.now() + sim.remaining_s(i, it) > plan_free_at + queue_wait_s + rem_plan, "skip must equal the full check");
+                    debug_assert!(
+                        sim.now() + sim.remaining_s(i, it) + self.opts.replan_min_gain.max(0.0) * rem_plan > plan_free_at + queue_wait_s + rem_plan,
+                        "skip must equal the full check"
+                    );
                     return None;
                 }
                 // The test job_submit applies too (core::placement::PlanWait).
                 let (rem_here, wait) = (sim.remaining_s(i, it), pw.finish_on_plan_s(correct));
-                let here = sim.now() + rem_here;
-                if !pw.slower_cell_finishes_first(sim.now(), rem_here, correct) {
+                // Hysteresis (job_submit's replan_min_gain): the slower Cell must win by a margin.
+                let here = sim.now() + rem_here + self.opts.replan_min_gain.max(0.0) * rem_plan;
+                if !pw.slower_cell_finishes_first(sim.now(), rem_here, correct) || !pw.gains_enough(sim.now(), rem_here, correct, self.opts.replan_min_gain) {
                     // Remaining times scale with the iteration time, so the
                     // loss grows with the job's remaining time on the plan:
                     // every class mate with at least as much also loses under
@@ -762,7 +852,9 @@ impl Policy for CellschedPolicy {
     }
 
     fn admissible(&mut self, sim: &mut dyn SimView, i: usize) -> bool {
-        match self.ideal(sim, i) {
+        // A reconfigured job restarts on the Cell the reconfiguration chose.
+        let target = self.elastic.as_mut().and_then(|e| e.take_target(i));
+        match target.or_else(|| self.ideal(sim, i)) {
             Some(ideal) => {
                 let mode = match sim.job(i).spec.freeze.as_deref() {
                     Some(f) if self.opts.freeze => f.parse::<FreezeMode>().unwrap_or(FreezeMode::Off),
@@ -888,7 +980,7 @@ impl Policy for CellschedPolicy {
                     (p.class, p.plan_type, p.ideal.gpus, p.rem_plan_s)
                 };
                 let replanning = self.opts.cell_search && self.opts.replan;
-                if replanning && self.no_cell_epoch[class] == self.epoch && sim.job(i).spec.due_s.is_none() {
+                if replanning && self.no_cell_epoch[class] == self.epoch && sim.job(i).spec.due_s.is_none() && !self.cooling(sim, i) {
                     // Same class, same free GPUs: still no acceptable Cell.
                     backlog.add(aged && guarded, plan_t, plan_gpus, rem_plan);
                     continue;
@@ -967,6 +1059,17 @@ impl Policy for CellschedPolicy {
         }
         self.fcfs = fcfs;
         self.started = started;
+        if let Some(e) = &self.elastic {
+            e.keep_ticking(sim);
+        }
+    }
+
+    fn tick(&mut self, sim: &mut dyn SimView) {
+        if let Some(mut e) = self.elastic.take() {
+            e.tick(sim, &|s: &dyn SimView| self.waiting(s));
+            e.keep_ticking(sim);
+            self.elastic = Some(e);
+        }
     }
 }
 
@@ -1123,6 +1226,47 @@ mod tests {
         // and the load view grows some jobs beyond their efficient size.
         assert!(distinct.len() >= 3, "sizes chosen: {distinct:?}");
         assert!(grown >= 2, "jobs grown into idle GPUs: {grown}");
+
+        // Reconfiguration (issue 33): an elastic job whose efficient size is
+        // one GPU (min_marginal_efficiency 0.9) starts on the one a100 GPU
+        // left by stock jobs that hold the rest of the cluster until
+        // 3,000 s; a short job arrives later. Every decision pass of the
+        // simulator (its chooser: the knowledge's ranking, sized like a
+        // start) is replayed through job_submit's side of the same rule
+        // (`core::elastic::decide` with `PlacementChooser`, the estimator's
+        // `ranked_for` + `choose_ranked_under_load`): same inputs, same
+        // reconfigurations.
+        use cellsched_core::declared::DeclaredConfig;
+        use cellsched_core::elastic::{self, DecideContext, PlacementChooser};
+        let hold = |id: &str, gpus, ty: &str| crate::trace::TraceJob { model_name: "mystery".into(), ..job(id, 0.0, 3_000, gpus, ty, 3_000.0) };
+        let mut e = job("e", 1.0, 400_000, 1, "a100", 0.0);
+        (e.model_name, e.batch_size, e.elastic) = ("gpt__350M".into(), 8, true);
+        let mut short = job("s", 6_000.0, 2_000, 1, "a100", 0.0);
+        (short.model_name, short.batch_size) = ("gpt__125M".into(), 32);
+        let trace = [hold("h1", 3, "a100"), hold("h2", 4, "a100"), hold("h3", 8, "v100"), hold("h4", 8, "v100"), hold("h5", 4, "a10"), e, short];
+        let efficient = Config { placement: PlacementConfig { min_marginal_efficiency: 0.9, ..PlacementConfig::default() }, ..Config::default() };
+        let mut pol = CellschedPolicy::new(CellschedOptions::from_config(&efficient)).unwrap();
+        pol.keep_elastic_passes();
+        let times = crate::core_times::CoreTimes::from_estimator(Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()), None);
+        let mut cache = crate::times::TimeCache::new(Box::new(times));
+        let mut sim = Sim::new(crate::engine::SimConfig::default(), crate::cluster::ClusterState::new(&spec), &trace, &mut cache);
+        let m = sim.run(&mut pol, None);
+        let placement_cfg = pol.opts.placement_config();
+        let (declared, elastic_cfg) = (DeclaredConfig::default(), pol.opts.elastic.clone());
+        let key = |r: &elastic::Reconfig| (r.kind(), r.id(), r.for_job(), r.target().map(|t| (t.to.cell.gpu_type.clone(), t.to.cell.gpus, t.to.nodes)));
+        let mut decided = Vec::new();
+        for pass in pol.elastic_passes() {
+            let ctx = DecideContext { cfg: &elastic_cfg, placement: &placement_cfg, declared: &declared, now: pass.now };
+            let mut chooser = PlacementChooser { est: &est, ranks: None, placement: &placement_cfg };
+            let plugin = elastic::decide(&pass.running, &pass.waiting, &pass.nodes, &ctx, &mut chooser);
+            let (a, b): (Vec<_>, Vec<_>) = (pass.decided.iter().map(key).collect(), plugin.iter().map(key).collect());
+            assert_eq!(a, b, "pass at {}: simulator vs job_submit", pass.now);
+            decided.extend(a);
+        }
+        assert!(pol.elastic_passes().len() >= 2, "passes after the arrivals and ends");
+        assert!(decided.iter().any(|d| d.0 == "grow"), "the elastic job grows once the stock jobs end: {decided:?}");
+        assert_eq!(m.reconfigurations as usize, decided.len(), "every decision ran on the clock");
+        assert_eq!(m.finished, m.jobs, "{m:?}");
     }
 
     /// One policy, two hosts, re-planning: job B's planned Cell (a100) is
@@ -1369,7 +1513,7 @@ mod tests {
         use crate::{ClusterSpec, ClusterState, Sim, SimConfig, TimeCache};
         let spec = ClusterSpec::parse("[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 8\n[[group]]\ngpu_type = \"v100\"\nnodes = 2\ngpus_per_node = 8\n", "c").unwrap();
         let mut t = TimeCache::new(Box::new(CoreTimes::new(&spec, None).unwrap()));
-        let jobs = generate(&SynthConfig { jobs: 400, seed: 3, load: 1.5, due_share: 0.0 }, &spec, &mut t).unwrap();
+        let jobs = generate(&SynthConfig { jobs: 400, seed: 3, load: 1.5, due_share: 0.0, elastic_share: 0.0 }, &spec, &mut t).unwrap();
         let mut once = || {
             let mut p = CellschedPolicy::new(CellschedOptions::default()).unwrap();
             let mut sim = Sim::new(SimConfig::default(), ClusterState::new(&spec), &jobs, &mut t);
@@ -1403,11 +1547,10 @@ mod tests {
                 load_sizing,
                 allowed_gpu_types,
                 deadline_policy: _, // a submit-time refusal
-                // Re-planning hysteresis (job_submit's cool-down and minimum
-                // gain): not applied by the simulator's re-planning yet.
-                replan_min_gain: _,
-                replan_cooldown_s: _,
+                replan_min_gain,
+                replan_cooldown_s,
             } = cfg.placement.clone();
+            assert_eq!((o.replan_min_gain, o.replan_cooldown_s), (replan_min_gain, replan_cooldown_s));
             assert_eq!(o.cell_search, enabled);
             assert_eq!(o.replan, replan);
             assert_eq!(o.max_slowdown, replan_max_slowdown);
@@ -1435,20 +1578,51 @@ mod tests {
                 (aging_bound_s, aging_factor, rank_by, deadline_slack_factor, aged_lane)
             );
             assert_eq!(o.asrpt, cellsched_core::ordering::asrpt_config(&cfg.ordering), "site_factor's A-SRPT settings");
+            // [elastic]: every knob drives the simulator's reconfiguration
+            // (decide at interval_s, bounds and costs inside core::elastic).
+            let cellsched_core::config::ElasticConfig {
+                enabled,
+                interval_s,
+                max_per_hour,
+                min_run_s,
+                grace_s,
+                restart_cost_s,
+                checkpoint_write_gbs,
+                checkpoint_read_gbs,
+                start_s,
+                min_gain,
+                preempt_ratio,
+            } = cfg.elastic.clone();
+            let e = &o.elastic;
+            assert_eq!(
+                (e.enabled, e.interval_s, e.max_per_hour, e.min_run_s, e.grace_s),
+                (enabled, interval_s, max_per_hour, min_run_s, grace_s)
+            );
+            assert_eq!(
+                (e.restart_cost_s, e.checkpoint_write_gbs, e.checkpoint_read_gbs, e.start_s, e.min_gain, e.preempt_ratio),
+                (restart_cost_s, checkpoint_write_gbs, checkpoint_read_gbs, start_s, min_gain, preempt_ratio)
+            );
+            assert_eq!(CellschedPolicy::new(o.clone()).unwrap().elastic.is_some(), enabled);
             o
         };
         // Without a file: exactly the plugins' defaults (issue: --max-gpu-factor was 1 here, 4 there).
         let d = check(&Config::default());
         assert_eq!(d.max_gpu_factor, PlacementConfig::default().max_gpu_factor);
+        assert_eq!(d.elastic, cellsched_core::config::ElasticConfig::default());
+        assert_eq!((d.replan_min_gain, d.replan_cooldown_s), (0.05, 300));
         assert_eq!(CellschedOptions::default().max_gpu_factor, 4.0);
         // Every knob changed from its default.
         let text = "[placement]\nenabled = false\nreplan = false\nreplan_max_slowdown = 2.5\nreplan_wait_test = false\n\
                     max_gpus = 8\nmax_gpu_factor = 2.0\nmin_marginal_efficiency = 0.25\nload_sizing = false\nallowed_gpu_types = [\"v100\"]\n\
+                    replan_min_gain = 0.2\nreplan_cooldown_s = 60\n\
                     [ordering]\nenabled = false\naging_bound_s = 100.0\naging_factor = 3.0\nrank_by = \"time\"\n\
-                    deadline_slack_factor = 2.0\naged_lane = 3\n";
+                    deadline_slack_factor = 2.0\naged_lane = 3\n\
+                    [elastic]\nenabled = false\ninterval_s = 30\nmax_per_hour = 5\nmin_run_s = 60\ngrace_s = 30\nrestart_cost_s = 20.0\n\
+                    checkpoint_write_gbs = 2.0\ncheckpoint_read_gbs = 3.0\nstart_s = 10.0\nmin_gain = 1.0\npreempt_ratio = 0.25\n";
         let cfg = Config::from_toml_str(text, "test.toml").unwrap();
         let o = check(&cfg);
-        assert_eq!(o.name(), "cellsched-no-cell-search-no-srpt-no-replan-no-load-sizing");
+        assert_eq!((o.replan_min_gain, o.replan_cooldown_s, o.elastic.interval_s, o.elastic.preempt_ratio), (0.2, 60, 30, 0.25));
+        assert_eq!(o.name(), "cellsched-no-cell-search-no-srpt-no-replan-no-load-sizing-no-elastic");
         assert!(!o.wait_test && o.max_gpus == 8 && o.allowed_gpu_types == ["v100"]);
     }
 
