@@ -246,7 +246,7 @@ fn guide_option_table_follows_the_core_table() {
     let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `--dl-") && !l.starts_with("| `--dl-*")).collect();
     for key in cellsched_core::options::DlKey::ALL {
         let name = format!("| `--{}", key.option_name());
-        let row = rows.iter().find(|l| l.strip_prefix(&name).is_some_and(|rest| rest.starts_with(['=', '`'])));
+        let row = rows.iter().find(|l| l.strip_prefix(&name).is_some_and(|rest| rest.starts_with(['=', '`', '['])));
         let row = row.unwrap_or_else(|| panic!("docs/GUIDE.md has no option row for --{}", key.option_name()));
         assert!(row.contains(&format!("`{}`", key.env_key())), "docs/GUIDE.md row for --{} lacks {}: {row}", key.option_name(), key.env_key());
     }
@@ -263,7 +263,7 @@ fn spank_page_documents_every_dl_option_and_plugstack_argument() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = render_page(&dir.join("spank_cellsched.8"));
     for key in cellsched_core::options::DlKey::ALL {
-        let opt = format!("--{}={}", key.option_name(), key.arg_info());
+        let opt = if key.value_optional() { format!("--{}[={}]", key.option_name(), key.arg_info()) } else { format!("--{}={}", key.option_name(), key.arg_info()) };
         assert!(text.contains(&opt), "spank page lacks {opt}:\n{text}");
         assert!(text.contains(key.env_key()), "spank page lacks {}:\n{text}", key.env_key());
     }
