@@ -322,10 +322,10 @@ pub fn median_iter_line(text: &str) -> Option<f64> {
 /// iteration after resuming from its checkpoint).
 pub fn last_restart_line(text: &str) -> Option<f64> {
     text.lines()
+        .rev()
         .filter_map(|l| l.trim().strip_prefix("cellsched-restart"))
         .filter_map(|r| r.split_whitespace().next()?.parse::<f64>().ok())
-        .filter(|x| x.is_finite() && *x >= 0.0)
-        .last()
+        .find(|x| x.is_finite() && *x >= 0.0)
 }
 
 /// Whether `line` starts a record: [`SACCT_FIELDS`] count of fields and a numeric JobIDRaw.
