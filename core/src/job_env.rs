@@ -8,6 +8,7 @@
 //! | `CELLSCHED_DL_*` ([`crate::options::DL_OPTIONS`]) | SPANK at submit (job control env) | job_submit, site_factor, SPANK remote |
 //! | [`MODEL_SPEC_ENV_KEY`] | SPANK at submit, for a `--dl-model=PATH.toml` | job_submit, SPANK remote |
 //! | [`DECISION_KEY`] (and [`DECISION_ENV_KEYS`]) | job_submit | SPANK remote (a hint, checked against AdminComment) |
+//! | [`RESTART_KEY`], [`CKPT_DIR_KEY`], [`RECONF_EXIT_KEY`] | SPANK remote, for `--dl-elastic` jobs | the job's training script |
 //!
 //! # Where a key arrives, and which copy wins
 //! A key `K` may reach a reader under three names ([`PREFIXES`]):
@@ -37,6 +38,22 @@ pub const PREFIXES: [&str; 3] = ["", SPANK_PREFIX, SLURM_SPANK_PREFIX];
 /// and `env_sup`: the plain name and sbatch's `SLURM_SPANK_` form, which
 /// `--export=NONE` keeps and every `srun` step inherits.
 pub const DECISION_ENV_KEYS: [&str; 2] = [DECISION_KEY, "SLURM_SPANK_CELLSCHED_DECISION"];
+
+/// Elastic jobs (`--dl-elastic`): how often the job was restarted so far
+/// (0 on its first run). A script resumes from its checkpoint when it is above 0.
+pub const RESTART_KEY: &str = "CELLSCHED_RESTART";
+/// Elastic jobs: the job's checkpoint directory, the same path on every
+/// run of the job (job id kept across requeues). The first task creates it
+/// as the job's user, mode 0700.
+pub const CKPT_DIR_KEY: &str = "CELLSCHED_CKPT_DIR";
+/// Elastic jobs: the exit code that tells cellsched "checkpoint written on
+/// the reconfiguration signal, requeue me now" ([`RECONF_EXIT`]).
+pub const RECONF_EXIT_KEY: &str = "CELLSCHED_RECONF_EXIT";
+/// The exit code of [`RECONF_EXIT_KEY`]: 75, `EX_TEMPFAIL` of sysexits.h
+/// ("temporary failure, the user is invited to retry"). A signalled job
+/// that exits with it is requeued at once; one that exits otherwise within
+/// the grace period has finished and is left alone.
+pub const RECONF_EXIT: u8 = 75;
 
 /// `name` without a `SLURM_SPANK_` or `SPANK_` prefix.
 pub fn unprefixed(name: &str) -> &str {

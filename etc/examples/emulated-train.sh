@@ -34,7 +34,19 @@
 #                    the count of SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES)
 #   --scale X        real seconds slept per measured second (default 1)
 #                                                        [CELLSCHED_EMU_SCALE]
+#   --restart-s X    measured seconds a restart from a checkpoint costs before
+#                    the first iteration (load, process start; default 0,
+#                    slept scaled on a resume)          [CELLSCHED_EMU_RESTART_S]
 #   --quiet          no per-chunk lines, only the plan and the summary
+#
+# Elastic jobs (sbatch --dl-elastic[=SIGNAL]; see docs/GUIDE.md, "Elastic jobs"):
+# with CELLSCHED_CKPT_DIR set (the SPANK plugin sets it for such jobs), on
+# SIGUSR1, SIGUSR2 or the job's own --dl-elastic signal it writes the
+# iterations done so far to $CELLSCHED_CKPT_DIR/emulated-train.iter and exits
+# with $CELLSCHED_RECONF_EXIT (75): cellsched requeues it on its new Cell. On a
+# restart (CELLSCHED_RESTART > 0) it resumes from that count, and after its
+# first chunk prints `cellsched-restart <seconds>`: from its start to the end
+# of that chunk, on the job's (unscaled) clock (`cellsched report --iter-log`).
 #
 # What it reads from the SPANK plugin (see README, "Consuming the plan"):
 #   CELLSCHED_CELL, CELLSCHED_GPU_TYPE, CELLSCHED_GPUS, CELLSCHED_NODES
@@ -62,6 +74,7 @@ MODEL=${CELLSCHED_EMU_MODEL:-${CELLSCHED_DL_MODEL:-}}
 BATCH=${CELLSCHED_EMU_BATCH:-${CELLSCHED_DL_BATCH:-}}
 TRUTH=${CELLSCHED_EMU_TRUTH:-}
 SCALE=${CELLSCHED_EMU_SCALE:-1}
+RESTART_S=${CELLSCHED_EMU_RESTART_S:-0}
 GPU_TYPE=${CELLSCHED_GPU_TYPE:-}
 NODES=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-}}
 GPN=${SLURM_GPUS_ON_NODE:-}
@@ -84,6 +97,8 @@ while [[ $# -gt 0 ]]; do
         --gpus-per-node=*) GPN=${1#*=}; shift ;;
         --scale) SCALE=${2:-}; shift 2 || die "--scale needs a value" ;;
         --scale=*) SCALE=${1#*=}; shift ;;
+        --restart-s) RESTART_S=${2:-}; shift 2 || die "--restart-s needs a value" ;;
+        --restart-s=*) RESTART_S=${1#*=}; shift ;;
         --quiet) QUIET=1; shift ;;
         -h|--help) sed -n '2,/^#SBATCH/p' "$0" | grep -v '^#SBATCH' | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
@@ -98,6 +113,7 @@ is_pos_int "$BATCH" || die "--batch must be a positive integer, got '$BATCH'"
 [[ -n $TRUTH ]] || die "no truth table: give --truth FILE (e.g. etc/examples/truth-gavel.csv)"
 [[ -r $TRUTH ]] || die "truth table '$TRUTH' is not readable"
 is_pos_num "$SCALE" || die "--scale (CELLSCHED_EMU_SCALE) must be a positive number, got '$SCALE'"
+[[ $RESTART_S == 0 ]] || is_pos_num "$RESTART_S" || die "--restart-s (CELLSCHED_EMU_RESTART_S) must be a number >= 0, got '$RESTART_S'"
 
 # The GPUs actually granted.
 if [[ -z $GPU_TYPE && -n ${SLURMD_NODENAME:-} ]] && command -v scontrol >/dev/null; then
@@ -157,10 +173,39 @@ echo "  iterations=$TOTAL (real $ITERS) scale=$SCALE"
 
 now() { date +%s.%N; }
 START=$(now)
+PROC_START=$START
+RESUMED=0
+DONE=0
+# Elastic jobs: resume from the checkpoint on a restart; checkpoint and
+# exit with the reconfiguration code on the signal.
+CKPT=
+if [[ -n ${CELLSCHED_CKPT_DIR:-} ]]; then
+    CKPT=$CELLSCHED_CKPT_DIR/emulated-train.iter
+    if [[ ${CELLSCHED_RESTART:-0} =~ ^[0-9]+$ && ${CELLSCHED_RESTART:-0} -gt 0 && -r $CKPT ]]; then
+        SAVED=$(head -c 32 "$CKPT" | tr -dc 0-9)
+        if [[ -n $SAVED ]] && (( SAVED <= TOTAL )); then
+            DONE=$SAVED
+            sleep "$(awk -v r="$RESTART_S" -v s="$SCALE" 'BEGIN{printf "%.3f", r*s}')"
+            START=$(now) # the restart's time is lost, not made up by later iterations
+            RESUMED=1
+            echo "resumed: restart ${CELLSCHED_RESTART} from iteration $DONE/$TOTAL ($CKPT), restart cost ${RESTART_S} s"
+        fi
+    fi
+    checkpoint() {
+        echo "$DONE" > "$CKPT.tmp" && mv -f "$CKPT.tmp" "$CKPT"
+        echo "checkpoint: iteration $DONE/$TOTAL written to $CKPT on the reconfiguration signal; exiting ${CELLSCHED_RECONF_EXIT:-75}"
+        exit "${CELLSCHED_RECONF_EXIT:-75}"
+    }
+    SIGS="USR1 USR2"
+    SIG=${CELLSCHED_DL_ELASTIC:-}
+    SIG=${SIG#SIG}
+    [[ $SIG =~ ^[A-Z0-9]+$ && $SIG != KILL && $SIG != STOP ]] && SIGS="$SIGS $SIG"
+    # shellcheck disable=SC2086
+    trap checkpoint $SIGS
+fi
 # Iterations per sleep: at least 0.5 s of real sleep, at most ~200 chunks.
 CHUNK=$(awk -v t="$ITER_S" -v s="$SCALE" -v n="$TOTAL" 'BEGIN{
     c=int(0.5/(t*s)); if (c*t*s<0.5) c++; m=int((n+199)/200); if (m>c) c=m; if (c<1) c=1; print c}')
-DONE=0
 TARGET=0 # measured (unscaled) seconds of training done so far
 while (( DONE < TOTAL )); do
     N=$(( TOTAL - DONE < CHUNK ? TOTAL - DONE : CHUNK ))
@@ -171,10 +216,16 @@ while (( DONE < TOTAL )); do
         for (i=1; i<=k; i++) { split(steps[i], pf, ":"); if (p+1e-12 >= pf[1]+0) f=pf[2]+0 }
         it=t*(1-2/3*f); target+=n*it; sl=start+target*s-now; if (sl<0) sl=0;
         printf "%.6f %.6f %.3f\n", it, target, sl}')
-    sleep "$SLEEP"
+    sleep "$SLEEP" &
+    wait $! || true
     DONE=$(( DONE + N ))
     if (( ! QUIET )); then
         echo "cellsched-iter $STEP_S"
+        if (( RESUMED )); then
+            # From the process start to the end of the first iteration after the resume, on the job's clock.
+            awk -v e="$(now)" -v st="$PROC_START" -v s="$SCALE" 'BEGIN{printf "cellsched-restart %.3f\n", (e-st)/s}'
+            RESUMED=0
+        fi
         awk -v d="$DONE" -v n="$TOTAL" -v e="$(now)" -v st="$START" \
             'BEGIN{printf "progress: %d/%d iterations (%.0f%%), %.1f s elapsed\n", d, n, 100*d/n, e-st}'
     fi

@@ -66,6 +66,8 @@ typedef void (*desc_fn_t)(job_desc_msg_t *);
 typedef void (*msg_init_fn_t)(slurm_msg_t *);
 typedef int (*env_overwrite_fn_t)(char ***, const char *, const char *);
 typedef char *(*gres_str_fn_t)(void *);
+typedef int (*job_signal_id_fn_t)(uint32_t, uint16_t, uint16_t, uid_t, bool);
+typedef int (*job_requeue_fn_t)(uid_t, uint32_t, slurm_msg_t *, bool, uint32_t);
 typedef void *(*xrecalloc_fn_t)(void **, size_t, size_t, bool, bool, const char *, int, const char *);
 
 uint32_t cellsched_shim_version_number(void)
@@ -429,6 +431,30 @@ int cellsched_job_is_batch(const cellsched_job_t *job)
 	return (job && job->batch_flag) ? 1 : 0;
 }
 
+uint32_t cellsched_job_exit_code(const cellsched_job_t *job) { return job->exit_code; }
+uint32_t cellsched_job_restart_cnt(const cellsched_job_t *job) { return job->restart_cnt; }
+int cellsched_job_requeue_allowed(const cellsched_job_t *job) { return DETAIL(job, requeue, 0) ? 1 : 0; }
+int64_t cellsched_job_end_time(const cellsched_job_t *job) { return (int64_t) job->end_time; }
+
+/* ---- signal and requeue, as root (uid 0), under the caller's write locks ---- */
+int cellsched_job_signal(uint32_t job_id, uint16_t signal)
+{
+	SYM(f, "job_signal_id");
+	if (!f)
+		return -1;
+	/* KILL_FULL_JOB: the batch script and every step, as `scancel --full`. */
+	return ((job_signal_id_fn_t) f)(job_id, signal, KILL_FULL_JOB, 0, false);
+}
+
+int cellsched_job_requeue(uint32_t job_id)
+{
+	SYM(f, "job_requeue");
+	if (!f)
+		return -1;
+	/* Not a preemption: accounting shows REQUEUED; no reply message. */
+	return ((job_requeue_fn_t) f)(0, job_id, NULL, false, 0);
+}
+
 /* ---- updates through update_job() ---- */
 void cellsched_job_update_init(cellsched_job_update_t *u, uint32_t job_id)
 {
@@ -438,6 +464,7 @@ void cellsched_job_update_init(cellsched_job_update_t *u, uint32_t job_id)
 	u->max_nodes = NO_VAL;
 	u->num_tasks = NO_VAL;
 	u->time_limit = NO_VAL;
+	u->begin_time = 0;
 }
 
 int cellsched_update_job(const cellsched_job_update_t *u)
@@ -475,6 +502,8 @@ int cellsched_update_job(const cellsched_job_update_t *u)
 	desc->max_nodes = u->max_nodes;
 	desc->num_tasks = u->num_tasks;
 	desc->time_limit = u->time_limit;
+	if (u->begin_time > 0)
+		desc->begin_time = (time_t) u->begin_time;
 
 	((msg_init_fn_t) msg_init)(&msg);
 	msg.msg_type = REQUEST_UPDATE_JOB;

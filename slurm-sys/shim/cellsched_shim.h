@@ -117,6 +117,14 @@ const char *cellsched_job_env_sup_at(const cellsched_job_t *job, uint32_t i);
 int cellsched_job_env_sup_set(cellsched_job_t *job, const char *name, const char *value);
 /* 1 for a batch job (job script), else 0. */
 int cellsched_job_is_batch(const cellsched_job_t *job);
+uint32_t cellsched_job_exit_code(const cellsched_job_t *job);   /* wait(2) status of the batch script */
+uint32_t cellsched_job_restart_cnt(const cellsched_job_t *job); /* requeues so far */
+int cellsched_job_requeue_allowed(const cellsched_job_t *job);  /* details->requeue != 0 */
+int64_t cellsched_job_end_time(const cellsched_job_t *job);
+
+/* Caller holds the CELLSCHED_LOCK_WRITE locks. Slurm error code, -1 outside slurmctld. */
+int cellsched_job_signal(uint32_t job_id, uint16_t signal); /* batch script and all steps (scancel --full) */
+int cellsched_job_requeue(uint32_t job_id);                 /* as `scontrol requeue` by root */
 
 /* Same for a job descriptor at submit time (job_submit's job_desc_msg_t *). */
 int cellsched_env_array_set(char ***env, uint32_t *size, const char *name, const char *value);
@@ -132,6 +140,7 @@ typedef struct {
 	uint32_t max_nodes;
 	uint32_t num_tasks;
 	uint32_t time_limit;       /* minutes */
+	int64_t begin_time;        /* Unix seconds; 0 = unchanged */
 } cellsched_job_update_t;
 /* Initialises u: job_id, all strings NULL, numbers NO_VAL. */
 void cellsched_job_update_init(cellsched_job_update_t *u, uint32_t job_id);

@@ -35,6 +35,8 @@ pub struct cellsched_job_update_t {
     pub max_nodes: u32,
     pub num_tasks: u32,
     pub time_limit: u32,
+    /// Unix seconds; 0 = unchanged.
+    pub begin_time: i64,
 }
 
 pub type CellschedJobCb = unsafe extern "C" fn(job: *mut cellsched_job_t, arg: *mut c_void) -> c_int;
@@ -86,6 +88,12 @@ extern "C" {
     pub fn cellsched_job_env_sup_at(job: *const cellsched_job_t, i: u32) -> *const c_char;
     pub fn cellsched_job_env_sup_set(job: *mut cellsched_job_t, name: *const c_char, value: *const c_char) -> c_int;
     pub fn cellsched_job_is_batch(job: *const cellsched_job_t) -> c_int;
+    pub fn cellsched_job_exit_code(job: *const cellsched_job_t) -> u32;
+    pub fn cellsched_job_restart_cnt(job: *const cellsched_job_t) -> u32;
+    pub fn cellsched_job_requeue_allowed(job: *const cellsched_job_t) -> c_int;
+    pub fn cellsched_job_end_time(job: *const cellsched_job_t) -> i64;
+    pub fn cellsched_job_signal(job_id: u32, signal: u16) -> c_int;
+    pub fn cellsched_job_requeue(job_id: u32) -> c_int;
     pub fn cellsched_env_array_set(
         env: *mut *mut *mut c_char,
         size: *mut u32,
@@ -137,6 +145,9 @@ mod tests {
             assert_eq!((u.job_id, u.min_nodes, u.max_nodes), (42, crate::NO_VAL, crate::NO_VAL));
             assert!(u.features.is_null() && u.gres.is_null());
             assert_eq!(cellsched_update_job(&u), -1);
+            assert_eq!(u.begin_time, 0);
+            assert_eq!(cellsched_job_signal(42, 10), -1);
+            assert_eq!(cellsched_job_requeue(42), -1);
         }
     }
 }

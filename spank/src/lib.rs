@@ -7,7 +7,7 @@
 //! - [`local`]: sbatch/srun/salloc — env-var equivalents, validation at
 //!   submit, `spank_job_control_setenv` propagation.
 //! - [`remote`]: slurmstepd `task_init` — plan choice, plan file, task env.
-//! - [`plan`], [`env`], [`plan_file`], [`args`]: pure logic, unit tested;
+//! - [`plan`], [`env`], [`plan_file`], [`args`], [`elastic_env`]: pure logic, unit tested;
 //!   [`step_estimator`]: the estimator built once per step; [`remove_tree`]:
 //!   plan-directory removal with bounded descriptors.
 //!
@@ -18,6 +18,7 @@
 //! Slurm's logger with a fixed `%s` format ([`spank::log`]).
 #![deny(missing_docs)]
 mod args;
+mod elastic_env;
 mod env;
 mod error;
 mod local;

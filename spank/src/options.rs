@@ -69,6 +69,9 @@ unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int)
             if !key.takes_value() {
                 return accept(key, "yes", remote == 0); // a flag
             }
+            if key.value_optional() {
+                return accept(key, "", remote == 0); // `--dl-elastic` alone: its default
+            }
             return Err(format!("--{} needs a value: {}", key.option_name(), key.allowed_form()));
         }
         // SAFETY: Slurm passes a NUL-terminated argument string.
@@ -82,6 +85,17 @@ unsafe extern "C" fn option_cb(val: c_int, optarg: *const c_char, remote: c_int)
             spank::log(spank::Level::Error, &format!("{msg}{side}"));
             -1
         }
+    }
+}
+
+/// SPANK's `has_arg`: 0 for a flag, 1 for a value, 2 for a value that may
+/// be left out (`--dl-elastic` alone; given, it must be `--dl-elastic=SIG`,
+/// so the next word on the command line is never taken for it).
+fn has_arg(key: DlKey) -> c_int {
+    match (key.takes_value(), key.value_optional()) {
+        (false, _) => 0,
+        (true, false) => 1,
+        (true, true) => 2,
     }
 }
 
@@ -100,7 +114,7 @@ pub fn register_all(sp: &Spank) -> Result<(), String> {
             name,
             arginfo,
             usage,
-            has_arg: c_int::from(key.takes_value()),
+            has_arg: has_arg(*key),
             val: i as c_int,
             cb: Some(option_cb),
         };
@@ -112,6 +126,15 @@ pub fn register_all(sp: &Spank) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_elastic_value_may_be_left_out() {
+        assert_eq!(has_arg(DlKey::Elastic), 2);
+        assert_eq!(has_arg(DlKey::Model), 1);
+        assert!(DlKey::ALL.iter().filter(|k| has_arg(**k) == 2).count() == 1);
+        accept(DlKey::Elastic, "", true).unwrap();
+        assert_eq!(given().elastic.map(|s| s.to_string()).as_deref(), Some("USR1"));
+    }
 
     #[test]
     fn callback_accepts_and_rejects() {

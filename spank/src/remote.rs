@@ -334,6 +334,9 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
         for (k, v) in task_env(&plan, &step, file_ok.then_some(file_text.as_str())) {
             sp.setenv(k, &v, true).map_err(|msg| SpankError::Spank { call: "spank_setenv", msg })?;
         }
+        if opts.elastic.is_some() || prepared.and_then(|p| p.record.as_ref()).is_some_and(|r| r.elastic.is_some()) {
+            elastic_task_env(sp, &env, prepared.and_then(|p| p.record.as_ref()), step.job_id)?;
+        }
         spank::log(
             spank::Level::Verbose,
             &format!("job {} step {}: {} plan {} ({})", step.job_id, plan.step, plan.cell, plan.plan_text, plan.source),
@@ -357,6 +360,30 @@ fn report_grant(sp: &Spank, grant: &GrantCheck, step: &StepInfo, plan: &crate::p
         }
         _ => spank::log(spank::Level::Verbose, &line),
     }
+}
+
+/// An elastic job's restart marker and checkpoint directory
+/// ([`crate::elastic_env`]): the restart count from the record (`restarts=`,
+/// read as root from AdminComment) and Slurm's `SLURM_RESTART_COUNT`; the
+/// directory under the task's working directory (slurmstepd has changed to
+/// the job's before `task_init`), created here as the job's user.
+fn elastic_task_env(sp: &Spank, env: &dyn Fn(&str) -> Option<String>, record: Option<&DlRecord>, job_id: u32) -> Result<(), SpankError> {
+    use crate::elastic_env::{ckpt_dir, elastic_env, ensure_dir, restart_count};
+    // What the user exported under these names is not the job's: cleared first.
+    for k in [job_env::RESTART_KEY, job_env::CKPT_DIR_KEY, job_env::RECONF_EXIT_KEY] {
+        sp.unsetenv(k);
+    }
+    let restarts = restart_count(record.map(|r| r.restarts), env("SLURM_RESTART_COUNT").as_deref());
+    let work = std::env::current_dir().map_err(|e| SpankError::Allocation(format!("working directory unknown: {e}")))?;
+    let dir = ckpt_dir(&work, job_id);
+    if let Err(why) = ensure_dir(&dir) {
+        spank::log(spank::Level::Error, &format!("job {job_id}: {why}"));
+        show_error(sp, &why);
+    }
+    for (k, v) in elastic_env(restarts, &dir) {
+        sp.setenv(k, &v, true).map_err(|msg| SpankError::Spank { call: "spank_setenv", msg })?;
+    }
+    Ok(())
 }
 
 /// The batch step is the job itself, whose values slurmctld accepted at

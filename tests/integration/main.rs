@@ -15,3 +15,4 @@ mod emulated;
 mod docs;
 mod install;
 mod hardening;
+mod elastic;

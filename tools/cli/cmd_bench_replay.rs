@@ -3,7 +3,7 @@
 //! simulator on the same trace).
 //!
 //! `cellsched bench replay --trace bench/replay/gavel-small.csv [--speedup 30] [--json]
-//!  [--dir D --port-base N] [--modes stock,cellsched] [--groups v100:2x8,p100:1x8,k80:1x8]
+//!  [--dir D --port-base N] [--modes stock,cellsched] [--elastic] [--groups v100:2x8,p100:1x8,k80:1x8]
 //!  [--truth etc/examples/truth-gavel.csv] [--knowledge bench/truth/gavel-knowledge-1gpu.csv] [--dry-run]`
 //!
 //! Truth: the emulated trainer sleeps the measured iteration time of the
@@ -27,9 +27,14 @@ pub struct Args {
     /// Time compression: trace seconds per real second.
     #[arg(long, default_value_t = 30.0)]
     speedup: f64,
-    /// Modes to run, in order (comma list of stock, cellsched).
+    /// Modes to run, in order (comma list of stock, cellsched, elastic:
+    /// cellsched with every job opted in to reconfiguration, `--dl-elastic`).
     #[arg(long, default_value = "stock,cellsched")]
     modes: String,
+    /// Compare the same jobs without and with `--dl-elastic`: the modes
+    /// cellsched,elastic (replaces --modes).
+    #[arg(long)]
+    elastic: bool,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
@@ -176,7 +181,7 @@ fn live_model(a: &Args, spec: &LocalClusterSpec, cfg: &cellsched_core::config::C
 
 /// Runs the subcommand.
 pub fn run(a: Args) -> Result<()> {
-    let modes = Mode::parse_list(&a.modes)?;
+    let modes = Mode::parse_list(if a.elastic { "cellsched,elastic" } else { &a.modes })?;
     if !(a.timeout.is_finite() && a.timeout > 0.0) {
         bail!("--timeout must be a positive number of seconds, got {}", a.timeout);
     }
@@ -381,6 +386,13 @@ fn print_text(c: &Comparison, s: &Settings) {
             "live: cellsched's average JCT is {:.1}% {} than stock Slurm's (stock/cellsched = {l:.2}x)",
             (1.0 - 1.0 / l).abs() * 100.0,
             if l >= 1.0 { "lower" } else { "higher" }
+        );
+    }
+    if let Some(e) = c.elastic_ratios.as_ref().and_then(|r| r.avg_jct) {
+        println!(
+            "live: with --dl-elastic the average JCT is {:.1}% {} than without (cellsched/elastic = {e:.2}x)",
+            (1.0 - 1.0 / e).abs() * 100.0,
+            if e >= 1.0 { "lower" } else { "higher" }
         );
     }
     if let Some(x) = simr {

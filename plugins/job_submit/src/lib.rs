@@ -19,6 +19,8 @@
 //! - `state`: the configuration, estimator and node table in force.
 //! - `submit`: `job_submit`, the Cell at submit.
 //! - `replan`: the re-planning thread.
+//! - `elastic`: the elastic thread: signals, requeues and re-plans running
+//!   `--dl-elastic` jobs ([`cellsched_core::elastic`] decides).
 //! - `plugin`: the plugin's identity, `init` and `fini`.
 //! - `modify`: `job_modify`, the rule for users' edits of placed DL jobs
 //!   ([`cellsched_core::placement::judge_edit`]).
@@ -29,6 +31,7 @@
 #[global_allocator]
 static HEAP: cellsched_slurm_ffi::heap::CountingAlloc = cellsched_slurm_ffi::heap::CountingAlloc;
 pub mod node_cache;
+mod elastic;
 mod modify;
 mod plugin;
 mod replan;

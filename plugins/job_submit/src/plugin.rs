@@ -21,6 +21,7 @@ pub extern "C" fn init() -> c_int {
         if ctld::in_slurmctld() {
             cellsched_slurm_ffi::plugin::pin_library();
             start_thread();
+            crate::elastic::start_thread();
         }
         slurm_sys::SLURM_SUCCESS
     })
@@ -30,6 +31,7 @@ pub extern "C" fn init() -> c_int {
 pub extern "C" fn fini() -> c_int {
     guard("job_submit/cellsched fini", slurm_sys::SLURM_SUCCESS, || {
         stop_thread();
+        crate::elastic::stop_thread();
         *LOADED.write().unwrap_or_else(|e| e.into_inner()) = None;
         // Free the caches; never wait for a pass still running (it may wait for slurmctld's locks).
         if let Ok(mut g) = NODES.try_lock() {

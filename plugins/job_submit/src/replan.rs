@@ -253,6 +253,7 @@ fn replan_pass() {
                 max_nodes: Some(m.to.nodes),
                 num_tasks: None,
                 time_limit_min: m.time_limit_min,
+                begin_time: None,
             };
             match ctld::update_job(&u) {
                 Ok(()) => {

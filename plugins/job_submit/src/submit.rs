@@ -35,6 +35,11 @@ pub(crate) unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::
         desc.time_limit = b;
         record.limit_min = Some(b);
     }
+    // An elastic job is requeued to be reconfigured: Slurm must allow it
+    // (unless the user said --no-requeue, which keeps it from ever being reconfigured).
+    if record.elastic.is_some() && desc.requeue == slurm_sys::NO_VAL16 {
+        desc.requeue = 1;
+    }
     let comment = record.admin_comment_after(opt_str(desc.admin_comment).as_deref());
     cstr::replace_xstr(&mut desc.admin_comment, &comment).map_err(|e| e.to_string())?;
     ctld::desc_env_set(desc, job_env::DECISION_KEY, &text).map_err(|e| e.to_string())?;

@@ -27,6 +27,16 @@ pub enum CtldError {
         /// Slurm error code (`slurm_strerror` gives the text).
         code: i32,
     },
+    /// A slurmctld job operation (signal, requeue) failed with a Slurm error code.
+    #[error("{op} of JobId={job_id} failed: Slurm error {code}")]
+    Failed {
+        /// What was asked.
+        op: &'static str,
+        /// Job.
+        job_id: u32,
+        /// Slurm error code (`slurm_strerror` gives the text).
+        code: i32,
+    },
     /// A string could not be passed to C.
     #[error(transparent)]
     CStr(#[from] CStrError),
@@ -116,6 +126,12 @@ impl<'a> Job<'a> {
         begin_time: i64 => cellsched_job_begin_time;
         /// Start time (Unix seconds, 0 = not started).
         start_time: i64 => cellsched_job_start_time;
+        /// End time (Unix seconds; for a running job, its expected end).
+        end_time: i64 => cellsched_job_end_time;
+        /// The batch script's `wait(2)` status once it ended (exit code in bits 8-15).
+        exit_status: u32 => cellsched_job_exit_code;
+        /// Times the job was requeued (Slurm's `restart_cnt`, `SLURM_RESTART_COUNT`).
+        restart_count: u32 => cellsched_job_restart_cnt;
     }
     str_getters! {
         /// Job name.
@@ -156,6 +172,22 @@ impl<'a> Job<'a> {
     /// True while pending.
     pub fn is_pending(&self) -> bool {
         unsafe { s::cellsched_job_is_pending(self.ptr) == 1 }
+    }
+
+    /// Base state and flags as [`JobPhase`].
+    pub fn phase(&self) -> JobPhase {
+        JobPhase::of(self.state())
+    }
+
+    /// True when Slurm may requeue the job (`--requeue`, `details->requeue`).
+    pub fn requeue_allowed(&self) -> bool {
+        unsafe { s::cellsched_job_requeue_allowed(self.ptr) == 1 }
+    }
+
+    /// The batch script's exit code once it ended (`None` when a signal ended it).
+    pub fn exit_code(&self) -> Option<u8> {
+        let st = self.exit_status();
+        (st & 0x7f == 0).then_some(((st >> 8) & 0xff) as u8)
     }
 
     /// `spank_job_env` entries (`NAME=value`).
@@ -409,6 +441,60 @@ pub fn with_lock<T, F: FnOnce() -> T>(kind: LockKind, f: F) -> Result<T, CtldErr
     }
 }
 
+/// Where a job is in its life, from `job_state` (base state and the
+/// `COMPLETING` flag), as the elastic thread needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobPhase {
+    /// Pending, nothing of an earlier run still cleaning up.
+    Pending,
+    /// Pending after a requeue while its earlier run still completes (epilog).
+    PendingCompleting,
+    /// Running (or suspended).
+    Running,
+    /// Ended (any terminal state), possibly still completing.
+    Ended,
+}
+
+impl JobPhase {
+    /// `JOB_COMPLETING` in `job_state`.
+    pub const COMPLETING: u32 = 0x8000;
+
+    /// The phase of a full `job_state` value.
+    pub fn of(state: u32) -> JobPhase {
+        let completing = state & Self::COMPLETING != 0;
+        match state & slurm_sys::JOB_STATE_BASE {
+            0 if completing => JobPhase::PendingCompleting,
+            0 => JobPhase::Pending,
+            1 | 2 => JobPhase::Running, // JOB_RUNNING, JOB_SUSPENDED
+            _ => JobPhase::Ended,
+        }
+    }
+}
+
+/// Sends `signal` to job `job_id`'s batch script and all its steps, as
+/// `scancel --full --signal` by root (slurmctld's `job_signal_id`). The
+/// caller holds the [`LockKind::Write`] locks, e.g. inside [`with_lock`].
+pub fn signal_job(job_id: u32, signal: u16) -> Result<(), CtldError> {
+    match unsafe { s::cellsched_job_signal(job_id, signal) } {
+        0 => Ok(()),
+        -1 => Err(CtldError::NotInSlurmctld),
+        code => Err(CtldError::Failed { op: "signal", job_id, code }),
+    }
+}
+
+/// Requeues batch job `job_id` (running, or ended but not yet purged) as
+/// `scontrol requeue` by root (slurmctld's `job_requeue`): same job id,
+/// AdminComment and accounting history (a `REQUEUED` record), Slurm's
+/// `restart_cnt` + 1, pending again once the old run has completed. The
+/// caller holds the [`LockKind::Write`] locks.
+pub fn requeue_job(job_id: u32) -> Result<(), CtldError> {
+    match unsafe { s::cellsched_job_requeue(job_id) } {
+        0 => Ok(()),
+        -1 => Err(CtldError::NotInSlurmctld),
+        code => Err(CtldError::Failed { op: "requeue", job_id, code }),
+    }
+}
+
 /// Asks slurmctld to run its scheduler soon.
 pub fn queue_scheduler() -> Result<(), CtldError> {
     match unsafe { s::cellsched_queue_scheduler() } {
@@ -436,6 +522,9 @@ pub struct JobUpdate {
     pub num_tasks: Option<u32>,
     /// New time limit in minutes.
     pub time_limit_min: Option<u32>,
+    /// New earliest begin time (Unix seconds), e.g. now for a requeued job
+    /// Slurm would hold back for the credential window.
+    pub begin_time: Option<i64>,
 }
 
 /// Applies `u` (caller holds the [`LockKind::Write`] locks, e.g. inside [`with_lock`]).
@@ -456,6 +545,7 @@ pub fn update_job(u: &JobUpdate) -> Result<(), CtldError> {
     raw.max_nodes = u.max_nodes.unwrap_or(slurm_sys::NO_VAL);
     raw.num_tasks = u.num_tasks.unwrap_or(slurm_sys::NO_VAL);
     raw.time_limit = u.time_limit_min.unwrap_or(slurm_sys::NO_VAL);
+    raw.begin_time = u.begin_time.unwrap_or(0);
     match unsafe { s::cellsched_update_job(&raw) } {
         0 => Ok(()),
         -1 => Err(CtldError::NotInSlurmctld),
@@ -570,9 +660,22 @@ mod tests {
         assert_eq!(with_job(1, |j| j.id()), None);
         assert_eq!(queue_scheduler(), Err(CtldError::NotInSlurmctld));
         assert_eq!(update_job(&JobUpdate { job_id: 1, ..Default::default() }), Err(CtldError::NotInSlurmctld));
+        assert_eq!(signal_job(1, 10), Err(CtldError::NotInSlurmctld));
+        assert_eq!(requeue_job(1), Err(CtldError::NotInSlurmctld));
         assert!(nodes().is_empty());
         assert_eq!(last_node_update(), None);
         assert_eq!(node_count(), 0);
+    }
+
+    #[test]
+    fn job_phases_from_job_state() {
+        // slurm.h: JOB_PENDING 0, JOB_RUNNING 1, JOB_SUSPENDED 2, JOB_COMPLETE 3, JOB_CANCELLED 4, JOB_COMPLETING 0x8000.
+        assert_eq!(JobPhase::of(0), JobPhase::Pending);
+        assert_eq!(JobPhase::of(0x8000), JobPhase::PendingCompleting);
+        assert_eq!(JobPhase::of(1), JobPhase::Running);
+        assert_eq!(JobPhase::of(2), JobPhase::Running);
+        assert_eq!(JobPhase::of(3 | 0x8000), JobPhase::Ended);
+        assert_eq!(JobPhase::of(4), JobPhase::Ended);
     }
 
     #[test]

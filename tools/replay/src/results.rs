@@ -191,6 +191,8 @@ pub struct Comparison {
     pub modes: Vec<ModeResult>,
     /// stock / cellsched, when both ran.
     pub live_ratios: Option<Ratios>,
+    /// cellsched / elastic (the same jobs without and with `--dl-elastic`), when both ran.
+    pub elastic_ratios: Option<Ratios>,
     /// The simulator on the same trace, when asked for.
     pub sim: Option<SimSide>,
     /// Whether the live and simulated average-JCT ratios point the same way.
@@ -210,6 +212,10 @@ impl Comparison {
             (Some(s), Some(c)) => Some(Ratios::live(s, c)),
             _ => None,
         };
+        let elastic_ratios = match (get(Mode::Cellsched), get(Mode::Elastic)) {
+            (Some(c), Some(e)) => Some(Ratios::live(c, e)),
+            _ => None,
+        };
         let same_direction = match (live_ratios.as_ref().and_then(|r| r.avg_jct), sim.as_ref().and_then(|s| s.ratios.avg_jct)) {
             (Some(l), Some(s)) => Some((l >= 1.0) == (s >= 1.0)),
             _ => None,
@@ -218,11 +224,12 @@ impl Comparison {
         let job_gaps = match &sim {
             Some(s) => modes
                 .iter()
+                .filter(|m| m.mode != Mode::Elastic)
                 .map(|m| (m.mode, gap(&m.jobs, if m.mode == Mode::Stock { &s.slurm_jobs } else { &s.cellsched_jobs })))
                 .collect(),
             None => Vec::new(),
         };
-        Comparison { trace, speedup, started, modes, live_ratios, sim, same_direction, live_over_sim, job_gaps }
+        Comparison { trace, speedup, started, modes, live_ratios, elastic_ratios, sim, same_direction, live_over_sim, job_gaps }
     }
 }
 
@@ -257,6 +264,21 @@ pub fn live_table(c: &Comparison) -> Table {
     if let Some(r) = &c.live_ratios {
         t.add_row(vec![
             "stock / cellsched".into(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            times(r.avg_jct),
+            times(r.median_jct),
+            String::new(),
+            times(r.avg_queue),
+            times(r.makespan),
+        ]);
+    }
+    if let Some(r) = &c.elastic_ratios {
+        t.add_row(vec![
+            "cellsched / elastic".into(),
             String::new(),
             String::new(),
             String::new(),

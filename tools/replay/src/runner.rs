@@ -61,10 +61,10 @@ pub fn run_modes(jobs: &[ReplayJob], modes: &[Mode], s: &Settings, opts: &LiveOp
     outcome.map(|_| results)
 }
 
-/// The spec of `mode`: plugins on for cellsched only.
+/// The spec of `mode`: plugins on for cellsched and elastic.
 pub fn spec_for(base: &LocalClusterSpec, mode: Mode) -> LocalClusterSpec {
     let mut spec = base.clone();
-    spec.with_plugins = mode == Mode::Cellsched;
+    spec.with_plugins = mode.with_plugins();
     spec
 }
 
@@ -73,7 +73,7 @@ fn up(mode: Mode, opts: &LiveOptions, sink: Sink) -> Result<Cluster, ReplayError
     let t = Instant::now();
     sink(&format!("[{mode}] cluster up at {} ({})", spec.dir.display(), if spec.with_plugins { "with plugins" } else { "stock" }));
     let c = Cluster::up(&spec)?;
-    if mode == Mode::Cellsched && !(c.plugins.job_submit && c.plugins.spank) {
+    if mode.with_plugins() && !(c.plugins.job_submit && c.plugins.spank) {
         return Err(ReplayError::invalid(
             "cellsched mode",
             format!("plugins loaded: [{}]", c.plugins.names().join(", ")),

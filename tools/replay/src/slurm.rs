@@ -5,7 +5,7 @@
 use crate::error::ReplayError;
 use cellsched_devcluster::Cluster;
 use cellsched_core::job_env;
-use cellsched_report::record::{parse_display_output, parse_sacct_output, set_display};
+use cellsched_report::record::{merge_requeued_runs, parse_display_output, parse_sacct_output, set_display};
 use cellsched_report::{JobRecord, Query};
 use std::path::PathBuf;
 use std::process::Command;
@@ -140,7 +140,7 @@ impl Slurm {
         let mut jobs = parse_sacct_output(&self.run("sacct", &q.sacct_args())?)?;
         let order: Vec<u64> = jobs.iter().map(|j| j.job_id).collect();
         set_display(&mut jobs, &parse_display_output(&self.run("sacct", &q.display_args())?, &order));
-        Ok(jobs)
+        Ok(merge_requeued_runs(jobs))
     }
 }
 

@@ -17,6 +17,9 @@
 //!   The count is kept because the truth table (Gavel's measurements) holds
 //!   only the per-GPU batches users asked for; a Cell it lacks would make
 //!   the trainer fail rather than invent a speed.
+//! - elastic: as cellsched, plus `--dl-elastic`: running jobs may be moved
+//!   to another GPU type or preempted, the trainer checkpointing its
+//!   iteration count on the signal and resuming from it.
 //!
 //! Both modes get the same time limit: the larger of the trace's declared
 //! limit and `limit_factor` × the run time on the requested Cell (truth when
@@ -31,6 +34,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+/// Seconds a restarted job of the elastic pass loses before its first
+/// iteration (the emulated trainer's truth, `CELLSCHED_EMU_RESTART_S`):
+/// the process-start part of the issue 33 measurement on one H200 (51.4 s
+/// from start to the end of the first iteration, 13.6 s of it loading a
+/// 15.8 GB checkpoint); the replay's models have small checkpoints.
+pub const EMU_RESTART_S: f64 = 40.0;
+
 /// Which scheduler a replay pass runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -39,6 +49,9 @@ pub enum Mode {
     Stock,
     /// cellsched's plugins loaded; jobs carry `--dl-*` options.
     Cellsched,
+    /// As [`Mode::Cellsched`], every job also opted in to reconfiguration
+    /// (`--dl-elastic`): the emulated trainer checkpoints on the signal.
+    Elastic,
 }
 
 impl Mode {
@@ -47,7 +60,13 @@ impl Mode {
         match self {
             Mode::Stock => "stock",
             Mode::Cellsched => "cellsched",
+            Mode::Elastic => "elastic",
         }
+    }
+
+    /// True when cellsched's plugins run in this mode.
+    pub fn with_plugins(self) -> bool {
+        self != Mode::Stock
     }
 
     /// Parses a comma list such as `stock,cellsched` (order kept, no duplicates).
@@ -57,7 +76,8 @@ impl Mode {
             let m = match w.to_ascii_lowercase().as_str() {
                 "stock" | "slurm" => Mode::Stock,
                 "cellsched" => Mode::Cellsched,
-                _ => return Err(ReplayError::invalid("mode", w, "stock or cellsched")),
+                "elastic" => Mode::Elastic,
+                _ => return Err(ReplayError::invalid("mode", w, "stock, cellsched or elastic")),
             };
             if v.contains(&m) {
                 return Err(ReplayError::invalid("mode list", s, "each mode at most once"));
@@ -65,7 +85,7 @@ impl Mode {
             v.push(m);
         }
         if v.is_empty() {
-            return Err(ReplayError::invalid("mode list", s, "stock, cellsched or stock,cellsched"));
+            return Err(ReplayError::invalid("mode list", s, "stock, cellsched, elastic or a comma list of them"));
         }
         Ok(v)
     }
@@ -231,6 +251,8 @@ pub fn job_comment(mode: Mode, j: &ReplayJob, s: &Settings) -> String {
 pub fn sbatch_args(j: &ReplayJob, mode: Mode, s: &Settings) -> Vec<String> {
     let t = &j.trace;
     let out = s.out_dir.join(format!("{}-%j.out", job_name(mode, &t.job_id)));
+    // The truth of a restart in the elastic pass: the trainer sleeps it (scaled) before resuming.
+    let restart = if mode == Mode::Elastic { format!(",CELLSCHED_EMU_RESTART_S={}", fmt_num(EMU_RESTART_S)) } else { String::new() };
     let mut a = vec![
         "--parsable".to_string(),
         format!("--job-name={}", job_name(mode, &t.job_id)),
@@ -238,7 +260,7 @@ pub fn sbatch_args(j: &ReplayJob, mode: Mode, s: &Settings) -> Vec<String> {
         format!("--time={}", j.time_limit_min),
         format!("--output={}", out.display()),
         format!("--chdir={}", s.out_dir.display()),
-        format!("--export=ALL,CELLSCHED_EMU_SCALE={}", fmt_num(s.scale())),
+        format!("--export=ALL,CELLSCHED_EMU_SCALE={}{restart}", fmt_num(s.scale())),
     ];
     if mode == Mode::Stock || j.unknown_model {
         // Stock Slurm: the user's typed GRES (also for models the plugins do not know).
@@ -251,6 +273,9 @@ pub fn sbatch_args(j: &ReplayJob, mode: Mode, s: &Settings) -> Vec<String> {
         a.push(format!("--dl-batch={}", t.batch_size));
         a.push(format!("--dl-iters={}", t.num_iteration));
         a.push("--dl-cell=auto".to_string());
+        if mode == Mode::Elastic {
+            a.push("--dl-elastic".to_string());
+        }
         if let Some(f) = t.freeze.as_deref().filter(|f| *f != "off") {
             a.push(format!("--dl-freeze={f}"));
         }
@@ -323,8 +348,10 @@ mod tests {
     fn modes_parse_and_reject() {
         assert_eq!(Mode::parse_list("stock,cellsched").unwrap(), vec![Mode::Stock, Mode::Cellsched]);
         assert_eq!(Mode::parse_list(" cellsched ").unwrap(), vec![Mode::Cellsched]);
+        assert_eq!(Mode::parse_list("cellsched,elastic").unwrap(), vec![Mode::Cellsched, Mode::Elastic]);
+        assert!(Mode::Elastic.with_plugins() && Mode::Cellsched.with_plugins() && !Mode::Stock.with_plugins());
         let e = Mode::parse_list("stock,fast").unwrap_err().to_string();
-        assert!(e.contains("'fast'") && e.contains("stock or cellsched"), "{e}");
+        assert!(e.contains("'fast'") && e.contains("stock, cellsched or elastic"), "{e}");
         assert!(Mode::parse_list("stock,stock").is_err());
         assert!(Mode::parse_list("").is_err());
     }
@@ -392,6 +419,12 @@ mod tests {
         assert!(a.contains(&"--job-name=replay-cellsched-x_1".to_string()), "{a:?}");
         assert!(a.contains(&"--output=/tmp/out/replay-cellsched-x_1-%j.out".to_string()), "{a:?}");
         assert_eq!(a[a.len() - 3], "300");
+        assert!(!a.contains(&"--dl-elastic".to_string()), "{a:?}");
+        // The elastic pass: the same jobs, opted in, and the trainer's restart truth.
+        let e = sbatch_args(j, Mode::Elastic, &s);
+        assert!(e.contains(&"--dl-elastic".to_string()) && e.contains(&"--dl-cell=auto".to_string()), "{e:?}");
+        assert!(e.contains(&"--export=ALL,CELLSCHED_EMU_SCALE=0.05,CELLSCHED_EMU_RESTART_S=40".to_string()), "{e:?}");
+        assert!(e.contains(&"--job-name=replay-elastic-x_1".to_string()), "{e:?}");
         // An unknown model runs stock in cellsched mode too (the plugins would refuse its --dl-model).
         let moe = row("m", 0.0, 100, "moe__1T", 600.0, 2, "a10");
         let j = &prepare(&[moe], &shapes(), &est(), None, &s).unwrap()[0];

@@ -48,6 +48,9 @@ pub fn jobs_table(jobs: &[JobRecord]) -> Table {
         "IterErr",
         "Cell",
         "Plan",
+        "Reconfs",
+        "ReconfCost",
+        "Restart",
     ]);
     for j in jobs {
         let (cell, plan) = match &j.decision {
@@ -80,9 +83,12 @@ pub fn jobs_table(jobs: &[JobRecord]) -> Table {
             },
             cell,
             plan,
+            if j.tags.elastic || j.tags.reconfs > 0 { j.tags.reconfs.to_string() } else { "-".into() },
+            if j.tags.reconfs > 0 { hms(Some(j.tags.reconf_cost_s)) } else { "-".into() },
+            hms(j.measured_restart_s),
         ]);
     }
-    right_align(&mut t, &[5, 6, 7, 8, 9, 10, 11]);
+    right_align(&mut t, &[5, 6, 7, 8, 9, 10, 11, 14, 15, 16]);
     t
 }
 
@@ -156,7 +162,7 @@ pub fn summary_text(s: &Summary) -> String {
     }
     right_align(&mut u, &[1, 2, 3, 4]);
     format!(
-        "Jobs: {} ({} finished, {} with a cellsched decision)   Makespan: {}   Span: {}\n{t}\n{u}\nEstimator error, run time:       {}\nEstimator error, iteration time: {}\nIteration predictor error:       {}\nDeadlines met:                   {}\n",
+        "Jobs: {} ({} finished, {} with a cellsched decision)   Makespan: {}   Span: {}\n{t}\n{u}\nEstimator error, run time:       {}\nEstimator error, iteration time: {}\nIteration predictor error:       {}\nDeadlines met:                   {}\nReconfigurations:                {}\n",
         s.jobs,
         s.finished,
         s.with_decision,
@@ -168,6 +174,10 @@ pub fn summary_text(s: &Summary) -> String {
         match &s.deadlines {
             Some(d) => format!("{}/{} ({}) of the ended jobs with --dl-deadline (End <= deadline, COMPLETED)", d.met, d.jobs, pct(d.met_ratio)),
             None => "n/a (no ended job with --dl-deadline)".into(),
+        },
+        match &s.reconfigurations {
+            Some(r) => format!("{} of {} elastic jobs, {} in all, costing {} (from each signal to the job pending again)", r.jobs_reconfigured, r.elastic_jobs, r.reconfigurations, hms(Some(r.cost_s))),
+            None => "n/a (no job with --dl-elastic)".into(),
         },
     ) + &deadlines_per_user_text(s)
 }

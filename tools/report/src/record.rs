@@ -75,6 +75,16 @@ pub struct DlTags {
     /// `deadline=T` (Unix time job_submit resolved `--dl-deadline` to).
     #[serde(default)]
     pub deadline: Option<i64>,
+    /// `elastic=`: the job opted in to reconfiguration (`--dl-elastic`).
+    #[serde(default)]
+    pub elastic: bool,
+    /// `restarts=`: reconfigurations cellsched made of the running job.
+    #[serde(default)]
+    pub reconfs: u32,
+    /// `reconf_cost_s=`: seconds the reconfigurations cost it (from each
+    /// signal to the job pending again, as slurmctld measured them).
+    #[serde(default)]
+    pub reconf_cost_s: f64,
 }
 
 impl DlTags {
@@ -85,6 +95,9 @@ impl DlTags {
             batch: r.batch.and_then(|b| u32::try_from(b).ok()),
             iters: r.iters,
             deadline: r.deadline,
+            elastic: r.elastic.is_some(),
+            reconfs: r.restarts,
+            reconf_cost_s: r.reconf_cost_s,
         })
     }
 }
@@ -145,6 +158,16 @@ pub struct JobRecord {
     /// Where `measured_iter_s` came from: `iter-log` or `run/iters`.
     #[serde(default)]
     pub measured_from: Option<String>,
+    /// Earlier runs of the job that Slurm requeued (sacct `--duplicates`
+    /// rows folded in by [`merge_requeued_runs`]): 0 for a job that ran once.
+    #[serde(default)]
+    pub requeued_runs: u32,
+    /// The job's own measure of its last restart: the last
+    /// `cellsched-restart <seconds>` line of its output (from its start to
+    /// the end of its first iteration after resuming), when the report is
+    /// given the job output files. The job's claim, shown, never used to decide.
+    #[serde(default)]
+    pub measured_restart_s: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -190,6 +213,9 @@ impl JobRecord {
     /// job divided by the time scale. Never reads the prediction.
     pub fn measure(&mut self, log: Option<&str>) {
         let scale = if self.time_scale > 0.0 { self.time_scale } else { 1.0 };
+        if let Some(l) = log {
+            self.measured_restart_s = last_restart_line(l);
+        }
         if let Some(m) = log.and_then(median_iter_line) {
             self.measured_iter_s = Some(m);
             self.measured_from = Some("iter-log".into());
@@ -291,6 +317,17 @@ pub fn median_iter_line(text: &str) -> Option<f64> {
     Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
+/// The last `cellsched-restart <seconds>` line of a job's output, if any
+/// (an elastic job's time from its start to the end of its first
+/// iteration after resuming from its checkpoint).
+pub fn last_restart_line(text: &str) -> Option<f64> {
+    text.lines()
+        .rev()
+        .filter_map(|l| l.trim().strip_prefix("cellsched-restart"))
+        .filter_map(|r| r.split_whitespace().next()?.parse::<f64>().ok())
+        .find(|x| x.is_finite() && *x >= 0.0)
+}
+
 /// Whether `line` starts a record: [`SACCT_FIELDS`] count of fields and a numeric JobIDRaw.
 fn starts_record(line: &str) -> bool {
     line.split(DELIM).count() >= SACCT_FIELDS.len()
@@ -389,9 +426,46 @@ pub fn parse_sacct_line(line: &str, line_no: usize) -> Result<JobRecord, ReportE
         time_scale: 1.0,
         measured_iter_s: None,
         measured_from: None,
+        requeued_runs: 0,
+        measured_restart_s: None,
     };
     r.measure(None);
     Ok(r)
+}
+
+/// Folds the rows of a requeued job (sacct `--duplicates`: one row per
+/// run, each with the Submit time Slurm reset at the requeue) into one
+/// record: the last run's fields, the first run's Submit, the first start
+/// for the queueing delay, and [`JobRecord::requeued_runs`]. The order of
+/// first appearance is kept.
+pub fn merge_requeued_runs(jobs: Vec<JobRecord>) -> Vec<JobRecord> {
+    let mut groups: Vec<Vec<JobRecord>> = Vec::with_capacity(jobs.len());
+    let mut at: BTreeMap<u64, usize> = BTreeMap::new();
+    for j in jobs {
+        match at.get(&j.job_id) {
+            Some(&i) => groups[i].push(j),
+            None => {
+                at.insert(j.job_id, groups.len());
+                groups.push(vec![j]);
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|mut runs| {
+            runs.sort_by_key(|r| r.submit);
+            let first = runs.first().expect("a group holds a run").clone();
+            let mut last = runs.pop().expect("a group holds a run");
+            last.requeued_runs = runs.len() as u32;
+            if !runs.is_empty() {
+                let submit = first.submit;
+                last.submit = submit;
+                last.queue_delay_s = first.start.filter(|s| *s >= submit).map(|s| (s - submit) as f64);
+                last.jct_s = last.end.filter(|e| *e >= submit).map(|e| (e - submit) as f64);
+            }
+            last
+        })
+        .collect()
 }
 
 /// Parses the whole output of the trusted query ([`SACCT_FIELDS`]): a line
@@ -491,8 +565,24 @@ pub(crate) mod tests {
         assert_eq!(r.time_limit_s, Some(300));
         let d = r.decision.as_ref().unwrap();
         assert_eq!(d.cell.to_string(), "a100x4x1");
-        assert_eq!(r.tags, DlTags { model: Some("gpt2".into()), batch: Some(32), iters: Some(450), deadline: None });
+        assert_eq!(r.tags, DlTags { model: Some("gpt2".into()), batch: Some(32), iters: Some(450), ..DlTags::default() });
         assert!((r.predicted_run_s.unwrap() - 90.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn requeued_runs_fold_into_one_job_from_its_first_submission() {
+        // Run 1 submitted at 1000, started 1010, requeued at 1050; run 2 (Submit reset to 1051) ran 1060-1160.
+        let first = parse_sacct_line(&rec("9|9|bob|gpu|1000|1010|1050|40|REQUEUED|0:0|1|gres/gpu=1|a100-1|5|cellsched: cell=a100x1x1 nodes=1 dp=1 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.2 src=datasheet"), 1).unwrap();
+        let second = parse_sacct_line(&rec("9|9|bob|gpu|1051|1060|1160|100|COMPLETED|0:0|1|gres/gpu=4|a100-1|5|cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.06 src=datasheet restarts=1"), 2).unwrap();
+        let other = parse_sacct_line(&rec(DECIDED), 3).unwrap();
+        let merged = merge_requeued_runs(vec![second, other.clone(), first]);
+        assert_eq!(merged.len(), 2);
+        let j = &merged[0];
+        assert_eq!((j.job_id, j.requeued_runs, j.submit, j.state.as_str()), (9, 1, 1000, "COMPLETED"));
+        assert_eq!((j.jct_s, j.queue_delay_s), (Some(160.0), Some(10.0)));
+        assert_eq!(j.gpu_count(), 4, "the last run's allocation");
+        assert_eq!((j.tags.reconfs, j.tags.elastic), (1, false));
+        assert_eq!(merged[1], other, "a job that ran once is unchanged");
     }
 
     #[test]
@@ -505,6 +595,9 @@ pub(crate) mod tests {
         assert!((r.measured_iter_s.unwrap() - 100.0 / 450.0 / 0.5).abs() < 1e-12);
         assert_eq!(r.measured_from.as_deref(), Some("run/iters"));
         r.measure(Some("hello\ncellsched-iter 0.1\ncellsched-iter 0.3\ncellsched-iter 0.2\ncellsched-iter nan\n"));
+        assert_eq!(r.measured_restart_s, None);
+        r.measure(Some("cellsched-restart 60\ncellsched-iter 0.2\ncellsched-restart 51.4\ncellsched-restart -3\n"));
+        assert_eq!(r.measured_restart_s, Some(51.4), "the last valid restart line");
         assert!((r.measured_iter_s.unwrap() - 0.2).abs() < 1e-12, "log lines are on the job's own clock");
         assert_eq!(r.measured_from.as_deref(), Some("iter-log"));
         // A time_scale written into AdminComment text is not a tag.

@@ -1,14 +1,16 @@
 //! Running `sacct` (and `scontrol` for GPU capacity) for a query window.
 //!
 //! The command is `sacct --parsable2 --noheader --delimiter=<0x1f> --allocations
-//! --format=<SACCT_FIELDS>` plus `--starttime/--endtime`, `--partition`,
+//! --duplicates --format=<SACCT_FIELDS>` plus `--starttime/--endtime`, `--partition`,
 //! `--user` (or `--allusers`), `--jobs`, run with `SLURM_TIME_FORMAT=%s` so
 //! times are Unix seconds. A second query with the same filters fetches the
 //! user-writable display fields ([`DISPLAY_FIELDS`]); see [`crate::record`]
-//! for why they are kept apart. Output is read as lossy UTF-8.
+//! for why they are kept apart. The runs of a requeued job (one row each,
+//! Submit reset at every requeue) are folded into one job whose JCT counts
+//! from its first submission ([`crate::record::merge_requeued_runs`]). Output is read as lossy UTF-8.
 //! `SLURM_CONF` is inherited (`eval "$(cellsched cluster env)"`).
 use crate::error::ReportError;
-use crate::record::{parse_display_output, parse_sacct_output, set_display, JobRecord, DELIM, DISPLAY_FIELDS, SACCT_FIELDS};
+use crate::record::{merge_requeued_runs, parse_display_output, parse_sacct_output, set_display, JobRecord, DELIM, DISPLAY_FIELDS, SACCT_FIELDS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -70,6 +72,8 @@ impl Query {
             "--noheader".into(),
             format!("--delimiter={DELIM}"),
             "--allocations".into(),
+            // Every run of a requeued job (folded by `merge_requeued_runs`).
+            "--duplicates".into(),
             format!("--format={}", fields.join(",")),
         ];
         if let Some(s) = &self.start {
@@ -173,7 +177,7 @@ pub fn fetch_jobs(q: &Query) -> Result<Vec<JobRecord>, ReportError> {
     let ids: Vec<u64> = jobs.iter().map(|j| j.job_id).collect();
     let display = run_tool("sacct", &q.display_args())?;
     set_display(&mut jobs, &parse_display_output(&display, &ids));
-    Ok(jobs)
+    Ok(merge_requeued_runs(jobs))
 }
 
 /// GPU capacity per type: total GPUs of each type over the nodes.

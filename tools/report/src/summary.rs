@@ -138,6 +138,35 @@ pub struct Summary {
     /// were infeasible ([`UserDeadlines`]).
     #[serde(default)]
     pub deadlines_per_user: BTreeMap<String, UserDeadlines>,
+    /// Reconfigurations of running `--dl-elastic` jobs, when the window holds any such job.
+    #[serde(default)]
+    pub reconfigurations: Option<ReconfStats>,
+}
+
+/// Reconfigurations of running elastic jobs (the records' `restarts=` and `reconf_cost_s=`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReconfStats {
+    /// Jobs that opted in (`elastic=`) or were reconfigured.
+    pub elastic_jobs: usize,
+    /// Of those, jobs reconfigured at least once.
+    pub jobs_reconfigured: usize,
+    /// Reconfigurations in all.
+    pub reconfigurations: u64,
+    /// Seconds they cost, in all.
+    pub cost_s: f64,
+}
+
+impl ReconfStats {
+    /// Over the elastic jobs of `jobs`; `None` without any.
+    pub fn of(jobs: &[JobRecord]) -> Option<ReconfStats> {
+        let elastic: Vec<&JobRecord> = jobs.iter().filter(|j| j.tags.elastic || j.tags.reconfs > 0).collect();
+        (!elastic.is_empty()).then(|| ReconfStats {
+            elastic_jobs: elastic.len(),
+            jobs_reconfigured: elastic.iter().filter(|j| j.tags.reconfs > 0).count(),
+            reconfigurations: elastic.iter().map(|j| u64::from(j.tags.reconfs)).sum(),
+            cost_s: elastic.iter().map(|j| j.tags.reconf_cost_s).sum(),
+        })
+    }
 }
 
 /// One user's deadline jobs (those whose record carries `deadline=`).
@@ -276,6 +305,7 @@ impl Summary {
             iteration_predictor_error: None,
             deadlines: DeadlineStats::of(jobs),
             deadlines_per_user: UserDeadlines::of(jobs),
+            reconfigurations: ReconfStats::of(jobs),
         }
     }
 }
@@ -368,6 +398,24 @@ pub(crate) mod tests {
         assert_eq!(per["bob"], UserDeadlines { ended: 1, met: 0, infeasible: 1 });
         let text = crate::output::summary_text(&Summary::of(&jobs, None));
         assert!(text.contains("Deadlines per user:              alice 1/1 met, 0 infeasible; bob 0/1 met, 1 infeasible"), "{text}");
+    }
+
+    /// Issue 33 item 5: reconfigurations per job and the time they cost, from the records.
+    #[test]
+    fn reconfigurations_come_from_the_records() {
+        let a = "cellsched: cell=a100x4x1 nodes=1 dp=4 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.5 src=datasheet model=m batch=8";
+        let jobs = vec![
+            job(1, 0, 10, 100, "gres/gpu:a100=4", &format!("{a} restarts=2 elastic=USR1 reconf_at=50 reconfs_h=30,50 reconf_cost_s=12.5"), ""),
+            job(2, 0, 10, 100, "gres/gpu:a100=4", &format!("{a} elastic=USR2"), ""),
+            job(3, 0, 10, 100, "gres/gpu:a100=4", a, "restarts=9 reconf_cost_s=99"), // user text: nothing
+        ];
+        let r = Summary::of(&jobs, None).reconfigurations.unwrap();
+        assert_eq!((r.elastic_jobs, r.jobs_reconfigured, r.reconfigurations), (2, 1, 2));
+        assert!((r.cost_s - 12.5).abs() < 1e-9);
+        assert!(Summary::of(&jobs[2..], None).reconfigurations.is_none());
+        let text = crate::output::report_text(&Report { query: Query::default(), jobs: jobs.clone(), summary: Summary::of(&jobs, None) });
+        assert!(text.contains("Reconfigurations:                1 of 2 elastic jobs, 2 in all"), "{text}");
+        assert!(text.contains("Reconfs") && text.contains("ReconfCost"), "{text}");
     }
 
     #[test]

@@ -1,0 +1,465 @@
+//! The elastic thread (slurmctld only): reconfiguration of running jobs
+//! that opted in with `--dl-elastic` ([`cellsched_core::elastic`] decides,
+//! this module carries it out with Slurm's own mechanisms).
+//!
+//! Each pass (every `elastic.interval_s`, every [`POLL_S`] while a job is
+//! in flight) snapshots under the read locks, in short holds
+//! ([`ctld::for_each_job_in_pieces`]), the running elastic jobs, the
+//! pending DL jobs and the jobs in flight (between decisions, only the
+//! jobs in flight, looked up by id), then without locks:
+//!
+//! 1. **In flight** (signalled earlier): a job still running at
+//!    `signalled + grace_s` is requeued (it ignored the signal); a job that
+//!    ended with [`job_env::RECONF_EXIT`] (checkpoint written) is requeued at
+//!    once; a job that ended otherwise finished during the grace and is left
+//!    alone. A requeued job, once pending again (its old run completed: at
+//!    once for a job that exited on the signal), gets
+//!    its new decision like a re-planning move (features, GRES, nodes,
+//!    AdminComment with `restarts` + 1, `CELLSCHED_DECISION`) and may start
+//!    at once (Slurm holds a requeued job back for its credential window;
+//!    the begin time is set to now, after the old run's kill).
+//! 2. **New decisions**: [`elastic::decide`] on the snapshot; each action
+//!    signals the job (the batch script and all steps, `scancel --full`
+//!    semantics) and records `reconf_at` in its AdminComment.
+//!
+//! Slurm operations run under the write locks, one short hold per pass for
+//! all of them. Only jobs whose record says `elastic=` (set by job_submit
+//! from `--dl-elastic`) and that Slurm may requeue are ever signalled or
+//! requeued. A failed requeue leaves the job running (logged); nothing is
+//! cancelled. The in-flight table lives in memory: after a slurmctld
+//! restart a signalled job is simply left to run or end (its `reconf_at`
+//! keeps it from being picked again within the same run).
+use cellsched_core::elastic::{self, DecideContext, PlacementChooser, Reconfig, RestartCost, RunningElastic, WaitingJob};
+use cellsched_core::job_env;
+use cellsched_core::placement::{self, PendingDl};
+use cellsched_core::record::{self, DlRecord};
+use cellsched_core::slurm_text::hostlist_expand;
+use cellsched_slurm_ffi::ctld::{self, JobPhase, JobUpdate, LockKind};
+use cellsched_slurm_ffi::host::Periodic;
+use cellsched_slurm_ffi::log;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+use crate::state::{current, error, info, nodes_parsed, nodes_read, now_unix, reload_if_changed, Loaded};
+
+/// Seconds between passes while a job is in flight (signalled, or requeued
+/// and not yet re-planned): a job that exits after its checkpoint is
+/// requeued within this, well inside Slurm's `MinJobAge`.
+pub const POLL_S: u64 = 1;
+
+/// What marks a job cellsched placed, in its AdminComment.
+const MARKER: &[u8] = record::PREFIX.as_bytes();
+/// What marks an elastic job's record.
+const ELASTIC_MARK: &[u8] = b" elastic=";
+
+static THREAD: Mutex<Option<Periodic>> = Mutex::new(None);
+/// Jobs signalled or requeued and not yet done with, by job id.
+static IN_FLIGHT: Mutex<Option<HashMap<u32, InFlight>>> = Mutex::new(None);
+/// When the last decision pass ran (Unix seconds).
+static LAST_DECIDE: Mutex<i64> = Mutex::new(0);
+
+/// A reconfiguration under way.
+#[derive(Debug, Clone)]
+struct InFlight {
+    action: Reconfig,
+    signalled_at: i64,
+    stage: Stage,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Signalled; waiting for the job to exit or the grace to pass.
+    Signalled,
+    /// Requeued at this time; waiting for the old run to complete.
+    Requeued(i64),
+}
+
+/// A job as the pass copied it under the read locks.
+#[derive(Debug, Clone)]
+struct Raw {
+    id: u32,
+    phase: JobPhase,
+    exit_code: Option<u8>,
+    comment: String,
+    /// `CELLSCHED_*` `spank_job_env` entries.
+    env: Vec<String>,
+    features: Option<String>,
+    nodes: Option<String>,
+    priority: u32,
+    start_time: i64,
+    end_time: i64,
+    time_limit_min: Option<u32>,
+    /// Typed GPUs in the request (a pinned type: never moved).
+    typed: bool,
+    /// A batch job Slurm may requeue.
+    requeueable: bool,
+}
+
+/// What the next step for an in-flight job is, given its state now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Wait,
+    Requeue,
+    /// Pending again: write the new decision and let it start.
+    Replan,
+    /// Done with it: `true` when it finished on its own (left alone).
+    Drop { finished: bool },
+}
+
+/// The step for a job in flight (pure: see the module doc). `now` and the
+/// times are Unix seconds; `phase` and `exit_code` are `None` when slurmctld
+/// no longer knows the job.
+fn next_step(stage: Stage, signalled_at: i64, grace_s: u64, now: i64, phase: Option<JobPhase>, exit_code: Option<u8>) -> Step {
+    let Some(phase) = phase else { return Step::Drop { finished: true } };
+    match (stage, phase) {
+        (Stage::Signalled, JobPhase::Running) if now >= signalled_at + grace_s as i64 => Step::Requeue,
+        (Stage::Signalled, JobPhase::Running) => Step::Wait,
+        (Stage::Signalled, JobPhase::Ended) if exit_code == Some(job_env::RECONF_EXIT) => Step::Requeue,
+        (Stage::Signalled, JobPhase::Ended) => Step::Drop { finished: true },
+        // Requeued by someone else meanwhile: treat as ours once it settles.
+        (_, JobPhase::PendingCompleting) => Step::Wait,
+        (_, JobPhase::Pending) => Step::Replan,
+        // Restarted or ended before the decision could be written.
+        (Stage::Requeued(_), JobPhase::Running | JobPhase::Ended) => Step::Drop { finished: false },
+    }
+}
+
+/// Copies the jobs the pass needs (read locks, in pieces): pending DL jobs,
+/// running elastic jobs, and the jobs in `wanted`. `None` when the walk
+/// was cut short.
+fn snapshot(wanted: &HashMap<u32, InFlight>) -> Option<Vec<Raw>> {
+    let mut out = Vec::new();
+    let walk = ctld::for_each_job_in_pieces(LockKind::Read, false, ctld::PIECE_HOLD, |job| {
+        let id = job.id();
+        let Some(comment) = job.admin_comment_bytes().filter(|c| cellsched_core::snapshot_cache::contains(c, MARKER)) else { return };
+        let phase = job.phase();
+        let keep = wanted.contains_key(&id)
+            || phase == JobPhase::Pending
+            || (phase == JobPhase::Running && cellsched_core::snapshot_cache::contains(comment, ELASTIC_MARK));
+        if keep {
+            out.extend(raw(job));
+        }
+    })
+    .ok()
+    .filter(|w| w.complete)?;
+    let _ = walk;
+    out.sort_unstable_by_key(|r| r.id);
+    out.dedup_by_key(|r| r.id);
+    Some(out)
+}
+
+/// Copies only the jobs in flight, by id, in one short read-locked hold
+/// (a pass between decisions: no walk of the job list).
+fn snapshot_in_flight(wanted: &HashMap<u32, InFlight>) -> Option<Vec<Raw>> {
+    ctld::with_lock(LockKind::Read, || wanted.keys().filter_map(|id| ctld::with_job(*id, |j| raw(j)).flatten()).collect()).ok()
+}
+
+/// The copy of one job with a cellsched record (caller holds the read locks).
+fn raw(job: &ctld::Job<'_>) -> Option<Raw> {
+    let phase = job.phase();
+    let comment = job.admin_comment()?;
+    Some(Raw {
+        id: job.id(),
+        phase,
+        exit_code: if phase == JobPhase::Ended { job.exit_code() } else { None },
+        comment: comment.to_string(),
+        env: job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect(),
+        features: job.features().map(str::to_string),
+        nodes: job.nodes().map(str::to_string),
+        priority: job.priority(),
+        start_time: job.start_time(),
+        end_time: job.end_time(),
+        time_limit_min: job.time_limit(),
+        typed: placement::gpu_request(job.tres_per_node()).is_some_and(|g| g.gpu_type.is_some()),
+        requeueable: job.is_batch() && job.requeue_allowed(),
+    })
+}
+
+/// Predicted seconds left of a running job: its declared work less this
+/// run's time, else to the end of its time limit, else the default.
+fn running_remaining_s(r: &Raw, record: &DlRecord, now: i64, l: &Loaded) -> f64 {
+    let ran = (now - r.start_time).max(0) as f64;
+    match record.iters {
+        Some(n) => (n as f64 * record.decision.iter_s - ran).max(1.0),
+        None if r.time_limit_min.is_some() && r.end_time > now => (r.end_time - now) as f64,
+        None => l.cfg.ordering.default_remaining_s,
+    }
+}
+
+/// The running elastic jobs and the waiting jobs (priority order) of a snapshot.
+fn decide_inputs(raws: &[Raw], busy: &HashMap<u32, InFlight>, l: &Loaded, now: i64) -> (Vec<RunningElastic>, Vec<WaitingJob>) {
+    let mut running = Vec::new();
+    let mut waiting: Vec<(u32, WaitingJob)> = Vec::new();
+    for r in raws {
+        if busy.contains_key(&r.id) {
+            continue;
+        }
+        match r.phase {
+            JobPhase::Running if r.requeueable && !r.typed => {
+                let Some(p) = PendingDl::from_job(r.id, &r.comment, &r.env, r.features.clone(), &l.est, now) else { continue };
+                if p.record.elastic.is_none() {
+                    continue;
+                }
+                let remaining_s = running_remaining_s(r, &p.record, now, l);
+                let cost = RestartCost::of(&p.record, &p.job, &l.cfg.elastic);
+                let nodes = r.nodes.as_deref().and_then(|n| hostlist_expand(n, 4096)).unwrap_or_default();
+                running.push(RunningElastic { id: r.id, record: p.record, job: p.job, features: p.features, nodes, started_at: r.start_time, remaining_s, cost });
+            }
+            JobPhase::Pending if r.priority > 0 => {
+                let Some(rec) = DlRecord::parse(&r.comment) else { continue };
+                let run_s = cellsched_core::ordering::remaining_s(rec.iters.map(|n| n as f64), rec.decision.iter_s, None, r.time_limit_min, &l.cfg.ordering);
+                let wait_s = (r.start_time > now).then(|| (r.start_time - now) as f64);
+                waiting.push((r.priority, WaitingJob { id: r.id, decision: rec.decision, run_s, wait_s }));
+            }
+            _ => {}
+        }
+    }
+    waiting.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
+    (running, waiting.into_iter().map(|(_, w)| w).collect())
+}
+
+/// The update that writes an action's outcome into the requeued, pending job.
+fn replan_update(f: &InFlight, now: i64) -> JobUpdate {
+    let lost = (now - f.signalled_at).max(0) as f64;
+    let comment = DlRecord::parse(&f.action.admin_comment()).map(|r| r.with_reconf_cost(lost).to_string()).unwrap_or_else(|| f.action.admin_comment());
+    match f.action.target() {
+        Some(m) => JobUpdate {
+            job_id: f.action.id(),
+            features: Some(m.features.clone()),
+            gres: Some(m.gres.clone()),
+            admin_comment: Some(comment),
+            min_nodes: Some(m.to.nodes),
+            max_nodes: Some(m.to.nodes),
+            num_tasks: None,
+            time_limit_min: m.time_limit_min,
+            begin_time: Some(now),
+        },
+        None => JobUpdate { job_id: f.action.id(), admin_comment: Some(comment), begin_time: Some(now), ..JobUpdate::default() },
+    }
+}
+
+/// Writes the outcome of a requeued job's action into it (caller holds the
+/// write locks): `None` while its old run still completes (try again),
+/// `Some(true)` when written, `Some(false)` when the update failed (logged;
+/// the job runs on its earlier decision).
+fn apply_replan(id: u32, f: &InFlight, now: i64) -> Option<bool> {
+    if ctld::with_job(id, |j| j.phase() == JobPhase::Pending) != Some(true) {
+        return None;
+    }
+    let u = replan_update(f, now);
+    let text = f.action.target().map(|m| m.decision_text());
+    match ctld::update_job(&u) {
+        Ok(()) => {
+            if let Some(text) = &text {
+                let set = ctld::with_job(id, |j| {
+                    j.env_set(job_env::DECISION_KEY, text)?;
+                    job_env::DECISION_ENV_KEYS.iter().try_for_each(|k| j.env_sup_set(k, text))
+                });
+                if let Some(Err(e)) = set {
+                    error(&format!("JobId={id}: {e}; its tasks may see its earlier decision"));
+                }
+            }
+            info(&format!(
+                "elastic JobId={id} ({}) pending again{}",
+                f.action.kind(),
+                f.action.target().map(|m| format!(" on {}", m.to.cell)).unwrap_or_default()
+            ));
+            Some(true)
+        }
+        Err(e) => {
+            error(&format!("writing the {} decision into requeued JobId={id} failed: {e}; it runs on its earlier decision", f.action.kind()));
+            Some(false)
+        }
+    }
+}
+
+/// One pass.
+fn elastic_pass() {
+    reload_if_changed();
+    let l = current();
+    let mut guard = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    let flights = guard.get_or_insert_with(HashMap::new);
+    let now = now_unix();
+    let enabled = l.as_ref().is_some_and(|l| l.cfg.elastic.enabled && l.cfg.placement.enabled);
+    let interval = l.as_ref().map_or(60, |l| l.cfg.elastic.interval_s) as i64;
+    let decide_due = enabled && {
+        let last = *LAST_DECIDE.lock().unwrap_or_else(|e| e.into_inner());
+        now - last >= interval
+    };
+    if flights.is_empty() && !decide_due {
+        return;
+    }
+    let raws = if decide_due { snapshot(flights) } else { snapshot_in_flight(flights) };
+    let Some(raws) = raws else { return };
+    let by_id: HashMap<u32, &Raw> = raws.iter().map(|r| (r.id, r)).collect();
+    let grace = l.as_ref().map_or(120, |l| l.cfg.elastic.grace_s);
+
+    // 1. Jobs in flight.
+    let mut requeue = Vec::new();
+    let mut replan = Vec::new();
+    flights.retain(|id, f| {
+        let raw = by_id.get(id);
+        match next_step(f.stage, f.signalled_at, grace, now, raw.map(|r| r.phase), raw.and_then(|r| r.exit_code)) {
+            Step::Wait => true,
+            Step::Requeue => {
+                requeue.push(*id);
+                true
+            }
+            Step::Replan => {
+                replan.push((*id, f.clone()));
+                false
+            }
+            Step::Drop { finished } => {
+                if finished {
+                    info(&format!("JobId={id} ended after the {} signal (exit code {:?}); left alone", f.action.kind(), raw.and_then(|r| r.exit_code)));
+                } else {
+                    info(&format!("JobId={id} started again before its {} decision was written; it runs on the placement path's", f.action.kind()));
+                }
+                false
+            }
+        }
+    });
+
+    // 2. New decisions, without locks.
+    let mut actions = Vec::new();
+    if decide_due {
+        if let Some(l) = &l {
+            *LAST_DECIDE.lock().unwrap_or_else(|e| e.into_inner()) = now;
+            let nodes = match ctld::with_lock(LockKind::Read, nodes_read) {
+                Ok(n) => nodes_parsed(n),
+                Err(_) => return,
+            };
+            let (running, waiting) = decide_inputs(&raws, flights, l, now);
+            if !running.is_empty() {
+                let ctx = DecideContext { cfg: &l.cfg.elastic, placement: &l.cfg.placement, declared: &l.cfg.declared, now };
+                let mut chooser = PlacementChooser { est: &l.est, ranks: Some(&l.ranks), placement: &l.cfg.placement };
+                actions = elastic::decide(&running, &waiting, &nodes, &ctx, &mut chooser);
+                log::debug(&format!("job_submit/cellsched: elastic pass over {} running elastic and {} waiting jobs: {} actions", running.len(), waiting.len(), actions.len()));
+            }
+        }
+    }
+    if requeue.is_empty() && replan.is_empty() && actions.is_empty() {
+        return;
+    }
+    let comments: HashMap<u32, String> = actions.iter().filter_map(|a| by_id.get(&a.id()).map(|r| (a.id(), r.comment.clone()))).collect();
+
+    // 3. Slurm operations, one hold of the write locks.
+    let applied = ctld::with_lock(LockKind::Write, || {
+        let mut changed = 0;
+        for id in &requeue {
+            match ctld::requeue_job(*id) {
+                Ok(()) => {
+                    info(&format!("requeued elastic JobId={id} ({})", flights.get(id).map_or("?", |f| f.action.kind())));
+                    changed += 1;
+                    // A job that exited on the signal and completed is pending at once: re-planned now.
+                    let done = flights.get(id).and_then(|f| apply_replan(*id, f, now)).is_some();
+                    if done {
+                        flights.remove(id);
+                    } else if let Some(f) = flights.get_mut(id) {
+                        f.stage = Stage::Requeued(now);
+                    }
+                }
+                Err(e) => {
+                    // The job keeps running (or stays ended); never cancelled.
+                    error(&format!("{e}; elastic JobId={id} is left as it is"));
+                    flights.remove(id);
+                }
+            }
+        }
+        for (id, f) in &replan {
+            match apply_replan(*id, f, now) {
+                Some(true) => changed += 1,
+                Some(false) => {}
+                None => {
+                    flights.insert(*id, f.clone()); // not yet: next pass
+                }
+            }
+        }
+        for a in &actions {
+            let id = a.id();
+            // Still running, still elastic, nobody changed its record since the snapshot.
+            let ok = ctld::with_job(id, |j| j.phase() == JobPhase::Running && j.admin_comment() == comments.get(&id).map(String::as_str));
+            if ok != Some(true) {
+                continue;
+            }
+            let Some(rec) = comments.get(&id).and_then(|c| DlRecord::parse(c)) else { continue };
+            let Some(sig) = rec.elastic else { continue };
+            match ctld::signal_job(id, u16::from(sig.number())) {
+                Ok(()) => {
+                    let marked = DlRecord { reconf_at: Some(now), ..rec };
+                    if let Some(Err(e)) = ctld::with_job(id, |j| j.set_admin_comment(&marked.to_string())) {
+                        error(&format!("JobId={id}: {e}"));
+                    }
+                    info(&format!(
+                        "elastic {} of JobId={id}{}{}: sent {sig}, requeue after at most {grace} s (predicted gain {:.0} s)",
+                        a.kind(),
+                        a.target().map(|m| format!(" to {}", m.to.cell)).unwrap_or_default(),
+                        a.for_job().map(|j| format!(" for JobId={j}")).unwrap_or_default(),
+                        a.gain_s()
+                    ));
+                    flights.insert(id, InFlight { action: a.clone(), signalled_at: now, stage: Stage::Signalled });
+                    changed += 1;
+                }
+                Err(e) => error(&format!("{e}; elastic JobId={id} is not reconfigured")),
+            }
+        }
+        changed
+    });
+    if matches!(applied, Ok(n) if n > 0) {
+        let _ = ctld::queue_scheduler();
+    }
+}
+
+/// Seconds to the next pass: [`POLL_S`] while a job is in flight.
+fn interval_s() -> u64 {
+    let busy = IN_FLIGHT.try_lock().ok().is_some_and(|g| g.as_ref().is_some_and(|m| !m.is_empty()));
+    let cfg_s = current().map_or(60, |l: std::sync::Arc<Loaded>| l.cfg.elastic.interval_s);
+    if busy {
+        POLL_S.min(cfg_s)
+    } else {
+        cfg_s
+    }
+}
+
+pub(crate) fn start_thread() {
+    match Periodic::start("job_submit/cellsched", "elastic", interval_s, elastic_pass) {
+        Ok(p) => *THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some(p),
+        Err(e) => error(&format!("cannot start the elastic thread: {e}; running jobs are not reconfigured")),
+    }
+}
+
+/// Stops the elastic thread within a bound (see `replan::stop_thread`).
+pub(crate) fn stop_thread() {
+    if let Some(p) = THREAD.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        p.stop("job_submit/cellsched", Duration::from_secs(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signalled_job_is_requeued_after_the_grace_or_when_it_checkpointed() {
+        let s = Stage::Signalled;
+        // Still running within the grace: wait; at the end of the grace: requeue (it ignored the signal).
+        assert_eq!(next_step(s, 100, 30, 129, Some(JobPhase::Running), None), Step::Wait);
+        assert_eq!(next_step(s, 100, 30, 130, Some(JobPhase::Running), None), Step::Requeue);
+        // Exited with the reconfiguration code: requeued at once.
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(job_env::RECONF_EXIT)), Step::Requeue);
+        // Finished on its own (any other code), or gone: left alone.
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(0)), Step::Drop { finished: true });
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), None), Step::Drop { finished: true });
+        assert_eq!(next_step(s, 100, 30, 101, None, None), Step::Drop { finished: true });
+    }
+
+    #[test]
+    fn a_requeued_job_is_replanned_once_its_old_run_completed() {
+        let s = Stage::Requeued(120);
+        assert_eq!(next_step(s, 100, 30, 121, Some(JobPhase::PendingCompleting), None), Step::Wait);
+        assert_eq!(next_step(s, 100, 30, 122, Some(JobPhase::Pending), None), Step::Replan);
+        assert_eq!(next_step(s, 100, 30, 122, Some(JobPhase::Running), None), Step::Drop { finished: false });
+        // Requeued by an admin while signalled: settles like ours.
+        assert_eq!(next_step(Stage::Signalled, 100, 30, 105, Some(JobPhase::Pending), None), Step::Replan);
+    }
+}
