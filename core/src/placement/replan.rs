@@ -51,7 +51,7 @@ impl PendingDl {
         use crate::options::{CellChoice, PlanChoice};
         let o = super::dl_options(env).ok().flatten().filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)?;
         let job = super::job_spec(&o, est, env).ok()?;
-        let record = DlRecord::parse(admin_comment)?;
+        let record = DlRecord::of_job(admin_comment, env)?;
         // Seconds left to the recorded deadline; one already passed no longer steers the move.
         let left = record.deadline.map(|d| d - now).filter(|l| *l > 0);
         let deadline_work = left.zip(record.iters).map(|(l, n)| (n, l as f64));
