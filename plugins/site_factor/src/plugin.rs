@@ -277,7 +277,12 @@ fn load_deadlines() {
     let file = PathBuf::from(dir).join(DeadlineLedger::FILE_NAME);
     let (ledger, written) = match std::fs::read_to_string(&file) {
         Ok(text) => match DeadlineLedger::parse(&text, &file.display().to_string()) {
-            Ok(l) => (l, text),
+            Ok(l) => {
+                if l != DeadlineLedger::default() {
+                    info(&format!("{}: deadline grants and demotions remembered", file.display()));
+                }
+                (l, text)
+            }
             Err(e) => {
                 error(&format!("{e}; starting with no deadline grants or demotions (the file is rewritten at the next change)"));
                 (DeadlineLedger::default(), String::new())
