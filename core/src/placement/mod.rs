@@ -534,7 +534,7 @@ pub fn place_request(
         }
         let (kept, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
-        let record = DlRecord { infeasible_deadline: deadline.filter(|_| kept.is_none()), ..dl_record(estimate.to_decision(), &job, &opts, None, kept) };
+        let record = DlRecord { infeasible_deadline: deadline.filter(|_| kept.is_none()), ..dl_record(estimate.to_decision(), job, opts, None, kept) };
         let why = format!("pinned by {what}");
         let explanation = opts.explain.then(|| explanation(&estimate, None, opts.iters, &why));
         return Outcome::Place(Box::new(Placement { record, estimate, rewrite, pinned: true, explanation, notice, why }));
@@ -613,7 +613,7 @@ pub fn place_request(
         Some(((estimate, runner_up), why)) => {
             let (kept, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
             Outcome::Place(Box::new(Placement {
-                record: DlRecord { infeasible_deadline: deadline.filter(|_| kept.is_none()), ..dl_record(estimate.to_decision(), &job, &opts, want_gpus, kept) },
+                record: DlRecord { infeasible_deadline: deadline.filter(|_| kept.is_none()), ..dl_record(estimate.to_decision(), job, opts, want_gpus, kept) },
                 rewrite: Some(rewrite_for(req, &estimate)),
                 explanation: opts.explain.then(|| explanation(&estimate, runner_up.as_ref(), opts.iters, why)),
                 notice,

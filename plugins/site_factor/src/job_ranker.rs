@@ -169,7 +169,7 @@ impl JobRanker {
                 let f = self.running.get_at(r.id, r.stamp.0)?;
                 let (d, (iters, iter_s)) = (f.deadline?, f.work?);
                 let run_s = iters as f64 * iter_s;
-                deadline::missed_by_far(d, now_s as i64, run_s, cfg).then(|| (r.user_id, d as f64 + cfg.miss_factor * run_s))
+                deadline::missed_by_far(d, now_s as i64, run_s, cfg).then_some((r.user_id, d as f64 + cfg.miss_factor * run_s))
             })
             .collect()
     }

@@ -856,7 +856,7 @@ impl Policy for CellschedPolicy {
             let user = j.spec.user.clone();
             let uid = self.user_id(i, user.as_deref());
             let now = sim.now();
-            if i % 256 == 0 {
+            if i.is_multiple_of(256) {
                 self.ledger.expire(now, &self.opts.deadline, &Default::default());
             }
             self.ledger.gate(uid, &mut asrpt, now, &self.opts.deadline);
