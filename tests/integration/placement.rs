@@ -1548,3 +1548,94 @@ fn a_long_deadline_job_does_not_jump_the_queue_beyond_its_users_budget() {
     p.cancel(&honest);
     p.cancel(&blockers);
 }
+
+/// Puts `PrivateData=jobs` into the private cluster's slurm.conf until dropped.
+struct PrivateDataJobs<'a>(&'a Private, String);
+
+impl<'a> PrivateDataJobs<'a> {
+    fn on(p: &'a Private) -> Self {
+        let path = p.cluster.layout.slurm_conf();
+        let before = common::read(&path);
+        std::fs::write(&path, format!("{before}PrivateData=jobs\n")).unwrap();
+        p.ok("scontrol", &["reconfigure"]);
+        let t = Instant::now();
+        while !p.ok("scontrol", &["show", "config"]).lines().any(|l| l.starts_with("PrivateData") && l.contains("jobs")) {
+            assert!(t.elapsed() < WAIT, "PrivateData=jobs not in force");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        PrivateDataJobs(p, before)
+    }
+}
+
+impl Drop for PrivateDataJobs<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.cluster.layout.slurm_conf(), &self.1);
+        let _ = self.0.cmd("scontrol", &["reconfigure"]);
+    }
+}
+
+/// (Issue 31, privacy) slurm.conf's `PrivateData=jobs`: `sacct` (slurmdbd
+/// has its own setting) still shows an ordinary user root's DL job with its
+/// model and iterations, but `cellsched report` run by that user reports
+/// only the user's own jobs and refuses `--user root`; `cellsched whatif`
+/// says its forecast leaves hidden jobs out. Root's report is unchanged.
+#[test]
+fn report_and_whatif_follow_private_data_jobs() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let user = "cs-e2e-frank";
+    common::test_user(user);
+    let conf = p.cluster.layout.slurm_conf();
+    let bin = common::cellsched_bin();
+    let as_user = |prog: &str, args: &[&str]| {
+        let o = Command::new("runuser")
+            .args(["-u", user, "--", "env", &format!("SLURM_CONF={}", conf.display()), &format!("PATH={}:/usr/bin:/bin", p.spec.slurm_bin.display()), prog])
+            .args(args)
+            .current_dir("/")
+            .output()
+            .expect("runuser");
+        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let _private = PrivateDataJobs::on(p);
+    let (rn, un) = (common::unique_name("root-dl"), common::unique_name("own-dl"));
+    let root_job = p.submit(&dl_args(&rn, "1000", "true")).expect("root's job");
+    let own = as_user("sbatch", &["--parsable", "-o", "/dev/null", "-J", &un, "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "1000", "--wrap", "true"]);
+    assert!(own.0, "{}", own.2);
+    let own_job: u32 = own.1.trim().split(';').next().unwrap().parse().unwrap();
+    for id in [root_job, own_job] {
+        p.wait_state(id, &["COMPLETED"]);
+    }
+    let ids = format!("{root_job},{own_job}");
+    let t = Instant::now();
+    while p.ok("sacct", &["-a", "-X", "-n", "-P", "-j", &ids, "-o", "AdminComment"]).lines().filter(|l| l.contains("iters=1000")).count() < 2 {
+        assert!(t.elapsed() < WAIT, "sacct lacks the records of {ids}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Premise: sacct itself shows the user root's job and its record (slurmdbd.conf sets no PrivateData).
+    let (_, seen, _) = as_user("sacct", &["-a", "-X", "-n", "-P", "-j", &root_job.to_string(), "-o", "User,AdminComment"]);
+    assert!(seen.contains("root|") && seen.contains("iters=1000"), "premise: sacct shows root's job to {user}: {seen:?}");
+    // The user's report: root's job is not in it (the user's own job is, where
+    // accounting recorded it under the user; a fresh slurmdbd may record it as root).
+    let bin_s = bin.display().to_string();
+    let (ok, csv, err) = as_user(&bin_s, &["report", "--csv", "-j", &ids]);
+    assert!(ok || err.contains("no jobs in window"), "{err}");
+    assert!(!csv.lines().any(|l| l.split(',').nth(2) == Some("root")), "{user}'s report shows root's job:\n{csv}");
+    assert!(csv.lines().skip(1).all(|l| l.split(',').nth(2) == Some(user)), "{csv}");
+    let (ok, _, err) = as_user(&bin_s, &["report", "--csv", "--user", "root", "-j", &ids]);
+    assert!(!ok && err.contains("PrivateData=jobs") && err.contains("root"), "{err}");
+    // Root still reports both.
+    let all = p.slurm();
+    let o = Command::new(&bin).args(["report", "--csv", "-j", &ids]).env("SLURM_CONF", &all.slurm_conf).env("PATH", format!("{}:/usr/bin:/bin", p.spec.slurm_bin.display())).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().skip(1).count(), 2, "{}", String::from_utf8_lossy(&o.stderr));
+    // whatif as the user: Slurm hides root's jobs, and whatif says so.
+    // (With the default configuration: this cluster's names a profile DB that does not exist.)
+    let defaults = std::env::temp_dir().join(format!("cs-e2e-whatif-{}.toml", std::process::id()));
+    std::fs::write(&defaults, "# defaults\n").unwrap();
+    let (ok, _, err) = as_user(&bin_s, &["whatif", "--config", &defaults.display().to_string(), "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "100"]);
+    let _ = std::fs::remove_file(&defaults);
+    assert!(ok && err.contains("PrivateData=jobs"), "{err}");
+}

@@ -51,18 +51,25 @@ impl Caller {
     }
 }
 
-/// The query a report may run for `caller`: unchanged when jobs are not
-/// private or the caller is root, the SlurmUser or an operator
-/// (`is_operator`, asked only when needed); otherwise limited to the
+/// True when `caller` may see only their own jobs: jobs are private and
+/// the caller is not root, the SlurmUser or an operator (`is_operator`,
+/// asked only when needed).
+pub fn own_jobs_only(privacy: &JobPrivacy, caller: &Caller, is_operator: impl FnOnce(&str) -> bool) -> bool {
+    if !privacy.private_jobs || caller.uid == 0 {
+        return false;
+    }
+    let own = caller.name.clone().unwrap_or_else(|| caller.uid.to_string());
+    !(privacy.slurm_user.as_deref() == Some(own.as_str()) || is_operator(&own))
+}
+
+/// The query a report may run for `caller`: unchanged unless the caller
+/// may see only their own jobs ([`own_jobs_only`]); then limited to the
 /// caller's own jobs, and refused when it names other users.
 pub fn restrict(q: &Query, privacy: &JobPrivacy, caller: &Caller, is_operator: impl FnOnce(&str) -> bool) -> Result<Query, ReportError> {
-    if !privacy.private_jobs || caller.uid == 0 {
+    if !own_jobs_only(privacy, caller, is_operator) {
         return Ok(q.clone());
     }
     let own = caller.name.clone().unwrap_or_else(|| caller.uid.to_string());
-    if privacy.slurm_user.as_deref() == Some(own.as_str()) || is_operator(&own) {
-        return Ok(q.clone());
-    }
     let asked: Vec<&str> = q.user.as_deref().map(|u| u.split(',').map(str::trim).filter(|u| !u.is_empty()).collect()).unwrap_or_default();
     if let Some(other) = asked.iter().find(|u| **u != own && **u != caller.uid.to_string()) {
         return Err(ReportError::Invalid {
@@ -81,21 +88,33 @@ pub fn sacctmgr_is_operator(user: &str) -> bool {
     out.is_ok_and(|t| t.lines().any(|l| matches!(l.trim().to_ascii_lowercase().as_str(), "operator" | "administrator")))
 }
 
+/// slurm.conf's job privacy as `scontrol show config` says; when slurmctld
+/// cannot tell, jobs count as private.
+fn running_privacy() -> JobPrivacy {
+    match crate::sacct::run_tool("scontrol", &["show".into(), "config".into()]) {
+        Ok(conf) => JobPrivacy::of_show_config(&conf),
+        Err(e) => {
+            log::warn!("{e}; cannot tell whether slurm.conf has PrivateData=jobs: only your own jobs are read");
+            JobPrivacy { private_jobs: true, slurm_user: None }
+        }
+    }
+}
+
 /// [`restrict`] for the process's caller, reading `scontrol show config`
-/// (not run for root). When slurmctld cannot tell, jobs count as private.
+/// (not run for root).
 pub fn restrict_for_caller(q: &Query) -> Result<Query, ReportError> {
     let caller = Caller::current();
     if caller.uid == 0 {
         return Ok(q.clone());
     }
-    let privacy = match crate::sacct::run_tool("scontrol", &["show".into(), "config".into()]) {
-        Ok(conf) => JobPrivacy::of_show_config(&conf),
-        Err(e) => {
-            log::warn!("{e}; cannot tell whether slurm.conf has PrivateData=jobs: reporting only your own jobs");
-            JobPrivacy { private_jobs: true, slurm_user: None }
-        }
-    };
-    restrict(q, &privacy, &caller, sacctmgr_is_operator)
+    restrict(q, &running_privacy(), &caller, sacctmgr_is_operator)
+}
+
+/// [`own_jobs_only`] for the process's caller: Slurm (`squeue`, `scontrol`)
+/// shows this caller only their own jobs (`cellsched whatif` says so).
+pub fn caller_sees_own_jobs_only() -> bool {
+    let caller = Caller::current();
+    caller.uid != 0 && own_jobs_only(&running_privacy(), &caller, sacctmgr_is_operator)
 }
 
 #[cfg(test)]
@@ -125,5 +144,6 @@ mod tests {
         assert_eq!(restrict(&all, &p, &slurm, never).unwrap(), all);
         assert_eq!(restrict(&all, &p, &bob, |u| u == "bob").unwrap(), all);
         assert_eq!(restrict(&all, &JobPrivacy::default(), &bob, never).unwrap(), all);
+        assert!(own_jobs_only(&p, &bob, never) && !own_jobs_only(&p, &root, never) && !own_jobs_only(&p, &bob, |_| true));
     }
 }
