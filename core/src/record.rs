@@ -33,6 +33,10 @@
 //! slurmctld plugins read it with the job. [`DlRecord::of_job`] joins the
 //! two; the private words count only when their reference matches the one
 //! in AdminComment, so an entry a user set at submit is never read.
+//! (`spank_job_env` rather than a root-only file under StateSaveLocation:
+//! job_submit does not know the job id yet, would do file I/O under
+//! slurmctld's locks, and a file would need its own expiry; the job's own
+//! environment is saved, restored and freed with the job.)
 use crate::cell::{parse_bool, Cell, Decision, EstimateSource, Plan};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

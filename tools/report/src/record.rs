@@ -75,6 +75,10 @@ pub struct DlTags {
     /// `deadline=T` (Unix time job_submit resolved `--dl-deadline` to).
     #[serde(default)]
     pub deadline: Option<i64>,
+    /// `infeasible_deadline=T`: a deadline dropped at submit because the
+    /// job could not meet it even alone on its fastest Cell.
+    #[serde(default)]
+    pub infeasible_deadline: Option<i64>,
 }
 
 impl DlTags {
@@ -85,6 +89,7 @@ impl DlTags {
             batch: r.batch.and_then(|b| u32::try_from(b).ok()),
             iters: r.iters,
             deadline: r.deadline,
+            infeasible_deadline: r.infeasible_deadline,
         })
     }
 }
@@ -491,7 +496,7 @@ pub(crate) mod tests {
         assert_eq!(r.time_limit_s, Some(300));
         let d = r.decision.as_ref().unwrap();
         assert_eq!(d.cell.to_string(), "a100x4x1");
-        assert_eq!(r.tags, DlTags { model: Some("gpt2".into()), batch: Some(32), iters: Some(450), deadline: None });
+        assert_eq!(r.tags, DlTags { model: Some("gpt2".into()), batch: Some(32), iters: Some(450), deadline: None, infeasible_deadline: None });
         assert!((r.predicted_run_s.unwrap() - 90.0).abs() < 1e-9);
     }
 
