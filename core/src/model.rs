@@ -260,6 +260,11 @@ pub struct ModelSpec {
     /// encoder-decoder (cross) attention block. 0: encoder or decoder only.
     #[serde(default)]
     pub decoder_layers: u32,
+    /// Element-wise kernels the FFN activation runs as (0 or 1: one fused
+    /// kernel). Eager PyTorch runs an activation written as tensor
+    /// arithmetic one kernel per operation: Hugging Face GPT-2's default
+    /// `gelu_new`, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), is 8.
+    pub activation_kernels: u32,
     /// Explicit parameter count (`generic`).
     pub params_override: Option<f64>,
     /// Explicit forward FLOPs per sample (`generic`).
@@ -384,6 +389,7 @@ impl ModelSpec {
             self.layers, self.hidden, self.heads, self.seq_len, self.vocab, self.ffn_hidden, self.experts,
             self.top_k, self.depth, self.width, self.width_factor, self.image_size, self.expert_interval, self.expert_group_size,
             self.decoder_layers,
+            self.activation_kernels,
         ] {
             v.hash(&mut h);
         }
@@ -528,7 +534,14 @@ impl ModelSpec {
         let materialised = self.materialised_attention();
         let attn_scores = if materialised { 4.0 * heads * s * b } else { 0.0 };
         // A cross-attention block adds a norm, a residual add and a dropout (~6 h).
-        let mem_tok = l * ((18.0 * h + 2.0 * f * k.min(2.0)) * b + attn_scores) + xl * (6.0 * h * b + attn_scores) + v * (b + 12.0);
+        // An activation run as n separate element-wise kernels passes over the
+        // FFN width n times, each kernel reading ~1.25 values and writing one
+        // (gelu_new's 8 kernels: 10 reads, 8 writes), where a fused one reads
+        // and writes once; autograd keeps about one intermediate per two of
+        // those kernels for backward.
+        let unfused = self.activation_kernels.max(1) as f64 - 1.0;
+        let act_fn = f * k.min(2.0) * b * (2.0 + 2.25 * unfused);
+        let mem_tok = l * ((18.0 * h) * b + act_fn + attn_scores) + xl * (6.0 * h * b + attn_scores) + v * (b + 12.0);
         // Korthikanti et al. per-token activation bytes at fp16: 10h unsplit,
         // 24h split by TP (8h attention, 16h MLP scaled by FFN width and active
         // experts), plus 5·heads·s for materialised attention scores.
@@ -578,7 +591,7 @@ impl ModelSpec {
             cross_flops_per_sample_layer: (2.0 * attn + 4.0 * s * h) * s,
             max_layer_params: layer,
             act_fixed_per_sample_layer: s * h * (10.0 + 5.0 * xf) * scale,
-            act_tp_per_sample_layer: s * h * (8.0 * (1.0 + xf) + 16.0 * ffn_scale) * scale + scores * (1.0 + xf),
+            act_tp_per_sample_layer: s * h * (8.0 * (1.0 + xf) + 16.0 * ffn_scale) * scale + scores * (1.0 + xf) + s * f * k * b * unfused / 2.0,
             ckpt_per_sample_layer: s * h * b,
             boundary_bytes_per_sample: s * h * b * (1.0 + xf),
             // Logits, their fp32 softmax and its gradient.
@@ -719,6 +732,7 @@ struct ModelToml {
     capacity_factor: Option<f64>,
     expert_group_size: Option<u32>,
     decoder_layers: Option<u32>,
+    activation_kernels: Option<u32>,
     params: Option<f64>,
     fwd_flops_per_sample: Option<f64>,
     act_bytes_per_sample: Option<f64>,
@@ -777,6 +791,7 @@ impl ModelToml {
             capacity_factor: 0.0,
             expert_group_size: 0,
             decoder_layers: 0,
+            activation_kernels: 0,
             params_override: None,
             fwd_flops_override: None,
             act_bytes_override: None,
@@ -789,6 +804,12 @@ impl ModelToml {
                 spec.seq_len = need(self.seq_len, "seq_len")?;
                 spec.vocab = self.vocab.unwrap_or(0);
                 spec.decoder_layers = self.decoder_layers.unwrap_or(0);
+                spec.activation_kernels = match self.activation_kernels {
+                    Some(n) if !(1..=MAX_ACTIVATION_KERNELS).contains(&n) => {
+                        return Err(err(format!("model '{name}': field 'activation_kernels' must be 1 to {MAX_ACTIVATION_KERNELS}, got {n}")));
+                    }
+                    n => n.unwrap_or(0),
+                };
                 if spec.decoder_layers >= spec.layers && spec.decoder_layers > 0 {
                     return Err(err(format!(
                         "model '{name}': field 'decoder_layers' ({}) must be less than 'layers' ({}): the rest are the encoder's",
@@ -823,8 +844,9 @@ impl ModelToml {
                     )));
                 }
             }
-            _ if self.decoder_layers.is_some() => {
-                return Err(err(format!("model '{name}': field 'decoder_layers' needs family = \"gpt\", \"bert\" or \"moe\"")));
+            _ if self.decoder_layers.is_some() || self.activation_kernels.is_some() => {
+                let field = if self.decoder_layers.is_some() { "decoder_layers" } else { "activation_kernels" };
+                return Err(err(format!("model '{name}': field '{field}' needs family = \"gpt\", \"bert\" or \"moe\"")));
             }
             ModelFamily::WideResnet => {
                 spec.depth = need(self.depth.or(Some(50)), "depth")?;
@@ -856,6 +878,8 @@ impl ModelToml {
 /// image side): far above any trained model, low enough that no derived
 /// count overflows.
 pub const MAX_MODEL_DIM: u32 = 1 << 24;
+/// Most element-wise kernels an activation may be described as running.
+pub const MAX_ACTIVATION_KERNELS: u32 = 64;
 /// Largest accepted explicit parameter count, FLOPs or activation bytes per sample.
 pub const MAX_MODEL_QUANTITY: f64 = 1e21;
 
@@ -948,6 +972,7 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "capacity_factor": (s.capacity_factor > 0.0).then_some(s.capacity_factor),
         "expert_group_size": nz(s.expert_group_size),
         "decoder_layers": nz(s.decoder_layers),
+        "activation_kernels": nz(s.activation_kernels),
         "params": s.params_override,
         "fwd_flops_per_sample": s.fwd_flops_override,
         "act_bytes_per_sample": s.act_bytes_override,
@@ -1318,6 +1343,36 @@ mod tests {
         for (bad, field) in [
             (format!("{enc}decoder_layers = 12\n"), "decoder_layers"),
             ("family = 'wide_resnet'\nwidth = 64\ndecoder_layers = 2\n".to_string(), "decoder_layers"),
+        ] {
+            let e = parse_model_toml(&bad, "m.toml", "m").unwrap_err().to_string();
+            assert!(e.contains("m.toml:1") && e.contains(field), "{bad}: {e}");
+        }
+    }
+
+    /// An activation run as separate element-wise kernels (Hugging Face
+    /// GPT-2's `gelu_new`: 8) passes over the FFN width once per kernel and
+    /// keeps intermediates for backward; the GEMMs and parameters do not
+    /// change, and one kernel is the fused default.
+    #[test]
+    fn unfused_activation_adds_memory_traffic_and_activations() {
+        let gpt = "family = 'gpt'\nlayers = 12\nhidden = 768\nheads = 12\nseq_len = 1024\nvocab = 50257\n";
+        let fused = parse_model_toml(gpt, "m.toml", "m").unwrap();
+        let one = parse_model_toml(&format!("{gpt}activation_kernels = 1\n"), "m.toml", "m").unwrap();
+        let eager = parse_model_toml(&format!("{gpt}activation_kernels = 8\n"), "m.toml", "m").unwrap();
+        let (cf, c1, ce) = (fused.cost(), one.cost(), eager.cost());
+        assert_eq!(cf.mem_bytes_per_sample, c1.mem_bytes_per_sample);
+        assert_eq!((ce.params, ce.gemm_flops_per_sample), (cf.params, cf.gemm_flops_per_sample));
+        // 7 extra kernels of ~2.25 values each over 4h per token and layer.
+        let extra = 12.0 * 1024.0 * 4.0 * 768.0 * fused.precision.value_bytes() * 7.0 * 2.25;
+        assert!((ce.mem_bytes_per_sample - cf.mem_bytes_per_sample - extra).abs() < 1.0, "{}", ce.mem_bytes_per_sample - cf.mem_bytes_per_sample);
+        assert!(ce.act_tp_per_sample_layer > cf.act_tp_per_sample_layer * 1.2);
+        assert_eq!(model_from_wire(&model_to_wire(&eager)).unwrap(), eager);
+        assert_ne!(fused.fingerprint(), eager.fingerprint());
+        assert!(!model_to_wire(&fused).contains("activation_kernels"), "unset fields stay off the wire");
+        for (bad, field) in [
+            (format!("{gpt}activation_kernels = 0\n"), "activation_kernels"),
+            (format!("{gpt}activation_kernels = 65\n"), "activation_kernels"),
+            ("family = 'wide_resnet'\nwidth = 64\nactivation_kernels = 2\n".to_string(), "activation_kernels"),
         ] {
             let e = parse_model_toml(&bad, "m.toml", "m").unwrap_err().to_string();
             assert!(e.contains("m.toml:1") && e.contains(field), "{bad}: {e}");

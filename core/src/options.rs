@@ -1,5 +1,5 @@
 //! The user-facing DL job options (`--dl-model`, `--dl-batch`, `--dl-iters`,
-//! `--dl-cell`, `--dl-freeze`, `--dl-plan`, `--dl-deadline`, and the `--dl-explain` flag) and their job-environment form
+//! `--dl-cell`, `--dl-freeze`, `--dl-plan`, `--dl-runtime`, `--dl-precision`, `--dl-deadline`, and the `--dl-explain` flag) and their job-environment form
 //! (`CELLSCHED_DL_*`).
 //!
 //! [`DL_OPTIONS`] is the one table of options: name, environment key, value
@@ -20,6 +20,7 @@
 use crate::cell::{Cell, Plan};
 use crate::error::CoreError;
 use crate::job_env;
+use crate::model::{ModelSpec, Precision, Runtime};
 use std::fmt;
 
 /// Longest accepted option value (a model TOML path is the longest kind).
@@ -86,6 +87,10 @@ pub enum DlKey {
     Freeze,
     /// `--dl-plan=auto|dp=..,tp=..,pp=..`
     Plan,
+    /// `--dl-runtime=any|ddp|fsdp|megatron|deepspeed|alpa`: how the job trains.
+    Runtime,
+    /// `--dl-precision=fp16|bf16|tf32|fp32`: the job's training precision.
+    Precision,
     /// `--dl-deadline=TIME`: when the job must be done (`crate::deadline`).
     Deadline,
     /// `--dl-explain` (flag): show the chosen Cell and the runner-up at submit.
@@ -202,6 +207,32 @@ pub const DL_OPTIONS: &[DlOption] = &[
             Ok(())
         },
         value: |o| (o.plan != PlanChoice::Auto).then(|| o.plan.to_string()),
+    },
+    DlOption {
+        key: DlKey::Runtime,
+        name: "dl-runtime",
+        env_key: "CELLSCHED_DL_RUNTIME",
+        arg_info: Some("RUNTIME"),
+        form: "any, ddp, fsdp, megatron, deepspeed or alpa",
+        help: "DL training runtime (the plans it can run): any|ddp|fsdp|megatron|deepspeed|alpa (default: the model's)",
+        parse: |o, v| {
+            o.runtime = Some(parse_name(v).ok_or(None)?);
+            Ok(())
+        },
+        value: |o| o.runtime.map(name_of),
+    },
+    DlOption {
+        key: DlKey::Precision,
+        name: "dl-precision",
+        env_key: "CELLSCHED_DL_PRECISION",
+        arg_info: Some("PRECISION"),
+        form: "fp16, bf16, tf32 or fp32",
+        help: "DL training precision: fp16|bf16|tf32|fp32 (default: the model's)",
+        parse: |o, v| {
+            o.precision = Some(parse_name(v).ok_or(None)?);
+            Ok(())
+        },
+        value: |o| o.precision.map(name_of),
     },
     DlOption {
         key: DlKey::Deadline,
@@ -321,6 +352,10 @@ pub struct DlOptions {
     pub explain: bool,
     /// `--dl-deadline`: when the job must be done, as given (resolved at submit).
     pub deadline: Option<crate::deadline::Deadline>,
+    /// `--dl-runtime`: the runtime the job trains with (None: the model's).
+    pub runtime: Option<Runtime>,
+    /// `--dl-precision`: the job's training precision (None: the model's).
+    pub precision: Option<Precision>,
 }
 
 impl DlOptions {
@@ -334,6 +369,8 @@ impl DlOptions {
         plan: PlanChoice::Auto,
         explain: false,
         deadline: None,
+        runtime: None,
+        precision: None,
     };
 
     /// Validates `value` for the option `name` (option name or environment
@@ -433,6 +470,25 @@ impl DlOptions {
         }
     }
 
+    /// The model as this job trains it: `spec` with the runtime and
+    /// precision the options give. A description the options change is no
+    /// longer the catalog's or the file's: it is renamed as a user model
+    /// (`user:<name>@<fingerprint>`, [`crate::model::user_model_name`]), so
+    /// profiles measured under the other setup never stand for it.
+    pub fn trained_as(&self, spec: ModelSpec) -> ModelSpec {
+        let mut m = spec.clone();
+        if let Some(r) = self.runtime {
+            m.runtime = r;
+        }
+        if let Some(p) = self.precision {
+            m.precision = p;
+        }
+        if m != spec {
+            m.name = crate::model::user_model_name(&m);
+        }
+        m
+    }
+
     /// The `CELLSCHED_DL_*` pairs for the set options (defaults omitted).
     pub fn to_env_pairs(&self) -> Vec<(&'static str, String)> {
         DL_OPTIONS.iter().filter_map(|o| (o.value)(self).map(|v| (o.env_key, v))).collect()
@@ -504,6 +560,16 @@ where
     } else {
         v.parse::<T>().map(Some).map_err(|e| Some(e.to_string()))
     }
+}
+
+/// A value named as in model TOML files (`ddp`, `bf16`; any case).
+fn parse_name<T: serde::de::DeserializeOwned>(v: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(v.to_ascii_lowercase())).ok()
+}
+
+/// The name [`parse_name`] reads back.
+fn name_of<T: serde::Serialize>(v: T) -> String {
+    serde_json::to_value(v).ok().and_then(|j| j.as_str().map(str::to_string)).unwrap_or_default()
 }
 
 /// A decimal integer in `1..=max`, digits only (no sign, no spaces inside).
@@ -769,6 +835,30 @@ mod tests {
         assert_eq!(o.iters, Some(500), "unchanged on error");
     }
 
+    /// `--dl-runtime` and `--dl-precision` take the names of model TOML
+    /// files (any case), refuse others naming the allowed form, and give the
+    /// model as the job trains it: changed, it is a user model, so profiles
+    /// of the catalog entry under another setup do not stand for it.
+    #[test]
+    fn runtime_and_precision_describe_how_the_job_trains() {
+        let o = parsed(&[("dl-model", "gpt__1.3B"), ("dl-batch", "8"), ("dl-runtime", "DDP"), ("CELLSCHED_DL_PRECISION", "bf16")]).unwrap();
+        assert_eq!((o.runtime, o.precision), (Some(Runtime::Ddp), Some(Precision::Bf16)));
+        assert_eq!(o.to_env_pairs()[2..], [("CELLSCHED_DL_RUNTIME", "ddp".to_string()), ("CELLSCHED_DL_PRECISION", "bf16".to_string())]);
+        assert!(o.to_string().contains("--dl-runtime=ddp --dl-precision=bf16"), "{o}");
+        let catalog = crate::model::ModelCatalog::builtin().resolve("gpt__1.3B").unwrap();
+        let m = o.trained_as(catalog.clone());
+        assert_eq!((m.runtime, m.precision), (Runtime::Ddp, Precision::Bf16));
+        assert!(m.name.starts_with("user:gpt__1.3B@"), "{}", m.name);
+        assert_eq!(DlOptions::NONE.trained_as(catalog.clone()), catalog, "no option: the model as described");
+        let same = DlOptions { runtime: Some(catalog.runtime), precision: Some(catalog.precision), ..DlOptions::NONE };
+        assert_eq!(same.trained_as(catalog.clone()).name, catalog.name, "options that change nothing keep the name");
+        for (k, v, form) in [("dl-runtime", "pytorch", "ddp, fsdp"), ("dl-precision", "int8", "bf16, tf32")] {
+            let e = parsed(&[(k, v)]).unwrap_err().to_string();
+            assert!(e.contains(&format!("--{k}")) && e.contains(v) && e.contains(form), "{e}");
+        }
+        assert!(!parsed(&[("dl-precision", "fp16")]).unwrap().is_empty(), "a training option makes a DL job");
+    }
+
     fn arb_options() -> impl Strategy<Value = DlOptions> {
         let model = proptest::option::of("[a-z][a-z0-9_.-]{0,20}(/[a-z0-9_-]{1,8}\\.toml)?");
         let cell = proptest::option::of(("[a-wyz][a-wyz0-9]{0,5}", 1u32..64, 1u32..8)).prop_map(|c| match c {
@@ -784,8 +874,18 @@ mod tests {
             }
         });
         let freeze = prop_oneof![Just(FreezeMode::Off), Just(FreezeMode::Conservative), Just(FreezeMode::Auto)];
-        (model, proptest::option::of(1..=MAX_BATCH), proptest::option::of(1..=MAX_ITERS), cell, freeze, plan)
-            .prop_map(|(model, batch, iters, cell, freeze, plan)| DlOptions { model, batch, iters, cell, freeze, plan, explain: false, deadline: None })
+        let runtime = proptest::option::of(prop_oneof![
+            Just(Runtime::Any),
+            Just(Runtime::Ddp),
+            Just(Runtime::Fsdp),
+            Just(Runtime::Megatron),
+            Just(Runtime::Deepspeed),
+            Just(Runtime::Alpa)
+        ]);
+        let precision = proptest::option::of(prop_oneof![Just(Precision::Fp16), Just(Precision::Bf16), Just(Precision::Tf32), Just(Precision::Fp32)]);
+        (model, proptest::option::of(1..=MAX_BATCH), proptest::option::of(1..=MAX_ITERS), cell, freeze, plan, runtime, precision).prop_map(
+            |(model, batch, iters, cell, freeze, plan, runtime, precision)| DlOptions { model, batch, iters, cell, freeze, plan, explain: false, deadline: None, runtime, precision },
+        )
     }
 
     proptest! {
@@ -793,7 +893,7 @@ mod tests {
 
         /// Arbitrary input never panics; accepted values are clean and short.
         #[test]
-        fn parser_never_panics(key in 0usize..7, value in any::<String>()) {
+        fn parser_never_panics(key in 0usize..DL_OPTIONS.len(), value in any::<String>()) {
             let mut o = DlOptions::default();
             let name = DlKey::ALL[key].option_name();
             if o.parse_option(name, &value).is_ok() {
@@ -805,7 +905,7 @@ mod tests {
 
         /// Near-miss inputs built from the option alphabet never panic either.
         #[test]
-        fn parser_never_panics_on_near_misses(key in 0usize..6, value in "[a-z0-9x:=,.+/ -]{0,40}") {
+        fn parser_never_panics_on_near_misses(key in 0usize..DL_OPTIONS.len(), value in "[a-z0-9x:=,.+/ -]{0,40}") {
             let mut o = DlOptions::default();
             let _ = o.parse_option(DlKey::ALL[key].env_key(), &value);
         }

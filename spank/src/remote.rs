@@ -285,7 +285,7 @@ pub fn task_init(sp: &Spank, args: &PluginArgs) -> Result<(), SpankError> {
     }
     let result = (|| {
         opts.check_consistency()?;
-        let model = job_model(opts.model.as_deref().unwrap_or_default(), &env)?;
+        let model = opts.trained_as(job_model(opts.model.as_deref().unwrap_or_default(), &env)?);
         let step = step_info(sp, &env)?;
         let prepared = PREPARED.get();
         let d = prepared.and_then(|p| p.decision.clone());

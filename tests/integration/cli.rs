@@ -357,3 +357,29 @@ fn estimate_time_parts_add_up_to_the_iteration() {
     let sum: f64 = values.iter().sum();
     assert!((sum - iter).abs() <= 1e-3 + 1e-3 * iter, "parts {values:?} sum to {sum}, iteration {iter}:\n{text}");
 }
+
+/// `estimate --dl-precision/--dl-runtime` estimate the job as sbatch's
+/// options describe it: `--explain` names the description (a user model of
+/// its own), fp32 is slower than the catalog's fp16, a DDP job gets a
+/// data-parallel plan, and a bad value is refused naming the allowed form.
+#[test]
+fn estimate_takes_the_jobs_training_options() {
+    let base = ["estimate", "--model", "gpt__350M", "--batch", "16", "--gpu", "a100", "--gpus", "4"];
+    let iter = |o: &std::process::Output| -> f64 {
+        stdout(o).lines().find_map(|l| l.strip_prefix("iteration")).and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no iteration line:\n{}", stdout(o)))
+    };
+    let plain = cellsched(&base);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let mut args = base.to_vec();
+    args.extend(["--dl-precision", "FP32", "--dl-runtime", "ddp", "--explain"]);
+    let o = cellsched(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("user:gpt__350M@") && text.contains("Fp32 precision") && text.contains("runtime Ddp"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("plan") && l.contains("tp=1 pp=1") && l.contains("zero=0")), "{text}");
+    assert!(iter(&o) > iter(&plain), "fp32 {} vs fp16 {}", iter(&o), iter(&plain));
+    let mut bad = base.to_vec();
+    bad.extend(["--dl-precision", "int8"]);
+    let e = cellsched(&bad);
+    assert!(!e.status.success() && stderr(&e).contains("fp16, bf16, tf32 or fp32"), "{}", stderr(&e));
+}

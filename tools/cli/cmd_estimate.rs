@@ -59,14 +59,42 @@ pub struct JobArgs {
     /// Global batch size (samples per iteration).
     #[arg(long, value_parser = parse_batch, allow_hyphen_values = true)]
     pub batch: u32,
+    /// Training runtime, as `sbatch --dl-runtime` gives it (any, ddp, fsdp, megatron, deepspeed, alpa; default: the model's).
+    #[arg(long = "dl-runtime", value_parser = parse_training("dl-runtime"))]
+    pub runtime: Option<String>,
+    /// Training precision, as `sbatch --dl-precision` gives it (fp16, bf16, tf32, fp32; default: the model's).
+    #[arg(long = "dl-precision", value_parser = parse_training("dl-precision"))]
+    pub precision: Option<String>,
 }
 
 impl JobArgs {
-    /// The job these options describe, its model resolved in `est`'s catalog.
+    /// The job these options describe, its model resolved in `est`'s catalog
+    /// and trained as `--dl-runtime`/`--dl-precision` say.
     pub fn job(&self, est: &Estimator) -> anyhow::Result<JobSpec> {
         let model = est.model_catalog().resolve(&self.model)?;
-        Ok(JobSpec { model, global_batch: self.batch })
+        let training = training(self.runtime.as_deref(), self.precision.as_deref())?;
+        Ok(JobSpec { model: training.trained_as(model), global_batch: self.batch })
     }
+}
+
+/// A clap parser that validates a `--dl-*` value with the option table's
+/// own parser (as sbatch does) and keeps it as given.
+pub fn parse_training(option: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone {
+    move |s: &str| {
+        cellsched_core::options::DlOptions::default().parse_option(option, s).map_err(|e| e.to_string())?;
+        Ok(s.to_string())
+    }
+}
+
+/// The options `--dl-runtime` and `--dl-precision` give, parsed by the option table.
+pub fn training(runtime: Option<&str>, precision: Option<&str>) -> anyhow::Result<cellsched_core::options::DlOptions> {
+    let mut o = cellsched_core::options::DlOptions::default();
+    for (name, v) in [("dl-runtime", runtime), ("dl-precision", precision)] {
+        if let Some(v) = v {
+            o.parse_option(name, v)?;
+        }
+    }
+    Ok(o)
 }
 
 #[derive(clap::Args, Debug)]

@@ -30,6 +30,12 @@ pub struct Args {
     /// Declared iterations, as for `sbatch --dl-iters` (without them no finish or GPU-hours is predicted).
     #[arg(long = "dl-iters", value_parser = parse_iters)]
     pub iters: Option<u64>,
+    /// Training runtime, as for `sbatch --dl-runtime` (any, ddp, fsdp, megatron, deepspeed, alpa; default: the model's).
+    #[arg(long = "dl-runtime", value_parser = crate::cmd_estimate::parse_training("dl-runtime"))]
+    pub runtime: Option<String>,
+    /// Training precision, as for `sbatch --dl-precision` (fp16, bf16, tf32, fp32; default: the model's).
+    #[arg(long = "dl-precision", value_parser = crate::cmd_estimate::parse_training("dl-precision"))]
+    pub precision: Option<String>,
     /// GPU request per node as for sbatch: `gpu:TYPE:N` pins the Cell, `gpu:N` fixes the count.
     #[arg(long)]
     pub gres: Option<String>,
@@ -77,7 +83,10 @@ pub fn request(a: &Args) -> Result<Request> {
         (None, Some(g)) => parse(g, false)?,
         (None, None) => (None, 0),
     };
+    let training = crate::cmd_estimate::training(a.runtime.as_deref(), a.precision.as_deref())?;
     Ok(Request {
+        runtime: training.runtime,
+        precision: training.precision,
         model: a.model.clone(),
         batch: a.batch,
         iters: a.iters,
@@ -109,7 +118,8 @@ pub fn run(a: Args) -> Result<()> {
     }
     let (est, db) = estimator(&cfg)?;
     let (est2, _) = estimator(&cfg)?;
-    let mut times = TimeCache::new(Box::new(CoreTimes::from_estimator(est2, db)));
+    let job = cellsched_whatif::job(&est, &req)?;
+    let mut times = TimeCache::new(Box::new(CoreTimes::from_estimator(est2.with_model(job.model), db)));
     let ans = answer(&snap, &est, &mut times, &cfg, &req, a.per_type.max(1))?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({"config": cfg_from, "answer": ans}))?);

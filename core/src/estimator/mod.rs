@@ -163,6 +163,16 @@ impl Estimator {
         self
     }
 
+    /// This estimator with `spec` in its model catalog under its own name (a
+    /// job's own description, e.g. a catalog model as `--dl-precision`
+    /// trains it), for hosts that look models up by name (the simulator).
+    /// The calibration is kept: it knows the model by name or by family.
+    pub fn with_model(mut self, spec: crate::model::ModelSpec) -> Estimator {
+        self.models.insert(spec, &[]);
+        self.memo = Mutex::new(HashMap::new());
+        self
+    }
+
     /// How the model was calibrated.
     pub fn calibration(&self) -> &CalibrationReport {
         &self.calibration.report

@@ -277,7 +277,7 @@ pub fn job_spec(opts: &DlOptions, est: &Estimator, env: &[String]) -> Result<Job
     let Some(global_batch) = opts.batch else {
         return Err(Outcome::Reject(format!("cellsched: --dl-batch=N (global batch size) is required with --dl-model={model}")));
     };
-    Ok(JobSpec { model: spec.expect("model is set"), global_batch })
+    Ok(JobSpec { model: opts.trained_as(spec.expect("model is set")), global_batch })
 }
 
 fn gpus_per_node_of(nodes: &[NodeGpus], gpu_type: &str) -> Option<u32> {

@@ -37,8 +37,8 @@ impl Point {
 }
 
 /// How the H100 runs were trained (`h100/train.py`): Hugging Face GPT-2/BERT
-/// in PyTorch eager with bf16 autocast and AdamW, no recomputation, with the
-/// dimensions of the catalog entry of the same name at the time of the runs
+/// in PyTorch eager with bf16 autocast and AdamW, no recomputation, GPT-2's
+/// tanh GELU unfused (8 element-wise kernels), with the dimensions of the catalog entry of the same name at the time of the runs
 /// (BERT then had sequence length 512 and vocabulary 30522). Registered in
 /// `models` as `hf:<name>`; returns that name.
 pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String, BenchError> {
@@ -49,9 +49,15 @@ pub fn h100_model(models: &mut ModelCatalog, name: &str) -> Result<String, Bench
         m.recompute = Recompute::Off;
         m.runtime = Runtime::Ddp;
         m.grad_overlap = None;
-        if m.family == ModelFamily::Bert {
-            m.seq_len = 512;
-            m.vocab = 30522;
+        match m.family {
+            ModelFamily::Bert => {
+                m.seq_len = 512;
+                m.vocab = 30522;
+            }
+            // GPT2Config's default activation, gelu_new, is the tanh formula
+            // in 8 PyTorch operations (BERT's gelu is one fused kernel).
+            ModelFamily::Gpt => m.activation_kernels = 8,
+            _ => {}
         }
     })
 }
@@ -271,6 +277,18 @@ mod tests {
         assert_eq!(models.get(&name).unwrap().micro_batch, Some(64));
         assert_eq!(gavel_model(&mut models, "resnet-50", 64).unwrap(), name);
         assert!(gavel_model(&mut models, "no_such_network", 8).is_err());
+    }
+
+    /// The H100 runs are described as Hugging Face trained them: GPT-2's
+    /// tanh GELU in 8 eager kernels, BERT's fused GELU, both bf16 autocast.
+    #[test]
+    fn h100_runs_are_described_as_hugging_face_trains_them() {
+        let mut models = ModelCatalog::builtin();
+        let gpt = h100_model(&mut models, "gpt__125M").unwrap();
+        let bert = h100_model(&mut models, "bert__350M").unwrap();
+        let (g, b) = (models.get(&gpt).unwrap(), models.get(&bert).unwrap());
+        assert_eq!((g.activation_kernels, b.activation_kernels), (8, 0));
+        assert_eq!((g.precision, b.precision, b.seq_len, b.vocab), (Precision::Bf16, Precision::Bf16, 512, 30522));
     }
 
     #[test]

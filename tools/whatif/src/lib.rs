@@ -14,6 +14,7 @@
 //! Every number is a prediction (estimator + declared iterations).
 use cellsched_core::config::{resolve_config_path, Config, PlacementConfig, CONFIG_ENV};
 use cellsched_core::estimator::{CellOffer, Estimate, Estimator, JobSpec};
+use cellsched_core::model::{Precision, Runtime};
 use cellsched_core::options::DlOptions;
 use cellsched_core::placement::{self, DlRequest, GpuRequest, NodeGpus, Outcome, SubmitRequest};
 use cellsched_core::profile_db::ProfileDb;
@@ -45,6 +46,10 @@ pub struct Request {
     pub typed: Option<(String, u32)>,
     /// Untyped GPU count in all.
     pub want_gpus: Option<u32>,
+    /// `--dl-runtime`: the runtime the job trains with (None: the model's).
+    pub runtime: Option<Runtime>,
+    /// `--dl-precision`: the job's training precision (None: the model's).
+    pub precision: Option<Precision>,
 }
 
 /// One feasible Cell with its predictions.
@@ -105,7 +110,7 @@ pub fn offers(snap: &Snapshot, cfg: &PlacementConfig, capacity: bool) -> Vec<Cel
 /// The Cell job_submit/cellsched would choose now and why: its own
 /// `placement::place` on the snapshot, or why none.
 pub fn choose(snap: &Snapshot, est: &Estimator, cfg: &PlacementConfig, job: &JobSpec, req: &Request) -> (Option<Estimate>, String) {
-    let opts = DlOptions { model: Some(job.model.name.clone()), batch: Some(job.global_batch), iters: req.iters, ..DlOptions::NONE };
+    let opts = DlOptions { model: Some(job.model.name.clone()), batch: Some(job.global_batch), iters: req.iters, runtime: req.runtime, precision: req.precision, ..DlOptions::NONE };
     let per_job = match (&req.typed, req.want_gpus) {
         (Some((t, n)), _) => Some(GpuRequest { gpu_type: Some(t.clone()), count: u64::from(*n) }),
         (None, Some(n)) => Some(GpuRequest { gpu_type: None, count: u64::from(n) }),
@@ -124,11 +129,20 @@ fn same_shape(a: &Estimate, b: &Estimate) -> bool {
     a.cell.gpu_type == b.cell.gpu_type && a.cell.gpus == b.cell.gpus && a.nodes == b.nodes
 }
 
-/// Answers the question on a snapshot: `est` ranks and chooses, `times`
-/// (the same knowledge) times the simulation.
-pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Config, req: &Request, per_type: usize) -> Result<Answer> {
+/// The job as `req` describes it: its model resolved in `est`'s catalog and
+/// trained as `--dl-runtime`/`--dl-precision` say (placement's rule,
+/// [`DlOptions::trained_as`]). The simulation's estimator must know the
+/// model under that name ([`Estimator::with_model`]).
+pub fn job(est: &Estimator, req: &Request) -> Result<JobSpec> {
     let model = est.model_catalog().resolve(&req.model).map_err(WhatifError::Core)?;
-    let job = JobSpec { model, global_batch: req.batch };
+    let training = DlOptions { runtime: req.runtime, precision: req.precision, ..DlOptions::NONE };
+    Ok(JobSpec { model: training.trained_as(model), global_batch: req.batch })
+}
+
+/// Answers the question on a snapshot: `est` ranks and chooses, `times`
+/// (the same knowledge, knowing [`job`]'s model) times the simulation.
+pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Config, req: &Request, per_type: usize) -> Result<Answer> {
+    let job = job(est, req)?;
     let (chosen, mut why) = choose(snap, est, &cfg.placement, &job, req);
     // With the wait test, job_submit places a job whose best free Cell is
     // slower on its Cell of the whole cluster; its next re-planning pass
@@ -336,7 +350,7 @@ pub fn synthetic(pending: usize, seed: u64) -> Snapshot {
 pub fn time_answers(pending: usize, runs: usize) -> Result<(Vec<f64>, Snapshot, Answer)> {
     let snap = synthetic(pending, 1);
     let cfg = Config::default();
-    let req = Request { model: "gpt__1.3B".into(), batch: 32, iters: Some(5000), typed: None, want_gpus: None };
+    let req = Request { model: "gpt__1.3B".into(), batch: 32, iters: Some(5000), typed: None, want_gpus: None, runtime: None, precision: None };
     let mut times_s = Vec::new();
     let mut last = None;
     for _ in 0..runs.max(1) {
@@ -384,7 +398,7 @@ mod tests {
     }
 
     fn req(gpus: Option<u32>) -> Request {
-        Request { model: "gpt__125M".into(), batch: 16, iters: Some(2000), typed: None, want_gpus: gpus }
+        Request { model: "gpt__125M".into(), batch: 16, iters: Some(2000), typed: None, want_gpus: gpus, runtime: None, precision: None }
     }
 
     #[test]
@@ -474,11 +488,33 @@ mod tests {
         assert_eq!(a.rows[0].start_s, Some(0.0), "{a:?}");
     }
 
+    /// `--dl-precision`/`--dl-runtime` reach the estimate: the same job in
+    /// fp32 is slower on every Cell than in the catalog's fp16, a DDP job
+    /// gets only data-parallel plans, and the answer names the job's own
+    /// model description.
+    #[test]
+    fn training_options_change_the_estimates() {
+        let s = busy_a100();
+        let base = answer(&s, &est(), &mut times(), &Config::default(), &req(Some(4)), 3).unwrap();
+        let fp32 = Request { precision: Some(Precision::Fp32), runtime: Some(Runtime::Ddp), ..req(Some(4)) };
+        let mut sim = TimeCache::new(Box::new(CoreTimes::from_estimator(est().with_model(job(&est(), &fp32).unwrap().model), None)));
+        let a = answer(&s, &est(), &mut sim, &Config::default(), &fp32, 3).unwrap();
+        assert!(a.model.starts_with("user:gpt__125M@"), "{}", a.model);
+        assert!(a.rows.iter().any(|r| r.start_s == Some(0.0)), "the simulation times the described job: {a:?}");
+        for r in &a.rows {
+            let e = &r.estimate;
+            assert!(e.plan.tp == 1 && e.plan.pp == 1 && e.plan.zero_stage == 0, "DDP runs data parallel only: {e:?}");
+            if let Some(b) = base.rows.iter().find(|b| same_shape(&b.estimate, e)) {
+                assert!(e.iter_time_s > b.estimate.iter_time_s, "{e:?} vs {:?}", b.estimate);
+            }
+        }
+    }
+
     #[test]
     fn synthetic_queue_is_answered_and_queues_delay_every_cell() {
         let s = synthetic(300, 7);
         assert_eq!(s.pending.len(), 300);
-        let r = Request { model: "gpt__1.3B".into(), batch: 32, iters: Some(5000), typed: None, want_gpus: None };
+        let r = Request { model: "gpt__1.3B".into(), batch: 32, iters: Some(5000), typed: None, want_gpus: None, runtime: None, precision: None };
         let a = answer(&s, &est(), &mut times(), &Config::default(), &r, 2).unwrap();
         assert!(a.rows.len() >= 3, "{a:?}");
         // Every GPU is busy: nothing starts now.
