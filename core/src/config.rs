@@ -66,6 +66,8 @@ pub struct Config {
     pub declared: crate::declared::DeclaredConfig,
     /// How much deadline urgency users get (`--dl-deadline`).
     pub deadline: crate::deadline::DeadlineConfig,
+    /// What other users can read of a DL job's record.
+    pub privacy: crate::record::PrivacyConfig,
     /// slurmctld housekeeping (site_factor/cellsched).
     pub slurmctld: SlurmctldConfig,
     /// Reconfiguration of running `--dl-elastic` jobs.
@@ -386,6 +388,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("estimator", "Optional data files; a missing or broken file is logged and the built-in datasheet numbers are used."),
     ("declared", "What a declared --dl-iters promises, and what happens to users whose jobs overrun it."),
     ("deadline", "How much deadline urgency (--dl-deadline) a user gets, and what infeasible or missed deadlines cost."),
+    ("privacy", "What other users can read of a DL job's record (AdminComment is readable by every user)."),
     ("slurmctld", "Housekeeping of slurmctld's own state that changes no decision (site_factor/cellsched)."),
     ("elastic", "Reconfiguration of running jobs that opted in with --dl-elastic (grow, shrink or move, preempt for a much shorter job): bounds and restart cost. Jobs without the opt-in are never signalled, preempted or requeued."),
 ];
@@ -459,7 +462,9 @@ pub const KEYS: &[ConfigKey] = &[
     ConfigKey { section: "deadline", key: "miss_factor", default: Some("0.5"), range: ">= 0", reload: Reload::Reconfigure,
         doc: "A job finishing later than its deadline by more than this many times its predicted run time missed it by far." },
     ConfigKey { section: "deadline", key: "distrust_s", default: Some("604800.0"), range: "0..=31536000 seconds", reload: Reload::Reconfigure,
-        doc: "Seconds a user loses deadline urgency after a deadline refused as infeasible at submit or missed by far." },
+        doc: "Seconds a user loses deadline urgency after a deadline refused as infeasible at submit or missed by far. Grants and demotions are kept in StateSaveLocation (file cellsched-deadlines), so a slurmctld restart resets no budget." },
+    ConfigKey { section: "privacy", key: "admin_comment", default: Some("\"full\""), range: "\"full\" or \"minimal\"", reload: Reload::OnChange,
+        doc: "What a DL job's AdminComment holds for jobs submitted from then on. \"full\": the decision and the facts (model, batch, iterations, deadline). \"minimal\": the decision, the public facts and a private reference; model, batch, iterations and deadline go to the job's spank_job_env, which slurmctld shows to no client, and the plugins still rank, re-plan and check overruns by them. cellsched report then shows them to no one." },
     ConfigKey { section: "elastic", key: "enabled", default: Some("true"), range: "true or false", reload: Reload::OnChange,
         doc: "Reconfigure running --dl-elastic jobs at all; false leaves every running job alone (jobs without --dl-elastic are never touched either way)." },
     ConfigKey { section: "elastic", key: "interval_s", default: Some("60"), range: "1..=86400 seconds", reload: Reload::OnChange,

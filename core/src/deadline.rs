@@ -330,6 +330,23 @@ impl DeadlineLedger {
         true
     }
 
+    /// The deadline rule for one pending job of `uid` (call in submit
+    /// order, once per ranking pass): a job without a deadline is left
+    /// alone; one whose user is demoted or whose GPU-hours (remaining
+    /// seconds × GPUs) do not fit the user's budget loses its deadline, and
+    /// is ranked as if it had none. True when the job keeps it.
+    pub fn gate(&mut self, uid: u32, job: &mut crate::asrpt::PendingJob, now: f64, cfg: &DeadlineConfig) -> bool {
+        if job.deadline_s.is_none() {
+            return true;
+        }
+        let gpu_hours = job.remaining_s * f64::from(job.gpus.max(1)) / 3600.0;
+        let keep = self.urgent(uid, job.id, gpu_hours, now, cfg);
+        if !keep {
+            job.deadline_s = None;
+        }
+        keep
+    }
+
     /// Records an infeasible or badly missed deadline of `uid` at `now`.
     pub fn demote(&mut self, uid: u32, now: f64) {
         let t = self.demoted.entry(uid).or_insert(now);
@@ -484,6 +501,33 @@ mod tests {
         let e = DeadlineLedger::parse("grant x 1 2\n", "f").unwrap_err().to_string();
         assert!(e.contains("f:1"), "{e}");
         assert!(DeadlineConfig { window_s: 1.0, ..DeadlineConfig::default() }.check().unwrap_err().contains("deadline.window_s"));
+    }
+
+    /// Issue 31 item 3: the probe's 1,000,000-iteration job due in 80 h keeps
+    /// no deadline urgency once its user's budget is spent, or after an
+    /// infeasible deadline; an honest user's small deadline job keeps it.
+    #[test]
+    fn gate_strips_deadlines_beyond_the_budget_or_after_a_demotion() {
+        use crate::asrpt::PendingJob;
+        let cfg = DeadlineConfig { budget_gpu_hours: 100.0, ..DeadlineConfig::default() };
+        let now = 1_000_000.0;
+        let job = |id: u32, remaining_s: f64, gpus: u32| PendingJob::new(id, now, remaining_s).with_gpus(gpus).with_deadline(Some(now + 80.0 * 3600.0));
+        let mut l = DeadlineLedger::default();
+        // ~175 GPU-hours on 4 GPUs: beyond a 100 GPU-hour budget on its own.
+        let mut big = job(1, 44.0 * 3600.0, 4);
+        assert!(!l.gate(2000, &mut big, now, &cfg) && big.deadline_s.is_none());
+        // Within the budget: kept, and kept at the next pass; the next one is beyond what is left.
+        let mut small = job(2, 10.0 * 3600.0, 4);
+        assert!(l.gate(2000, &mut small, now, &cfg) && small.deadline_s.is_some());
+        assert!(l.gate(2000, &mut job(2, 10.0 * 3600.0, 4), now + 5.0, &cfg));
+        assert!(!l.gate(2000, &mut job(3, 20.0 * 3600.0, 4), now + 5.0, &cfg));
+        // Without a deadline nothing is used; another user has their own budget.
+        assert!(l.gate(2000, &mut PendingJob::new(4, now, 1e9), now, &cfg));
+        assert!(l.gate(3000, &mut job(5, 10.0 * 3600.0, 4), now, &cfg));
+        // A demoted user loses it even for a small, granted job.
+        l.demote(3000, now);
+        let mut again = job(5, 10.0 * 3600.0, 4);
+        assert!(!l.gate(3000, &mut again, now + 1.0, &cfg) && again.deadline_s.is_none());
     }
 
     proptest::proptest! {

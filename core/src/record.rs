@@ -22,13 +22,84 @@
 //! so a parsed record is trusted; a decision that could not have been
 //! written by the plugins ([`Decision::is_consistent`]) makes the whole
 //! record unreadable.
+//!
+//! **Privacy.** Every user can read every job's AdminComment (`scontrol show
+//! job`, `sacct`). With `[privacy] admin_comment = "minimal"`
+//! ([`PrivacyConfig`]) the job's private facts ([`PRIVATE_WORDS`]: model,
+//! batch, iterations, deadline) leave AdminComment: it keeps the decision,
+//! the public facts and `private=REF`, a random reference, and the private
+//! words go to the job's `spank_job_env` as `CELLSCHED_PRIVATE_RECORD=REF
+//! model=... batch=...` ([`PRIVATE_ENV_KEY`]). slurmctld keeps
+//! `spank_job_env` in its state (it survives restarts) and shows it to no
+//! client (`scontrol`, `squeue` and accounting never get it), while both
+//! slurmctld plugins read it with the job. [`DlRecord::of_job`] joins the
+//! two; the private words count only when their reference matches the one
+//! in AdminComment, so an entry a user set at submit is never read.
+//! (`spank_job_env` rather than a root-only file under StateSaveLocation:
+//! job_submit does not know the job id yet, would do file I/O under
+//! slurmctld's locks, and a file would need its own expiry; the job's own
+//! environment is saved, restored and freed with the job.)
 use crate::cell::{parse_bool, Cell, Decision, EstimateSource, Plan};
 use crate::signal::ElasticSignal;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
 
 /// What marks an `AdminComment` holding a cellsched record.
 pub const PREFIX: &str = "cellsched:";
+
+/// The `spank_job_env` entry holding a minimal record's private words
+/// (`REF model=... batch=... iters=... deadline=...`).
+pub const PRIVATE_ENV_KEY: &str = "CELLSCHED_PRIVATE_RECORD";
+
+/// The words `[privacy] admin_comment = "minimal"` keeps out of AdminComment.
+pub const PRIVATE_WORDS: &[&str] = &["model", "batch", "iters", "deadline", "infeasible_deadline"];
+
+/// `[privacy]` in cellsched.toml: what other users may read of a DL job.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PrivacyConfig {
+    /// What AdminComment holds (jobs submitted after a change).
+    pub admin_comment: AdminCommentPrivacy,
+}
+
+/// `privacy.admin_comment`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdminCommentPrivacy {
+    /// The whole record (model, batch, iterations, deadline included).
+    #[default]
+    Full,
+    /// The decision and public facts only; the private words go to
+    /// `spank_job_env` ([`PRIVATE_ENV_KEY`]).
+    Minimal,
+}
+
+impl PrivacyConfig {
+    /// `record` as job_submit stores it at submit: with `minimal`, marked
+    /// private under a fresh random reference ([`DlRecord::private_ref`]).
+    pub fn apply(&self, record: DlRecord) -> DlRecord {
+        match self.admin_comment {
+            AdminCommentPrivacy::Full => DlRecord { private_ref: None, ..record },
+            AdminCommentPrivacy::Minimal => DlRecord { private_ref: Some(new_private_ref()), ..record },
+        }
+    }
+}
+
+/// A fresh reference for a private record: 16 hex digits no user can
+/// predict (std's randomly keyed SipHash over the time and a counter).
+pub fn new_private_ref() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    format!("{:016x}", h.finish())
+}
+
+fn is_private_ref(r: &str) -> bool {
+    r.len() == 16 && r.bytes().all(|b| b.is_ascii_hexdigit())
+}
 
 /// What cellsched recorded about a DL job: its decision and the facts that
 /// ranking, re-planning, the overrun check, reports and the simulator read.
@@ -83,6 +154,14 @@ pub struct DlRecord {
     /// `reconf_cost_s=`: seconds lost to reconfigurations so far (save and
     /// restart; 0 is not printed).
     pub reconf_cost_s: f64,
+    /// `infeasible_deadline=`: the Unix time of a `--dl-deadline` the job
+    /// could not meet even alone on its fastest Cell, dropped at submit
+    /// (the job runs best effort; its user loses deadline urgency).
+    pub infeasible_deadline: Option<i64>,
+    /// `private=`: the reference of the private words kept in
+    /// `spank_job_env` ([`PRIVATE_ENV_KEY`]); when set, [`PRIVATE_WORDS`]
+    /// are not printed in AdminComment ([`DlRecord::private_text`] holds them).
+    pub private_ref: Option<String>,
 }
 
 /// True when `t` can be one entry of `types=` (a GRES type name).
@@ -114,7 +193,107 @@ pub fn is_one_word(name: &str) -> bool {
 impl DlRecord {
     /// A record holding only `decision`.
     pub fn new(decision: Decision) -> DlRecord {
-        DlRecord { decision, model: None, batch: None, iters: None, fixed_gpus: None, deadline: None, limit_min: None, plan_iter_s: None, replanned_from: None, moved_at: None, restarts: 0, types: Vec::new(), slowest_iter_s: None, elastic: None, reconf_at: None, reconfs_h: Vec::new(), restart_s: None, reconf_cost_s: 0.0 }
+        DlRecord {
+            decision,
+            model: None,
+            batch: None,
+            iters: None,
+            fixed_gpus: None,
+            deadline: None,
+            limit_min: None,
+            plan_iter_s: None,
+            replanned_from: None,
+            moved_at: None,
+            restarts: 0,
+            types: Vec::new(),
+            slowest_iter_s: None,
+            elastic: None,
+            reconf_at: None,
+            reconfs_h: Vec::new(),
+            restart_s: None,
+            reconf_cost_s: 0.0,
+            infeasible_deadline: None,
+            private_ref: None,
+        }
+    }
+
+    /// The record of a job from its AdminComment and its `spank_job_env`
+    /// entries: [`DlRecord::parse`], plus the private words of the
+    /// [`PRIVATE_ENV_KEY`] entry when its reference matches `private=`.
+    pub fn of_job<S: AsRef<str>>(admin_comment: &str, env: &[S]) -> Option<DlRecord> {
+        DlRecord::parse_with_private(admin_comment, private_entry(env))
+    }
+
+    /// [`DlRecord::parse`] joined with `private` (a [`PRIVATE_ENV_KEY`]
+    /// value): its words count only when it starts with the record's
+    /// `private=` reference, and only [`PRIVATE_WORDS`] are read from it.
+    pub fn parse_with_private(admin_comment: &str, private: Option<&str>) -> Option<DlRecord> {
+        let mut r = DlRecord::parse(admin_comment)?;
+        let (Some(want), Some(text)) = (r.private_ref.clone(), private) else { return Some(r) };
+        let mut words = text.split_whitespace();
+        if words.next() != Some(want.as_str()) {
+            return Some(r);
+        }
+        for (k, v) in words.filter_map(|w| w.split_once('=')) {
+            if PRIVATE_WORDS.contains(&k) {
+                r.set_fact(k, v);
+            }
+        }
+        Some(r)
+    }
+
+    /// The [`PRIVATE_ENV_KEY`] value of a private record (`REF` and its
+    /// private words); `None` when the record is not private.
+    pub fn private_text(&self) -> Option<String> {
+        let r = self.private_ref.as_deref()?;
+        let mut out = r.to_string();
+        self.write_private(&mut out);
+        Some(out)
+    }
+
+    fn write_private(&self, out: &mut String) {
+        use std::fmt::Write;
+        if let Some(m) = self.model.as_deref().filter(|m| is_one_word(m)) {
+            let _ = write!(out, " model={m}");
+        }
+        if let Some(b) = self.batch {
+            let _ = write!(out, " batch={b}");
+        }
+        if let Some(n) = self.iters {
+            let _ = write!(out, " iters={n}");
+        }
+        if let Some(d) = self.deadline {
+            let _ = write!(out, " deadline={d}");
+        }
+        if let Some(d) = self.infeasible_deadline {
+            let _ = write!(out, " infeasible_deadline={d}");
+        }
+    }
+
+    /// Sets the fact of word `k` from `v` (a bad value leaves it unknown).
+    fn set_fact(&mut self, k: &str, v: &str) {
+        match k {
+            "model" => self.model = Some(v.to_string()).filter(|m| is_one_word(m)),
+            "batch" => self.batch = v.parse().ok(),
+            "iters" => self.iters = v.parse().ok(),
+            "gpus" => self.fixed_gpus = v.parse().ok(),
+            "deadline" => self.deadline = v.parse().ok(),
+            "limit_min" => self.limit_min = v.parse().ok(),
+            "plan_iter_s" => self.plan_iter_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0),
+            "replanned_from" => self.replanned_from = v.parse().ok(),
+            "moved_at" => self.moved_at = v.parse().ok(),
+            "restarts" => self.restarts = v.parse().unwrap_or(0),
+            "types" => self.types = parse_types(v),
+            "slowest_iter_s" => self.slowest_iter_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0),
+            "elastic" => self.elastic = v.parse().ok(),
+            "reconf_at" => self.reconf_at = v.parse().ok(),
+            "reconfs_h" => self.reconfs_h = v.split(',').map_while(|t| t.parse().ok()).take(MAX_RECONFS_KEPT).collect(),
+            "restart_s" => self.restart_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0),
+            "reconf_cost_s" => self.reconf_cost_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).unwrap_or(0.0),
+            "infeasible_deadline" => self.infeasible_deadline = v.parse().ok(),
+            "private" => self.private_ref = Some(v.to_string()).filter(|r| is_private_ref(r)),
+            _ => {}
+        }
     }
 
     /// Parses the record in an `AdminComment` (or a `CELLSCHED_DECISION`
@@ -150,28 +329,7 @@ impl DlRecord {
         }
         let mut r = DlRecord::new(decision);
         for (k, v) in words() {
-            match k {
-                "model" => r.model = Some(v.to_string()).filter(|m| is_one_word(m)),
-                "batch" => r.batch = v.parse().ok(),
-                "iters" => r.iters = v.parse().ok(),
-                "gpus" => r.fixed_gpus = v.parse().ok(),
-                "deadline" => r.deadline = v.parse().ok(),
-                "limit_min" => r.limit_min = v.parse().ok(),
-                "plan_iter_s" => r.plan_iter_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0),
-                "replanned_from" => r.replanned_from = v.parse().ok(),
-                "moved_at" => r.moved_at = v.parse().ok(),
-                "restarts" => r.restarts = v.parse().unwrap_or(0),
-                "types" => r.types = parse_types(v),
-                "slowest_iter_s" => r.slowest_iter_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0),
-                "elastic" => r.elastic = v.parse().ok(),
-                "reconf_at" => r.reconf_at = v.parse().ok(),
-                "reconfs_h" => {
-                    r.reconfs_h = v.split(',').map_while(|t| t.parse().ok()).take(MAX_RECONFS_KEPT).collect();
-                }
-                "restart_s" => r.restart_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0),
-                "reconf_cost_s" => r.reconf_cost_s = v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).unwrap_or(0.0),
-                _ => {}
-            }
+            r.set_fact(k, v);
         }
         Some(r)
     }
@@ -237,22 +395,39 @@ impl DlRecord {
     }
 }
 
+/// The [`PRIVATE_ENV_KEY`] value among `spank_job_env` entries (exactly
+/// that name, no SPANK prefix; the last one counts).
+pub fn private_entry<S: AsRef<str>>(env: &[S]) -> Option<&str> {
+    env.iter().rev().find_map(|e| e.as_ref().strip_prefix(PRIVATE_ENV_KEY).and_then(|r| r.strip_prefix('=')))
+}
+
+/// True for the `spank_job_env` entry of a private record (hosts copy it
+/// with the `CELLSCHED_DL_*` entries).
+pub fn is_private_entry(entry: &str) -> bool {
+    entry.strip_prefix(PRIVATE_ENV_KEY).is_some_and(|r| r.starts_with('='))
+}
+
+/// The AdminComment form: with a private reference the private words are
+/// left out (they are in [`DlRecord::private_text`]) and `private=REF` ends it.
 impl fmt::Display for DlRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.decision.to_admin_comment())?;
-        if let Some(m) = self.model.as_deref().filter(|m| is_one_word(m)) {
-            write!(f, " model={m}")?;
-        }
-        if let Some(b) = self.batch {
-            write!(f, " batch={b}")?;
-        }
-        if let Some(n) = self.iters {
-            write!(f, " iters={n}")?;
+        let public = self.private_ref.is_none();
+        if public {
+            if let Some(m) = self.model.as_deref().filter(|m| is_one_word(m)) {
+                write!(f, " model={m}")?;
+            }
+            if let Some(b) = self.batch {
+                write!(f, " batch={b}")?;
+            }
+            if let Some(n) = self.iters {
+                write!(f, " iters={n}")?;
+            }
         }
         if let Some(n) = self.fixed_gpus {
             write!(f, " gpus={n}")?;
         }
-        if let Some(d) = self.deadline {
+        if let Some(d) = self.deadline.filter(|_| public) {
             write!(f, " deadline={d}")?;
         }
         if let Some(m) = self.limit_min {
@@ -291,6 +466,14 @@ impl fmt::Display for DlRecord {
         }
         if self.reconf_cost_s > 0.0 {
             write!(f, " reconf_cost_s={}", self.reconf_cost_s)?;
+        }
+        match &self.private_ref {
+            None => {
+                if let Some(d) = self.infeasible_deadline {
+                    write!(f, " infeasible_deadline={d}")?;
+                }
+            }
+            Some(r) => write!(f, " private={r}")?,
         }
         Ok(())
     }
@@ -371,15 +554,77 @@ mod tests {
             reconfs_h: vec![1_795_000_200, 1_795_000_500],
             restart_s: Some(51.4),
             reconf_cost_s: 80.9,
+            infeasible_deadline: Some(1_794_000_000),
+            private_ref: None,
         };
         let text = full.to_string();
         assert_eq!(DlRecord::parse(&text), Some(full.clone()));
-        assert!(text.ends_with("model=gpt__1.3B batch=64 iters=5000 gpus=8 deadline=1795000000 limit_min=130 plan_iter_s=0.125 replanned_from=a100x4x1 moved_at=1795000100 restarts=2 types=v100,a100 slowest_iter_s=0.5 elastic=USR1 reconf_at=1795000500 reconfs_h=1795000200,1795000500 restart_s=51.4 reconf_cost_s=80.9"), "{text}");
+        assert!(text.ends_with("model=gpt__1.3B batch=64 iters=5000 gpus=8 deadline=1795000000 limit_min=130 plan_iter_s=0.125 replanned_from=a100x4x1 moved_at=1795000100 restarts=2 types=v100,a100 slowest_iter_s=0.5 elastic=USR1 reconf_at=1795000500 reconfs_h=1795000200,1795000500 restart_s=51.4 reconf_cost_s=80.9 infeasible_deadline=1794000000"), "{text}");
         assert_eq!(full.declared_work(), Some((5000, 0.5)), "an array's work is measured on its slowest type");
         let bare = DlRecord::new(decision());
         assert_eq!(bare.to_string(), decision().to_admin_comment());
         assert_eq!(DlRecord::parse(&bare.to_string()), Some(bare));
         assert_eq!(Decision::parse_admin_comment(&text), Some(decision()));
+    }
+
+    /// `[privacy] admin_comment = "minimal"`: AdminComment holds no private
+    /// word; the private text joins it back only under its own reference.
+    #[test]
+    fn a_private_record_keeps_its_private_words_out_of_admin_comment() {
+        let full = DlRecord {
+            model: Some("gpt__1.3B".into()),
+            batch: Some(64),
+            iters: Some(5000),
+            deadline: Some(1_795_000_000),
+            infeasible_deadline: Some(1_794_000_000),
+            fixed_gpus: Some(8),
+            limit_min: Some(130),
+            ..DlRecord::new(decision())
+        };
+        let full_cfg = PrivacyConfig::default();
+        assert_eq!(full_cfg.apply(full.clone()), full, "full is the default and changes nothing");
+        let minimal = PrivacyConfig { admin_comment: AdminCommentPrivacy::Minimal };
+        let private = minimal.apply(full.clone());
+        let r = private.private_ref.clone().expect("a reference");
+        assert!(is_private_ref(&r), "{r}");
+        assert_ne!(minimal.apply(full.clone()).private_ref, Some(r.clone()), "every job gets its own reference");
+        let comment = private.to_string();
+        for w in PRIVATE_WORDS {
+            assert!(!comment.contains(&format!("{w}=")), "{w} in {comment}");
+        }
+        for v in ["gpt__1.3B", "64", "5000", "1795000000", "1794000000"] {
+            assert!(!comment.split_whitespace().any(|t| t.ends_with(&format!("={v}"))), "{v} in {comment}");
+        }
+        assert!(comment.ends_with(&format!("gpus=8 limit_min=130 private={r}")), "{comment}");
+        let env_value = private.private_text().unwrap();
+        assert_eq!(env_value, format!("{r} model=gpt__1.3B batch=64 iters=5000 deadline=1795000000 infeasible_deadline=1794000000"));
+        assert_eq!(full.private_text(), None);
+        // Alone, AdminComment gives the decision and the public facts only.
+        let public = DlRecord::parse(&comment).unwrap();
+        assert_eq!((public.decision.clone(), public.iters, public.model.clone(), public.deadline, public.limit_min), (decision(), None, None, None, Some(130)));
+        // With its spank_job_env entry, the whole record; it prints back the same way.
+        let env = vec!["CELLSCHED_DL_BATCH=64".to_string(), format!("{PRIVATE_ENV_KEY}={env_value}")];
+        let joined = DlRecord::of_job(&comment, &env).unwrap();
+        assert_eq!(joined, private);
+        assert_eq!(joined.to_string(), comment);
+        assert!(env.iter().any(|e| is_private_entry(e)) && !is_private_entry("CELLSCHED_PRIVATE_RECORDX=1"));
+        // An entry under another reference (one a user set at submit) is not read,
+        // nor is one under a SPANK prefix, nor words that are not private.
+        let forged = vec![format!("{PRIVATE_ENV_KEY}=0123456789abcdef iters=1 deadline=1")];
+        assert_eq!(DlRecord::of_job(&comment, &forged).unwrap().iters, None);
+        let prefixed = vec![format!("SPANK_{PRIVATE_ENV_KEY}={env_value}")];
+        assert_eq!(DlRecord::of_job(&comment, &prefixed).unwrap().iters, None);
+        let sneaky = vec![format!("{PRIVATE_ENV_KEY}={r} iters=7 limit_min=99999 gpus=1 iter_s=0.000001")];
+        let s = DlRecord::of_job(&comment, &sneaky).unwrap();
+        assert_eq!((s.iters, s.limit_min, s.fixed_gpus, s.decision.iter_s), (Some(7), Some(130), Some(8), decision().iter_s));
+        // A full record ignores any private entry.
+        assert_eq!(DlRecord::of_job(&full.to_string(), &forged).unwrap(), full);
+        // A re-planning move keeps the reference (the private entry stays valid).
+        let moved = joined.moved(decision(), 0.5, Some(40));
+        assert_eq!(moved.private_ref, Some(r.clone()));
+        assert!(moved.to_string().ends_with(&format!("private={r}")) && !moved.to_string().contains("iters="));
+        // A malformed reference is none.
+        assert_eq!(DlRecord::parse(&format!("{} private=xyz", decision().to_admin_comment())).unwrap().private_ref, None);
     }
 
     #[test]

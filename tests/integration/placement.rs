@@ -1486,3 +1486,305 @@ fn an_update_refused_after_job_modify_leaves_record_and_request_together() {
     assert!(new.contains(&format!("JobId={id}: request and record disagreed")), "no reconciliation line in slurmctld.log");
     p.cancel(&[id]);
 }
+
+
+/// Words `[privacy] admin_comment = "minimal"` keeps from other users.
+const PRIVATE_WORDS: [&str; 4] = ["model=", "batch=", "iters=", "deadline="];
+
+/// The `(priority, site factor)` of each of `ids` once sprio lists them all.
+fn sprio_all(p: &Private, ids: &[u32]) -> Vec<(u64, u64)> {
+    let t = Instant::now();
+    loop {
+        let got: Vec<Option<(u64, u64)>> = ids.iter().map(|id| p.sprio(*id)).collect();
+        if got.iter().all(Option::is_some) {
+            return got.into_iter().flatten().collect();
+        }
+        assert!(t.elapsed() < WAIT, "sprio does not list all of {ids:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Waits until `cond` holds for the site factors of `ids` (in that order).
+fn wait_sites(p: &Private, ids: &[u32], what: &str, cond: impl Fn(&[u64]) -> bool) -> Vec<u64> {
+    let t = Instant::now();
+    loop {
+        let sites: Vec<u64> = sprio_all(p, ids).into_iter().map(|(_, s)| s).collect();
+        if cond(&sites) {
+            return sites;
+        }
+        assert!(t.elapsed() < WAIT, "{what}: site factors of {ids:?} are {sites:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// (Issue 31, privacy) With `[privacy] admin_comment = "minimal"`, another
+/// user's `scontrol show job` and `sacct -o AdminComment` show a DL job's
+/// decision but not its model, batch, iterations or deadline (with the
+/// default "full" they do), and the ranking still follows the declared
+/// work: the short job ranks above the long one.
+#[test]
+fn minimal_admin_comment_hides_the_private_facts_and_ranking_still_follows_them() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let other = "cs-e2e-dave";
+    common::test_user(other);
+    let conf = p.cluster.layout.slurm_conf();
+    let as_other = |prog: &str, args: &[&str]| {
+        let o = common::run_as(other, &p.spec.slurm_bin, &conf, prog, args);
+        assert!(o.status.success(), "{prog} {args:?} as {other}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let deadline = ["--dl-deadline", "now+1d"];
+    // "full" (the default): every user reads the facts.
+    let n0 = common::unique_name("full");
+    let full = p.submit(&[&["-H"][..], &deadline, &dl_args(&n0, "1000", "true")].concat()).expect("submit");
+    let seen = as_other("scontrol", &["show", "job", &full.to_string()]);
+    assert!(PRIVATE_WORDS.iter().all(|w| seen.contains(w)), "premise: full records are readable by all:\n{seen}");
+    p.cancel(&[full]);
+
+    let minimal = format!("{}[privacy]\nadmin_comment = \"minimal\"\n", private_toml(&p.spec.dir));
+    let _t = p.replace_toml(&minimal);
+    let mut blockers = Vec::new();
+    for (n, t, g) in p.nodes() {
+        blockers.push(p.block(&n, &t, g));
+    }
+    let (ln, sn) = (common::unique_name("private-long"), common::unique_name("private-short"));
+    let long = p.submit(&[&deadline[..], &dl_args(&ln, "1000000", "true")].concat()).expect("submit long");
+    let short = p.submit(&[&deadline[..], &dl_args(&sn, "10", "true")].concat()).expect("submit short");
+    for id in [long, short] {
+        let seen = as_other("scontrol", &["show", "job", "-dd", &id.to_string()]);
+        let comment = common::admin_comment_of_scontrol(&seen).unwrap_or_default();
+        assert!(comment.contains("cell=") && comment.contains(" private="), "the decision stays public: {comment:?}");
+        for w in PRIVATE_WORDS {
+            assert!(!seen.contains(w), "{other} reads {w} of job {id}:\n{seen}");
+        }
+        assert!(!seen.contains("CELLSCHED_PRIVATE_RECORD") && !seen.contains("1000000"), "{seen}");
+        let sq = common::run_as(other, &p.spec.slurm_bin, &conf, "squeue", &["-h", "-j", &id.to_string(), "-O", "AdminComment:500"]);
+        let squeue = String::from_utf8_lossy(&sq.stdout);
+        assert!(PRIVATE_WORDS.iter().all(|w| !squeue.contains(w)), "{squeue}");
+        // Root's AdminComment holds no more: the facts are in spank_job_env only.
+        let rec = cellsched_core::record::DlRecord::parse(&p.admin_comment(id)).expect("a record");
+        assert_eq!((rec.iters, rec.model.as_deref(), rec.batch, rec.deadline), (None, None, None, None));
+    }
+    // The ranking reads the declared iterations all the same.
+    let sites = wait_sites(p, &[long, short], "short before long", |s| s[1] > s[0] && s[0] > 0);
+    eprintln!("minimal records: site factors long {} short {}", sites[0], sites[1]);
+    p.cancel(&[long, short]);
+    // Accounting: what sacct gives another user.
+    let ids = format!("{long},{short}");
+    let t = Instant::now();
+    let rows = loop {
+        let rows = as_other("sacct", &["-a", "-X", "-n", "-P", "-j", &ids, "-o", "JobID,AdminComment"]);
+        if rows.lines().filter(|l| l.contains("private=")).count() == 2 {
+            break rows;
+        }
+        assert!(t.elapsed() < WAIT, "sacct has no records of {ids}: {rows:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for w in PRIVATE_WORDS {
+        assert!(!rows.contains(w), "sacct shows {other} {w}:\n{rows}");
+    }
+    p.cancel(&blockers);
+}
+
+/// (Issue 31 item 3) Deadlines as a priority lever: a 1,000,000-iteration
+/// job whose deadline it can meet only by starting first ranks above an
+/// honest queue while its user's deadline budget (`[deadline]
+/// budget_gpu_hours`) covers it; beyond the budget, or once its user had a
+/// deadline that was infeasible at submit, it ranks by its work (below the
+/// honest jobs). The demotion is kept across a slurmctld restart in
+/// StateSaveLocation (`cellsched-deadlines`, mode 0600).
+#[test]
+fn a_long_deadline_job_does_not_jump_the_queue_beyond_its_users_budget() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    // mallory plays the probe's attack; erin's small deadline jobs show each ranking pass applied deadlines.
+    let (mallory, erin) = ("cs-e2e-mallory", "cs-e2e-erin");
+    let mallory_uid = common::test_user(mallory);
+    common::test_user(erin);
+    let conf = p.cluster.layout.slurm_conf();
+    let submit_as = |user: &str, args: &[&str]| -> u32 {
+        let mut full = vec!["--parsable", "-o", "/dev/null"];
+        full.extend_from_slice(args);
+        let o = common::run_as(user, &p.spec.slurm_bin, &conf, "sbatch", &full);
+        assert!(o.status.success(), "sbatch as {user}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap()
+    };
+    let cell = best(&p.offers(&[]));
+    // The attack: 1,000,000 iterations due at 1.8 x their run alone (feasible; urgent from submit).
+    let run_big = 1e6 * cell.iter_time_s;
+    let big_gpu_hours = run_big * f64::from(cell.cell.gpus) / 3600.0;
+    let run_small = 600.0;
+    assert!(run_big > 4.0 * run_small, "premise: the attack job is long ({run_big} s)");
+    let small_iters = (run_small / cell.iter_time_s).ceil().to_string();
+    let big_due = format!("now+{}", (1.8 * run_big) as u64);
+    let small_due = format!("now+{}", (1.8 * run_small) as u64);
+    let dl = |iters: &str, due: Option<&str>| -> Vec<String> {
+        let name = common::unique_name("deadline-rank");
+        let mut a: Vec<String> = ["-J", &name, "--dl-model", MODEL, "--dl-batch", "32", "--dl-cell=auto", "--dl-iters", iters].iter().map(|s| s.to_string()).collect();
+        if let Some(d) = due {
+            a.extend(["--dl-deadline".to_string(), d.to_string()]);
+        }
+        a.extend(["--wrap".to_string(), "true".to_string()]);
+        a
+    };
+    let submit = |user: &str, args: Vec<String>| submit_as(user, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut blockers = Vec::new();
+    for (n, t, g) in p.nodes() {
+        blockers.push(p.block(&n, &t, g));
+    }
+    let honest: Vec<u32> = (0..2).map(|_| submit(erin, dl("1000", None))).collect();
+    let toml = |budget: f64| format!("{}[deadline]\nbudget_gpu_hours = {budget}\n", private_toml(&p.spec.dir));
+
+    // 1. A budget of half the attack job's GPU-hours: it ranks by its work, below the honest jobs.
+    let t1 = p.replace_toml(&toml(big_gpu_hours / 2.0));
+    let big1 = submit(mallory, dl("1000000", Some(&big_due)));
+    let ctl1 = submit(erin, dl(&small_iters, Some(&small_due)));
+    let ids = [honest[0], honest[1], big1, ctl1];
+    let s = wait_sites(p, &ids, "erin's deadline job first", |s| s[3] > s[0] && s[3] > s[1] && s[3] > s[2]);
+    assert!(s[2] < s[0] && s[2] < s[1], "beyond its user's budget the deadline job must rank below the honest queue: {s:?}");
+    p.cancel(&[big1, ctl1]);
+    drop(t1);
+
+    // 2. No limit (budget 0): the same attack jumps the honest queue (the probe's finding).
+    let t2 = p.replace_toml(&toml(0.0));
+    let big2 = submit(mallory, dl("1000000", Some(&big_due)));
+    let s = wait_sites(p, &[honest[0], honest[1], big2], "the unbounded deadline job first", |s| s[2] > s[0] && s[2] > s[1]);
+    eprintln!("no deadline budget: attack {} over honest {:?}", s[2], &s[..2]);
+
+    // 3. A deadline infeasible at submit (dropped, best effort) costs mallory deadline urgency.
+    let name = common::unique_name("infeasible");
+    let args = ["-J", name.as_str(), "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "1000000000", "--dl-deadline", "now+60", "--wrap", "true"];
+    let o = common::run_as(mallory, &p.spec.slurm_bin, &conf, "sbatch", &[&["--parsable", "-o", "/dev/null"][..], &args].concat());
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stderr).contains("best effort"), "{}", String::from_utf8_lossy(&o.stderr));
+    let hopeless: u32 = String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap();
+    assert!(p.admin_comment(hopeless).contains("infeasible_deadline="), "{}", p.admin_comment(hopeless));
+    let s = wait_sites(p, &[honest[0], honest[1], big2], "mallory demoted", |s| s[2] < s[0] && s[2] < s[1]);
+    eprintln!("after an infeasible deadline: attack {} under honest {:?}", s[2], &s[..2]);
+    p.cancel(&[hopeless]);
+    let kept = p.cluster.layout.state().join(cellsched_core::deadline::DeadlineLedger::FILE_NAME);
+    let text = common::read(&kept);
+    assert!(text.lines().any(|l| l.starts_with(&format!("demoted {mallory_uid} "))), "{}:\n{text}", kept.display());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{} must be root-only, mode {mode:o}", kept.display());
+
+    // 4. A slurmctld restart forgets nothing: once a pass ranked erin's new deadline job first, mallory's stays low.
+    let pid = common::read(&p.cluster.layout.pid_file("slurmctld")).trim().to_string();
+    assert!(Command::new("kill").arg(&pid).status().unwrap().success(), "kill slurmctld {pid}");
+    let t = Instant::now();
+    let alive = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| !r.trim_start().starts_with('Z')));
+    while alive(&pid) {
+        assert!(t.elapsed() < WAIT, "slurmctld {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Cluster::up(&p.spec).unwrap_or_else(|e| panic!("slurmctld restart: {e}"));
+    assert!(p.ctld_log_current().contains("deadline grants and demotions remembered"), "the restarted slurmctld did not read {}", kept.display());
+    let ctl2 = submit(erin, dl(&small_iters, Some(&small_due)));
+    let ids = [honest[0], honest[1], big2, ctl2];
+    let s = wait_sites(p, &ids, "erin's deadline job first after the restart", |s| s[3] > s[0] && s[3] > s[1] && s[3] > s[2]);
+    assert!(s[2] < s[0] && s[2] < s[1], "the demotion must survive the restart: {s:?}");
+    drop(t2);
+    p.cancel(&[big2, ctl2]);
+    p.cancel(&honest);
+    p.cancel(&blockers);
+}
+
+/// Puts `PrivateData=jobs` into the private cluster's slurm.conf until dropped.
+struct PrivateDataJobs<'a>(&'a Private, String);
+
+impl<'a> PrivateDataJobs<'a> {
+    fn on(p: &'a Private) -> Self {
+        let path = p.cluster.layout.slurm_conf();
+        let before = common::read(&path);
+        std::fs::write(&path, format!("{before}PrivateData=jobs\n")).unwrap();
+        p.ok("scontrol", &["reconfigure"]);
+        let t = Instant::now();
+        while !p.ok("scontrol", &["show", "config"]).lines().any(|l| l.starts_with("PrivateData") && l.contains("jobs")) {
+            assert!(t.elapsed() < WAIT, "PrivateData=jobs not in force");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        PrivateDataJobs(p, before)
+    }
+}
+
+impl Drop for PrivateDataJobs<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.cluster.layout.slurm_conf(), &self.1);
+        let _ = self.0.cmd("scontrol", &["reconfigure"]);
+    }
+}
+
+/// (Issue 31, privacy) slurm.conf's `PrivateData=jobs`: `sacct` (slurmdbd
+/// has its own setting) still shows an ordinary user root's DL job with its
+/// model and iterations, but `cellsched report` run by that user reports
+/// only the user's own jobs and refuses `--user root`; `cellsched whatif`
+/// says its forecast leaves hidden jobs out. Root's report is unchanged.
+#[test]
+fn report_and_whatif_follow_private_data_jobs() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let user = "cs-e2e-frank";
+    common::test_user(user);
+    let conf = p.cluster.layout.slurm_conf();
+    let bin = common::cellsched_bin();
+    let as_user = |prog: &str, args: &[&str]| {
+        let o = Command::new("runuser")
+            .args(["-u", user, "--", "env", &format!("SLURM_CONF={}", conf.display()), &format!("PATH={}:/usr/bin:/bin", p.spec.slurm_bin.display()), prog])
+            .args(args)
+            .current_dir("/")
+            .output()
+            .expect("runuser");
+        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let _private = PrivateDataJobs::on(p);
+    let (rn, un) = (common::unique_name("root-dl"), common::unique_name("own-dl"));
+    let root_job = p.submit(&dl_args(&rn, "1000", "true")).expect("root's job");
+    let own = as_user("sbatch", &["--parsable", "-o", "/dev/null", "-J", &un, "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "1000", "--wrap", "true"]);
+    assert!(own.0, "{}", own.2);
+    let own_job: u32 = own.1.trim().split(';').next().unwrap().parse().unwrap();
+    for id in [root_job, own_job] {
+        p.wait_state(id, &["COMPLETED"]);
+    }
+    let ids = format!("{root_job},{own_job}");
+    let t = Instant::now();
+    while p.ok("sacct", &["-a", "-X", "-n", "-P", "-j", &ids, "-o", "AdminComment"]).lines().filter(|l| l.contains("iters=1000")).count() < 2 {
+        assert!(t.elapsed() < WAIT, "sacct lacks the records of {ids}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Premise: sacct itself shows the user root's job and its record (slurmdbd.conf sets no PrivateData).
+    let (_, seen, _) = as_user("sacct", &["-a", "-X", "-n", "-P", "-j", &root_job.to_string(), "-o", "User,AdminComment"]);
+    assert!(seen.contains("root|") && seen.contains("iters=1000"), "premise: sacct shows root's job to {user}: {seen:?}");
+    // The user's report: root's job is not in it (the user's own job is, where
+    // accounting recorded it under the user; a fresh slurmdbd may record it as root).
+    let bin_s = bin.display().to_string();
+    let (ok, csv, err) = as_user(&bin_s, &["report", "--csv", "-j", &ids]);
+    assert!(ok || err.contains("no jobs in window"), "{err}");
+    assert!(!csv.lines().any(|l| l.split(',').nth(2) == Some("root")), "{user}'s report shows root's job:\n{csv}");
+    assert!(csv.lines().skip(1).all(|l| l.split(',').nth(2) == Some(user)), "{csv}");
+    let (ok, _, err) = as_user(&bin_s, &["report", "--csv", "--user", "root", "-j", &ids]);
+    assert!(!ok && err.contains("PrivateData=jobs") && err.contains("root"), "{err}");
+    // Root still reports both.
+    let all = p.slurm();
+    let o = Command::new(&bin).args(["report", "--csv", "-j", &ids]).env("SLURM_CONF", &all.slurm_conf).env("PATH", format!("{}:/usr/bin:/bin", p.spec.slurm_bin.display())).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().skip(1).count(), 2, "{}", String::from_utf8_lossy(&o.stderr));
+    // whatif as the user: Slurm hides root's jobs, and whatif says so.
+    // (With the default configuration: this cluster's names a profile DB that does not exist.)
+    let defaults = std::env::temp_dir().join(format!("cs-e2e-whatif-{}.toml", std::process::id()));
+    std::fs::write(&defaults, "# defaults\n").unwrap();
+    let (ok, _, err) = as_user(&bin_s, &["whatif", "--config", &defaults.display().to_string(), "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "100"]);
+    let _ = std::fs::remove_file(&defaults);
+    assert!(ok && err.contains("PrivateData=jobs"), "{err}");
+}

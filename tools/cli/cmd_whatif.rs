@@ -160,6 +160,9 @@ pub fn run(a: Args) -> Result<()> {
     for s in &ans.skipped {
         eprintln!("note: left out of the snapshot: {s}");
     }
+    if cellsched_report::private_data::caller_sees_own_jobs_only() {
+        eprintln!("note: PrivateData=jobs: Slurm shows you only your own jobs, so this forecast leaves other users' jobs out (predicted starts may be earlier than they will be)");
+    }
     Ok(())
 }
 

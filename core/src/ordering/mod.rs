@@ -40,7 +40,8 @@ pub struct JobFields<'a> {
     pub submit_time_s: i64,
     /// `AdminComment`, if any.
     pub admin_comment: Option<&'a str>,
-    /// `spank_job_env` entries.
+    /// `spank_job_env` entries: the `CELLSCHED_DL_*` ones and a private
+    /// record's entry ([`crate::record::is_private_entry`]).
     pub env: Vec<String>,
     /// Time limit in minutes; `None` when unset or infinite.
     pub time_limit_min: Option<u32>,
@@ -108,9 +109,27 @@ pub fn remaining_s(iters: Option<f64>, iter_s: f64, freeze: Option<&FreezeProfil
     }
 }
 
+/// A pending DL job as the ranking sees it: its A-SRPT view and what the
+/// deadline rule ([`crate::deadline::DeadlineLedger`]) reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankedJob {
+    /// The A-SRPT view ([`pending_job`]).
+    pub job: PendingJob,
+    /// Submitting user's uid.
+    pub user_id: u32,
+    /// A deadline dropped at submit as infeasible (`infeasible_deadline=`).
+    pub infeasible_deadline: Option<i64>,
+}
+
 /// The A-SRPT view of a job, or `None` if cellsched did not place it.
 pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>) -> Option<PendingJob> {
-    let record = DlRecord::parse(job.admin_comment?)?;
+    ranked_job(job, cfg, data).map(|r| r.job)
+}
+
+/// [`pending_job`] with its user and infeasible deadline, read from the
+/// job's record (AdminComment joined with its private entry, [`DlRecord::of_job`]).
+pub fn ranked_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>) -> Option<RankedJob> {
+    let record = DlRecord::of_job(job.admin_comment?, &job.env)?;
     let decision = &record.decision;
     // Declared iterations and the deadline as job_submit recorded them (not
     // the user's text); ignored for a user whose declarations are distrusted.
@@ -120,7 +139,7 @@ pub fn pending_job(job: &JobFields<'_>, cfg: &OrderingConfig, data: &OrderingDat
     let remaining_s = remaining_s(iters, record.work_iter_s(), freeze_profile(job, data).as_ref(), job.time_limit_min, cfg);
     let job_view = PendingJob::new(job.id, job.submit_time_s as f64, remaining_s).with_gpus(decision.cell.gpus.max(1));
     let deadline = record.deadline.filter(|_| !job.distrusted);
-    Some(job_view.with_deadline(deadline.map(|d| d as f64)))
+    Some(RankedJob { job: job_view.with_deadline(deadline.map(|d| d as f64)), user_id: job.user_id, infeasible_deadline: record.infeasible_deadline })
 }
 
 /// The A-SRPT settings for the site factor scale.
@@ -190,6 +209,18 @@ mod tests {
         let mut forged = job(2, 100, Some(&plain), Some(1000));
         forged.env.push("SPANK_CELLSCHED_DL_DEADLINE=now+60".into());
         assert_eq!(pending_job(&forged, &cfg, &data()).unwrap().deadline_s, None);
+        // A private record: the deadline and iterations come from its spank_job_env entry.
+        let minimal = crate::record::PrivacyConfig { admin_comment: crate::record::AdminCommentPrivacy::Minimal };
+        let rec = minimal.apply(DlRecord { deadline: Some(5000), iters: Some(10), infeasible_deadline: Some(4000), ..DlRecord::parse(&c).unwrap() });
+        let public = rec.to_string();
+        assert!(!public.contains("deadline=") && !public.contains("iters="), "{public}");
+        let entry = format!("{}={}", crate::record::PRIVATE_ENV_KEY, rec.private_text().unwrap());
+        let private = JobFields { env: vec![entry], ..job(1, 100, Some(&public), Some(1000)) };
+        let r = ranked_job(&private, &cfg, &data()).unwrap();
+        assert_eq!((r.job.deadline_s, r.job.remaining_s, r.infeasible_deadline, r.user_id), (Some(5000.0), 5.0, Some(4000), 1000));
+        let without = ranked_job(&job(1, 100, Some(&public), Some(1000)), &cfg, &data()).unwrap();
+        assert_eq!(without.job.deadline_s, None);
+        assert_ne!(without.job.remaining_s, 5.0, "without its entry the declared iterations are unknown");
     }
 
     /// An array with a type set is ranked on its slowest type (`slowest_iter_s`), not its decision's.

@@ -554,9 +554,9 @@ pub fn place_request(
                 return Outcome::Reject(format!("cellsched: {msg} (placement.deadline_policy = strict)"));
             }
         }
-        let (deadline, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
+        let (kept, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
-        let record = dl_record(estimate.to_decision(), &job, &opts, None, deadline);
+        let record = DlRecord { infeasible_deadline: deadline.filter(|_| kept.is_none()), ..dl_record(estimate.to_decision(), job, opts, None, kept) };
         let why = format!("pinned by {what}");
         let explanation = opts.explain.then(|| explanation(&estimate, None, opts.iters, &why));
         return Outcome::Place(Box::new(Placement { record, estimate, rewrite, pinned: true, explanation, notice, why }));
@@ -633,14 +633,14 @@ pub fn place_request(
     }
     match found {
         Some(((estimate, runner_up), why)) => {
-            let (deadline, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
-            let mut record = dl_record(estimate.to_decision(), &job, &opts, want_gpus, deadline);
+            let (kept, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
+            let mut record = DlRecord { infeasible_deadline: deadline.filter(|_| kept.is_none()), ..dl_record(estimate.to_decision(), job, opts, want_gpus, kept) };
             let mut rewrite = rewrite_for(req, &estimate);
             let mut why = why.to_string();
             // An array with no pinned plan, no deadline and no GPU type in the user's own features:
             // its tasks may start on every type that serves them about as well.
             let user_named_types = req.features.as_deref().is_some_and(|f| !modify::named_types(f, nodes).is_empty());
-            if req.array && pinned_plan.is_none() && deadline.is_none() && !user_named_types {
+            if req.array && pinned_plan.is_none() && kept.is_none() && !user_named_types {
                 let set = array_type_set(&job, &estimate, &capacity, cfg, est, ranks);
                 if let (true, Some(features)) = (set.len() > 1, with_type_set_feature(req.features.as_deref(), &type_names(&set))) {
                     rewrite.features = features;
@@ -681,7 +681,8 @@ pub fn place_request(
 /// The deadline a placed job keeps and the notice for the user: a deadline
 /// its Cell (the fastest one when none meets it) cannot meet even alone is
 /// dropped and the job runs best effort ([`crate::deadline::admit`]), so an
-/// infeasible deadline buys no urgency.
+/// infeasible deadline buys no urgency (the record keeps it as
+/// `infeasible_deadline=`, which costs its user deadline urgency).
 fn admitted_deadline(e: &Estimate, iters: Option<u64>, deadline: Option<i64>, now: i64, policy: DeadlinePolicy) -> (Option<i64>, Option<String>) {
     let verdict = deadline_verdict(e, iters, deadline, now);
     let (Some(d), Some(n), DeadlineVerdict::Misses(_)) = (deadline, iters, &verdict) else { return (deadline, verdict.notice()) };
@@ -1040,6 +1041,8 @@ mod tests {
         let Outcome::Place(w) = place(&hopeless, &c, &cfg, &e) else { panic!("not placed") };
         assert_eq!(w.estimate.iter_time_s, fastest);
         assert_eq!(w.record.deadline, None, "an infeasible deadline buys no urgency");
+        assert!(w.record.infeasible_deadline.is_some_and(|d| d > 0), "the dropped deadline is kept as infeasible_deadline= (its user loses urgency)");
+        assert_eq!(p.record.infeasible_deadline, None);
         let notice = w.user_message().expect("a notice");
         assert!(notice.contains("--dl-deadline") && notice.contains("fastest Cell") && notice.contains("best effort"), "{notice}");
         match place(&hopeless, &c, &strict, &e) {

@@ -51,7 +51,7 @@ impl PendingDl {
     /// tasks already start on any of those types, so it is never moved.
     pub fn from_job(id: u32, admin_comment: &str, env: &[String], features: Option<String>, est: &Estimator, now: i64) -> Option<PendingDl> {
         use crate::options::{CellChoice, PlanChoice};
-        let record = DlRecord::parse(admin_comment).filter(|r| r.types.len() < 2)?;
+        let record = DlRecord::of_job(admin_comment, env).filter(|r| r.types.len() < 2)?;
         let o = super::dl_options(env).ok().flatten().filter(|o| o.cell == CellChoice::Auto && o.plan == PlanChoice::Auto)?;
         let job = super::job_spec(&o, est, env).ok()?;
         // Seconds left to the recorded deadline; one already passed no longer steers the move.

@@ -13,6 +13,14 @@ pub fn conf_line_pairs(line: &str) -> Vec<(String, &str)> {
         .collect()
 }
 
+/// The value of `key` (any case) in `scontrol show config` output (`Key = value` lines).
+pub fn show_config_value(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        k.trim().eq_ignore_ascii_case(key).then(|| v.trim().to_string())
+    })
+}
+
 /// The GPU type gres.conf gives node `node` (`NodeName=a100-[1-2] Name=gpu
 /// Type=a100 ...`; a line without `NodeName=` applies to every node).
 pub fn gres_conf_gpu_type(text: &str, node: &str) -> Option<String> {

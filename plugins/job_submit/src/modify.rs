@@ -81,7 +81,10 @@ pub extern "C" fn job_modify(desc: *mut slurm_sys::job_desc_msg_t, job_ptr: *mut
         let Some(desc) = (unsafe { desc.as_mut() }) else { return slurm_sys::SLURM_SUCCESS };
         // SAFETY: Slurm passes a live job record and holds the job write lock during job_modify.
         let Some(mut job) = (unsafe { Job::from_raw(job_ptr) }) else { return slurm_sys::SLURM_SUCCESS };
-        let Some(rec) = job.admin_comment().and_then(DlRecord::parse) else { return slurm_sys::SLURM_SUCCESS };
+        let Some(comment) = job.admin_comment().filter(|c| c.contains(record::PREFIX)) else { return slurm_sys::SLURM_SUCCESS };
+        // The CELLSCHED_DL_* options and a private record's entry.
+        let env: Vec<String> = job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect();
+        let Some(rec) = DlRecord::of_job(comment, &env) else { return slurm_sys::SLURM_SUCCESS };
         let edit = unsafe { edit_of(desc) };
         if edit.is_empty() {
             return slurm_sys::SLURM_SUCCESS;
@@ -91,7 +94,6 @@ pub extern "C" fn job_modify(desc: *mut slurm_sys::job_desc_msg_t, job_ptr: *mut
         if admin && unsafe { cstr::borrow_str(desc.admin_comment) }.is_some_and(|c| c.contains(record::PREFIX)) {
             return slurm_sys::SLURM_SUCCESS;
         }
-        let env: Vec<String> = job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect();
         let loaded = current();
         let nodes = node_snapshot();
         let declared = loaded.as_ref().map(|l| l.cfg.declared.clone()).unwrap_or_default();

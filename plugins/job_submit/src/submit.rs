@@ -3,11 +3,13 @@
 //! table in force ([`crate::state`]) and the Cell rankings cached by (model,
 //! batch, cluster shape) ([`cellsched_core::rank_cache`]); no file I/O. A
 //! placement rewrites the request (feature, untyped GPU count, node count),
-//! writes the job's record into AdminComment and its decision into the job
-//! environment.
+//! writes the job's record into AdminComment (with `[privacy] admin_comment
+//! = "minimal"`, its private words into `spank_job_env` instead) and its
+//! decision into the job environment.
 use cellsched_core::job_env;
 use cellsched_core::placement::{self, Outcome, SubmitRequest};
-use cellsched_core::declared::DeclaredConfig;
+use cellsched_core::config::Config;
+use cellsched_core::record;
 use cellsched_slurm_ffi::ctld;
 use cellsched_slurm_ffi::{cstr, guard};
 use std::ffi::{c_char, c_int};
@@ -20,12 +22,15 @@ pub(crate) unsafe fn opt_str(p: *const c_char) -> Option<String> {
 }
 
 /// Applies a placement to the job descriptor: the request rewrite, the
-/// AdminComment (decision + report tags), and the decision in the job's
-/// `spank_job_env` (prolog/epilog) and, for batch jobs, in the batch
-/// environment (the batch step and its `srun` steps, see [`job_env::DECISION_ENV_KEYS`]).
-pub(crate) unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::Placement, declared: &DeclaredConfig) -> Result<(), String> {
+/// AdminComment (decision + report tags), a private record's words in
+/// `spank_job_env` ([`record::PRIVATE_ENV_KEY`], overwriting any entry the
+/// user set), and the decision in the job's `spank_job_env` (prolog/epilog)
+/// and, for batch jobs, in the batch environment (the batch step and its
+/// `srun` steps, see [`job_env::DECISION_ENV_KEYS`]).
+pub(crate) unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::Placement, cfg: &Config) -> Result<(), String> {
+    let declared = &cfg.declared;
     let text = p.record.decision.to_admin_comment();
-    let mut record = p.record.clone();
+    let mut record = cfg.privacy.apply(p.record.clone());
     if let Some(w) = &p.rewrite {
         rewrite_request(desc, w)?;
     }
@@ -41,6 +46,9 @@ pub(crate) unsafe fn apply(desc: &mut slurm_sys::job_desc_msg_t, p: &placement::
         desc.requeue = 1;
     }
     let comment = record.admin_comment_after(opt_str(desc.admin_comment).as_deref());
+    if let Some(private) = record.private_text() {
+        ctld::desc_env_set(desc, record::PRIVATE_ENV_KEY, &private).map_err(|e| e.to_string())?;
+    }
     cstr::replace_xstr(&mut desc.admin_comment, &comment).map_err(|e| e.to_string())?;
     ctld::desc_env_set(desc, job_env::DECISION_KEY, &text).map_err(|e| e.to_string())?;
     for key in job_env::DECISION_ENV_KEYS {
@@ -127,7 +135,7 @@ pub extern "C" fn job_submit(desc: *mut slurm_sys::job_desc_msg_t, _uid: u32, er
                 Err(e) => reject(err_msg, &format!("cellsched: cannot write the requested Cell into the job ({e})")),
             },
             Outcome::Reject(msg) => reject(err_msg, &msg),
-            Outcome::Place(p) => match unsafe { apply(desc, &p, &current().map(|l| l.cfg.declared.clone()).unwrap_or_default()) } {
+            Outcome::Place(p) => match unsafe { apply(desc, &p, current().as_ref().map_or(&Config::default(), |l| &l.cfg)) } {
                 Ok(()) => {
                     info(&format!(
                         "placed {} job on {}{} ({})",

@@ -7,6 +7,11 @@
 //! loaded and the iteration predictor fitted by a background thread started
 //! at `init` and on reconfigure (no file I/O under the lock).
 //!
+//! Deadline urgency follows `cellsched_core::deadline::DeadlineLedger`
+//! (per-user budget, demotion after infeasible or badly missed deadlines),
+//! applied by the ranking thread and kept in StateSaveLocation
+//! (`cellsched-deadlines`, mode 0600) so a restart resets no budget.
+//!
 //! After a config error the last good configuration stays in force for
 //! every job (one consistent order; the error is logged); with no good
 //! configuration yet, or `ordering.enabled = false`, site factors are stock,
@@ -16,6 +21,7 @@ use cellsched_core::ordering::Predictions;
 use crate::job_ranker::{Distrust, JobRanker, Running, Snap, Stamp};
 use cellsched_core::snapshot_cache;
 use cellsched_core::declared::{DeclaredConfig, OverrunPolicy, Overruns};
+use cellsched_core::deadline::{DeadlineConfig, DeadlineLedger};
 use cellsched_core::asrpt::PendingJob;
 use cellsched_core::record;
 use cellsched_core::config::{Config, OrderingConfig};
@@ -52,6 +58,10 @@ static FACTORS: RwLock<Option<Arc<std::collections::HashMap<u32, u32>>>> = RwLoc
 static DECLARED: RwLock<Option<Arc<DeclaredConfig>>> = RwLock::new(None);
 /// Each user's last overrun of declared work, and where it is kept across restarts.
 static OVERRUNS: Mutex<OverrunState> = Mutex::new(OverrunState { log: None, file: None, written_at: 0.0, dirty: false });
+/// `[deadline]`: each user's deadline urgency budget and demotion.
+static DEADLINE_CFG: RwLock<Option<Arc<DeadlineConfig>>> = RwLock::new(None);
+/// The deadline ledger (ranking thread; loaded at init) and its file.
+static DEADLINES: Mutex<DeadlineState> = Mutex::new(DeadlineState { ledger: None, file: None, written: String::new() });
 /// Set by reloads: the next ranking pass parses every job again.
 static INVALIDATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// A background thread's stop flag (set, then notified) and its handle.
@@ -68,6 +78,14 @@ struct OverrunState {
     written_at: f64,
     /// The log changed since the file was written.
     dirty: bool,
+}
+
+/// The deadline ledger and its file (`StateSaveLocation/cellsched-deadlines`).
+struct DeadlineState {
+    ledger: Option<DeadlineLedger>,
+    file: Option<PathBuf>,
+    /// The text last written (the file is rewritten only when it changes).
+    written: String,
 }
 
 /// How often, at most, the overrun file is rewritten only because a
@@ -111,6 +129,7 @@ fn load_config() -> Option<Option<PathBuf>> {
                 c.ordering.site_factor_max
             ));
             *DECLARED.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(c.declared.clone()));
+            *DEADLINE_CFG.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(c.deadline.clone()));
             RELEASE_GRES.store(c.slurmctld.release_gres_select, std::sync::atomic::Ordering::Relaxed);
             (Some(Arc::new(c.ordering)), c.estimator.history)
         }
@@ -224,10 +243,73 @@ fn load_overruns() {
 /// Writes the overrun log (ranking thread, no slurmctld lock held): to a
 /// temporary file renamed over the old one, so a crash leaves either.
 fn write_overruns(file: &std::path::Path, text: &str) {
-    let tmp = file.with_extension("new");
-    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, file)) {
+    if let Err(e) = write_state_file(file, text) {
         error(&format!("cannot write {}: {e}; distrust would not survive a restart", file.display()));
     }
+}
+
+/// Writes a state file readable by root (and the SlurmUser) only: a
+/// temporary file of mode 0600 renamed over the old one, so a crash leaves either.
+fn write_state_file(file: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = file.with_extension("new");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    drop(f);
+    std::fs::rename(&tmp, file)
+}
+
+fn deadline_cfg() -> Arc<DeadlineConfig> {
+    DEADLINE_CFG.read().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default()
+}
+
+/// Reads the deadline ledger a previous slurmctld left in StateSaveLocation
+/// (slurmctld start, before the ranking thread): a restart resets no budget
+/// and forgives no demotion.
+fn load_deadlines() {
+    let Some(dir) = cellsched_slurm_ffi::running_conf::state_save_location() else {
+        info("no StateSaveLocation: deadline budgets and demotions are kept in memory only");
+        *DEADLINES.lock().unwrap_or_else(|e| e.into_inner()) = DeadlineState { ledger: Some(DeadlineLedger::default()), file: None, written: String::new() };
+        return;
+    };
+    let file = PathBuf::from(dir).join(DeadlineLedger::FILE_NAME);
+    let (ledger, written) = match std::fs::read_to_string(&file) {
+        Ok(text) => match DeadlineLedger::parse(&text, &file.display().to_string()) {
+            Ok(l) => {
+                if l != DeadlineLedger::default() {
+                    info(&format!("{}: deadline grants and demotions remembered", file.display()));
+                }
+                (l, text)
+            }
+            Err(e) => {
+                error(&format!("{e}; starting with no deadline grants or demotions (the file is rewritten at the next change)"));
+                (DeadlineLedger::default(), String::new())
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (DeadlineLedger::default(), String::new()),
+        Err(e) => {
+            error(&format!("cannot read {}: {e}; starting with no deadline grants or demotions", file.display()));
+            (DeadlineLedger::default(), String::new())
+        }
+    };
+    *DEADLINES.lock().unwrap_or_else(|e| e.into_inner()) = DeadlineState { ledger: Some(ledger), file: Some(file), written };
+}
+
+/// Writes the ledger when its text changed (ranking thread, no slurmctld lock held).
+fn save_deadlines(state: &mut DeadlineState) {
+    let Some(text) = state.ledger.as_ref().map(DeadlineLedger::to_text) else { return };
+    if text == state.written {
+        return;
+    }
+    if let Some(file) = &state.file {
+        if let Err(e) = write_state_file(file, &text) {
+            error(&format!("cannot write {}: {e}; deadline budgets would not survive a restart", file.display()));
+            return;
+        }
+    }
+    state.written = text;
 }
 
 /// Records overruns seen by a ranking pass; true when the set of distrusted users changed.
@@ -295,7 +377,8 @@ fn rank_pass() {
                 let (id, stamp) = (job.id(), Stamp::of_bytes(comment, None));
                 if ranker.wants_running(id, stamp) {
                     let Some(text) = job.admin_comment() else { return };
-                    running_fresh.push((id, stamp, text.to_string()));
+                    let private = job.env().find_map(|e| record::private_entry(&[e]).map(str::to_string));
+                    running_fresh.push((id, stamp, text.to_string(), private));
                 }
                 bufs.running.push(Running { id, user_id: job.user_id(), start_s: start, stamp });
             }
@@ -311,7 +394,7 @@ fn rank_pass() {
                 user_id: job.user_id(),
                 submit_time_s: job.submit_time(),
                 admin_comment: text.to_string(),
-                env: job.env().filter(|e| job_env::is_dl_entry(e)).map(str::to_string).collect(),
+                env: job.env().filter(|e| job_env::is_dl_entry(e) || record::is_private_entry(e)).map(str::to_string).collect(),
                 time_limit_min: limit,
             });
         }
@@ -330,11 +413,25 @@ fn rank_pass() {
         // Parses made with the old trust are stale; those jobs are parsed again next pass.
         ranker.invalidate();
     }
+    let dcfg = deadline_cfg();
+    let misses = ranker.deadline_misses(&bufs.running, now, &dcfg);
     let copied = fresh.len();
     let t1 = Instant::now();
     let preds = predictions();
     let data = OrderingData { models: models(), predictions: preds.as_deref() };
-    ranker.update(&bufs.seen, fresh, now, &cfg, &data, slurm_sys::NICE_OFFSET, &distrust_now(&declared, now));
+    let mut deadlines = DEADLINES.lock().unwrap_or_else(|e| e.into_inner());
+    let ledger = deadlines.ledger.get_or_insert_with(DeadlineLedger::default);
+    for (uid, at) in &misses {
+        if !ledger.is_demoted(*uid, now, &dcfg) {
+            info(&format!("uid {uid} missed a deadline by more than {} x the job's predicted run time: no deadline urgency for {:.0} s", dcfg.miss_factor, dcfg.distrust_s));
+        }
+        ledger.demote(*uid, *at);
+    }
+    let live: std::collections::HashSet<u32> = bufs.seen.iter().map(|(id, _)| *id).chain(bufs.running.iter().map(|r| r.id)).collect();
+    ledger.expire(now, &dcfg, &live);
+    ranker.update(&bufs.seen, fresh, now, &cfg, &data, slurm_sys::NICE_OFFSET, &distrust_now(&declared, now), (ledger, &dcfg));
+    save_deadlines(&mut deadlines);
+    drop(deadlines);
     *FACTORS.write().unwrap_or_else(|e| e.into_inner()) = Some(ranker.factors());
     log::debug(&format!(
         "site_factor/cellsched: ranking pass over {} pending DL jobs ({copied} copied): snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them), ranking {} us; plugin heap {} KiB (peak {} KiB)",
@@ -425,7 +522,7 @@ fn pending_of(job: &Job<'_>, cfg: &OrderingConfig, data: &OrderingData<'_>, dist
         user_id: job.user_id(),
         submit_time_s: job.submit_time(),
         admin_comment: comment,
-        env: job.env().filter(|e| job_env::is_dl_entry(e)).map(str::to_string).collect(),
+        env: job.env().filter(|e| job_env::is_dl_entry(e) || record::is_private_entry(e)).map(str::to_string).collect(),
         time_limit_min: job.time_limit(),
         distrusted,
     };
@@ -444,6 +541,7 @@ pub extern "C" fn init() -> c_int {
         spawn_reload(move || load_predictions(history));
         if ctld::in_slurmctld() {
             load_overruns();
+            load_deadlines();
             cellsched_slurm_ffi::plugin::pin_library();
             start_ranker();
         }
@@ -508,7 +606,9 @@ pub extern "C" fn site_factor_p_set(job_ptr: *mut cellsched_job_t) {
             if distrusted && distrust.demote {
                 return; // stock site factor
             }
-            if let Some(p) = pending_of(job, &cfg, &data, distrusted) {
+            // Deadline urgency is granted only by the ranking pass, which
+            // applies each user's deadline budget (within rank_interval_s).
+            if let Some(p) = pending_of(job, &cfg, &data, distrusted).map(|p| p.with_deadline(None)) {
                 job.set_site_factor(ordering::site_factor_one(&p, now, &cfg, slurm_sys::NICE_OFFSET));
             }
         });

@@ -58,12 +58,7 @@ impl Controller for Scontrol {
 }
 
 /// The value of `key` in `scontrol show config` output (`KEY = value`).
-pub fn show_config_value(text: &str, key: &str) -> Option<String> {
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once('=')?;
-        k.trim().eq_ignore_ascii_case(key).then(|| v.trim().to_string())
-    })
-}
+pub use cellsched_core::slurm_text::show_config_value;
 
 #[cfg(test)]
 mod tests {

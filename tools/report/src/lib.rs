@@ -22,6 +22,7 @@ pub mod iter_log;
 pub mod metrics;
 pub mod output;
 pub mod plot;
+pub mod private_data;
 pub mod record;
 pub mod sacct;
 pub mod summary;

@@ -85,6 +85,10 @@ pub struct DlTags {
     /// signal to the job pending again, as slurmctld measured them).
     #[serde(default)]
     pub reconf_cost_s: f64,
+    /// `infeasible_deadline=T`: a deadline dropped at submit because the
+    /// job could not meet it even alone on its fastest Cell.
+    #[serde(default)]
+    pub infeasible_deadline: Option<i64>,
 }
 
 impl DlTags {
@@ -98,6 +102,7 @@ impl DlTags {
             elastic: r.elastic.is_some(),
             reconfs: r.restarts,
             reconf_cost_s: r.reconf_cost_s,
+            infeasible_deadline: r.infeasible_deadline,
         })
     }
 }

@@ -167,8 +167,11 @@ pub fn run_tool(tool: &str, args: &[String]) -> Result<String, ReportError> {
 }
 
 /// Queries sacct and parses the jobs; an empty result is [`ReportError::NoJobs`].
+/// With `PrivateData=jobs` in slurm.conf the query is limited to the
+/// caller's own jobs unless the caller may see all ([`crate::private_data`]).
 pub fn fetch_jobs(q: &Query) -> Result<Vec<JobRecord>, ReportError> {
     q.check_users()?;
+    let q = &crate::private_data::restrict_for_caller(q)?;
     let text = run_tool("sacct", &q.sacct_args())?;
     let mut jobs = parse_sacct_output(&text)?;
     if jobs.is_empty() {

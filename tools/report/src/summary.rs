@@ -178,7 +178,8 @@ pub struct UserDeadlines {
     pub met: usize,
     /// Jobs with a deadline their predicted run (declared iterations ×
     /// predicted seconds per iteration) could not meet even started at
-    /// submit: infeasible from the start.
+    /// submit: infeasible from the start (recorded with the deadline, or
+    /// dropped at submit as `infeasible_deadline=`).
     pub infeasible: usize,
 }
 
@@ -187,6 +188,9 @@ impl UserDeadlines {
     pub fn of(jobs: &[JobRecord]) -> BTreeMap<String, UserDeadlines> {
         let mut out: BTreeMap<String, UserDeadlines> = BTreeMap::new();
         for j in jobs {
+            if j.tags.infeasible_deadline.is_some() {
+                out.entry(j.user.clone()).or_default().infeasible += 1;
+            }
             let Some(d) = j.tags.deadline else { continue };
             let u = out.entry(j.user.clone()).or_default();
             if j.finished() {
@@ -387,17 +391,19 @@ pub(crate) mod tests {
             job(1, 0, 10, 100, "gres/gpu:a100=4", &format!("{a} iters=100 deadline=100"), ""), // 50 s of work in 100 s: met
             job(2, 0, 10, 300, "gres/gpu:a100=4", &format!("{a} iters=1000 deadline=100"), ""), // 500 s in 100 s: infeasible, missed
             job(3, 0, 10, 50, "gres/gpu:a100=4", &format!("{a} iters=10"), ""),                 // no deadline
+            job(4, 0, 10, 50, "gres/gpu:a100=4", &format!("{a} iters=10 infeasible_deadline=20"), ""), // dropped at submit
         ];
         jobs[1].user = "bob".into();
+        jobs[3].user = "bob".into();
         for j in &mut jobs {
             j.apply_time_scale(1.0);
         }
         let per = Summary::of(&jobs, None).deadlines_per_user;
         assert_eq!(per.len(), 2);
         assert_eq!(per["alice"], UserDeadlines { ended: 1, met: 1, infeasible: 0 });
-        assert_eq!(per["bob"], UserDeadlines { ended: 1, met: 0, infeasible: 1 });
+        assert_eq!(per["bob"], UserDeadlines { ended: 1, met: 0, infeasible: 2 });
         let text = crate::output::summary_text(&Summary::of(&jobs, None));
-        assert!(text.contains("Deadlines per user:              alice 1/1 met, 0 infeasible; bob 0/1 met, 1 infeasible"), "{text}");
+        assert!(text.contains("Deadlines per user:              alice 1/1 met, 0 infeasible; bob 0/1 met, 2 infeasible"), "{text}");
     }
 
     /// Issue 33 item 5: reconfigurations per job and the time they cost, from the records.

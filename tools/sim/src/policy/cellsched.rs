@@ -77,6 +77,7 @@ use crate::times::TimedCell;
 use cellsched_core::estimator::CellOffer;
 use cellsched_core::asrpt::{self, AsrptConfig, AsrptQueue, PendingJob};
 use cellsched_core::config::Config;
+use cellsched_core::deadline::{DeadlineConfig, DeadlineLedger};
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
 use cellsched_core::config::ElasticConfig;
 use cellsched_core::placement::{self, DeadlineWork, LoadView, Sizable, SizingRule};
@@ -181,6 +182,9 @@ pub struct CellschedOptions {
     /// Reconfiguration of running elastic jobs (`[elastic]`; `enabled`
     /// false: never).
     pub elastic: ElasticConfig,
+    /// Each user's deadline urgency budget (`[deadline]`), applied at
+    /// arrival by core's rule ([`DeadlineLedger::gate`]).
+    pub deadline: DeadlineConfig,
     /// The trace's GPU counts are fixed by their users (an untyped
     /// `--gres=gpu:N`, as `cellsched bench replay` submits them): each job
     /// gets the fastest Cell of exactly that count, as job_submit does for
@@ -255,6 +259,7 @@ impl CellschedOptions {
             min_marginal_efficiency: p.min_marginal_efficiency,
             asrpt: cellsched_core::ordering::asrpt_config(&cfg.ordering),
             aged_guard: AgedGuard::None,
+            deadline: cfg.deadline.clone(),
             fixed_counts: false,
             started_by_slurm: None,
             replan_min_gain: p.replan_min_gain,
@@ -450,6 +455,10 @@ pub struct CellschedPolicy {
     wanted: Vec<u64>,
     /// Reconfiguration of running elastic jobs (`None`: off).
     elastic: Option<ElasticHost>,
+    /// Deadline urgency granted per user (core's rule, as site_factor applies it).
+    ledger: DeadlineLedger,
+    /// Trace user names to the ids the ledger keys on.
+    users: HashMap<String, u32>,
     /// slurmctld's machinery when jobs are started through it (`CellschedOptions::started_by_slurm`).
     gate: Option<SlurmGate>,
 }
@@ -515,6 +524,8 @@ impl CellschedPolicy {
             fcfs: Vec::new(),
             wanted: Vec::new(),
             elastic,
+            ledger: DeadlineLedger::default(),
+            users: HashMap::new(),
             gate,
         })
     }
@@ -530,6 +541,18 @@ impl CellschedPolicy {
     /// The elastic decision passes kept so far.
     pub fn elastic_passes(&self) -> &[crate::elastic::Pass] {
         self.elastic.as_ref().map_or(&[], |e| e.passes())
+    }
+
+    /// The ledger's id of job `i`'s user: one per trace user name; a job
+    /// without one is its own user (nothing ties it to other jobs).
+    fn user_id(&mut self, i: usize, user: Option<&str>) -> u32 {
+        match user {
+            Some(u) => {
+                let next = self.users.len() as u32;
+                *self.users.entry(u.to_string()).or_insert(next)
+            }
+            None => (1 << 31) | (i as u32 & !(1 << 31)),
+        }
     }
 
     fn plan(&self, i: usize) -> &JobPlan {
@@ -948,6 +971,19 @@ impl Policy for CellschedPolicy {
         )
         .with_gpus(p.ideal.gpus)
         .with_deadline(j.spec.due_s.map(|d| j.spec.submission_time + d));
+        // Deadline urgency within the user's budget only (site_factor's rule).
+        if p.asrpt.deadline_s.is_some() {
+            let mut asrpt = p.asrpt;
+            let user = j.spec.user.clone();
+            let uid = self.user_id(i, user.as_deref());
+            let now = sim.now();
+            if i.is_multiple_of(256) {
+                self.ledger.expire(now, &self.opts.deadline, &Default::default());
+            }
+            self.ledger.gate(uid, &mut asrpt, now, &self.opts.deadline);
+            self.plans[i].as_mut().expect("admitted job has a plan").asrpt = asrpt;
+        }
+        let p = self.plans[i].as_ref().expect("admitted job has a plan");
         if let Some(q) = &mut self.queue {
             q.insert(p.asrpt);
         }
@@ -1205,6 +1241,32 @@ mod tests {
         // Due in 500 s: no Cell meets it: the fastest (job_submit's fallback).
         let (_, gpus, _, _, met) = start_of(Some(500.0));
         assert_eq!((gpus, met), (2, Some(0.0)));
+    }
+
+    /// Issue 31 item 3 in the simulator: a long deadline job passes a short
+    /// honest one only while its user's deadline budget covers it (core's
+    /// `DeadlineLedger::gate`, the rule site_factor applies).
+    #[test]
+    fn deadline_urgency_is_bounded_by_the_users_budget() {
+        let order = |budget_gpu_hours: f64| {
+            let blocker = job("0", 0.0, 100, 1, "a100", 1e6);
+            // 10,000 s of work (2.8 GPU-hours) due in 15,000 s: urgent from submit.
+            let mut long = job("1", 1.0, 10_000, 1, "a100", 1e6);
+            long.due_s = Some(15_000.0);
+            long.user = Some("mallory".into());
+            let mut short = job("2", 1.0, 100, 1, "a100", 1e6);
+            short.user = Some("alice".into());
+            let deadline = DeadlineConfig { budget_gpu_hours, ..DeadlineConfig::default() };
+            let mut pol = CellschedPolicy::new(CellschedOptions { deadline, ..Default::default() }).unwrap();
+            let (_, jct) = run(&mut pol, a100_node(1), &[blocker, long, short], times());
+            (jct[1].unwrap(), jct[2].unwrap())
+        };
+        // No limit: the deadline job goes first (the short one waits for it).
+        let (long, short) = order(0.0);
+        assert!(short > long, "long {long}, short {short}");
+        // A 1 GPU-hour budget: the deadline buys nothing; shortest first.
+        let (long, short) = order(1.0);
+        assert!(short < long && short < 300.0, "long {long}, short {short}");
     }
 
     /// One policy, two hosts: the same jobs on the same free GPUs get the
