@@ -11,11 +11,13 @@ times on the requested Cell are log-uniform in 200-1500 trace seconds;
 arrivals over ~5 trace minutes, a burst at the start; declared limits
 overestimate the true run 1.5-3x (rounded up to 5 minutes).
 
-Usage: python3 bench/replay/make-gavel-small.py > bench/replay/gavel-small.csv
+Usage: python3 bench/replay/make-gavel-small.py [SEED] > bench/replay/gavel-small.csv
+SEED defaults to 7 (gavel-small.csv); bench/replay/gavel-small-s11.csv is
+`python3 bench/replay/make-gavel-small.py 11`, the second replay trace.
 """
-import csv, math, random
+import csv, math, random, sys
 
-rng = random.Random(7)
+rng = random.Random(int(sys.argv[1]) if len(sys.argv) > 1 else 7)
 truth = {}
 with open("etc/examples/truth-gavel.csv") as f:
     rows = csv.DictReader(l for l in f if not l.startswith("#"))

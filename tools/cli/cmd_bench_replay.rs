@@ -46,9 +46,27 @@ pub struct Args {
     /// Simulator cluster TOML mirroring the live cluster [default: bench/replay/gavel-cluster.toml].
     #[arg(long, value_name = "FILE")]
     sim_cluster: Option<PathBuf>,
-    /// Simulator: Cells may use up to this many times the requested GPUs.
-    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
-    sim_max_gpu_factor: f64,
+    /// Simulator: Cells may use up to this many times the requested GPUs
+    /// [default: the replay's cellsched.toml]; with the live model the
+    /// count is fixed as the cellsched pass submits it.
+    #[arg(long, value_name = "FACTOR")]
+    sim_max_gpu_factor: Option<f64>,
+    /// How the simulator mirrors the live run: `live` (limits as submitted,
+    /// node shapes, fixed counts, launch time, scheduling cadence; see
+    /// `cellsched_replay::sim`) or `bare` (the trace as is, decisions at every event).
+    #[arg(long, default_value = "live", value_name = "MODEL")]
+    sim_model: String,
+    /// Live model: mechanisms to leave out, comma list of limits, nodes,
+    /// counts, launch, slurm (Slurm's planning and cadences), to see what each contributes.
+    #[arg(long, value_name = "LIST", default_value = "")]
+    sim_without: String,
+    /// Launch time per run the simulator assumes, real seconds, stock and
+    /// cellsched pass (GPUs held beyond the job's work: sacct's run time
+    /// minus the trainer's own elapsed time; every live run prints what it
+    /// measured). Default: the mean of five replays on the local cluster
+    /// (2026-11-26, bench/HISTORY.md).
+    #[arg(long, value_name = "STOCK,CELLSCHED", default_value = "1.28,1.34")]
+    sim_launch_s: String,
     /// Skip the simulator comparison.
     #[arg(long)]
     no_sim: bool,
@@ -77,7 +95,8 @@ pub struct Args {
     /// Leave the cluster up at the end (default: bring it down).
     #[arg(long)]
     keep_up: bool,
-    /// Print the sbatch command lines of each mode and the simulator's view; start nothing.
+    /// Print the sbatch command lines of each mode and the simulator's view
+    /// (with --json: the prepared jobs and the simulator's side); start nothing.
     #[arg(long)]
     dry_run: bool,
 }
@@ -114,6 +133,45 @@ fn utc_now() -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// The simulator's model of the live run (`--sim-model`, `--sim-launch-s`;
+/// the cadences from the cluster's `SchedulerParameters` and the plugins'
+/// configuration), in trace seconds.
+fn live_model(a: &Args, spec: &LocalClusterSpec, cfg: &cellsched_core::config::Config) -> Result<sim::LiveModel> {
+    match a.sim_model.as_str() {
+        "bare" => return Ok(sim::LiveModel::none()),
+        "live" => {}
+        m => bail!("--sim-model '{m}': expected live or bare"),
+    }
+    let launch: Vec<f64> = a
+        .sim_launch_s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0))
+        .collect::<Option<Vec<f64>>>()
+        .filter(|v| v.len() == 2)
+        .with_context(|| format!("--sim-launch-s '{}': expected two seconds >= 0, STOCK,CELLSCHED", a.sim_launch_s))?;
+    let params = spec.scheduler_parameters.as_deref().unwrap_or(cellsched_devcluster::DEV_SCHEDULER_PARAMETERS);
+    let mut off = std::collections::BTreeSet::new();
+    for w in a.sim_without.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        if !["limits", "nodes", "counts", "launch", "slurm"].contains(&w) {
+            bail!("--sim-without '{w}': expected limits, nodes, counts, launch or slurm");
+        }
+        off.insert(w);
+    }
+    let on = |m: &str| !off.contains(m);
+    let launch = if on("launch") { launch } else { vec![0.0, 0.0] };
+    Ok(sim::LiveModel {
+        submitted_limits: on("limits"),
+        fewest_nodes: on("nodes"),
+        fixed_counts: on("counts"),
+        launch_stock_s: launch[0] * a.speedup,
+        launch_cellsched_s: launch[1] * a.speedup,
+        slurm_planning: on("slurm"),
+        backfill_interval_s: sim::scheduler_parameter(params, "bf_interval").map(|s| s * a.speedup),
+        replan_interval_s: Some(cfg.placement.replan_interval_s as f64 * a.speedup),
+        replan_cooldown_s: cfg.placement.replan_cooldown_s as f64 * a.speedup,
+    })
 }
 
 /// Runs the subcommand.
@@ -204,7 +262,13 @@ pub fn run(a: Args) -> Result<()> {
                     eprintln!("note: simulator cluster {p} differs from the live cluster's node groups");
                 }
                 let k = knowledge.as_ref().map(|k| k.display().to_string());
-                Some(sim::simulate_both(&trace, &p, a.sim_max_gpu_factor, Some(&truth_path.display().to_string()), k.as_deref())?)
+                let mut opts = cellsched_sim::policy::CellschedOptions::from_config(&plugin_cfg);
+                if let Some(f) = a.sim_max_gpu_factor {
+                    opts.max_gpu_factor = f;
+                }
+                let model = live_model(&a, &spec, &plugin_cfg)?;
+                let sim_trace = sim::live_trace(&trace, &jobs, a.speedup, &model);
+                Some(sim::simulate_both(&sim_trace, &p, &opts, &model, Some(&truth_path.display().to_string()), k.as_deref())?)
             }
             None => {
                 eprintln!("note: no bench/replay/gavel-cluster.toml found; skipping the simulator (give --sim-cluster)");
@@ -213,6 +277,10 @@ pub fn run(a: Args) -> Result<()> {
         }
     };
 
+    if a.dry_run && a.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "jobs": jobs, "sim": sim_side }))?);
+        return Ok(());
+    }
     if a.dry_run {
         for &m in &modes {
             println!("# mode {m}: {} jobs", jobs.len());
@@ -280,9 +348,32 @@ fn print_text(c: &Comparison, s: &Settings) {
             );
         }
     }
+    for m in &c.modes {
+        if let Some(l) = m.launch_s {
+            println!("{}: launch time measured (sacct run time minus the trainer's own elapsed time), mean {l:.2} real s per job", m.mode);
+        }
+    }
     if let Some(sim) = &c.sim {
         println!("simulator on the same trace ({}):", sim.cluster);
+        for line in &sim.model {
+            println!("  model: {line}");
+        }
         println!("{}", sim_table(sim));
+    }
+    for (m, g) in &c.job_gaps {
+        let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
+        println!(
+            "{m} vs simulated, {} jobs both finished ({} on the same Cell), trace s live/sim: mean queue {}/{}, run {}/{}, JCT {}/{}; same-Cell run excess {}",
+            g.jobs,
+            g.same_cell,
+            f(g.queue_s.0),
+            f(g.queue_s.1),
+            f(g.run_s.0),
+            f(g.run_s.1),
+            f(g.jct_s.0),
+            f(g.jct_s.1),
+            f(g.run_excess_same_cell_s)
+        );
     }
     let (live, simr) = (c.live_ratios.as_ref().and_then(|r| r.avg_jct), c.sim.as_ref().and_then(|s| s.ratios.avg_jct));
     if let Some(l) = live {
@@ -294,6 +385,9 @@ fn print_text(c: &Comparison, s: &Settings) {
     }
     if let Some(x) = simr {
         println!("simulator: slurm/cellsched average JCT = {x:.2}x");
+    }
+    if let Some(q) = c.live_over_sim {
+        println!("live ratio / simulated ratio = {q:.2} ({:+.0}%)", (q - 1.0) * 100.0);
     }
     match c.same_direction {
         Some(true) => println!("direction: live and simulated results agree"),

@@ -10,10 +10,12 @@
 //! - [`slurm`]: the client commands with a clean environment;
 //! - [`results`]: per-mode statistics (via `cellsched-report`), ratios, tables;
 //! - [`sim`]: the simulator's `slurm` vs `cellsched` on the same trace;
+//! - [`jobs`]: per-job times live and simulated on one clock, compared;
 //! - [`interrupt`]: Ctrl-C handling so a run always cleans up.
 #![deny(missing_docs)]
 mod error;
 pub mod interrupt;
+pub mod jobs;
 pub mod results;
 pub mod runner;
 pub mod sim;

@@ -5,6 +5,7 @@
 //! first Submit, all in real (compressed) seconds. Jobs that were never
 //! submitted, were cancelled as stuck or did not complete are counted, never
 //! silently dropped.
+use crate::jobs::{gap, JobGap, JobTimes};
 use crate::workload::Mode;
 use cellsched_report::summary::Stats;
 use cellsched_report::{JobRecord, Summary};
@@ -60,6 +61,13 @@ pub struct ModeResult {
     /// `iter_s`) vs measured seconds per iteration (the jobs' own
     /// `cellsched-iter` lines, at the replay's time scale).
     pub iteration_time_error: Option<cellsched_report::summary::ErrorStats>,
+    /// Per job, trace seconds from the mode's first submission slot
+    /// ([`crate::jobs`]); filled by the runner, which knows when it began.
+    pub jobs: Vec<JobTimes>,
+    /// Mean real seconds a job held its GPUs beyond the trainer's own run
+    /// (sacct run time minus the trainer's elapsed time), over the jobs
+    /// that printed their summary; what the simulator's launch time models.
+    pub launch_s: Option<f64>,
 }
 
 impl ModeResult {
@@ -96,6 +104,8 @@ impl ModeResult {
             problems,
             wall_s,
             iteration_time_error: s.iteration_time_error,
+            jobs: Vec::new(),
+            launch_s: None,
         }
     }
 }
@@ -160,6 +170,12 @@ pub struct SimSide {
     pub cellsched: Metrics,
     /// slurm / cellsched.
     pub ratios: Ratios,
+    /// Per job under `slurm`.
+    pub slurm_jobs: Vec<JobTimes>,
+    /// Per job under `cellsched`.
+    pub cellsched_jobs: Vec<JobTimes>,
+    /// How the simulator models the live cluster (one line per mechanism).
+    pub model: Vec<String>,
 }
 
 /// Everything a replay run reports (`--json` prints this).
@@ -179,6 +195,11 @@ pub struct Comparison {
     pub sim: Option<SimSide>,
     /// Whether the live and simulated average-JCT ratios point the same way.
     pub same_direction: Option<bool>,
+    /// Live stock/cellsched average-JCT ratio over the simulated one
+    /// (1 = the simulator predicted the live ratio exactly).
+    pub live_over_sim: Option<f64>,
+    /// Per mode, live vs simulated jobs (stock vs `slurm`, cellsched vs `cellsched`).
+    pub job_gaps: Vec<(Mode, JobGap)>,
 }
 
 impl Comparison {
@@ -193,7 +214,15 @@ impl Comparison {
             (Some(l), Some(s)) => Some((l >= 1.0) == (s >= 1.0)),
             _ => None,
         };
-        Comparison { trace, speedup, started, modes, live_ratios, sim, same_direction }
+        let live_over_sim = ratio(live_ratios.as_ref().and_then(|r| r.avg_jct), sim.as_ref().and_then(|s| s.ratios.avg_jct));
+        let job_gaps = match &sim {
+            Some(s) => modes
+                .iter()
+                .map(|m| (m.mode, gap(&m.jobs, if m.mode == Mode::Stock { &s.slurm_jobs } else { &s.cellsched_jobs })))
+                .collect(),
+            None => Vec::new(),
+        };
+        Comparison { trace, speedup, started, modes, live_ratios, sim, same_direction, live_over_sim, job_gaps }
     }
 }
 

@@ -131,6 +131,7 @@ pub fn run_mode(jobs: &[ReplayJob], mode: Mode, s: &Settings, opts: &LiveOptions
     let mut active: BTreeMap<u64, String> = BTreeMap::new();
     let mut submitted: Vec<u64> = Vec::new();
     let mut problems: Vec<Problem> = Vec::new();
+    let t0_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
     let res = submit_and_wait(jobs, mode, s, opts, &slurm, &mut active, &mut submitted, &mut problems, sink);
     if res.is_err() && !active.is_empty() {
         // Leave no job of ours behind on an error or Ctrl-C.
@@ -141,8 +142,10 @@ pub fn run_mode(jobs: &[ReplayJob], mode: Mode, s: &Settings, opts: &LiveOptions
     }
     let wall_s = res?;
     let mut records = collect(&slurm, &submitted, mode, sink)?;
-    measure(&mut records, mode, s);
-    let r = ModeResult::of(mode, jobs.len(), &records, problems, wall_s);
+    let launch = measure(&mut records, mode, s);
+    let mut r = ModeResult::of(mode, jobs.len(), &records, problems, wall_s);
+    r.launch_s = (!launch.is_empty()).then(|| launch.iter().sum::<f64>() / launch.len() as f64);
+    r.jobs = records.iter().map(|rec| crate::jobs::JobTimes::of_record(rec, t0_epoch, s.speedup)).collect();
     sink(&format!(
         "[{mode}] done in {wall_s:.0} s: {} of {} jobs completed, avg JCT {}",
         r.completed,
@@ -263,15 +266,24 @@ fn submit_and_wait(
 /// Compares each job's prediction (AdminComment) with what the job itself
 /// shows: its `cellsched-iter` lines (its output file), at the replay's
 /// time scale.
-fn measure(records: &mut [cellsched_report::JobRecord], mode: Mode, s: &Settings) {
+/// Returns, per job that printed its summary, the real seconds it held its
+/// GPUs beyond the trainer's own run (sacct's End − Start minus the
+/// trainer's elapsed time: launch, plugins, completion).
+fn measure(records: &mut [cellsched_report::JobRecord], mode: Mode, s: &Settings) -> Vec<f64> {
+    let mut launch = Vec::new();
     for r in records.iter_mut() {
         r.apply_time_scale(s.scale());
         let trace = crate::results::trace_job_of(r).unwrap_or_default();
         let out = s.out_dir.join(format!("{}-{}.out", crate::workload::job_name(mode, &trace), r.job_id));
         if let Ok(b) = std::fs::read(&out) {
-            r.measure(Some(&String::from_utf8_lossy(&b)));
+            let text = String::from_utf8_lossy(&b);
+            r.measure(Some(&text));
+            if let (Some(e), Some(_), Some(_)) = (crate::jobs::trainer_elapsed_s(&text), r.start, r.end) {
+                launch.push(r.run_s() - e);
+            }
         }
     }
+    launch
 }
 
 /// Reads the submitted jobs back from sacct, waiting (≤ 30 s) until every

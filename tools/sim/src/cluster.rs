@@ -237,6 +237,11 @@ pub struct ClusterState {
     pub types: Vec<String>,
     /// Group indices of each type.
     pub type_groups: Vec<Vec<usize>>,
+    /// Jobs span exactly the fewest nodes their GPU count needs, as when
+    /// they are submitted with `--nodes=ceil(gpus / gpus_per_node)` and a
+    /// per-node GRES count (`cellsched bench replay`); off: any node count
+    /// that divides the GPUs ([`ClusterState::shapes`]).
+    pub fewest_nodes_only: bool,
 }
 
 /// GPUs held by a running job: (node, gpus) pairs in its group.
@@ -272,7 +277,7 @@ impl ClusterState {
                 free_total: g.nodes as u64 * g.gpus_per_node as u64,
             });
         }
-        ClusterState { groups, types, type_groups }
+        ClusterState { groups, types, type_groups, fewest_nodes_only: false }
     }
 
     /// Index of a GPU type, if the cluster has it.
@@ -305,7 +310,7 @@ impl ClusterState {
     pub fn shapes(&self, g: usize, gpus: u32) -> impl Iterator<Item = Shape> + '_ {
         let spec = &self.groups[g].spec;
         let lo = gpus.div_ceil(spec.gpus_per_node).max(1);
-        let hi = gpus.min(spec.nodes);
+        let hi = if self.fewest_nodes_only { lo.min(spec.nodes) } else { gpus.min(spec.nodes) };
         (lo..=hi)
             .filter(move |n| gpus % n == 0)
             .map(move |n| Shape { group: g, nodes: n, gpus_per_node: gpus / n })
@@ -391,6 +396,24 @@ mod tests {
     use super::*;
 
     const TWO: &str = "[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 4\n\n[[group]]\ngpu_type = \"v100\"\nnodes = 3\ngpus_per_node = 8\ninter_node_gbps = 100\n";
+
+    #[test]
+    fn fewest_nodes_only_keeps_a_job_on_the_nodes_its_count_needs() {
+        let mut c = ClusterState::new(&ClusterSpec::parse(TWO, "c.toml").unwrap());
+        let all: Vec<(u32, u32)> = c.shapes(1, 8).map(|s| (s.nodes, s.gpus_per_node)).collect();
+        assert_eq!(all, vec![(1, 8), (2, 4)]);
+        c.fewest_nodes_only = true;
+        let fewest: Vec<(u32, u32)> = c.shapes(1, 8).map(|s| (s.nodes, s.gpus_per_node)).collect();
+        assert_eq!(fewest, vec![(1, 8)]);
+        // Two 4-GPU halves free on two v100 nodes: 8 GPUs fit only when spreading is allowed.
+        let t = c.type_index("v100").unwrap();
+        for (node, gpus) in [(0, 4), (1, 4), (2, 8)] {
+            c.allocate_on(1, &[node], gpus).unwrap();
+        }
+        assert_eq!(c.place_now(t, 8), None);
+        c.fewest_nodes_only = false;
+        assert_eq!(c.place_now(t, 8).map(|s| s.nodes), Some(2));
+    }
 
     #[test]
     fn shrink_and_clamp_requests() {

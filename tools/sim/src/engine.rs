@@ -42,6 +42,11 @@ pub struct SimConfig {
     pub seed: u64,
     /// Seconds a preempted job loses on restart (checkpoint reload), GPUs held.
     pub preempt_overhead_s: f64,
+    /// Seconds every run holds its GPUs beyond its work: job launch
+    /// (prolog, plugins, the program starting) and completion, as measured
+    /// on a live cluster (`cellsched bench replay`). The scheduler's
+    /// predicted end does not include it. 0: runs are pure work.
+    pub launch_s: f64,
     /// Extra scheduling passes every this many seconds while jobs wait.
     pub replan_interval_s: Option<f64>,
     /// Stop the clock here; jobs not done count as unfinished.
@@ -62,6 +67,7 @@ impl Default for SimConfig {
         SimConfig {
             seed: 0,
             preempt_overhead_s: 30.0,
+            launch_s: 0.0,
             replan_interval_s: None,
             max_time_s: None,
             oom_startup_s: 60.0,
@@ -157,6 +163,7 @@ impl<'t> Sim<'t> {
                 progress: 0.0,
                 speed: SpeedProfile::none(),
                 alloc: None,
+                last_shape: None,
                 iter_s: 0.0,
                 alloc_time: 0.0,
                 run_start: 0.0,
@@ -367,8 +374,23 @@ impl<'t> Sim<'t> {
     /// fit now; also false when truth lacks the Cell and has no fallback:
     /// then the scheduler's knowledge loses the Cell and the job is requeued.
     pub fn start(&mut self, i: usize, shape: Shape, iter_s: f64) -> bool {
+        self.start_with(i, shape, None, iter_s)
+    }
+
+    /// [`Sim::start`] on the given nodes of `shape`'s group (node indices
+    /// in the group, `shape.nodes` of them), for policies that plan nodes.
+    pub fn start_on(&mut self, i: usize, shape: Shape, nodes: &[u32], iter_s: f64) -> bool {
+        nodes.len() == shape.nodes as usize && self.start_with(i, shape, Some(nodes), iter_s)
+    }
+
+    fn start_with(&mut self, i: usize, shape: Shape, nodes: Option<&[u32]>, iter_s: f64) -> bool {
         debug_assert_eq!(self.jobs[i].status, Status::Pending);
-        if !self.cluster.fits(&shape) {
+        let free = &self.cluster.groups[shape.group].free_per_node();
+        let fits = match nodes {
+            None => self.cluster.fits(&shape),
+            Some(ns) => ns.iter().all(|&n| free.get(n as usize).is_some_and(|&f| f >= shape.gpus_per_node)),
+        };
+        if !fits {
             return false;
         }
         let (true_iter, timing) = match self.truth_answer(i, shape) {
@@ -393,10 +415,15 @@ impl<'t> Sim<'t> {
                 return false;
             }
         };
-        let Some(alloc) = self.cluster.allocate(shape) else { return false };
+        let alloc = match nodes {
+            None => self.cluster.allocate(shape),
+            Some(ns) => self.cluster.allocate_on(shape.group, ns, shape.gpus_per_node),
+        };
+        let Some(alloc) = alloc else { return false };
         let now = self.now;
-        let overhead = if self.jobs[i].preemptions > 0 { self.cfg.preempt_overhead_s } else { 0.0 };
-        let pred_dur = overhead + self.remaining_s(i, iter_s);
+        let restart = if self.jobs[i].preemptions > 0 { self.cfg.preempt_overhead_s } else { 0.0 };
+        let overhead = restart + self.cfg.launch_s;
+        let pred_dur = restart + self.remaining_s(i, iter_s);
         let oom_after = self.cfg.oom_startup_s;
         let j = &mut self.jobs[i];
         j.status = Status::Running;
@@ -474,6 +501,7 @@ impl<'t> Sim<'t> {
         let now = self.now;
         let j = &mut self.jobs[i];
         let a = j.alloc.take().expect("running job has an allocation");
+        j.last_shape = Some(a.shape);
         let gpu_s = a.shape.gpus() as f64 * (now - j.alloc_time);
         j.attained_gpu_s += gpu_s;
         let t = self.cluster.groups[a.shape.group].type_idx;
@@ -711,6 +739,9 @@ impl SimView for Sim<'_> {
     }
     fn start(&mut self, i: usize, shape: Shape, iter_s: f64) -> bool {
         Sim::start(self, i, shape, iter_s)
+    }
+    fn start_on(&mut self, i: usize, shape: Shape, nodes: &[u32], iter_s: f64) -> bool {
+        Sim::start_on(self, i, shape, nodes, iter_s)
     }
     fn preempt(&mut self, i: usize) {
         Sim::preempt(self, i)

@@ -1,6 +1,6 @@
 //! A job's simulation state: the trace row, where it is in its life, its
 //! current run (allocation, timing) and what the scheduler knows of it.
-use crate::cluster::Allocation;
+use crate::cluster::{Allocation, Shape};
 use crate::progress_model::SpeedProfile;
 use crate::trace::TraceJob;
 
@@ -45,6 +45,8 @@ pub struct Job {
     pub speed: SpeedProfile,
     /// Current allocation while running.
     pub alloc: Option<Allocation>,
+    /// Shape of the last run that ended (for per-job reports).
+    pub last_shape: Option<Shape>,
     /// Seconds per (unfrozen) iteration of the current run.
     pub iter_s: f64,
     /// When the current run got its GPUs.

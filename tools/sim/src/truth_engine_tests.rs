@@ -184,3 +184,16 @@ fn noisy_declared_iterations_change_plans_not_the_clock() {
     assert!(k1 != 1000.0 && k1 >= 1.0);
     assert_eq!(crate::engine::known_iters(1000, 0.0, 7, 3), 1000.0);
 }
+
+/// `SimConfig::launch_s`: every run holds its GPUs that much longer than
+/// its work (FIFO on one a100: B waits for A's work and launch).
+#[test]
+fn launch_time_holds_the_gpus_beyond_the_work() {
+    let jobs = [job("a", 0.0, 100, 1, "a100", 0.0), job("b", 0.0, 50, 1, "a100", 0.0)];
+    let times = || LinearTimes::new(0.0).with("m", "a100", 1.0).with("m", "v100", 2.0);
+    let (_, jct, _) = run(policy::build("fifo", &CellschedOptions::default()).unwrap().as_mut(), &jobs, times(), None, cfg());
+    assert_eq!(jct, vec![Some(100.0), Some(150.0)]);
+    let (m, jct, _) = run(policy::build("fifo", &CellschedOptions::default()).unwrap().as_mut(), &jobs, times(), None, SimConfig { launch_s: 5.0, ..cfg() });
+    assert_eq!(jct, vec![Some(105.0), Some(160.0)]);
+    assert!((m.gpu_hours - 160.0 / 3600.0).abs() < 1e-5, "{}", m.gpu_hours);
+}

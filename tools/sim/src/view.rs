@@ -45,6 +45,8 @@ pub trait SimView {
     /// Starts pending job `i` on `shape`, predicted at `iter_s` seconds per
     /// iteration; false (nothing changed) if it cannot start there now.
     fn start(&mut self, i: usize, shape: Shape, iter_s: f64) -> bool;
+    /// [`SimView::start`] on the given nodes of `shape`'s group.
+    fn start_on(&mut self, i: usize, shape: Shape, nodes: &[u32], iter_s: f64) -> bool;
     /// Preempts running job `i`: it keeps its progress and waits again.
     fn preempt(&mut self, i: usize);
     /// Asks for pending job `i` to be re-planned ([`Policy::on_requeue`]) after the pass.

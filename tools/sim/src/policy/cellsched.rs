@@ -57,6 +57,7 @@
 //! times ([`crate::times`]) and known iterations ([`crate::engine::Job::iters`]);
 //! the engine runs the clock on truth when one is set. Jobs whose model the
 //! knowledge lacks keep their requested type and count (stock).
+use super::slurm_backfill::{declared_limit, SlurmGate};
 use super::starts::{iter_on, requested_admissible};
 use crate::view::Policy;
 use crate::cluster::Shape;
@@ -156,6 +157,17 @@ pub struct CellschedOptions {
     pub asrpt: AsrptConfig,
     /// How an aged job that cannot start is protected from being passed over.
     pub aged_guard: AgedGuard,
+    /// The trace's GPU counts are fixed by their users (an untyped
+    /// `--gres=gpu:N`, as `cellsched bench replay` submits them): each job
+    /// gets the fastest Cell of exactly that count, as job_submit does for
+    /// a fixed count (`core::placement::ranked_for`, `choose_ranked`).
+    /// Off: the count is a hint the sizing rule may change.
+    pub fixed_counts: bool,
+    /// Jobs are started by slurmctld's scheduler as the plugins run there
+    /// (main scheduler, backfill under declared time limits, job_submit's
+    /// re-planning cadence; see `SlurmGate`). `None`: the policy starts
+    /// jobs itself at every pass.
+    pub started_by_slurm: Option<SlurmGate>,
 }
 
 /// Starvation guard for an aged job that cannot start in a pass.
@@ -218,6 +230,8 @@ impl CellschedOptions {
             min_marginal_efficiency: p.min_marginal_efficiency,
             asrpt: cellsched_core::ordering::asrpt_config(&cfg.ordering),
             aged_guard: AgedGuard::None,
+            fixed_counts: false,
+            started_by_slurm: None,
         }
     }
 }
@@ -386,6 +400,8 @@ pub struct CellschedPolicy {
     /// Per GPU type: the GPUs the pending jobs' plans wait for, counted at
     /// the start of each pass and lowered as jobs start (the load view).
     wanted: Vec<u64>,
+    /// slurmctld's machinery when jobs are started through it (`CellschedOptions::started_by_slurm`).
+    gate: Option<SlurmGate>,
 }
 
 /// The GPU types a job may be offered: all but `held`; `slot` names the
@@ -431,6 +447,7 @@ impl CellschedPolicy {
             opts.aged_guard = AgedGuard::None;
         }
         let queue = if opts.srpt { Some(AsrptQueue::new(opts.asrpt.clone(), 0.0)?) } else { None };
+        let gate = opts.started_by_slurm.clone();
         Ok(CellschedPolicy {
             name: opts.name(),
             opts,
@@ -444,6 +461,7 @@ impl CellschedPolicy {
             started: Vec::new(),
             fcfs: Vec::new(),
             wanted: Vec::new(),
+            gate,
         })
     }
 
@@ -458,7 +476,8 @@ impl CellschedPolicy {
     }
 
     fn max_gpus(&self, sim: &dyn SimView, i: usize) -> u32 {
-        self.sizing().cap(sim.job(i).spec.num_gpu.max(1))
+        let n = sim.job(i).spec.num_gpu.max(1);
+        if self.opts.fixed_counts { n } else { self.sizing().cap(n) }
     }
 
     /// The Cell the sizing rule picks among `cells` for job `i` (the same
@@ -466,7 +485,13 @@ impl CellschedPolicy {
     /// With a deadline (`work`), only the Cells predicted to meet it count
     /// (`SizingRule::choose_in_time`, as job_submit and re-planning do);
     /// `None` then means none of `cells` does.
+    /// With [`CellschedOptions::fixed_counts`], the fastest Cell of exactly
+    /// the job's count (`cells` are fastest first).
     fn sized(&self, sim: &dyn SimView, i: usize, cells: &[&TimedCell], work: Option<DeadlineWork>, load: Option<&LoadView>) -> Option<usize> {
+        if self.opts.fixed_counts {
+            let n = sim.job(i).spec.num_gpu.max(1);
+            return cells.iter().position(|c| c.gpus == n && work.is_none_or(|w| w.met_by(c.iter_s)));
+        }
         self.sizing().choose_in_time_under_load(cells, Some(sim.job(i).spec.num_gpu.max(1)), work, load)
     }
 
@@ -812,6 +837,10 @@ impl Policy for CellschedPolicy {
         if let Some(f) = &p.freeze {
             sim.set_speed(i, speed_profile(f));
         }
+        let plan_t = p.plan_type;
+        if let Some(g) = &mut self.gate {
+            g.arrive(i, plan_t, sim.now(), sim.jobs().len());
+        }
         let rem = sim.remaining_s(i, self.plan(i).ideal.iter_s);
         // A pending job's remaining time is fixed while it waits (this
         // policy never preempts), so its A-SRPT key is computed once.
@@ -844,6 +873,10 @@ impl Policy for CellschedPolicy {
         }
         let mut fcfs = std::mem::take(&mut self.fcfs);
         let mut started = std::mem::take(&mut self.started);
+        let mut gate = self.gate.take();
+        if let Some(g) = &mut gate {
+            g.begin_pass(sim.now(), sim.jobs().len());
+        }
         fcfs.clear();
         started.clear();
         {
@@ -891,6 +924,9 @@ impl Policy for CellschedPolicy {
                 if replanning && self.no_cell_epoch[class] == self.epoch && sim.job(i).spec.due_s.is_none() {
                     // Same class, same free GPUs: still no acceptable Cell.
                     backlog.add(aged && guarded, plan_t, plan_gpus, rem_plan);
+                    if let Some(g) = &mut gate {
+                        g.wait(sim, i, plan_t, plan_gpus, declared_limit(sim, i));
+                    }
                     continue;
                 }
                 let queue_wait = backlog.wait_s(plan_t);
@@ -915,6 +951,19 @@ impl Policy for CellschedPolicy {
                         }
                     }
                 }
+                if let (Some(g), Some((shape, iter_s))) = (&gate, chosen) {
+                    // Between job_submit's decisions the job keeps its GPU
+                    // type; at submission it takes no slower Cell than its
+                    // best while the wait test is on (no forecast yet).
+                    let slower = iter_s > self.plan(i).ideal.iter_s * (1.0 + 1e-9);
+                    let wait_test = self.opts.wait_test && sim.job(i).spec.due_s.is_none();
+                    if !g.type_allowed(i, sim.cluster().groups[shape.group].type_idx) || (g.at_submission(i) && slower && wait_test) {
+                        chosen = None;
+                    }
+                }
+                if let (Some(g), None) = (&mut gate, chosen) {
+                    g.wait(sim, i, plan_t, plan_gpus, declared_limit(sim, i));
+                }
                 match chosen {
                     Some((shape, iter_s)) => {
                         self.epoch += 1;
@@ -922,7 +971,14 @@ impl Policy for CellschedPolicy {
                         let t = sim.cluster().groups[shape.group].type_idx;
                         *ft.used.entry(t).or_default() += shape.gpus() as u64;
                         let ty = sim.cluster().types[t].clone();
-                        if sim.start(i, shape, iter_s) {
+                        let ok = match &mut gate {
+                            Some(g) => {
+                                let limit = declared_limit(sim, i);
+                                g.try_start(sim, i, shape, iter_s, limit)
+                            }
+                            None => sim.start(i, shape, iter_s),
+                        };
+                        if ok {
                             started.push(i);
                             if let Some(w) = self.wanted.get_mut(plan_t) {
                                 *w = w.saturating_sub(u64::from(plan_gpus));
@@ -959,6 +1015,10 @@ impl Policy for CellschedPolicy {
                 }
             }
         }
+        if let Some(g) = &mut gate {
+            g.end_pass(sim);
+        }
+        self.gate = gate;
         self.queue = queue;
         if let Some(q) = &mut self.queue {
             for &i in &started {
@@ -1189,6 +1249,56 @@ mod tests {
             outcomes.insert(sim_moves);
         }
         assert_eq!(outcomes.len(), 2, "both outcomes occur: {outcomes:?}");
+    }
+
+    /// A user's fixed count (`fixed_counts`, untyped `--gres=gpu:N`) is
+    /// kept; as a hint, the sizing rule grows the job into the idle node
+    /// (perfect scaling: marginal efficiency 1).
+    #[test]
+    fn fixed_counts_keep_the_users_gpu_count() {
+        let gpus_of = |fixed: bool| {
+            let mut pol = CellschedPolicy::new(CellschedOptions { max_gpu_factor: 2.0, fixed_counts: fixed, ..Default::default() }).unwrap();
+            let mut rec = Recording { inner: &mut pol, starts: Vec::new() };
+            run(&mut rec, a100_node(4), &[job("1", 0.0, 100, 2, "a100", 1e6)], times());
+            rec.starts[0].2
+        };
+        assert_eq!(gpus_of(false), 4);
+        assert_eq!(gpus_of(true), 2);
+    }
+
+    /// Started through Slurm (`SlurmGate`): a pending job's GPU type
+    /// changes only at job_submit's decisions. X holds the a100 until
+    /// 1,000 s. Z (a model known only on v100) takes the v100 until 50.5 s.
+    /// Y plans on the a100 and waits; the v100 frees at 50.5 s and Y (200 s
+    /// there, well before the a100 frees) moves at once when the policy
+    /// starts jobs itself, at the next re-planning pass (100 s) through
+    /// Slurm. W arrives when only the slower v100 is free: the policy starts
+    /// it there at once; job_submit takes no slower Cell at submission, so
+    /// through Slurm it moves at the first re-planning pass.
+    #[test]
+    fn through_slurm_a_pending_job_changes_type_only_at_replanning_passes() {
+        let t = || LinearTimes::new(0.0).with("m", "a100", 1.0).with("m", "v100", 2.0).with("n", "v100", 2.0);
+        let mut z = job("z", 0.5, 25, 1, "v100", 100.0);
+        z.model_name = "n".into();
+        let y_jobs = [job("x", 0.0, 1000, 1, "a100", 2000.0), z, job("y", 1.0, 100, 1, "a100", 500.0)];
+        let w_jobs = [job("x", 0.0, 1000, 1, "a100", 2000.0), job("w", 1.0, 100, 1, "a100", 500.0)];
+        let last = |jobs: &[crate::trace::TraceJob], gate: Option<SlurmGate>| {
+            let mut pol = CellschedPolicy::new(CellschedOptions { max_gpu_factor: 1.0, started_by_slurm: gate, ..Default::default() }).unwrap();
+            let mut rec = Recording { inner: &mut pol, starts: Vec::new() };
+            let (_, jct) = run(&mut rec, two_types(), jobs, t());
+            let k = jobs.len() - 1;
+            let s = rec.starts.iter().find(|s| s.0 == k).cloned().expect("started");
+            (s.1, jct[k].unwrap())
+        };
+        let gate = || Some(SlurmGate::new(None, Some(100.0)));
+        for (jobs, itself) in [(&y_jobs[..], 249.5), (&w_jobs[..], 200.0)] {
+            let (ty, jct) = last(jobs, None);
+            assert_eq!(ty, "v100");
+            assert!((jct - itself).abs() < 1e-6, "{jct}");
+            let (ty, jct) = last(jobs, gate());
+            assert_eq!(ty, "v100");
+            assert!((jct - 299.0).abs() < 1e-6, "{jct}");
+        }
     }
 
     fn two_types() -> crate::cluster::ClusterState {

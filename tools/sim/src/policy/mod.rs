@@ -14,6 +14,7 @@ mod fifo;
 mod gavel;
 mod preemptive;
 mod slurm;
+mod slurm_backfill;
 mod starts;
 
 pub use cellsched::{AgedGuard, Ablation, CellschedOptions, CellschedPolicy};
@@ -21,6 +22,7 @@ pub use fifo::FifoPolicy;
 pub use gavel::GavelPolicy;
 pub use preemptive::{SrtfPolicy, TiresiasPolicy};
 pub use slurm::SlurmPolicy;
+pub use slurm_backfill::SlurmGate;
 pub use crate::view::{Policy, SimView};
 
 use crate::error::SimError;

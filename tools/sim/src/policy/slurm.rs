@@ -6,6 +6,11 @@
 //! declared); lower-priority jobs start early only if they fit now and either
 //! end (by their own limit) before that reservation or use only GPUs the
 //! reservation does not need. Jobs use the type and count the user asked for.
+//!
+//! With [`SlurmPolicy::conservative`] it plans the way Slurm's backfill
+//! does (every tested job gets a reservation, held nodes, cycles every
+//! `bf_interval`; the main scheduler stops at the first job that does not
+//! fit): see [`super::slurm_backfill`].
 use super::starts::{requested_admissible, start_requested};
 use crate::view::Policy;
 use crate::cluster::ClusterState;
@@ -20,11 +25,57 @@ pub struct SlurmPolicy {
     pub max_age_s: f64,
     /// Time limit assumed for jobs that declared none (partition `DefaultTime`).
     pub default_limit_s: f64,
+    /// Plan as Slurm's sched/backfill does (a reservation for every tested
+    /// job, planned nodes held whole) instead of EASY's single reservation.
+    pub conservative: bool,
+    /// With `conservative`: seconds between backfill cycles (`bf_interval`);
+    /// `None`: a cycle at every scheduling pass.
+    pub backfill_interval_s: Option<f64>,
+    /// With `conservative`: most jobs planned per cycle (`bf_max_job_test`).
+    pub max_job_test: usize,
+    /// Time of the next backfill cycle.
+    next_backfill_s: f64,
 }
 
 impl Default for SlurmPolicy {
     fn default() -> Self {
-        SlurmPolicy { weight_age: 1000.0, max_age_s: 7.0 * 86400.0, default_limit_s: 86400.0 }
+        SlurmPolicy { weight_age: 1000.0, max_age_s: 7.0 * 86400.0, default_limit_s: 86400.0, conservative: false, backfill_interval_s: None, max_job_test: 500, next_backfill_s: 0.0 }
+    }
+}
+
+impl SlurmPolicy {
+    /// Slurm's own planning ([`SlurmPolicy::conservative`]) with backfill
+    /// cycles every `backfill_interval_s` (`None`: every pass).
+    pub fn conservative(backfill_interval_s: Option<f64>) -> Self {
+        SlurmPolicy { conservative: true, backfill_interval_s: backfill_interval_s.filter(|x| x.is_finite() && *x > 0.0), ..SlurmPolicy::default() }
+    }
+
+    /// Main scheduler, then (when due) a backfill cycle.
+    fn schedule_conservative(&mut self, sim: &mut dyn SimView) {
+        let mut order: Vec<(u64, usize)> = sim.pending().iter().copied().map(|i| (self.priority(sim, i), i)).collect();
+        order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let order: Vec<usize> = order.into_iter().map(|x| x.1).collect();
+        // Main scheduler: priority order up to the first job that does not fit.
+        let mut rest = order.as_slice();
+        while let Some((&i, tail)) = rest.split_first() {
+            if !start_requested(sim, i) {
+                break;
+            }
+            rest = tail;
+        }
+        let now = sim.now();
+        if rest.is_empty() || now < self.next_backfill_s {
+            return;
+        }
+        let rest = rest.to_vec();
+        let me = &*self;
+        super::slurm_backfill::backfill_cycle(sim, &rest, self.max_job_test, &|v, i| me.limit(v, i));
+        if let Some(dt) = self.backfill_interval_s {
+            self.next_backfill_s = ((now / dt).floor() + 1.0) * dt;
+            if !sim.pending().is_empty() {
+                sim.wake_at(self.next_backfill_s);
+            }
+        }
     }
 }
 
@@ -118,6 +169,11 @@ impl Policy for SlurmPolicy {
         requested_admissible(sim, i)
     }
     fn schedule(&mut self, sim: &mut dyn SimView) {
+        if self.conservative {
+            // Backfill cycles run on their own clock, even with no GPU free
+            // now (the wake-up for the next cycle must be asked for).
+            return self.schedule_conservative(sim);
+        }
         if !any_free(sim.cluster()) {
             return;
         }
@@ -194,6 +250,46 @@ mod tests {
         let (_, jct) = run(&mut SlurmPolicy::default(), a100_node(8), &jobs, times());
         // D: 2..52 (0.5 s/iter); B starts at 25 when A ends (6 free) and runs 10 s.
         assert_eq!(jct, vec![Some(25.0), Some(34.0), Some(50.0)]);
+    }
+
+    /// EASY protects only the first blocked job; Slurm's backfill plans a
+    /// window for every blocked job. A (4 a100, limit 60) and V (2 v100,
+    /// limit 30, true 25 s) run; B (4 a100) is the head; C (4 v100, 10 s,
+    /// limit 20) waits for V's GPUs; D (2 v100, 40 s, limit 50) fits now.
+    /// EASY starts D at once (another type than the head's) and C waits for
+    /// D; conservative backfill keeps D off C's planned window [30, 50), so
+    /// C starts when V ends (25) and D after C (35).
+    #[test]
+    fn conservative_backfill_plans_every_blocked_job_easy_only_the_head() {
+        let c = || cluster("[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 4\n[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 4\n");
+        let jobs = [
+            job("a", 0.0, 200, 4, "a100", 60.0),
+            job("v", 0.0, 25, 2, "v100", 30.0),
+            job("b", 1.0, 40, 4, "a100", 20.0),
+            job("c", 2.0, 20, 4, "v100", 20.0),
+            job("d", 3.0, 40, 2, "v100", 50.0),
+        ];
+        let (_, easy) = run(&mut SlurmPolicy::default(), c(), &jobs, times());
+        assert_eq!(easy, vec![Some(50.0), Some(25.0), Some(59.0), Some(51.0), Some(40.0)]);
+        let (m, cons) = run(&mut SlurmPolicy::conservative(None), c(), &jobs, times());
+        assert_eq!(cons, vec![Some(50.0), Some(25.0), Some(59.0), Some(33.0), Some(72.0)]);
+        assert_eq!(m.finished, 5);
+    }
+
+    /// Between backfill cycles only the main scheduler starts jobs, and it
+    /// stops at the first job that does not fit: with cycles every 100 s, D
+    /// (1 v100, behind the blocked B) waits for the cycle at 100 s.
+    #[test]
+    fn between_backfill_cycles_the_main_scheduler_stops_at_the_first_blocked_job() {
+        let c = || cluster("[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 4\n[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 4\n");
+        // A holds the a100 node until 200 s (limit 250).
+        let jobs = [job("a", 0.0, 800, 4, "a100", 250.0), job("b", 1.0, 40, 4, "a100", 20.0), job("d", 3.0, 10, 1, "v100", 50.0)];
+        let (_, every_pass) = run(&mut SlurmPolicy::conservative(None), c(), &jobs, times());
+        assert_eq!(every_pass[2], Some(20.0), "D backfills at once");
+        let (_, cycles) = run(&mut SlurmPolicy::conservative(Some(100.0)), c(), &jobs, times());
+        // The cycle at 1 s (B's arrival) ran before D arrived; the next is at 100 s.
+        assert_eq!(cycles[2], Some(117.0));
+        assert_eq!(cycles[1], Some(209.0), "B starts when A ends: the main scheduler, no cycle needed");
     }
 
     #[test]
