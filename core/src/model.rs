@@ -313,6 +313,12 @@ pub struct ModelSpec {
     pub fwd_flops_override: Option<f64>,
     /// Explicit activation bytes per sample (`generic`).
     pub act_bytes_override: Option<f64>,
+    /// Explicit gradient readiness (`generic`): the mean share of backward
+    /// still to run when a parameter's gradient is ready (0.5: parameters
+    /// spread evenly with the work; an LSTM language model's vocabulary
+    /// decoder, most of its work, finishes first and its embedding last).
+    #[serde(default)]
+    pub grad_ready_override: Option<f64>,
 }
 
 /// Quantities the estimator needs, derived once per model.
@@ -445,7 +451,7 @@ impl ModelSpec {
         self.offload.hash(&mut h);
         self.micro_batch.hash(&mut h);
         self.capacity_factor.to_bits().hash(&mut h);
-        for o in [self.params_override, self.fwd_flops_override, self.act_bytes_override] {
+        for o in [self.params_override, self.fwd_flops_override, self.act_bytes_override, self.grad_ready_override] {
             o.map(f64::to_bits).hash(&mut h);
         }
         h.finish()
@@ -485,8 +491,9 @@ impl ModelSpec {
             kernels_per_layer: 10.0,
             pipeline_layers: 1,
             decoder_layers: 0,
-            // Unknown structure: parameters as spread as the work.
-            grad_ready_share: 0.5,
+            // Unknown structure: parameters as spread as the work, unless the
+            // description says otherwise.
+            grad_ready_share: self.grad_ready_override.unwrap_or(0.5),
             cross_flops_per_sample_layer: 0.0,
             max_layer_params: 0.0,
             act_fixed_per_sample_layer: 0.0,
@@ -781,6 +788,7 @@ struct ModelToml {
     params: Option<f64>,
     fwd_flops_per_sample: Option<f64>,
     act_bytes_per_sample: Option<f64>,
+    grad_ready_share: Option<f64>,
 }
 
 impl ModelToml {
@@ -841,7 +849,11 @@ impl ModelToml {
             params_override: None,
             fwd_flops_override: None,
             act_bytes_override: None,
+            grad_ready_override: None,
         };
+        if self.grad_ready_share.is_some() && self.family != ModelFamily::Generic {
+            return Err(err(format!("model '{name}': field 'grad_ready_share' needs family = \"generic\" (the others derive it)")));
+        }
         match self.family {
             ModelFamily::Gpt | ModelFamily::Bert | ModelFamily::Moe => {
                 spec.layers = need(self.layers, "layers")?;
@@ -917,6 +929,12 @@ impl ModelToml {
                         .ok_or_else(|| err(format!("model '{name}' (Generic): missing field 'fwd_flops_per_sample'")))?,
                 );
                 spec.act_bytes_override = pos(self.act_bytes_per_sample, "act_bytes_per_sample")?;
+                spec.grad_ready_override = match self.grad_ready_share {
+                    Some(x) if !(0.0..=1.0).contains(&x) => {
+                        return Err(err(format!("model '{name}': field 'grad_ready_share' must be 0 to 1, got {x}")));
+                    }
+                    o => o,
+                };
                 spec.layers = self.layers.unwrap_or(1).max(1);
             }
         }
@@ -1029,6 +1047,7 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "params": s.params_override,
         "fwd_flops_per_sample": s.fwd_flops_override,
         "act_bytes_per_sample": s.act_bytes_override,
+        "grad_ready_share": s.grad_ready_override,
     });
     // Unset fields are left out, so a receiver built before a field existed
     // (a rolling upgrade) still reads descriptions that do not use it.
@@ -1402,6 +1421,25 @@ mod tests {
         }
     }
 
+    /// A generic model may say when its gradients are ready (the catalog's
+    /// LSTM language model: its decoder first, its embedding last); the
+    /// default is parameters spread with the work; out of range or on a
+    /// family that derives it, refused; it travels on the wire.
+    #[test]
+    fn generic_gradient_readiness() {
+        let g = "family = 'generic'\nparams = 14e6\nfwd_flops_per_sample = 0.5e9\n";
+        let plain = parse_model_toml(g, "m.toml", "m").unwrap();
+        let lstm = parse_model_toml(&format!("{g}grad_ready_share = 0.044\n"), "m.toml", "m").unwrap();
+        assert_eq!((plain.cost().grad_ready_share, lstm.cost().grad_ready_share), (0.5, 0.044));
+        assert_eq!(ModelCatalog::builtin().resolve("lm").unwrap().cost().grad_ready_share, 0.044);
+        assert_eq!(model_from_wire(&model_to_wire(&lstm)).unwrap(), lstm);
+        assert_ne!(plain.fingerprint(), lstm.fingerprint());
+        for bad in [format!("{g}grad_ready_share = 1.5\n"), "family = 'gpt'\nlayers = 2\nhidden = 64\nheads = 2\nseq_len = 8\ngrad_ready_share = 0.2\n".to_string()] {
+            let e = parse_model_toml(&bad, "m.toml", "m").unwrap_err().to_string();
+            assert!(e.contains("grad_ready_share"), "{bad}: {e}");
+        }
+    }
+
     /// Attention scores: a flash kernel keeps them out of memory, a fused
     /// softmax passes over them 4 times, eager kernels (scale, mask,
     /// softmax, dropout one by one) about 7.8; `auto` follows the runtime.
@@ -1477,7 +1515,8 @@ mod tests {
     /// Where the synchronised gradients become ready in backward: a CNN's
     /// wide late stages (most bytes, little work) early, a transformer's
     /// layers evenly with the work and its embedding last; an undescribed
-    /// (generic) model is taken as even.
+    /// generic model is taken as even, the LSTM language model as its
+    /// catalog entry describes it (decoder first, embedding last).
     #[test]
     fn gradients_of_cnns_are_ready_early() {
         let c = ModelCatalog::builtin();
@@ -1488,7 +1527,8 @@ mod tests {
         for t in ["gpt__1.3B", "bert_large", "transformer", "moe__1.3B"] {
             assert!(share(t) > 0.3 && share(t) < 0.5, "{t}: {}", share(t));
         }
-        assert_eq!(share("lm"), 0.5);
+        assert_eq!(share("lm"), 0.044);
+        assert_eq!(share("a3c"), 0.5);
     }
 
     #[test]
