@@ -186,6 +186,45 @@ impl Runtime {
     }
 }
 
+/// How attention scores are computed: whether the s² score matrix goes
+/// through memory, and in how many kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Attention {
+    /// By runtime: `fused` for Alpa (XLA), `flash` for the others.
+    #[default]
+    Auto,
+    /// A flash/memory-efficient kernel: the scores never reach memory.
+    Flash,
+    /// Scores materialised, scale, mask and softmax in one kernel (XLA,
+    /// Megatron-LM's fused softmax in fp16/bf16).
+    Fused,
+    /// Scores materialised, scale, mask, softmax and dropout each a kernel
+    /// of its own (PyTorch eager attention; Megatron-LM's fallback outside
+    /// fp16/bf16, whose fused softmax needs half inputs).
+    Eager,
+}
+
+impl Attention {
+    /// Passes over the s² scores per forward-pass unit of the estimator's
+    /// memory-bound traffic (which counts backward as twice forward), or 0
+    /// when they never reach memory. Fused: written by the QK matmul, read
+    /// and written by the softmax, read by the value matmul (4); backward
+    /// about twice that. Eager, counted kernel by kernel: forward writes the
+    /// scores (1), scales (2), masks (2), softmax (2), dropout (2 + ¼ for
+    /// its byte mask), the value matmul reads (1): 10¼; backward: dP written
+    /// (1) and P read for dV (1), dropout (2¼), softmax (3), mask (2), scale
+    /// (2), dS read by the two matmuls (2): 13¼; (10¼ + 13¼) / 3 ≈ 7.8.
+    pub fn score_passes(self, runtime: Runtime) -> f64 {
+        match self {
+            Attention::Auto if runtime.materialised_attention() => 4.0,
+            Attention::Auto | Attention::Flash => 0.0,
+            Attention::Fused => 4.0,
+            Attention::Eager => 7.8,
+        }
+    }
+}
+
 /// A model architecture. Fields not used by a family are 0.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
@@ -265,12 +304,21 @@ pub struct ModelSpec {
     /// arithmetic one kernel per operation: Hugging Face GPT-2's default
     /// `gelu_new`, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), is 8.
     pub activation_kernels: u32,
+    /// How attention scores are computed (`auto`: by runtime).
+    #[serde(default)]
+    pub attention: Attention,
     /// Explicit parameter count (`generic`).
     pub params_override: Option<f64>,
     /// Explicit forward FLOPs per sample (`generic`).
     pub fwd_flops_override: Option<f64>,
     /// Explicit activation bytes per sample (`generic`).
     pub act_bytes_override: Option<f64>,
+    /// Explicit gradient readiness (`generic`): the mean share of backward
+    /// still to run when a parameter's gradient is ready (0.5: parameters
+    /// spread evenly with the work; an LSTM language model's vocabulary
+    /// decoder, most of its work, finishes first and its embedding last).
+    #[serde(default)]
+    pub grad_ready_override: Option<f64>,
 }
 
 /// Quantities the estimator needs, derived once per model.
@@ -377,7 +425,7 @@ impl ModelSpec {
 
     /// Whether attention scores are materialised (no flash kernel).
     pub fn materialised_attention(&self) -> bool {
-        self.runtime.materialised_attention()
+        self.attention.score_passes(self.runtime) > 0.0
     }
 
     /// A stable fingerprint of every field (for memoization keys).
@@ -398,11 +446,12 @@ impl ModelSpec {
         self.optimizer.hash(&mut h);
         self.recompute.hash(&mut h);
         self.runtime.hash(&mut h);
+        self.attention.hash(&mut h);
         self.grad_overlap.hash(&mut h);
         self.offload.hash(&mut h);
         self.micro_batch.hash(&mut h);
         self.capacity_factor.to_bits().hash(&mut h);
-        for o in [self.params_override, self.fwd_flops_override, self.act_bytes_override] {
+        for o in [self.params_override, self.fwd_flops_override, self.act_bytes_override, self.grad_ready_override] {
             o.map(f64::to_bits).hash(&mut h);
         }
         h.finish()
@@ -442,8 +491,9 @@ impl ModelSpec {
             kernels_per_layer: 10.0,
             pipeline_layers: 1,
             decoder_layers: 0,
-            // Unknown structure: parameters as spread as the work.
-            grad_ready_share: 0.5,
+            // Unknown structure: parameters as spread as the work, unless the
+            // description says otherwise.
+            grad_ready_share: self.grad_ready_override.unwrap_or(0.5),
             cross_flops_per_sample_layer: 0.0,
             max_layer_params: 0.0,
             act_fixed_per_sample_layer: 0.0,
@@ -527,12 +577,12 @@ impl ModelSpec {
         let dispatch_tok = moe_layers * 2.0 * 2.0 * k * cf * group * h;
         // Memory-bound traffic per token: per layer two norms, two residual
         // adds, three dropouts, bias/activation over the FFN width (~18 h + 2 f
-        // values), materialised attention scores (4 passes over heads · s
-        // values: scores written, read and probabilities written by a fused softmax,
-        // read by the value matmul) unless a flash kernel computes them, and the cross-entropy
-        // over the vocabulary (logits, fp32 softmax, gradient: ~b + 12 bytes).
+        // values), materialised attention scores (`Attention::score_passes`
+        // over heads · s values: 4 fused, ~7.8 eager, none under a flash
+        // kernel), and the cross-entropy over the vocabulary (logits, fp32
+        // softmax, gradient: ~b + 12 bytes).
         let materialised = self.materialised_attention();
-        let attn_scores = if materialised { 4.0 * heads * s * b } else { 0.0 };
+        let attn_scores = self.attention.score_passes(self.runtime) * heads * s * b;
         // A cross-attention block adds a norm, a residual add and a dropout (~6 h).
         // An activation run as n separate element-wise kernels passes over the
         // FFN width n times, each kernel reading ~1.25 values and writing one
@@ -733,9 +783,12 @@ struct ModelToml {
     expert_group_size: Option<u32>,
     decoder_layers: Option<u32>,
     activation_kernels: Option<u32>,
+    #[serde(default)]
+    attention: Attention,
     params: Option<f64>,
     fwd_flops_per_sample: Option<f64>,
     act_bytes_per_sample: Option<f64>,
+    grad_ready_share: Option<f64>,
 }
 
 impl ModelToml {
@@ -792,10 +845,15 @@ impl ModelToml {
             expert_group_size: 0,
             decoder_layers: 0,
             activation_kernels: 0,
+            attention: self.attention,
             params_override: None,
             fwd_flops_override: None,
             act_bytes_override: None,
+            grad_ready_override: None,
         };
+        if self.grad_ready_share.is_some() && self.family != ModelFamily::Generic {
+            return Err(err(format!("model '{name}': field 'grad_ready_share' needs family = \"generic\" (the others derive it)")));
+        }
         match self.family {
             ModelFamily::Gpt | ModelFamily::Bert | ModelFamily::Moe => {
                 spec.layers = need(self.layers, "layers")?;
@@ -844,8 +902,14 @@ impl ModelToml {
                     )));
                 }
             }
-            _ if self.decoder_layers.is_some() || self.activation_kernels.is_some() => {
-                let field = if self.decoder_layers.is_some() { "decoder_layers" } else { "activation_kernels" };
+            _ if self.decoder_layers.is_some() || self.activation_kernels.is_some() || self.attention != Attention::Auto => {
+                let field = if self.decoder_layers.is_some() {
+                    "decoder_layers"
+                } else if self.activation_kernels.is_some() {
+                    "activation_kernels"
+                } else {
+                    "attention"
+                };
                 return Err(err(format!("model '{name}': field '{field}' needs family = \"gpt\", \"bert\" or \"moe\"")));
             }
             ModelFamily::WideResnet => {
@@ -865,6 +929,12 @@ impl ModelToml {
                         .ok_or_else(|| err(format!("model '{name}' (Generic): missing field 'fwd_flops_per_sample'")))?,
                 );
                 spec.act_bytes_override = pos(self.act_bytes_per_sample, "act_bytes_per_sample")?;
+                spec.grad_ready_override = match self.grad_ready_share {
+                    Some(x) if !(0.0..=1.0).contains(&x) => {
+                        return Err(err(format!("model '{name}': field 'grad_ready_share' must be 0 to 1, got {x}")));
+                    }
+                    o => o,
+                };
                 spec.layers = self.layers.unwrap_or(1).max(1);
             }
         }
@@ -973,9 +1043,11 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "expert_group_size": nz(s.expert_group_size),
         "decoder_layers": nz(s.decoder_layers),
         "activation_kernels": nz(s.activation_kernels),
+        "attention": (s.attention != Attention::Auto).then_some(s.attention),
         "params": s.params_override,
         "fwd_flops_per_sample": s.fwd_flops_override,
         "act_bytes_per_sample": s.act_bytes_override,
+        "grad_ready_share": s.grad_ready_override,
     });
     // Unset fields are left out, so a receiver built before a field existed
     // (a rolling upgrade) still reads descriptions that do not use it.
@@ -1349,6 +1421,52 @@ mod tests {
         }
     }
 
+    /// A generic model may say when its gradients are ready (the catalog's
+    /// LSTM language model: its decoder first, its embedding last); the
+    /// default is parameters spread with the work; out of range or on a
+    /// family that derives it, refused; it travels on the wire.
+    #[test]
+    fn generic_gradient_readiness() {
+        let g = "family = 'generic'\nparams = 14e6\nfwd_flops_per_sample = 0.5e9\n";
+        let plain = parse_model_toml(g, "m.toml", "m").unwrap();
+        let lstm = parse_model_toml(&format!("{g}grad_ready_share = 0.044\n"), "m.toml", "m").unwrap();
+        assert_eq!((plain.cost().grad_ready_share, lstm.cost().grad_ready_share), (0.5, 0.044));
+        assert_eq!(ModelCatalog::builtin().resolve("lm").unwrap().cost().grad_ready_share, 0.044);
+        assert_eq!(model_from_wire(&model_to_wire(&lstm)).unwrap(), lstm);
+        assert_ne!(plain.fingerprint(), lstm.fingerprint());
+        for bad in [format!("{g}grad_ready_share = 1.5\n"), "family = 'gpt'\nlayers = 2\nhidden = 64\nheads = 2\nseq_len = 8\ngrad_ready_share = 0.2\n".to_string()] {
+            let e = parse_model_toml(&bad, "m.toml", "m").unwrap_err().to_string();
+            assert!(e.contains("grad_ready_share"), "{bad}: {e}");
+        }
+    }
+
+    /// Attention scores: a flash kernel keeps them out of memory, a fused
+    /// softmax passes over them 4 times, eager kernels (scale, mask,
+    /// softmax, dropout one by one) about 7.8; `auto` follows the runtime.
+    /// Only memory traffic changes; the field travels on the wire and is
+    /// refused where there is no attention.
+    #[test]
+    fn attention_kernels_set_the_score_traffic() {
+        let gpt = "family = 'gpt'\nlayers = 12\nhidden = 768\nheads = 12\nseq_len = 1024\nvocab = 50257\n";
+        let cost = |extra: &str| parse_model_toml(&format!("{gpt}{extra}"), "m.toml", "m").unwrap();
+        let (auto, flash, fused, eager) = (cost(""), cost("attention = 'flash'\n"), cost("attention = 'fused'\n"), cost("attention = 'eager'\n"));
+        assert_eq!(auto.cost().mem_bytes_per_sample, flash.cost().mem_bytes_per_sample);
+        assert_eq!(cost("runtime = 'alpa'\n").cost().mem_bytes_per_sample, cost("runtime = 'alpa'\nattention = 'fused'\n").cost().mem_bytes_per_sample);
+        // Passes × layers × heads × s² values of the precision's width.
+        let per_pass = 12.0 * 12.0 * 1024.0 * 1024.0 * auto.precision.value_bytes();
+        let extra = |m: &ModelSpec| m.cost().mem_bytes_per_sample - flash.cost().mem_bytes_per_sample;
+        assert!((extra(&fused) / per_pass - 4.0).abs() < 1e-9 && (extra(&eager) / per_pass - 7.8).abs() < 1e-9);
+        assert_eq!((eager.cost().gemm_flops_per_sample, eager.cost().params), (flash.cost().gemm_flops_per_sample, flash.cost().params));
+        assert!(!flash.materialised_attention() && fused.materialised_attention() && eager.materialised_attention());
+        assert_eq!(model_from_wire(&model_to_wire(&eager)).unwrap(), eager);
+        assert!(!model_to_wire(&auto).contains("attention"), "unset fields stay off the wire");
+        assert_ne!(eager.fingerprint(), fused.fingerprint());
+        let e = parse_model_toml("family = 'wide_resnet'\nwidth = 64\nattention = 'eager'\n", "m.toml", "m").unwrap_err().to_string();
+        assert!(e.contains("attention"), "{e}");
+        let e = parse_model_toml(&format!("{gpt}attention = 'sparse'\n"), "m.toml", "m").unwrap_err().to_string();
+        assert!(e.contains("attention") || e.contains("sparse"), "{e}");
+    }
+
     /// An activation run as separate element-wise kernels (Hugging Face
     /// GPT-2's `gelu_new`: 8) passes over the FFN width once per kernel and
     /// keeps intermediates for backward; the GEMMs and parameters do not
@@ -1397,7 +1515,8 @@ mod tests {
     /// Where the synchronised gradients become ready in backward: a CNN's
     /// wide late stages (most bytes, little work) early, a transformer's
     /// layers evenly with the work and its embedding last; an undescribed
-    /// (generic) model is taken as even.
+    /// generic model is taken as even, the LSTM language model as its
+    /// catalog entry describes it (decoder first, embedding last).
     #[test]
     fn gradients_of_cnns_are_ready_early() {
         let c = ModelCatalog::builtin();
@@ -1408,7 +1527,8 @@ mod tests {
         for t in ["gpt__1.3B", "bert_large", "transformer", "moe__1.3B"] {
             assert!(share(t) > 0.3 && share(t) < 0.5, "{t}: {}", share(t));
         }
-        assert_eq!(share("lm"), 0.5);
+        assert_eq!(share("lm"), 0.044);
+        assert_eq!(share("a3c"), 0.5);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! same network as its model's other runs (one unit for leave-one-model-out).
 use crate::error::{read, BenchError};
 use cellsched_core::cell::Plan;
-use cellsched_core::model::{ModelCatalog, ModelFamily, ModelSpec, Optimizer, Precision, Recompute, Runtime};
+use cellsched_core::model::{Attention, ModelCatalog, ModelFamily, ModelSpec, Optimizer, Precision, Recompute, Runtime};
 use cellsched_core::profile_db::{parse_csv, ProfileRecord};
 use std::path::Path;
 
@@ -92,7 +92,11 @@ pub fn gavel_model(models: &mut ModelCatalog, name: &str, per_gpu: u32) -> Resul
 /// `micro_batch` of its DeepSpeed config (`train_micro_batch_size_per_gpu`,
 /// the `batch_size` column), with ZeRO-Offload (optimizer states and step on
 /// the host) when `offload`, and activation recomputation always on when
-/// `recompute` (the artifact's "ZeRO-Offload+GC" runs). Registered as `<name>+rubick[+offload]`, a
+/// `recompute` (the artifact's "ZeRO-Offload+GC" runs), with eager
+/// attention (the artifact pins torch 1.12 and transformers 4.25, before
+/// PyTorch's fused attention kernels; Megatron-LM's fused softmax needs fp16
+/// or bf16 inputs, so its fp32 runs take the unfused path: scale, mask,
+/// softmax and dropout as separate kernels over the s² scores). Registered as `<name>+rubick[+offload]`, a
 /// variant of the same network; returns that name.
 pub fn rubick_model(models: &mut ModelCatalog, name: &str, offload: bool, recompute: bool, micro_batch: u32) -> Result<String, BenchError> {
     register_variant(models, name, |m| {
@@ -100,6 +104,14 @@ pub fn rubick_model(models: &mut ModelCatalog, name: &str, offload: bool, recomp
         m.precision = Precision::Tf32;
         m.micro_batch = Some(micro_batch);
         m.offload = offload;
+        m.attention = Attention::Eager;
+        // LLaMA-7B ran at sequence 2048, the artifact's SEQ_HID = 4096 · 2048
+        // · 32 in validate_llama7B.py (config.csv's seq_hid column says
+        // 4096 · 4096 · 32, but its forward times, 0.38 s per sample on one
+        // A800, would be 168 TFLOP/s at 4096: above the 156 TFLOP/s TF32 peak).
+        if m.name.starts_with("llama7b") {
+            m.seq_len = 2048;
+        }
         if recompute {
             m.recompute = Recompute::Full;
         }
@@ -289,6 +301,19 @@ mod tests {
         let (g, b) = (models.get(&gpt).unwrap(), models.get(&bert).unwrap());
         assert_eq!((g.activation_kernels, b.activation_kernels), (8, 0));
         assert_eq!((g.precision, b.precision, b.seq_len, b.vocab), (Precision::Bf16, Precision::Bf16, 512, 30522));
+    }
+
+    /// Rubick's runs are described with eager attention (torch 1.12,
+    /// transformers 4.25, Megatron-LM in fp32), in TF32 at their micro-batch.
+    #[test]
+    fn rubick_runs_are_described_with_eager_attention() {
+        let mut models = ModelCatalog::builtin();
+        let name = rubick_model(&mut models, "gpt2_xl", false, false, 1).unwrap();
+        let m = models.get(&name).unwrap();
+        assert_eq!((m.attention, m.precision, m.micro_batch), (Attention::Eager, Precision::Tf32, Some(1)));
+        let llama = rubick_model(&mut models, "llama7b", true, true, 1).unwrap();
+        assert_eq!(models.get(&llama).unwrap().seq_len, 2048);
+        assert_eq!(models.get(&name).unwrap().seq_len, 1024);
     }
 
     #[test]
