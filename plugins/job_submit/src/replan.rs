@@ -471,8 +471,9 @@ mod tests {
             total,
             per_job_old
         );
-        // The typed record (2026-11-26) holds every fact of the AdminComment: 512 bytes per job then.
-        assert!(per_job < 640.0 && per_job < per_job_old, "{per_job:.0} bytes per job (before: {per_job_old:.0})");
+        // The typed record (2026-11-26) holds every fact of the AdminComment: 512 bytes per job then;
+        // ~700 with the array type set, the elastic history and the private reference (issues 31, 33).
+        assert!(per_job < 768.0 && per_job < per_job_old, "{per_job:.0} bytes per job (before: {per_job_old:.0})");
         // The parse keeps what a move's check needs: the comment's stamp.
         assert_eq!(cache.get(1).map(|p| p.1), Some(comment_stamp(raws[0].comment.as_bytes())));
     }

@@ -232,6 +232,7 @@ mod tests {
             user: None,
             freeze: None,
             due_s: None,
+            elastic: false,
         };
         let trace = vec![row("1", 900.0), row("2", 0.0)];
         let job = |t: &TraceJob, min: u64| ReplayJob {
