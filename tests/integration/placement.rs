@@ -1120,6 +1120,16 @@ fn a_forged_comment_changes_nothing_in_priority_or_placement() {
     p.cancel(&blockers);
 }
 
+/// Submits `sbatch --parsable -o /dev/null ARGS` as `user` on the private cluster; the job id.
+fn sbatch_as(p: &Private, user: &str, args: &[&str]) -> u32 {
+    let conf = p.cluster.layout.slurm_conf();
+    let mut full = vec!["--parsable", "-o", "/dev/null"];
+    full.extend_from_slice(args);
+    let o = common::run_as(user, &p.spec.slurm_bin, &conf, "sbatch", &full);
+    assert!(o.status.success(), "sbatch as {user}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap()
+}
+
 /// (13) Lying does not pay: a job declaring 1 iteration gets a time limit
 /// from that declaration; once it runs past it (times the slack) its user
 /// is distrusted, and that user's next one-iteration declaration no longer
@@ -1135,14 +1145,7 @@ fn a_job_overrunning_its_declared_work_is_bounded_and_its_user_distrusted() {
     let (liar, honest) = ("cs-e2e-bob", "cs-e2e-alice");
     let liar_uid = common::test_user(liar);
     common::test_user(honest);
-    let conf = p.cluster.layout.slurm_conf();
-    let submit_as = |user: &str, args: &[&str]| -> u32 {
-        let mut full = vec!["--parsable", "-o", "/dev/null"];
-        full.extend_from_slice(args);
-        let o = common::run_as(user, &p.spec.slurm_bin, &conf, "sbatch", &full);
-        assert!(o.status.success(), "sbatch as {user}: {}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap()
-    };
+    let submit_as = |user: &str, args: &[&str]| sbatch_as(p, user, args);
     let one_iter = ["--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "1"];
     let lie = submit_as(liar, &[&one_iter[..], &["--wrap", "sleep 600"]].concat());
     p.wait_state(lie, &["RUNNING"]);
@@ -1611,13 +1614,7 @@ fn a_long_deadline_job_does_not_jump_the_queue_beyond_its_users_budget() {
     let mallory_uid = common::test_user(mallory);
     common::test_user(erin);
     let conf = p.cluster.layout.slurm_conf();
-    let submit_as = |user: &str, args: &[&str]| -> u32 {
-        let mut full = vec!["--parsable", "-o", "/dev/null"];
-        full.extend_from_slice(args);
-        let o = common::run_as(user, &p.spec.slurm_bin, &conf, "sbatch", &full);
-        assert!(o.status.success(), "sbatch as {user}: {}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().parse().unwrap()
-    };
+    let submit_as = |user: &str, args: &[&str]| sbatch_as(p, user, args);
     let cell = best(&p.offers(&[]));
     // The attack: 1,000,000 iterations due at 1.8 x their run alone (feasible; urgent from submit).
     let run_big = 1e6 * cell.iter_time_s;

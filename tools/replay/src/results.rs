@@ -261,35 +261,22 @@ pub fn live_table(c: &Comparison) -> Table {
             secs(m.makespan_s),
         ]);
     }
-    if let Some(r) = &c.live_ratios {
-        t.add_row(vec![
-            "stock / cellsched".into(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            times(r.avg_jct),
-            times(r.median_jct),
-            String::new(),
-            times(r.avg_queue),
-            times(r.makespan),
-        ]);
-    }
-    if let Some(r) = &c.elastic_ratios {
-        t.add_row(vec![
-            "cellsched / elastic".into(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            times(r.avg_jct),
-            times(r.median_jct),
-            String::new(),
-            times(r.avg_queue),
-            times(r.makespan),
-        ]);
+    for (label, r) in [("stock / cellsched", &c.live_ratios), ("cellsched / elastic", &c.elastic_ratios)] {
+        if let Some(r) = r {
+            t.add_row(vec![
+                label.into(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                times(r.avg_jct),
+                times(r.median_jct),
+                String::new(),
+                times(r.avg_queue),
+                times(r.makespan),
+            ]);
+        }
     }
     t
 }
