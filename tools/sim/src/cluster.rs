@@ -428,20 +428,7 @@ mod tests {
         assert_eq!((four.groups[1].nodes, four.groups[1].gpus_per_node), (1, 6)); // 24 GPUs / 4
         assert_eq!(four.groups[1].inter_node_gbps, Some(100.0));
         assert!(s.shrink(0).is_err());
-        let job = |id: &str, gpus, ty: &str| crate::trace::TraceJob {
-            job_id: id.into(),
-            submission_time: 0.0,
-            num_iteration: 1,
-            model_name: "m".into(),
-            deadline: 0.0,
-            batch_size: 32,
-            num_gpu: gpus,
-            gpu_type: ty.into(),
-            user: None,
-            freeze: None,
-            due_s: None,
-            elastic: false,
-        };
+        let job = |id: &str, gpus, ty: &str| crate::testutil::job(id, 0.0, 1, gpus, ty, 0.0);
         let mut jobs = vec![job("a", 8, "a100"), job("b", 4, "v100")];
         // A grown cluster keeps node shapes and multiplies the nodes.
         let big = s.grow(4).unwrap();
