@@ -54,7 +54,7 @@ use super::transfer::{flop_per_byte, roofline_prior, transfer_prior, FactorSourc
 use super::{Estimator, JobSpec};
 use crate::cell::{Cell, Plan};
 use crate::error::CoreError;
-use crate::model::{ModelFamily, Precision, Recompute, Runtime};
+use crate::model::{ModelFamily, ModelSpec, Precision, Recompute, Runtime};
 use crate::profile_db::{ProfileRecord, UNKNOWN_PLAN};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -596,13 +596,14 @@ impl Calibration {
         fw
     }
 
-    /// Compute factor and framework constants for `model` on `gpu_type`:
+    /// Compute factor and framework constants for `spec` on `gpu_type`:
     /// the hierarchical levels, the model's host overhead and, when the
     /// model has one, its per-job refit.
     /// `nodes` × `per_node` is the Cell's layout.
-    pub fn job_constants(&self, model: &str, family: ModelFamily, precision: Precision, runtime: Runtime, gpu_type: &str, nodes: u32, per_node: u32) -> (f64, Framework) {
-        let mut f = self.factor_for(model, family, precision, gpu_type);
-        let mut fw = self.with_overhead(model, gpu_type, self.framework_at(runtime, gpu_type, nodes, per_node));
+    pub fn job_constants(&self, spec: &ModelSpec, gpu_type: &str, nodes: u32, per_node: u32) -> (f64, Framework) {
+        let model = spec.name.as_str();
+        let mut f = self.factor_for(model, spec.family, spec.precision, gpu_type);
+        let mut fw = self.with_overhead(model, gpu_type, self.framework_at(spec.runtime, gpu_type, nodes, per_node));
         if let Some(&(c, m)) = self.per_job.get(model) {
             f *= c;
             fw.comm_scale *= m;
@@ -984,7 +985,7 @@ impl Calibration {
         }
         self.per_family = resid.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
         self.per_family_types.clear();
-        for ((fam, gpu), _) in &by_family_type {
+        for (fam, gpu) in by_family_type.keys() {
             self.per_family_types.entry(fam.clone()).or_default().push(gpu.clone());
         }
         // Type levels net of the families measured on them: comparable

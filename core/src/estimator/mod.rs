@@ -287,7 +287,7 @@ impl Estimator {
         let refit = self.calibration.has_job_refit(&job.model.name);
         let overhead = self.calibration.overhead(&job.model.name, &gpu.name);
         let layout = self.calibration.layout_scale(&gpu.name, placement.nodes, placement.per_node);
-        let (factor, framework) = self.calibration.job_constants(&job.model.name, job.model.family, job.model.precision, job.model.runtime, &gpu.name, placement.nodes, placement.per_node);
+        let (factor, framework) = self.calibration.job_constants(&job.model, &gpu.name, placement.nodes, placement.per_node);
         let mbs = plan_cost::micro_batch_size(job.global_batch, &est.plan).unwrap_or(0);
         let batch_source = match plan_cost::batch_scale_at(self.calibration.batch_scale(&job.model.name, &gpu.name), mbs) {
             Some(m) => format!("fitted x{m:.2} at {mbs} samples per micro-batch (this model's single-GPU profile at that size, shrunk toward the level)"),
@@ -405,7 +405,7 @@ impl Estimator {
     /// What the cost model needs for `job` on `gpu` with this placement.
     fn cell_context<'a>(&'a self, job: &JobSpec, gpu: &'a GpuSpec, cost: &'a ModelCost, placement: Placement) -> CellContext<'a> {
         let (efficiency_factor, framework) =
-            self.calibration.job_constants(&job.model.name, job.model.family, job.model.precision, job.model.runtime, &gpu.name, placement.nodes, placement.per_node);
+            self.calibration.job_constants(&job.model, &gpu.name, placement.nodes, placement.per_node);
         let batch_scale = self.calibration.batch_scale(&job.model.name, &gpu.name);
         CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, batch_scale, framework }
     }
