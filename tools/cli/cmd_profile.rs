@@ -126,7 +126,7 @@ struct RunArgs {
 
 #[derive(clap::Args)]
 struct ImportArgs {
-    /// Profile CSV files (`model,batch,gpu_type,nodes,gpus_per_node,iter_time_s[,plan][,peak_mem_gib][,first_iter_s]`).
+    /// Profile CSV files (`model,batch,gpu_type,nodes,gpus_per_node,iter_time_s, optional plan, peak_mem_gib, first_iter_s`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// The database to merge into.
