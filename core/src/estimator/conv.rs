@@ -12,6 +12,7 @@
 //! distinct layer shapes); [`ConvNet::pass_times`] per micro-batch size.
 use crate::gpu::GpuSpec;
 use crate::model::{ModelFamily, ModelSpec, Precision};
+use std::cell::RefCell;
 
 /// Most distinct convolution shapes kept (ResNet-50/101/152: 29; basic blocks: 21).
 const MAX_LAYERS: usize = 32;
@@ -51,6 +52,15 @@ const POOL_INDEX_BYTES: f64 = 8.0;
 /// first bucket (1 MiB, so communication starts early).
 const BUCKET_BYTES: f64 = 25.0 * 1048576.0;
 const FIRST_BUCKET_BYTES: f64 = 1048576.0;
+
+/// Pass times kept per thread (the plan search asks for the same
+/// micro-batch of the same network on the same GPU many times); cleared
+/// when full.
+const MEMO_ENTRIES: usize = 256;
+type MemoKey = (u64, u64, u64, u8, u64);
+thread_local! {
+    static MEMO: RefCell<Vec<(MemoKey, PassTimes)>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Streaming multiprocessors of the catalog's types (datasheets; a K80
 /// "GPU" is one GK210 die). Other types: estimated from the fp32 peak at
@@ -150,6 +160,8 @@ pub(crate) struct ConvNet {
     buckets: [Bucket; MAX_BUCKETS],
     n_buckets: usize,
     channels_last: bool,
+    /// The architecture's fingerprint (memo key).
+    id: u64,
 }
 
 /// Seconds of one micro-batch's forward and backward on one GPU.
@@ -187,6 +199,7 @@ impl ConvNet {
             buckets: [Bucket::default(); MAX_BUCKETS],
             n_buckets: 0,
             channels_last: m.channels_last,
+            id: m.fingerprint(),
         };
         // (parameters, forward FLOPs) in forward order, for bucket readiness.
         let mut order: Vec<(f64, f64)> = Vec::with_capacity(64);
@@ -292,6 +305,22 @@ impl ConvNet {
 
     /// Forward and backward seconds of `mbs` samples on `gpu` in `p`.
     pub fn pass_times(&self, mbs: f64, gpu: &GpuSpec, p: Precision) -> PassTimes {
+        let key = (self.id, gpu.peak_for(p).to_bits(), gpu.mem_bw_gbs.to_bits() ^ sm_count(gpu).to_bits(), p as u8, mbs.to_bits());
+        if let Some(t) = MEMO.with(|m| m.borrow().iter().find(|e| e.0 == key).map(|e| e.1)) {
+            return t;
+        }
+        let t = self.pass_times_uncached(mbs, gpu, p);
+        MEMO.with(|m| {
+            let mut m = m.borrow_mut();
+            if m.len() >= MEMO_ENTRIES {
+                m.clear();
+            }
+            m.push((key, t));
+        });
+        t
+    }
+
+    fn pass_times_uncached(&self, mbs: f64, gpu: &GpuSpec, p: Precision) -> PassTimes {
         let peak = gpu.peak_for(p);
         let sms = sm_count(gpu);
         let tensor = p != Precision::Fp32 && (p != Precision::Tf32 || gpu.tf32_tflops.is_some());
