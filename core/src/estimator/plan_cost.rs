@@ -317,8 +317,10 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let states = dense_gpu * (wb / shard(z >= 3) + gb / shard(z >= 2) + ob / shard(z >= 1)) + expert_gpu * (wb + gb + ob);
     // Autocast runs norms and residual adds in fp32 (the unsplit activations
     // double) and keeps a bf16 copy of the logits beside the fp32 loss
-    // buffers (b + 12 instead of b + 8 bytes per logit).
-    let (fixed_scale, extra_scale) = if autocast { (2.0, (2.0 + 12.0) / (2.0 + 8.0)) } else { (1.0, 1.0) };
+    // buffers (b + 12 instead of b + 8 bytes per logit). A CNN's batch norm
+    // and ReLU run in the half type autocast gives them (their inputs are
+    // the convolutions' half outputs): its stored activations stay half.
+    let (fixed_scale, extra_scale) = if autocast && cx.conv.is_none() { (2.0, (2.0 + 12.0) / (2.0 + 8.0)) } else { (1.0, 1.0) };
     let act_layer = (c.act_fixed_per_sample_layer * fixed_scale + c.act_tp_per_sample_layer / tp) * mbs;
     let inflight = if plan.pp > 1 { m.min(pp) } else { 1.0 };
     let activations = if ckpt {
