@@ -5,8 +5,7 @@
 //! padding, wave quantisation over the GPU's SMs, split-K and the reduction
 //! depth under a per-precision ceiling; batch norm, ReLU, residual adds and
 //! pooling as bytes moved over memory bandwidth; under mixed precision with
-//! NCHW tensors, the layout transposes around every tensor-core convolution;
-//! and the gradient-bucket readiness of data-parallel sync.
+//! NCHW tensors, the layout transposes around every tensor-core convolution.
 //!
 //! [`ConvNet::of`] runs once per model and Cell context (a few dozen
 //! distinct layer shapes); [`ConvNet::pass_times`] per micro-batch size.
@@ -16,8 +15,6 @@ use std::cell::RefCell;
 
 /// Most distinct convolution shapes kept (ResNet-50/101/152: 29; basic blocks: 21).
 const MAX_LAYERS: usize = 32;
-/// Most gradient buckets kept.
-const MAX_BUCKETS: usize = 16;
 
 /// Thread-block tiles (rows, columns, throughput relative to the largest)
 /// convolution kernels choose among: smaller tiles fit narrow layers and
@@ -48,10 +45,6 @@ fn ceiling(p: Precision) -> f64 {
 const MEM_BW_EFFICIENCY: f64 = 0.7;
 /// Bytes of one max-pool index (PyTorch keeps int64 indices for backward).
 const POOL_INDEX_BYTES: f64 = 8.0;
-/// PyTorch DDP's gradient bucket size (`bucket_cap_mb`, 25 MiB) and its
-/// first bucket (1 MiB, so communication starts early).
-const BUCKET_BYTES: f64 = 25.0 * 1048576.0;
-const FIRST_BUCKET_BYTES: f64 = 1048576.0;
 
 /// Pass times kept per thread (the plan search asks for the same
 /// micro-batch of the same network on the same GPU many times); cleared
@@ -140,15 +133,6 @@ impl ElementwiseElems {
     }
 }
 
-/// A gradient bucket: bytes, and the share of backward done when it is ready.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub(crate) struct Bucket {
-    /// Share of the synchronised gradient bytes.
-    pub share: f64,
-    /// Share of the backward pass done when its last gradient is ready.
-    pub ready: f64,
-}
-
 /// A CNN's layers, computed once per model.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct ConvNet {
@@ -157,8 +141,6 @@ pub(crate) struct ConvNet {
     elems: ElementwiseElems,
     /// Classifier (input features, classes): a small GEMM.
     fc: (f64, f64),
-    buckets: [Bucket; MAX_BUCKETS],
-    n_buckets: usize,
     channels_last: bool,
     /// The architecture's fingerprint (memo key).
     id: u64,
@@ -196,20 +178,13 @@ impl ConvNet {
             n: 0,
             elems: ElementwiseElems::default(),
             fc: (0.0, classes),
-            buckets: [Bucket::default(); MAX_BUCKETS],
-            n_buckets: 0,
             channels_last: m.channels_last,
             id: m.fingerprint(),
         };
-        // (parameters, forward FLOPs) in forward order, for bucket readiness.
-        let mut order: Vec<(f64, f64)> = Vec::with_capacity(64);
-        let push = |net: &mut ConvNet, order: &mut Vec<(f64, f64)>, l: ConvLayer, relu: bool| {
+        let push = |net: &mut ConvNet, l: ConvLayer, relu: bool| {
             net.elems.bn += l.out_pixels * l.cout * l.count;
             if relu {
                 net.elems.relu += l.out_pixels * l.cout * l.count;
-            }
-            for _ in 0..l.count as usize {
-                order.push((l.cin * l.cout * l.kernel * l.kernel + 2.0 * l.cout, l.flops()));
             }
             if net.n < MAX_LAYERS {
                 net.layers[net.n] = l;
@@ -219,11 +194,11 @@ impl ConvNet {
         // Stem: ImageNet 7×7 stride 2 then a 3×3 stride-2 max-pool; CIFAR
         // (under 64 px) one 3×3 at full resolution.
         let first_side = if img < 64.0 {
-            push(&mut net, &mut order, ConvLayer { out_pixels: img * img, in_pixels: img * img, cin: 3.0, cout: w, kernel: 3.0, count: 1.0, dgrad: false }, true);
+            push(&mut net, ConvLayer { out_pixels: img * img, in_pixels: img * img, cin: 3.0, cout: w, kernel: 3.0, count: 1.0, dgrad: false }, true);
             img
         } else {
             let s = (img / 2.0).ceil();
-            push(&mut net, &mut order, ConvLayer { out_pixels: s * s, in_pixels: img * img, cin: 3.0, cout: w, kernel: 7.0, count: 1.0, dgrad: false }, true);
+            push(&mut net, ConvLayer { out_pixels: s * s, in_pixels: img * img, cin: 3.0, cout: w, kernel: 7.0, count: 1.0, dgrad: false }, true);
             net.elems.pool_in += w * s * s;
             let p = (s / 2.0).ceil();
             net.elems.pool_out += w * p * p;
@@ -248,15 +223,15 @@ impl ConvNet {
                 let cin = if first { inc } else { out };
                 let l = |o: f64, i_px: f64, ci: f64, co: f64, kk: f64| ConvLayer { out_pixels: o, in_pixels: i_px, cin: ci, cout: co, kernel: kk, count, dgrad: true };
                 if bottleneck {
-                    push(&mut net, &mut order, l(in_px_or(first, in_px, out_px), in_px_or(first, in_px, out_px), cin, inner, 1.0), true);
-                    push(&mut net, &mut order, l(out_px, in_px_or(first, in_px, out_px), inner, inner, 3.0), true);
-                    push(&mut net, &mut order, l(out_px, out_px, inner, out, 1.0), false);
+                    push(&mut net, l(in_px_or(first, in_px, out_px), in_px_or(first, in_px, out_px), cin, inner, 1.0), true);
+                    push(&mut net, l(out_px, in_px_or(first, in_px, out_px), inner, inner, 3.0), true);
+                    push(&mut net, l(out_px, out_px, inner, out, 1.0), false);
                 } else {
-                    push(&mut net, &mut order, l(out_px, in_px_or(first, in_px, out_px), cin, inner, 3.0), true);
-                    push(&mut net, &mut order, l(out_px, out_px, inner, out, 3.0), false);
+                    push(&mut net, l(out_px, in_px_or(first, in_px, out_px), cin, inner, 3.0), true);
+                    push(&mut net, l(out_px, out_px, inner, out, 3.0), false);
                 }
                 if first && (cin != out || i > 0) {
-                    push(&mut net, &mut order, l(out_px, in_px, cin, out, 1.0), false);
+                    push(&mut net, l(out_px, in_px, cin, out, 1.0), false);
                 }
                 // The residual add and the ReLU after it.
                 net.elems.add += out * out_px * count;
@@ -267,34 +242,7 @@ impl ConvNet {
         }
         net.elems.avg_in += inc * side * side;
         net.fc.0 = inc;
-        order.push((inc * classes + classes, 2.0 * inc * classes));
-        net.buckets(&order);
         net
-    }
-
-    /// DDP's buckets: gradients in reverse forward order (backward's order),
-    /// a 1 MiB first bucket then 25 MiB ones (fp32 gradients), each ready
-    /// when backward has passed its earliest layer.
-    fn buckets(&mut self, order: &[(f64, f64)]) {
-        let total_p: f64 = order.iter().map(|o| o.0).sum();
-        let total_f: f64 = order.iter().map(|o| o.1).sum();
-        if total_p <= 0.0 || total_f <= 0.0 {
-            return;
-        }
-        let (mut bytes, mut done, mut cap) = (0.0, 0.0, FIRST_BUCKET_BYTES);
-        for (idx, &(p, f)) in order.iter().rev().enumerate() {
-            bytes += 4.0 * p;
-            done += f;
-            if bytes >= cap || idx + 1 == order.len() {
-                let slot = self.n_buckets.min(MAX_BUCKETS - 1);
-                // Past the last slot, later buckets merge into it.
-                let prev = if self.n_buckets >= MAX_BUCKETS { self.buckets[slot].share } else { 0.0 };
-                self.buckets[slot] = Bucket { share: prev + bytes / (4.0 * total_p), ready: done / total_f };
-                self.n_buckets = (self.n_buckets + 1).min(MAX_BUCKETS);
-                bytes = 0.0;
-                cap = BUCKET_BYTES;
-            }
-        }
     }
 
     /// Forward FLOPs per sample of the convolutions and the classifier.
@@ -352,18 +300,6 @@ impl ConvNet {
         PassTimes { conv_s, memory_s }
     }
 
-    /// Seconds of gradient sync left exposed after backward when
-    /// `sync_s` of all-reduce over the gradients runs bucket by bucket,
-    /// each bucket starting once it is ready and the previous one is done,
-    /// over a backward pass of `backward_s`: the last buckets (the stem and
-    /// early stages, ready only at the end) never overlap.
-    pub fn exposed_sync_s(&self, sync_s: f64, backward_s: f64) -> f64 {
-        let mut end = 0.0f64;
-        for bk in &self.buckets[..self.n_buckets] {
-            end = end.max(bk.ready * backward_s) + bk.share * sync_s;
-        }
-        (end - backward_s).max(0.0)
-    }
 }
 
 /// In a first block the 1×1 reduction runs at the input resolution (v1.5
@@ -453,23 +389,5 @@ mod tests {
         m.channels_last = true;
         let nhwc = ConvNet::of(&m).unwrap().pass_times(128.0, a100, Precision::Bf16);
         assert!(nhwc.memory_s < 0.8 * bf16.memory_s && nhwc.conv_s == bf16.conv_s);
-    }
-
-    /// Buckets cover every gradient byte once, become ready in backward's
-    /// order, and the last one (stem and first stage) is ready at the end:
-    /// however fast the network, that bucket's sync is exposed.
-    #[test]
-    fn buckets_cover_the_gradients_and_the_last_is_exposed() {
-        let (_, r50) = net("resnet-50");
-        let b = &r50.buckets[..r50.n_buckets];
-        assert!(b.len() >= 4, "{}", b.len());
-        assert!((b.iter().map(|x| x.share).sum::<f64>() - 1.0).abs() < 1e-9);
-        assert!(b.windows(2).all(|w| w[0].ready <= w[1].ready));
-        assert!((b.last().unwrap().ready - 1.0).abs() < 1e-9);
-        let sync = 0.05;
-        let exposed = r50.exposed_sync_s(sync, 1.0);
-        assert!(exposed > 0.0 && exposed < 0.6 * sync, "{exposed}");
-        // No backward to hide behind: everything is exposed.
-        assert!((r50.exposed_sync_s(sync, 0.0) - sync).abs() < 1e-12);
     }
 }
