@@ -1526,6 +1526,19 @@ mod tests {
         assert!(e.contains("depth") && e.contains("18, 34"), "{e}");
     }
 
+    /// `channels_last` describes CNN tensors: read for `wide_resnet`, kept
+    /// through the wire form, refused for other families.
+    #[test]
+    fn channels_last_is_a_cnn_field() {
+        let m = parse_model_toml("family='wide_resnet'\nwidth=64\nchannels_last=true\n", "m.toml", "m").unwrap();
+        assert!(m.channels_last);
+        assert!(model_from_wire(&model_to_wire(&m)).unwrap().channels_last);
+        let plain = parse_model_toml("family='wide_resnet'\nwidth=64\n", "m.toml", "m").unwrap();
+        assert!(!plain.channels_last && plain.fingerprint() != m.fingerprint());
+        let e = parse_model_toml("family='gpt'\nlayers=2\nhidden=64\nheads=2\nseq_len=8\nchannels_last=true\n", "m.toml", "m").unwrap_err().to_string();
+        assert!(e.contains("channels_last") && e.contains("wide_resnet"), "{e}");
+    }
+
     /// Where the synchronised gradients become ready in backward: a CNN's
     /// wide late stages (most bytes, little work) early, a transformer's
     /// layers evenly with the work and its embedding last; an undescribed
