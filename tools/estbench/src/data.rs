@@ -185,6 +185,7 @@ pub fn published_points(text: &str, models: &mut ModelCatalog) -> Result<Vec<Poi
                 iter_time_s: (per_gpu * gpus) as f64 / tput,
                 plan: Some(Plan { dp: gpus, ..Plan::default() }),
                 peak_mem_gib: None,
+                first_iter_s: None,
             },
         );
         p.model = "resnet50".into();
