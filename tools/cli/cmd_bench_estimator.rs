@@ -1,6 +1,7 @@
 //! `cellsched bench estimator`: parses the options and prints what
 //! `cellsched_estbench` measures — the estimator's held-out error on every
-//! measured point in `../shared/data` under protocols (a)–(e), and the
+//! measured point in `../shared/data` under protocols (a)–(e), published
+//! throughputs (`bench/truth/nvidia-dle-resnet50.csv`) under (p), and the
 //! plan-search and `rank_cells` speed. Each point is scored two ways:
 //! `estimate` (the plan the estimator picks, as `cellsched estimate`
 //! answers) and `measured plan` (the cost of the plan that was measured).
