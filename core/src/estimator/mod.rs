@@ -12,6 +12,7 @@ mod assemble;
 mod calibration;
 mod comm;
 mod consistency;
+mod conv;
 mod order_stats;
 mod plan_cost;
 mod search;
@@ -425,7 +426,8 @@ impl Estimator {
         let (efficiency_factor, framework) =
             self.calibration.job_constants(&job.model, &gpu.name, placement.nodes, placement.per_node);
         let batch_scale = self.calibration.batch_scale(&job.model.name, &gpu.name);
-        CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, batch_scale, framework }
+        let conv = conv::ConvNet::of(&job.model);
+        CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, batch_scale, framework, conv }
     }
 
     fn estimate_uncached(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Estimate, CoreError> {
