@@ -21,7 +21,10 @@
 //! 3. A running elastic job **grows** (more GPUs or a faster type) into free
 //!    GPUs no pending job waits for, by the placement sizing rule against
 //!    the load (`placement.load_sizing`), when the predicted time saved is
-//!    at least `min_gain` x its restart cost.
+//!    at least `min_gain` x its restart cost with the new Cell's predicted
+//!    iteration time `grow_margin` longer: a grown job is not shrunk back
+//!    for running slower than predicted, so a gain within the estimator's
+//!    error is no reason to take the GPUs.
 //!
 //! Bounds, applied here: only jobs with `elastic=` in their record, at most
 //! `max_per_hour` reconfigurations per job in any hour, at least
@@ -303,10 +306,12 @@ pub fn decide(running: &[RunningElastic], waiting: &[WaitingJob], nodes: &[NodeG
         let Some(e) = choose_for(r, &freed, ctx.placement.load_sizing.then_some(&view), chooser) else { continue };
         // Only into GPUs nobody waits for (the job's own are its own).
         let own = if e.cell.gpu_type.eq_ignore_ascii_case(&d.cell.gpu_type) { d.cell.gpus } else { 0 };
-        if u64::from(e.cell.gpus.saturating_sub(own)) > view.unwanted(&e.cell.gpu_type) || e.iter_time_s >= d.iter_s {
+        // Judged on the new Cell's time made `grow_margin` longer (the estimator's error).
+        let pessimistic = e.iter_time_s * (1.0 + cfg.grow_margin.max(0.0));
+        if u64::from(e.cell.gpus.saturating_sub(own)) > view.unwanted(&e.cell.gpu_type) || pessimistic >= d.iter_s {
             continue;
         }
-        let gain_s = r.remaining_s - r.remaining_s * e.iter_time_s / d.iter_s - r.cost.total_s();
+        let gain_s = r.remaining_s - r.remaining_s * pessimistic / d.iter_s - r.cost.total_s();
         if gain_s < cfg.min_gain * r.cost.total_s() || gain_s <= 0.0 {
             continue;
         }

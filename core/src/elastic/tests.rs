@@ -82,6 +82,29 @@ fn a_long_job_on_one_gpu_grows_into_idle_gpus_within_its_bounds() {
 }
 
 #[test]
+fn a_grow_must_pay_with_the_new_cells_time_made_grow_margin_longer() {
+    let e = est();
+    let d = on_a100(&e, 1);
+    let nodes = cluster(&[("a100-1", 1)]);
+    let r = running(1, d.clone(), "a100-1", 200_000.0);
+    let cfg = ElasticConfig { grow_margin: 0.0, ..ElasticConfig::default() };
+    let Some(Reconfig::Grow { to, gain_s, .. }) = run(std::slice::from_ref(&r), &[], &nodes, &cfg).pop() else { panic!("no grow without a margin") };
+    let speedup = d.iter_s / to.to.iter_time_s;
+    assert!(speedup > 1.0 && gain_s > 0.0);
+    // The gain is computed on the pessimistic time: lower with a margin.
+    let small = ElasticConfig { grow_margin: (speedup - 1.0) / 4.0, ..cfg.clone() };
+    let Some(Reconfig::Grow { gain_s: g_small, .. }) = run(std::slice::from_ref(&r), &[], &nodes, &small).pop() else { panic!("a small margin still grows") };
+    let pess = to.to.iter_time_s * (1.0 + small.grow_margin);
+    assert!((g_small - (r.remaining_s - r.remaining_s * pess / d.iter_s - r.cost.total_s())).abs() < 1e-6 && g_small < gain_s);
+    // A margin as large as the predicted speed-up: the grow is not taken.
+    let wide = ElasticConfig { grow_margin: (speedup - 1.0).min(1.0), ..cfg.clone() };
+    if speedup - 1.0 <= 1.0 {
+        assert!(run(std::slice::from_ref(&r), &[], &nodes, &wide).is_empty(), "speed-up {speedup} within the margin");
+    }
+    assert_eq!(ElasticConfig::default().grow_margin, 0.2);
+}
+
+#[test]
 fn jobs_without_the_opt_in_are_never_touched() {
     let e = est();
     let d = on_a100(&e, 4);
