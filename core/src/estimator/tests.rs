@@ -176,7 +176,13 @@ fn rank_cells_orders_and_respects_offers() {
         assert!(r.cell.gpu_type == "a100" || r.cell.gpu_type == "v100", "{:?}", r.cell);
     }
     assert!(ranked.iter().any(|r| r.cell.gpu_type == "a100" && r.cell.gpus == 8 && r.nodes == 2));
-    assert!(ranked[0].cell.gpus == 8, "fastest should use the most GPUs here: {:?}", ranked[0]);
+    // On the undeclared network (25 Gb/s Ethernet) every NIC carries the
+    // ring of all eight ranks: four A100s in one node beat eight over two.
+    assert!(ranked[0].cell.gpu_type == "a100" && ranked[0].cell.gpus == 4 && ranked[0].nodes == 1, "{:?}", ranked[0]);
+    // With the catalog's 25 GB/s fabric declared, the most GPUs are fastest.
+    let fast = Estimator::new(GpuCatalog::with_overrides_toml("[gpu.a100]\ninter_node_gbs = 25\n").unwrap(), ModelCatalog::builtin());
+    let ranked_fast = fast.rank_cells(&j, &offers, 8);
+    assert!(ranked_fast[0].cell.gpus == 8 && ranked_fast[0].nodes == 2, "fastest should use the most GPUs here: {:?}", ranked_fast[0]);
     let capped = e.rank_cells(&j, &offers, 2);
     assert!(capped.iter().all(|r| r.cell.gpus <= 2));
     // Ties on time are broken by GPU-seconds: a tiny model is latency-bound.
