@@ -209,6 +209,18 @@ impl Group {
     }
 }
 
+/// Seconds the pipeline's sends lose to gradient sync that shares their
+/// network link. While data-parallel gradients are reduced behind the
+/// backward pass (`dp_hidden_net_s`: the network time of the hidden part),
+/// the stage boundary's sends of the same window (`pp_net_in_window_s`) go
+/// through the same NIC; one link carries one byte at a time, so as long as
+/// both are active each gets half of it and the sends, on the critical path
+/// of the 1F1B schedule, take as long again as the traffic they share with:
+/// the shorter of the two.
+pub(crate) fn nic_contention_s(pp_net_in_window_s: f64, dp_hidden_net_s: f64) -> f64 {
+    pp_net_in_window_s.min(dp_hidden_net_s).max(0.0)
+}
+
 /// Seconds to send `bytes` from one stage to the next.
 pub(crate) fn p2p_s(bytes: f64, cross_node: bool, gpu: &GpuSpec, sharing: u32, k: LinkScale) -> f64 {
     if bytes <= 0.0 {
@@ -314,6 +326,18 @@ mod tests {
         assert!((r - 2.0).abs() < 0.01, "{r}");
         // Inside one node nothing crosses the network: NVLink is far faster.
         assert!(at(8, 8) < 0.05 * one8);
+    }
+
+    /// Contention costs the shorter of the two overlapped network times:
+    /// nothing without either, the sends' own time when sync traffic
+    /// outlasts them.
+    #[test]
+    fn sends_sharing_a_nic_with_gradient_sync_wait_for_the_shorter() {
+        assert_eq!(nic_contention_s(0.0, 0.5), 0.0);
+        assert_eq!(nic_contention_s(0.2, 0.0), 0.0);
+        assert_eq!(nic_contention_s(0.2, 0.5), 0.2);
+        assert_eq!(nic_contention_s(0.2, 0.05), 0.05);
+        assert_eq!(nic_contention_s(0.2, -1.0), 0.0);
     }
 
     #[test]
