@@ -259,6 +259,12 @@ pub struct ModelSpec {
     /// Input image side in pixels (under 64: the CIFAR stem, one 3×3
     /// convolution at full resolution).
     pub image_size: u32,
+    /// CNNs: tensors in channels-last (NHWC) memory format
+    /// (`torch.channels_last`), the layout tensor-core convolutions use;
+    /// false (NCHW, PyTorch's default): mixed-precision convolutions
+    /// transpose their operands and results.
+    #[serde(default)]
+    pub channels_last: bool,
     /// Training precision.
     pub precision: Precision,
     /// Optimizer (state bytes, step traffic).
@@ -442,6 +448,7 @@ impl ModelSpec {
             v.hash(&mut h);
         }
         self.gated_ffn.hash(&mut h);
+        self.channels_last.hash(&mut h);
         self.precision.hash(&mut h);
         self.optimizer.hash(&mut h);
         self.recompute.hash(&mut h);
@@ -766,6 +773,7 @@ struct ModelToml {
     width: Option<u32>,
     width_factor: Option<u32>,
     image_size: Option<u32>,
+    channels_last: Option<bool>,
     #[serde(default)]
     precision: Precision,
     #[serde(default)]
@@ -830,6 +838,7 @@ impl ModelToml {
             width: 0,
             width_factor: 0,
             image_size: 0,
+            channels_last: false,
             precision: self.precision,
             optimizer: self.optimizer,
             recompute: self.recompute,
@@ -851,6 +860,9 @@ impl ModelToml {
             act_bytes_override: None,
             grad_ready_override: None,
         };
+        if self.channels_last.is_some() && self.family != ModelFamily::WideResnet {
+            return Err(err(format!("model '{name}': field 'channels_last' needs family = \"wide_resnet\"")));
+        }
         if self.grad_ready_share.is_some() && self.family != ModelFamily::Generic {
             return Err(err(format!("model '{name}': field 'grad_ready_share' needs family = \"generic\" (the others derive it)")));
         }
@@ -921,6 +933,7 @@ impl ModelToml {
                 spec.width = need(self.width, "width")?;
                 spec.width_factor = need(self.width_factor.or(Some(1)), "width_factor")?;
                 spec.image_size = need(self.image_size.or(Some(224)), "image_size")?;
+                spec.channels_last = self.channels_last.unwrap_or(false);
             }
             ModelFamily::Generic => {
                 spec.params_override = Some(pos(self.params, "params")?.ok_or_else(|| err(format!("model '{name}' (Generic): missing field 'params'")))?);
@@ -1031,6 +1044,7 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "width": nz(s.width),
         "width_factor": nz(s.width_factor),
         "image_size": nz(s.image_size),
+        "channels_last": s.channels_last.then_some(true),
         "precision": s.precision,
         "optimizer": s.optimizer,
         "recompute": s.recompute,
@@ -1510,6 +1524,19 @@ mod tests {
         assert!((imagenet.params / 11.69e6 - 1.0).abs() < 0.01, "torchvision resnet18: {}", imagenet.params);
         let e = parse_model_toml("family='wide_resnet'\ndepth=20\nwidth=64\n", "m.toml", "m").unwrap_err().to_string();
         assert!(e.contains("depth") && e.contains("18, 34"), "{e}");
+    }
+
+    /// `channels_last` describes CNN tensors: read for `wide_resnet`, kept
+    /// through the wire form, refused for other families.
+    #[test]
+    fn channels_last_is_a_cnn_field() {
+        let m = parse_model_toml("family='wide_resnet'\nwidth=64\nchannels_last=true\n", "m.toml", "m").unwrap();
+        assert!(m.channels_last);
+        assert!(model_from_wire(&model_to_wire(&m)).unwrap().channels_last);
+        let plain = parse_model_toml("family='wide_resnet'\nwidth=64\n", "m.toml", "m").unwrap();
+        assert!(!plain.channels_last && plain.fingerprint() != m.fingerprint());
+        let e = parse_model_toml("family='gpt'\nlayers=2\nhidden=64\nheads=2\nseq_len=8\nchannels_last=true\n", "m.toml", "m").unwrap_err().to_string();
+        assert!(e.contains("channels_last") && e.contains("wide_resnet"), "{e}");
     }
 
     /// Where the synchronised gradients become ready in backward: a CNN's

@@ -1,6 +1,7 @@
 //! `cellsched bench estimator`: parses the options and prints what
 //! `cellsched_estbench` measures — the estimator's held-out error on every
-//! measured point in `../shared/data` under protocols (a)–(e), and the
+//! measured point in `../shared/data` under protocols (a)–(e), published
+//! throughputs (`bench/truth/nvidia-dle-resnet50.csv`) under (p), and the
 //! plan-search and `rank_cells` speed. Each point is scored two ways:
 //! `estimate` (the plan the estimator picks, as `cellsched estimate`
 //! answers) and `measured plan` (the cost of the plan that was measured).
@@ -9,7 +10,7 @@ use cellsched_core::estimator::{quantile, CONTRADICTION_TOLERANCE};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
 use cellsched_estbench::score::{calibrated, memory_vs_peaks, rank_correlations, ratio_by_shape, rows, score_point, score_protocol};
-use cellsched_estbench::{contradictory_points, load_points, protocols, Pick, Point, Row, Scored};
+use cellsched_estbench::{contradictory_points, load_points, protocols, published_points, published_protocols, Pick, Point, Protocol, Row, Scored, PUBLISHED_RESNET50};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -77,64 +78,80 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
         );
     }
     for proto in protocols(&points) {
-        if detail {
-            for s in &proto.splits {
-                let (_, cal) = calibrated(&points, s, proto.per_job, &gpus, &models);
-                let mut held: Vec<&str> = s.test.iter().map(|i| points[*i].model.as_str()).collect();
-                held.dedup();
-                for l in cal.map(|c| c.report.to_string()).unwrap_or_default().lines().filter(|l| l.contains("framework (") || l.contains("layout   ")) {
-                    println!("    fit (testing {}): {}", held.join(","), l.trim());
-                }
-            }
-        }
-        let scored = score_protocol(&points, &proto, &gpus, &models);
-        println!("\n== {} ({} split{}) ==", proto.name, proto.splits.len(), if proto.splits.len() == 1 { "" } else { "s" });
-        for (label, pick) in [("estimate (own plan)", Pick::Estimate), ("measured plan", Pick::MeasuredPlan)] {
-            println!("  {label}:");
-            for r in rows(&points, &scored, pick, &contradictory) {
-                print_row(&r);
-            }
-        }
-        for (label, pick) in [("estimate", Pick::Estimate), ("measured plan", Pick::MeasuredPlan)] {
-            let rhos = rank_correlations(&points, &scored, pick);
-            if !rhos.is_empty() {
-                println!(
-                    "  rho ({label}): jobs={} mean {:.3} median {:.3} min {:.3}",
-                    rhos.len(),
-                    rhos.iter().sum::<f64>() / rhos.len() as f64,
-                    quantile(&rhos, 0.5),
-                    rhos.iter().copied().fold(f64::INFINITY, f64::min)
-                );
-            }
-        }
-        let by = ratio_by_shape(&points, &scored);
-        if !by.is_empty() {
-            println!("  predicted/measured by GPUs and nodes (multi-GPU points, own plan):");
-            for ((ds, g, n), v) in &by {
-                println!("    {ds} x{g} n{n}: {:.2} (p10 {:.2}, p90 {:.2}, n={})", quantile(v, 0.5), quantile(v, 0.1), quantile(v, 0.9), v.len());
-            }
-        }
-        feasibility(&points, &scored);
-        if detail {
-            for s in &scored {
-                let p = &points[s.idx];
-                println!(
-                    "    {:<12} {:<36} {:<5} x{:<2} n{:<2} measured {:>9.4}s estimate {:>9} measured-plan {:>9}{}",
-                    p.dataset,
-                    p.job,
-                    p.rec.gpu_type,
-                    p.rec.gpus(),
-                    p.rec.nodes,
-                    p.rec.iter_time_s,
-                    s.est.map_or("-".into(), |t| format!("{t:.4}")),
-                    s.pinned.map_or("-".into(), |t| format!("{:.4}", t.0)),
-                    if s.pinned.is_some_and(|t| !t.1) { " (predicted not to fit)" } else { "" }
-                );
-            }
-        }
+        report(&points, &proto, &contradictory, &gpus, &models, detail);
+    }
+    // Published throughputs (bench/truth/): scored, never calibrated on.
+    let mut all = points.clone();
+    let published = published_points(PUBLISHED_RESNET50, &mut models)?;
+    println!(
+        "\npublished (not measured here; held out, never calibrated on): {} NVIDIA DeepLearningExamples ResNet-50 v1.5 throughputs (bench/truth/nvidia-dle-resnet50.csv)",
+        published.len()
+    );
+    all.extend(published);
+    for proto in published_protocols(&all) {
+        report(&all, &proto, &contradictory, &gpus, &models, detail);
     }
     memory(&points, &gpus, &models);
     Ok(())
+}
+
+/// Scores one protocol and prints its rows.
+fn report(points: &[Point], proto: &Protocol, contradictory: &[usize], gpus: &GpuCatalog, models: &ModelCatalog, detail: bool) {
+    if detail {
+        for s in &proto.splits {
+            let (_, cal) = calibrated(points, s, proto.per_job, gpus, models);
+            let mut held: Vec<&str> = s.test.iter().map(|i| points[*i].model.as_str()).collect();
+            held.dedup();
+            for l in cal.map(|c| c.report.to_string()).unwrap_or_default().lines().filter(|l| l.contains("framework (") || l.contains("layout   ")) {
+                println!("    fit (testing {}): {}", held.join(","), l.trim());
+            }
+        }
+    }
+    let scored = score_protocol(points, proto, gpus, models);
+    println!("\n== {} ({} split{}) ==", proto.name, proto.splits.len(), if proto.splits.len() == 1 { "" } else { "s" });
+    for (label, pick) in [("estimate (own plan)", Pick::Estimate), ("measured plan", Pick::MeasuredPlan)] {
+        println!("  {label}:");
+        for r in rows(points, &scored, pick, contradictory) {
+            print_row(&r);
+        }
+    }
+    for (label, pick) in [("estimate", Pick::Estimate), ("measured plan", Pick::MeasuredPlan)] {
+        let rhos = rank_correlations(points, &scored, pick);
+        if !rhos.is_empty() {
+            println!(
+                "  rho ({label}): jobs={} mean {:.3} median {:.3} min {:.3}",
+                rhos.len(),
+                rhos.iter().sum::<f64>() / rhos.len() as f64,
+                quantile(&rhos, 0.5),
+                rhos.iter().copied().fold(f64::INFINITY, f64::min)
+            );
+        }
+    }
+    let by = ratio_by_shape(points, &scored);
+    if !by.is_empty() {
+        println!("  predicted/measured by GPUs and nodes (multi-GPU points, own plan):");
+        for ((ds, g, n), v) in &by {
+            println!("    {ds} x{g} n{n}: {:.2} (p10 {:.2}, p90 {:.2}, n={})", quantile(v, 0.5), quantile(v, 0.1), quantile(v, 0.9), v.len());
+        }
+    }
+    feasibility(points, &scored);
+    if detail {
+        for s in &scored {
+            let p = &points[s.idx];
+            println!(
+                "    {:<12} {:<36} {:<5} x{:<2} n{:<2} measured {:>9.4}s estimate {:>9} measured-plan {:>9}{}",
+                p.dataset,
+                p.job,
+                p.rec.gpu_type,
+                p.rec.gpus(),
+                p.rec.nodes,
+                p.rec.iter_time_s,
+                s.est.map_or("-".into(), |t| format!("{t:.4}")),
+                s.pinned.map_or("-".into(), |t| format!("{:.4}", t.0)),
+                if s.pinned.is_some_and(|t| !t.1) { " (predicted not to fit)" } else { "" }
+            );
+        }
+    }
 }
 
 /// Every measured point ran, so truth is "fits" for all of them.

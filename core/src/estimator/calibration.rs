@@ -30,6 +30,11 @@
 //! 3. (model, type) pairs measured only on several GPUs get their compute
 //!    level from those points, with the fitted framework constants (and so
 //!    does a GPU type without single-GPU points).
+//!
+//!    A catalog type without measured points takes a type level carried from
+//!    the measured types (its generation's, else by roofline over the types
+//!    of the job's precision: [`super::transfer`]); family residuals apply
+//!    on every type.
 //! 0. **Links from microbenchmarks**: `comm:` rows (`cellsched profile
 //!    comm`) give per GPU type multipliers on the α–β times inside a node and
 //!    across nodes ([`super::comm`]), applied under the framework constants.
@@ -45,10 +50,11 @@ use super::comm::{fit_links, CommPoint, MeasuredLinks};
 use super::consistency::{weak_scaling_contradictions, CONTRADICTION_TOLERANCE};
 use super::plan_cost::{batch_scale_at, evaluate, micro_batch_size, Framework};
 use super::topology::Placement;
+use super::transfer::{flop_per_byte, roofline_prior, transfer_prior, FactorSource, Mechanism, TransferredLevel, TypeLevel};
 use super::{Estimator, JobSpec};
 use crate::cell::{Cell, Plan};
 use crate::error::CoreError;
-use crate::model::{ModelFamily, Recompute, Runtime};
+use crate::model::{ModelFamily, ModelSpec, Precision, Recompute, Runtime};
 use crate::profile_db::{ProfileRecord, UNKNOWN_PLAN};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -222,63 +228,6 @@ pub struct CalibrationPoint {
     pub factor: f64,
 }
 
-/// A type level carried to a catalog type without measured points.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TransferredLevel {
-    /// The unmeasured type.
-    pub gpu_type: String,
-    /// Its compute efficiency multiplier.
-    pub factor: f64,
-    /// The measured types it came from.
-    pub from: Vec<String>,
-}
-
-/// Where a compute efficiency comes from ([`Calibration::factor_source`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum FactorSource {
-    /// Measured on this type: the model's own level (`model`), else the
-    /// type's level with the model's family.
-    Measured {
-        /// Whether this model was measured on this type.
-        model: bool,
-    },
-    /// No point on this type: its level carried from the measured types of
-    /// its architecture generation, with the model's family.
-    Transferred {
-        /// The measured types the level came from.
-        from: Vec<String>,
-    },
-    /// Nothing measured on this type or its generation: the datasheet.
-    Datasheet,
-}
-
-impl fmt::Display for FactorSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FactorSource::Measured { model: true } => write!(f, "measured on this type (this model's single-GPU profiles: model > family > type)"),
-            FactorSource::Measured { model: false } => write!(f, "measured on this type (its level with the model's family; this model not profiled on it)"),
-            FactorSource::Transferred { from } => {
-                write!(f, "transferred: no profile on this type; the level measured on {} (same architecture generation) with the model's family", from.join(", "))
-            }
-            FactorSource::Datasheet => write!(f, "datasheet (no profile on this type or its architecture generation: peak x GEMM/roofline model)"),
-        }
-    }
-}
-
-/// The log efficiency level of an unmeasured type from the measured types'
-/// levels `(type, log level net of families, compute capability)`: the mean
-/// of the measured types of its architecture generation (same
-/// compute-capability major version), with the types it came from; None
-/// when none was measured (or its capability is unknown). Across
-/// generations nothing is carried: on the reference data a
-/// generation-weighted mean of the other types' levels predicted an unseen
-/// type worse than the datasheet (leave-one-type-out median 19.5% -> 24.9%).
-pub fn transfer_prior(measured: &[(String, f64, Option<f64>)], cc: Option<f64>) -> Option<(f64, Vec<String>)> {
-    let c = cc?;
-    let same: Vec<&(String, f64, Option<f64>)> = measured.iter().filter(|m| m.2.is_some_and(|x| x.floor() == c.floor())).collect();
-    (!same.is_empty()).then(|| (same.iter().map(|m| m.1).sum::<f64>() / same.len() as f64, same.iter().map(|m| m.0.clone()).collect()))
-}
-
 /// A profile whose implied efficiency is implausible.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlaggedProfile {
@@ -338,7 +287,7 @@ impl fmt::Display for CalibrationReport {
             writeln!(f, "  compute  {:<10} efficiency x{:.3} ({} single-GPU points)", t.gpu_type, t.factor, t.points)?;
         }
         for t in self.transferred.iter().filter(|t| (t.factor.ln()).abs() >= 1e-9) {
-            writeln!(f, "  compute  {:<10} efficiency x{:.3} transferred (no points of its own; from {}, same architecture generation)", t.gpu_type, t.factor, t.from.join(", "))?;
+            writeln!(f, "  compute  {:<10} efficiency x{:.3} transferred (no points of its own; {})", t.gpu_type, t.factor, t.mechanism.describe(&t.from))?;
         }
         for t in &self.per_family {
             writeln!(f, "  compute  family {:<14} x{:.3} over its types ({} points)", t.model.as_deref().unwrap_or(""), t.factor, t.points)?;
@@ -427,6 +376,15 @@ pub struct Calibration {
     /// Type levels carried to catalog types without measured points: log
     /// level and the measured types it came from.
     per_type_transferred: BTreeMap<String, (f64, Vec<String>)>,
+    /// Type levels carried by roofline to catalog types without measured
+    /// points nor measured types of their generation, per precision class
+    /// (see [`roofline_prior`]): log level and the measured types it came from.
+    per_type_roofline: BTreeMap<(String, String), (f64, Vec<String>)>,
+    /// Type levels net of their points' family residuals per (type,
+    /// precision class) (single-GPU points): what the roofline prior fits.
+    per_type_prec_net: BTreeMap<(String, String), f64>,
+    /// Types each family residual was measured on.
+    per_family_types: BTreeMap<String, Vec<String>>,
 
     /// Type levels net of their points' family residuals (single-GPU points).
     per_type_net: BTreeMap<String, f64>,
@@ -455,6 +413,14 @@ fn family_key(f: ModelFamily) -> String {
     format!("{f:?}").to_lowercase()
 }
 
+fn precision_key(p: Precision) -> String {
+    match p {
+        Precision::Fp16 | Precision::Bf16 => "half".into(),
+        Precision::Tf32 => "tf32".into(),
+        Precision::Fp32 => "fp32".into(),
+    }
+}
+
 fn runtime_key(r: Runtime) -> String {
     format!("{r:?}").to_lowercase()
 }
@@ -475,42 +441,64 @@ fn shrink(mean: f64, n: usize, prior: f64, prior_points: f64) -> f64 {
 }
 
 impl Calibration {
-    /// Compute efficiency multiplier for `model` (of `family`) on `gpu_type` (1 when uncalibrated).
-    pub fn factor_for(&self, model: &str, family: ModelFamily, gpu_type: &str) -> f64 {
-        let fam = family_key(family);
-        let type_log = match (self.per_type.get(gpu_type), self.per_type_transferred.get(gpu_type)) {
-            (Some(&(l, _)), _) => l,
-            (None, Some((l, _))) => *l,
-            // No level for this type: only a (model, type) level fitted from multi-GPU points.
-            (None, None) => return self.per_model_type.get(&model_type_key(model, gpu_type)).map_or(1.0, |v| v.0.exp()),
-        };
-        let prior = type_log + self.per_family.get(&fam).map_or(0.0, |v| v.0);
-        let fam_level = match self.per_family_type.get(&(fam, gpu_type.to_string())) {
-            Some(&(l, n)) => shrink(l, n, prior, FAMILY_PRIOR_POINTS),
-            None => prior,
-        };
+    /// Compute efficiency multiplier for `model` (of `family`, trained in
+    /// `precision`) on `gpu_type` (1 when uncalibrated): in log space, the
+    /// type level — measured, else carried from its architecture generation,
+    /// else carried by roofline from measured types of the precision
+    /// ([`super::transfer`]), else the datasheet's 0 — plus the family
+    /// residual (measured over every type), refined by the (family, type)
+    /// level where measured; then the model's own (model, type) level shrunk
+    /// toward that.
+    pub fn factor_for(&self, model: &str, family: ModelFamily, precision: Precision, gpu_type: &str) -> f64 {
+        let fam_level = self.family_level(&family_key(family), precision, gpu_type);
         match self.per_model_type.get(&model_type_key(model, gpu_type)) {
             Some(&(l, n)) => shrink(l, n, fam_level, MODEL_PRIOR_POINTS).exp(),
             None => fam_level.exp(),
         }
     }
 
-    /// Where the compute efficiency of `model` on `gpu_type` comes from.
-    pub fn factor_source(&self, model: &str, gpu_type: &str) -> FactorSource {
-        if self.per_model_type.contains_key(&model_type_key(model, gpu_type)) {
-            return FactorSource::Measured { model: true };
+    /// The type level of `gpu_type` for `precision` and where it came from.
+    fn type_level(&self, precision: Precision, gpu_type: &str) -> (f64, TypeLevel) {
+        if let Some(&(l, _)) = self.per_type.get(gpu_type) {
+            return (l, TypeLevel::Measured);
         }
-        if self.per_type.contains_key(gpu_type) {
-            return FactorSource::Measured { model: false };
+        if let Some((l, from)) = self.per_type_transferred.get(gpu_type) {
+            return (*l, TypeLevel::Transferred { from: from.clone(), mechanism: Mechanism::Generation });
         }
-        match self.per_type_transferred.get(gpu_type) {
-            Some((_, from)) => FactorSource::Transferred { from: from.clone() },
-            None => FactorSource::Datasheet,
+        let pk = precision_key(precision);
+        match self.per_type_roofline.get(&(gpu_type.to_string(), pk.clone())) {
+            Some((l, from)) => (*l, TypeLevel::Transferred { from: from.clone(), mechanism: Mechanism::Roofline { precision: pk } }),
+            None => (0.0, TypeLevel::Datasheet),
         }
     }
 
-    /// Carries type levels to every catalog type without one that shares
-    /// its architecture generation with measured types ([`transfer_prior`]).
+    /// Log level of `fam` on `gpu_type` before any model's own points: the
+    /// type level plus the family residual, refined by the (family, type)
+    /// level where measured.
+    fn family_level(&self, fam: &str, precision: Precision, gpu_type: &str) -> f64 {
+        let prior = self.type_level(precision, gpu_type).0 + self.per_family.get(fam).map_or(0.0, |v| v.0);
+        match self.per_family_type.get(&(fam.to_string(), gpu_type.to_string())) {
+            Some(&(l, n)) => shrink(l, n, prior, FAMILY_PRIOR_POINTS),
+            None => prior,
+        }
+    }
+
+    /// Where each part of the compute efficiency of `model` (of `family`,
+    /// in `precision`) on `gpu_type` comes from.
+    pub fn factor_source(&self, model: &str, family: ModelFamily, precision: Precision, gpu_type: &str) -> FactorSource {
+        let fam = family_key(family);
+        FactorSource {
+            gpu_type: self.type_level(precision, gpu_type).1,
+            family_from: self.per_family_types.get(&fam).cloned().unwrap_or_default(),
+            family_on_type: self.per_family_type.contains_key(&(fam, gpu_type.to_string())),
+            model_measured: self.per_model_type.contains_key(&model_type_key(model, gpu_type)),
+        }
+    }
+
+    /// Carries type levels to every catalog type without measured points:
+    /// from the measured types of its architecture generation
+    /// ([`transfer_prior`]), else, per precision class, by roofline from the
+    /// measured types of that precision ([`roofline_prior`]).
     fn fit_transfers(&mut self, gpus: &crate::gpu::GpuCatalog) {
         let measured: Vec<(String, f64, Option<f64>)> = self
             .per_type
@@ -518,11 +506,28 @@ impl Calibration {
             .map(|(t, &(l, _))| (t.clone(), self.per_type_net.get(t).copied().unwrap_or(l), gpus.get(t).ok().and_then(|g| g.compute_capability)))
             .collect();
         self.per_type_transferred.clear();
+        self.per_type_roofline.clear();
         self.report.transferred.clear();
         for g in gpus.specs().filter(|g| !self.per_type.contains_key(&g.name)) {
             if let Some((l, from)) = transfer_prior(&measured, g.compute_capability) {
-                self.report.transferred.push(TransferredLevel { gpu_type: g.name.clone(), factor: l.exp(), from: from.clone() });
+                self.report.transferred.push(TransferredLevel { gpu_type: g.name.clone(), factor: l.exp(), from: from.clone(), mechanism: Mechanism::Generation });
                 self.per_type_transferred.insert(g.name.clone(), (l, from));
+                continue;
+            }
+            for (pk, prec) in [("half", Precision::Bf16), ("tf32", Precision::Tf32), ("fp32", Precision::Fp32)] {
+                let pts: Vec<(String, f64, f64)> = self
+                    .per_type_prec_net
+                    .iter()
+                    .filter(|((_, q), _)| q == pk)
+                    .filter_map(|((t, _), &l)| gpus.get(t).ok().map(|u| (t.clone(), flop_per_byte(u, prec), l)))
+                    .collect();
+                let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.1, p.2)).collect();
+                if let Some(l) = roofline_prior(&line, flop_per_byte(g, prec)) {
+                    let from: Vec<String> = pts.iter().map(|p| p.0.clone()).collect();
+                    let mechanism = Mechanism::Roofline { precision: pk.to_string() };
+                    self.report.transferred.push(TransferredLevel { gpu_type: g.name.clone(), factor: l.exp(), from: from.clone(), mechanism });
+                    self.per_type_roofline.insert((g.name.clone(), pk.to_string()), (l, from));
+                }
             }
         }
     }
@@ -591,13 +596,14 @@ impl Calibration {
         fw
     }
 
-    /// Compute factor and framework constants for `model` on `gpu_type`:
+    /// Compute factor and framework constants for `spec` on `gpu_type`:
     /// the hierarchical levels, the model's host overhead and, when the
     /// model has one, its per-job refit.
     /// `nodes` × `per_node` is the Cell's layout.
-    pub fn job_constants(&self, model: &str, family: ModelFamily, runtime: Runtime, gpu_type: &str, nodes: u32, per_node: u32) -> (f64, Framework) {
-        let mut f = self.factor_for(model, family, gpu_type);
-        let mut fw = self.with_overhead(model, gpu_type, self.framework_at(runtime, gpu_type, nodes, per_node));
+    pub fn job_constants(&self, spec: &ModelSpec, gpu_type: &str, nodes: u32, per_node: u32) -> (f64, Framework) {
+        let model = spec.name.as_str();
+        let mut f = self.factor_for(model, spec.family, spec.precision, gpu_type);
+        let mut fw = self.with_overhead(model, gpu_type, self.framework_at(spec.runtime, gpu_type, nodes, per_node));
         if let Some(&(c, m)) = self.per_job.get(model) {
             f *= c;
             fw.comm_scale *= m;
@@ -613,7 +619,10 @@ impl Calibration {
 
     /// Whether any compute factor applies to `model` on `gpu_type`.
     pub fn has_factor(&self, model: &str, gpu_type: &str) -> bool {
-        self.per_type.contains_key(gpu_type) || self.per_type_transferred.contains_key(gpu_type) || self.per_model_type.contains_key(&model_type_key(model, gpu_type))
+        self.per_type.contains_key(gpu_type)
+            || self.per_type_transferred.contains_key(gpu_type)
+            || self.per_model_type.contains_key(&model_type_key(model, gpu_type))
+            || self.per_type_roofline.keys().any(|k| k.0 == gpu_type)
     }
 
     /// A calibration with one compute factor for a GPU type (tests, what-if studies).
@@ -756,7 +765,7 @@ impl Calibration {
             let stride = pts.len().div_ceil(MAX_FIT_POINTS).max(1);
             let pts: Vec<&ResolvedPoint> = pts.iter().step_by(stride).copied().collect();
             let consts: Vec<(f64, Framework)> =
-                pts.iter().map(|p| (self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), self.point_framework(p))).collect();
+                pts.iter().map(|p| (self.factor_for(&p.job.model.name, p.job.model.family, p.job.model.precision, &p.gpu), self.point_framework(p))).collect();
             let errs = |m: f64| -> Vec<f64> {
                 pts.iter()
                     .zip(&consts)
@@ -819,7 +828,7 @@ impl Calibration {
             }
             let base_consts: Vec<(f64, Framework)> =
                 pts.iter()
-                    .map(|p| (self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), self.point_framework(p)))
+                    .map(|p| (self.factor_for(&p.job.model.name, p.job.model.family, p.job.model.precision, &p.gpu), self.point_framework(p)))
                     .collect();
             let errs = |c: f64, m: f64| -> Vec<f64> {
                 pts.iter()
@@ -938,7 +947,7 @@ impl Calibration {
         for (p, _) in singles {
             let key = model_type_key(&p.job.model.name, &p.gpu);
             let Some((compute, rest)) = p.split(base) else { continue };
-            let f = self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu);
+            let f = self.factor_for(&p.job.model.name, p.job.model.family, p.job.model.precision, &p.gpu);
             let x = self.overhead(&p.job.model.name, &p.gpu);
             let work = compute / f;
             let m = (p.rec.iter_time_s - rest - x) / work;
@@ -975,6 +984,10 @@ impl Calibration {
             resid.entry(family_key(p.job.model.family)).or_default().push(l - self.per_type[&p.gpu].0);
         }
         self.per_family = resid.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
+        self.per_family_types.clear();
+        for (fam, gpu) in by_family_type.keys() {
+            self.per_family_types.entry(fam.clone()).or_default().push(gpu.clone());
+        }
         // Type levels net of the families measured on them: comparable
         // across types whatever their model mix (the level a transfer carries).
         let mut net: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -982,6 +995,11 @@ impl Calibration {
             net.entry(p.gpu.clone()).or_default().push(l - self.per_family[&family_key(p.job.model.family)].0);
         }
         self.per_type_net = net.iter().map(|(k, v)| (k.clone(), median(v))).collect();
+        let mut net_prec: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+        for (p, l) in singles {
+            net_prec.entry((p.gpu.clone(), precision_key(p.job.model.precision))).or_default().push(l - self.per_family[&family_key(p.job.model.family)].0);
+        }
+        self.per_type_prec_net = net_prec.iter().map(|(k, v)| (k.clone(), median(v))).collect();
         self.per_family_type = by_family_type.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
         if per_model {
             self.per_model_type = by_model_type.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
@@ -1047,7 +1065,7 @@ impl Calibration {
             let errs: Vec<f64> = pts
                 .iter()
                 .filter_map(|p| {
-                    let f = self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu);
+                    let f = self.factor_for(&p.job.model.name, p.job.model.family, p.job.model.precision, &p.gpu);
                     p.predict(base, f, &self.with_overhead(&p.job.model.name, &p.gpu, self.with_links(&p.gpu, *fw))).map(|t| (t / p.rec.iter_time_s).ln().abs())
                 })
                 .collect();
@@ -1084,7 +1102,7 @@ impl Calibration {
             .iter()
             .filter_map(|p| {
                 let fw = self.with_overhead(&p.job.model.name, &p.gpu, self.with_links(&p.gpu, best));
-                p.predict(base, self.factor_for(&p.job.model.name, p.job.model.family, &p.gpu), &fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
+                p.predict(base, self.factor_for(&p.job.model.name, p.job.model.family, p.job.model.precision, &p.gpu), &fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
             })
             .collect();
         (best, median(&errs))
@@ -1292,7 +1310,7 @@ mod tests {
             .collect();
         let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
         assert!((cal.overhead("gpt__125M", "v100") - 0.05).abs() < 0.005, "{}", cal.report);
-        assert!((cal.factor_for("gpt__125M", ModelFamily::Gpt, "v100") - 0.6).abs() < 0.05, "{}", cal.report);
+        assert!((cal.factor_for("gpt__125M", ModelFamily::Gpt, Precision::Fp16, "v100") - 0.6).abs() < 0.05, "{}", cal.report);
         assert!(cal.report.to_string().contains("50.0 ms per iteration"), "{}", cal.report);
         assert_eq!(cal.overhead("gpt__350M", "v100"), 0.0);
         // One batch size: no overhead.
@@ -1305,7 +1323,7 @@ mod tests {
         assert_eq!((network_key("bert_large+rubick+offload"), network_key("bert_large")), ("bert_large", "bert_large"));
         let mut cal = Calibration::default().with_type_factor("a800", 1.0);
         cal.per_model_type.insert(model_type_key("bert_large+offload", "a800"), (0.5f64.ln(), 4));
-        let (a, b) = (cal.factor_for("bert_large", ModelFamily::Bert, "a800"), cal.factor_for("bert_large+offload", ModelFamily::Bert, "a800"));
+        let (a, b) = (cal.factor_for("bert_large", ModelFamily::Bert, Precision::Fp16, "a800"), cal.factor_for("bert_large+offload", ModelFamily::Bert, Precision::Fp16, "a800"));
         assert!(a < 0.6 && (a - b).abs() < 1e-12, "{a} {b}");
         assert!(cal.has_factor("bert_large+x", "h100") == cal.has_factor("bert_large", "h100"));
     }
@@ -1337,7 +1355,7 @@ mod tests {
             }
         }
         let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
-        let f = cal.factor_for("gpt__350M", ModelFamily::Gpt, "v100");
+        let f = cal.factor_for("gpt__350M", ModelFamily::Gpt, Precision::Fp16, "v100");
         assert!((f - 0.6).abs() < 0.03, "{f}");
         let fw = cal.framework(Runtime::Alpa);
         assert!((fw.comm_scale / true_fw.comm_scale - 1.0).abs() < 0.2, "{fw:?}");
@@ -1367,21 +1385,81 @@ mod tests {
             recs.push(ProfileRecord { gpu_type: "h100".into(), ..rec(model, batch, 1, 1, t, plan) });
         }
         let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
-        let f = cal.factor_for("gpt__1.3B", ModelFamily::Gpt, "h200");
+        let f = cal.factor_for("gpt__1.3B", ModelFamily::Gpt, Precision::Fp16, "h200");
         assert!((f - 0.6).abs() < 0.03, "{f}\n{}", cal.report);
-        assert_eq!(cal.factor_source("gpt__1.3B", "h200"), FactorSource::Transferred { from: vec!["h100".into()] });
-        assert!(cal.factor_source("gpt__1.3B", "h200").to_string().contains("h100"));
-        assert_eq!(cal.factor_for("gpt__1.3B", ModelFamily::Gpt, "a100"), 1.0);
-        assert_eq!(cal.factor_source("gpt__1.3B", "a100"), FactorSource::Datasheet);
-        assert_eq!(cal.factor_source("gpt__350M", "h100"), FactorSource::Measured { model: true });
-        assert_eq!(cal.factor_source("gpt__1.3B", "h100"), FactorSource::Measured { model: false });
+        let src = |m: &str, t: &str| cal.factor_source(m, ModelFamily::Gpt, Precision::Fp16, t);
+        assert_eq!(src("gpt__1.3B", "h200").gpu_type, TypeLevel::Transferred { from: vec!["h100".into()], mechanism: Mechanism::Generation });
+        assert!(src("gpt__1.3B", "h200").to_string().contains("from h100, same architecture generation"), "{}", src("gpt__1.3B", "h200"));
+        assert_eq!(cal.factor_for("gpt__1.3B", ModelFamily::Gpt, Precision::Fp16, "a100"), 1.0);
+        assert_eq!(src("gpt__1.3B", "a100").gpu_type, TypeLevel::Datasheet);
+        assert!(src("gpt__350M", "h100").model_measured && src("gpt__350M", "h100").gpu_type == TypeLevel::Measured);
+        assert!(!src("gpt__1.3B", "h100").model_measured && src("gpt__1.3B", "h100").family_on_type);
+        assert_eq!(src("gpt__1.3B", "a100").family_from, vec!["h100".to_string()]);
         assert!(cal.report.to_string().contains("h200       efficiency x0.6"), "{}", cal.report);
-        // The prior itself: same major version only, mean of the logs.
-        let m = vec![("a".to_string(), -0.4, Some(8.0)), ("b".to_string(), -0.2, Some(8.6)), ("c".to_string(), 0.3, Some(7.0))];
-        let (l, from) = transfer_prior(&m, Some(8.9)).unwrap();
-        assert!((l + 0.3).abs() < 1e-12 && from == vec!["a".to_string(), "b".to_string()]);
-        assert_eq!(transfer_prior(&m, Some(9.0)), None);
-        assert_eq!(transfer_prior(&m, None), None);
+    }
+
+    /// Three fp32 types: points measured on P100 and V100, whose levels lie
+    /// on the roofline line 1/level = 0.2 + 0.05 · FLOP/byte (fp32 peak over
+    /// memory bandwidth), with BERT-like models x1.3 over GPT-like ones. An
+    /// unmeasured K80 (another generation) takes the line's level at its own
+    /// ratio and the family residual on top; half-precision jobs (no
+    /// half-precision type measured) stay on the datasheet level; the
+    /// explanation names the mechanism and the types.
+    #[test]
+    fn unmeasured_types_take_the_roofline_level_of_their_precision_with_the_family_residual() {
+        let mut models = ModelCatalog::builtin();
+        for (name, from) in [("g1", "gpt__125M"), ("g2", "gpt__350M"), ("b1", "bert__125M"), ("b2", "bert__350M")] {
+            let mut m = models.get(from).unwrap().clone();
+            m.name = name.into();
+            m.precision = Precision::Fp32;
+            models.insert(m, &[]);
+        }
+        let gpus = GpuCatalog::builtin();
+        let ratio = |t: &str| flop_per_byte(gpus.get(t).unwrap(), Precision::Fp32);
+        let level = |t: &str| -(0.2 + 0.05 * ratio(t)).ln();
+        let mut truth = Calibration::default().with_type_factor("p100", level("p100").exp()).with_type_factor("v100", level("v100").exp());
+        let fam = 0.5 * 1.3f64.ln();
+        truth.per_family.insert("bert".into(), (fam, 1));
+        truth.per_family.insert("gpt".into(), (-fam, 1));
+        let base = Estimator::new(gpus.clone(), models.clone());
+        let slow = Estimator::new(gpus.clone(), models.clone()).with_calibration(truth);
+        let mut recs = Vec::new();
+        for t in ["p100", "v100"] {
+            for (m, batch) in [("g1", 4), ("g2", 2), ("b1", 4), ("b2", 2)] {
+                let job = JobSpec { model: models.get(m).unwrap().clone(), global_batch: batch };
+                let plan = Plan::default();
+                let time = slow.evaluate_plan(&job, &Cell::new(t, 1, 1).unwrap(), 8, &plan).unwrap().iter_time_s;
+                recs.push(ProfileRecord { gpu_type: t.into(), ..rec(m, batch, 1, 1, time, plan) });
+            }
+        }
+        let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
+        for t in ["p100", "v100"] {
+            let f = cal.factor_for("g1", ModelFamily::Gpt, Precision::Fp32, t);
+            assert!((f.ln() - (level(t) - fam)).abs() < 0.03, "{t} {f}\n{}", cal.report);
+        }
+        // K80: the line at its ratio (0.2 + 0.05 * 18.2 -> x0.90), and each family's residual.
+        let (g, b) = (cal.factor_for("g9", ModelFamily::Gpt, Precision::Fp32, "k80"), cal.factor_for("b9", ModelFamily::Bert, Precision::Fp32, "k80"));
+        assert!((g.ln() - (level("k80") - fam)).abs() < 0.03, "{g} vs {}\n{}", (level("k80") - fam).exp(), cal.report);
+        assert!((b / g - 1.3).abs() < 0.05, "{b} {g}");
+        // Without the roofline (the datasheet level) the K80 would be x1.0 before the family.
+        assert!((level("k80").exp() - 1.0).abs() > 0.08);
+        // No half-precision type was measured: datasheet level, family residual only.
+        let h = cal.factor_for("g9", ModelFamily::Gpt, Precision::Bf16, "k80");
+        assert!((h.ln() + fam).abs() < 0.03, "{h}");
+        let src = cal.factor_source("g9", ModelFamily::Gpt, Precision::Fp32, "k80");
+        assert_eq!(src.gpu_type, TypeLevel::Transferred { from: vec!["p100".into(), "v100".into()], mechanism: Mechanism::Roofline { precision: "fp32".into() } });
+        assert_eq!(cal.factor_source("g9", ModelFamily::Gpt, Precision::Bf16, "k80").gpu_type, TypeLevel::Datasheet);
+        assert!(cal.report.to_string().contains("k80        efficiency x"), "{}", cal.report);
+        // The estimate's explanation says so, factor by factor.
+        let est = Estimator::new(gpus.clone(), models.clone()).with_calibration(cal);
+        let job = JobSpec { model: models.get("b1").unwrap().clone(), global_batch: 4 };
+        let why = est.explain(&job, &Cell::new("k80", 1, 1).unwrap(), 8).unwrap();
+        let row = |k: &str| why.sources.iter().find(|s| s.0 == k).map(|s| s.1.clone()).unwrap_or_default();
+        assert!(row("compute efficiency: type level").contains("roofline over p100, v100"), "{:?}", why.sources);
+        assert!(row("compute efficiency: family").contains("measured on p100, v100 (not on this type)"), "{:?}", why.sources);
+        assert!(row("compute efficiency: model").contains("not profiled on this type"), "{:?}", why.sources);
+        let why = est.explain(&job, &Cell::new("p100", 1, 1).unwrap(), 8).unwrap();
+        assert!(why.sources.iter().any(|s| s.0 == "compute efficiency: model" && s.1.starts_with("measured on this type")), "{:?}", why.sources);
     }
 
     /// A record without a plan is costed with the best plan that does not

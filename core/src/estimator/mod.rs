@@ -12,16 +12,19 @@ mod assemble;
 mod calibration;
 mod comm;
 mod consistency;
+mod conv;
 mod order_stats;
 mod plan_cost;
 mod search;
 mod topology;
+mod transfer;
 
 pub use assemble::{Assembled, EstimatorSources};
 pub use calibration::{
-    median, quantile, spearman, transfer_prior, Calibration, CalibrationPoint, CalibrationPolicy, CalibrationReport, FactorSource, FittedFactor,
-    FittedBatch, FittedFramework, FittedLayout, FittedOverhead, FlaggedProfile, JobRefit, TransferredLevel, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
+    median, quantile, spearman, Calibration, CalibrationPoint, CalibrationPolicy, CalibrationReport, FittedFactor, FittedBatch, FittedFramework,
+    FittedLayout, FittedOverhead, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
 };
+pub use transfer::{flop_per_byte, roofline_prior, transfer_prior, FactorSource, Mechanism, TransferredLevel, TypeLevel};
 pub use comm::{fit_links, Collective, CommPoint, MeasuredLinks, COMM_MODEL_PREFIX};
 pub use consistency::{weak_scaling_contradictions, CONTRADICTION_TOLERANCE};
 pub use plan_cost::{Framework, MemoryBreakdown, PlanEval, TimeBreakdown, MEMORY_HEADROOM, RESERVED_BYTES};
@@ -298,12 +301,12 @@ impl Estimator {
         let est = self.estimate(job, cell, gpus_per_node)?;
         let eval = self.evaluate_plan(job, cell, gpus_per_node, &est.plan)?;
         let (gpu, placement) = self.setup(job, cell, gpus_per_node)?;
-        let compute_source = self.calibration.factor_source(&job.model.name, &gpu.name).to_string();
+        let compute_source = self.calibration.factor_source(&job.model.name, job.model.family, job.model.precision, &gpu.name).rows();
         let fitted_framework = self.calibration.report.framework.iter().any(|w| w.runtime.map_or(true, |r| r == job.model.runtime));
         let refit = self.calibration.has_job_refit(&job.model.name);
         let overhead = self.calibration.overhead(&job.model.name, &gpu.name);
         let layout = self.calibration.layout_scale(&gpu.name, placement.nodes, placement.per_node);
-        let (factor, framework) = self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name, placement.nodes, placement.per_node);
+        let (factor, framework) = self.calibration.job_constants(&job.model, &gpu.name, placement.nodes, placement.per_node);
         let mbs = plan_cost::micro_batch_size(job.global_batch, &est.plan).unwrap_or(0);
         let batch_source = match plan_cost::batch_scale_at(self.calibration.batch_scale(&job.model.name, &gpu.name), mbs) {
             Some(m) => format!("fitted x{m:.2} at {mbs} samples per micro-batch (this model's single-GPU profile at that size, shrunk toward the level)"),
@@ -323,9 +326,9 @@ impl Estimator {
         } else {
             format!("model (gradients ready on average with {:.0}% of backward still to run, from where the architecture's parameters and work sit)", ready * 100.0)
         };
-        let sources = vec![
-            ("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" }),
-            ("compute efficiency", compute_source.as_str()),
+        let mut sources = vec![("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" })];
+        sources.extend(compute_source.iter().map(|(k, v)| (*k, v.as_str())));
+        sources.extend([
             ("communication alpha-beta", if fitted_framework { "fitted scale (multi-GPU profiles) over derated defaults" } else { "default (derated datasheet links)" }),
             ("communication by layout", layout_source.as_str()),
             ("gradient sync hidden behind backward", overlap_source.as_str()),
@@ -334,7 +337,7 @@ impl Estimator {
             ("host overhead per iteration", if overhead > 0.0 { "fitted (this model's single-GPU profiles at several batch sizes; in the per-iteration cost)" } else { "none (no single-GPU profiles at two batch sizes)" }),
             ("per-job refit", if refit { "fitted (this model's own measured configurations: compute and communication multipliers)" } else { "none (fewer than 2 measured configurations of this model)" }),
             ("memory", "model (states by precision/optimizer, activations, logits, step temporaries, fragmentation)"),
-        ];
+        ]);
         Ok(Explanation {
             estimate: est,
             eval,
@@ -421,9 +424,10 @@ impl Estimator {
     /// What the cost model needs for `job` on `gpu` with this placement.
     fn cell_context<'a>(&'a self, job: &JobSpec, gpu: &'a GpuSpec, cost: &'a ModelCost, placement: Placement) -> CellContext<'a> {
         let (efficiency_factor, framework) =
-            self.calibration.job_constants(&job.model.name, job.model.family, job.model.runtime, &gpu.name, placement.nodes, placement.per_node);
+            self.calibration.job_constants(&job.model, &gpu.name, placement.nodes, placement.per_node);
         let batch_scale = self.calibration.batch_scale(&job.model.name, &gpu.name);
-        CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, batch_scale, framework }
+        let conv = conv::ConvNet::of(&job.model);
+        CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, batch_scale, framework, conv }
     }
 
     fn estimate_uncached(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Estimate, CoreError> {

@@ -4,6 +4,7 @@
 //! time (roofline compute with size-dependent GEMM efficiency, memory-bound
 //! ops and a kernel-launch floor; α–β communication; 1F1B bubble; optimizer
 //! step; per-micro-batch and per-iteration framework costs).
+use super::conv::ConvNet;
 use super::order_stats::expected_max_normal;
 use super::topology::{nic_contention_s, p2p_s, Group, LinkScale, Placement};
 use crate::cell::Plan;
@@ -217,6 +218,8 @@ pub(crate) struct CellContext<'a> {
     pub batch_scale: &'a [(u32, f64)],
     /// Framework constants (fitted or default).
     pub framework: Framework,
+    /// A CNN's layers (convolutions costed layer by layer), else None.
+    pub conv: Option<ConvNet>,
 }
 
 /// Fraction of the model's compute on the slowest of `pp` pipeline stages.
@@ -315,8 +318,10 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let states = dense_gpu * (wb / shard(z >= 3) + gb / shard(z >= 2) + ob / shard(z >= 1)) + expert_gpu * (wb + gb + ob);
     // Autocast runs norms and residual adds in fp32 (the unsplit activations
     // double) and keeps a bf16 copy of the logits beside the fp32 loss
-    // buffers (b + 12 instead of b + 8 bytes per logit).
-    let (fixed_scale, extra_scale) = if autocast { (2.0, (2.0 + 12.0) / (2.0 + 8.0)) } else { (1.0, 1.0) };
+    // buffers (b + 12 instead of b + 8 bytes per logit). A CNN's batch norm
+    // and ReLU run in the half type autocast gives them (their inputs are
+    // the convolutions' half outputs): its stored activations stay half.
+    let (fixed_scale, extra_scale) = if autocast && cx.conv.is_none() { (2.0, (2.0 + 12.0) / (2.0 + 8.0)) } else { (1.0, 1.0) };
     let act_layer = (c.act_fixed_per_sample_layer * fixed_scale + c.act_tp_per_sample_layer / tp) * mbs;
     let inflight = if plan.pp > 1 { m.min(pp) } else { 1.0 };
     let activations = if ckpt {
@@ -340,14 +345,21 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     let rows = c.gemm_rows_per_sample * mbs;
     let width = c.gemm_width / tp;
     let eff = gemm_max_efficiency(c.precision) * rows / (rows + ROWS_HALF) * width / (width + WIDTH_HALF);
-    let gemm = (c.gemm_flops_per_sample + c.dispatch_flops_per_sample / DISPATCH_EFFICIENCY) * mbs * passes * share / (peak * eff);
+    let mut gemm = (c.gemm_flops_per_sample + c.dispatch_flops_per_sample / DISPATCH_EFFICIENCY) * mbs * passes * share / (peak * eff);
     let attention = c.attn_flops_per_sample * mbs * passes * share / (peak * eff * ATTENTION_EFFICIENCY);
     let bw = g.mem_bw_gbs * 1e9;
     // Memory-bound traffic: the part on the unsplit hidden state (norms,
     // residuals, dropouts) runs in full on every tensor-parallel rank.
     let rep = c.mem_bytes_replicated_per_sample.min(c.mem_bytes_per_sample);
     let mem_rank = (c.mem_bytes_per_sample - rep) * share + rep * share * tp;
-    let mem_bound = mem_rank * mbs * passes / (bw * MEM_BW_EFFICIENCY);
+    let mut mem_bound = mem_rank * mbs * passes / (bw * MEM_BW_EFFICIENCY);
+    if let Some(net) = &cx.conv {
+        // CNNs: convolutions layer by layer, memory-bound layers by bytes
+        // (forward and backward; recomputation repeats the forward third).
+        let t = net.pass_times(mbs, g, c.precision);
+        gemm = t.conv_s * passes / 3.0 * share;
+        mem_bound = t.memory_s * passes / 3.0 * share;
+    }
     let roofline_floor = (c.fwd_flops_per_sample * passes * share / peak + mem_rank * passes / bw) * mbs;
     let at_size = batch_scale_at(cx.batch_scale, mbs_n).unwrap_or(1.0);
     let work = ((gemm + attention + mem_bound) / cx.efficiency_factor * at_size).max(roofline_floor);

@@ -490,3 +490,30 @@ fn pipeline_sends_share_the_nic_with_overlapped_gradient_sync() {
     assert!(shared - alone <= dp_after - dp_shared + 1e-12, "{shared} {alone} {dp_shared} {dp_after}");
     assert_eq!(pp_comm(8, true).0, pp_comm(8, false).0);
 }
+
+/// A CNN's batch-norm and ReLU outputs stay in the half type under
+/// autocast: bf16 ResNet-50 stores half the activation bytes of fp32 (a
+/// transformer's fp32 norms and residuals double its unsplit part), so
+/// batch 256 in AMP fits a 16 GB V100 without recomputation.
+#[test]
+fn cnn_activations_stay_half_under_autocast() {
+    let e = est();
+    let plan = Plan { dp: 1, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: false };
+    let cell: Cell = "v100x1".parse().unwrap();
+    let act = |p: crate::model::Precision| {
+        let mut j = job("resnet-50", 256);
+        j.model.precision = p;
+        e.evaluate_plan(&j, &cell, 8, &plan).unwrap()
+    };
+    let (bf16, fp32) = (act(crate::model::Precision::Bf16), act(crate::model::Precision::Fp32));
+    let ratio = bf16.memory.activations / fp32.memory.activations;
+    assert!((ratio - 0.5).abs() < 0.01, "{ratio}");
+    assert!(bf16.fits, "{} GiB", bf16.mem_per_gpu_bytes as f64 / (1u64 << 30) as f64);
+    // A transformer under autocast keeps more than half.
+    let t = |p: crate::model::Precision| {
+        let mut j = job("bert__350M", 8);
+        j.model.precision = p;
+        e.evaluate_plan(&j, &"a100x1".parse().unwrap(), 8, &plan).unwrap().memory.activations
+    };
+    assert!(t(crate::model::Precision::Bf16) > 0.6 * t(crate::model::Precision::Fp32));
+}

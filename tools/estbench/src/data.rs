@@ -118,6 +118,84 @@ pub fn rubick_model(models: &mut ModelCatalog, name: &str, offload: bool, recomp
     })
 }
 
+/// NVIDIA DeepLearningExamples' published ResNet-50 v1.5 training
+/// throughputs (`bench/truth/nvidia-dle-resnet50.csv`, compiled in; its
+/// header says where each number comes from). Not this project's
+/// measurements: held-out evaluation data, never calibrated on.
+pub const PUBLISHED_RESNET50: &str = include_str!("../../../bench/truth/nvidia-dle-resnet50.csv");
+
+/// How DeepLearningExamples trained ResNet-50 v1.5: torchvision's
+/// architecture (stride on the 3×3), SGD with momentum, PyTorch DDP, a
+/// fixed batch per GPU; AMP is fp16 autocast with channels-last tensors,
+/// TF32 and FP32 are fp32 storage in NCHW. Registered as
+/// `resnet50+dle-<precision>-mb<batch>`; returns that name.
+pub fn dle_model(models: &mut ModelCatalog, precision: Precision, channels_last: bool, per_gpu: u32) -> Result<String, BenchError> {
+    register_variant(models, "resnet-50", |m| {
+        m.name = format!("{}+dle-{}-mb{per_gpu}", m.name, format!("{precision:?}").to_lowercase());
+        m.precision = precision;
+        m.channels_last = channels_last;
+        m.optimizer = Optimizer::SgdMomentum;
+        m.runtime = Runtime::Ddp;
+        m.micro_batch = Some(per_gpu.max(1));
+    })
+}
+
+/// The published points of [`PUBLISHED_RESNET50`] (dataset `published`),
+/// their models registered in `models`; `calibratable` is false.
+pub fn published_points(text: &str, models: &mut ModelCatalog) -> Result<Vec<Point>, BenchError> {
+    let origin = "bench/truth/nvidia-dle-resnet50.csv";
+    let mut out = Vec::new();
+    let mut header = true;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if header {
+            header = false;
+            continue;
+        }
+        let bad = |msg: String| BenchError::format(format!("{origin}:{}", i + 1), msg);
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() != 7 {
+            return Err(bad(format!("expected 7 columns, got {}", f.len())));
+        }
+        let num = |s: &str| s.parse::<f64>().map_err(|_| bad(format!("not a number: '{s}'")));
+        let precision = match f[2] {
+            "amp" => Precision::Fp16,
+            "tf32" => Precision::Tf32,
+            "fp32" => Precision::Fp32,
+            p => return Err(bad(format!("precision must be amp, tf32 or fp32, got '{p}'"))),
+        };
+        let channels_last = f[3] == "true";
+        let (per_gpu, gpus, tput) = (num(f[4])? as u32, num(f[5])? as u32, num(f[6])?);
+        if per_gpu == 0 || gpus == 0 || tput <= 0.0 {
+            return Err(bad("batch, GPUs and throughput must be positive".into()));
+        }
+        let model = dle_model(models, precision, channels_last, per_gpu)?;
+        let mut p = Point::new(
+            "published",
+            format!("dle:{} {} {}", f[0], f[2], per_gpu),
+            ProfileRecord {
+                model: model.clone(),
+                batch: per_gpu * gpus,
+                gpu_type: f[1].to_string(),
+                nodes: 1,
+                gpus_per_node: gpus,
+                iter_time_s: (per_gpu * gpus) as f64 / tput,
+                plan: Some(Plan { dp: gpus, ..Plan::default() }),
+                peak_mem_gib: None,
+                first_iter_s: None,
+            },
+        );
+        p.model = "resnet50".into();
+        p.family = ModelFamily::WideResnet;
+        p.calibratable = false;
+        out.push(p);
+    }
+    Ok(out)
+}
+
 /// Loads every measured point under `dir`; datasets that are absent are
 /// skipped. Adds the datasets' model descriptions to `models`.
 pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>, BenchError> {
@@ -303,6 +381,23 @@ mod tests {
         let (g, b) = (models.get(&gpt).unwrap(), models.get(&bert).unwrap());
         assert_eq!((g.activation_kernels, b.activation_kernels), (8, 0));
         assert_eq!((g.precision, b.precision, b.seq_len, b.vocab), (Precision::Bf16, Precision::Bf16, 512, 30522));
+    }
+
+    /// The published ResNet-50 table parses into held-out points with the
+    /// iteration time the throughput implies, the precision and layout of
+    /// each run; a malformed row names its line.
+    #[test]
+    fn published_resnet50_rows_become_held_out_points() {
+        let mut models = ModelCatalog::builtin();
+        let pts = published_points(PUBLISHED_RESNET50, &mut models).unwrap();
+        assert_eq!(pts.len(), 12);
+        assert!(pts.iter().all(|p| !p.calibratable && p.dataset == "published" && p.family == ModelFamily::WideResnet));
+        let amp = pts.iter().find(|p| p.rec.gpu_type == "a100" && p.rec.gpus() == 8 && p.job.contains("amp")).unwrap();
+        assert!((amp.rec.iter_time_s - 2048.0 / 16621.0).abs() < 1e-12);
+        let m = models.get(&amp.rec.model).unwrap();
+        assert_eq!((m.precision, m.channels_last, m.micro_batch), (Precision::Fp16, true, Some(256)));
+        let e = published_points("h\nx,v100,fp64,false,1,1,1\n", &mut models).unwrap_err().to_string();
+        assert!(e.contains(":2") && e.contains("fp64"), "{e}");
     }
 
     /// Rubick's runs are described with eager attention (torch 1.12,

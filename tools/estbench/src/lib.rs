@@ -12,9 +12,9 @@ pub mod protocol;
 pub mod score;
 pub mod speed;
 
-pub use data::{load_points, Point};
+pub use data::{load_points, published_points, Point, PUBLISHED_RESNET50};
 pub use error::BenchError;
-pub use protocol::{protocols, Protocol, Split};
+pub use protocol::{protocols, published_protocols, Protocol, Split};
 pub use score::{Pick, Row, Scored};
 
 use cellsched_core::estimator::weak_scaling_contradictions;

@@ -112,6 +112,22 @@ pub fn protocols(points: &[Point]) -> Vec<Protocol> {
     ]
 }
 
+/// The protocols scoring published (not measured here) points: every point
+/// of `points` whose dataset is `published`, with the datasheet alone and
+/// with an estimator calibrated on every measured point. Published points
+/// never calibrate; [`protocols`] is given the measured points only.
+pub fn published_protocols(points: &[Point]) -> Vec<Protocol> {
+    let test: Vec<usize> = (0..points.len()).filter(|i| points[*i].dataset == "published").collect();
+    if test.is_empty() {
+        return Vec::new();
+    }
+    let measured: Vec<usize> = (0..points.len()).filter(|i| points[*i].dataset != "published" && points[*i].calibratable).collect();
+    vec![
+        Protocol { key: "p-datasheet", name: "(p) published ResNet-50 throughputs, datasheet (no calibration)", splits: vec![Split { calibrate: vec![], test: test.clone() }], per_job: true },
+        Protocol { key: "p", name: "(p) published ResNet-50 throughputs, calibrated with every measured point", splits: vec![Split { calibrate: measured, test }], per_job: true },
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +183,21 @@ mod tests {
         // (e): one split per GPU type, all of its points scored, none of them calibrating.
         let e = &ps[7].splits;
         assert_eq!(e, &vec![Split { calibrate: vec![0, 1, 2, 5], test: vec![3, 4] }, Split { calibrate: vec![3, 4], test: vec![0, 1, 2, 5, 6] }]);
+    }
+
+    /// Published points are scored and never calibrate; no published
+    /// point, no protocol.
+    #[test]
+    fn published_points_never_calibrate() {
+        let mut points = vec![pt("m1", 1), pt("m1", 2), pt("r", 1), pt("r", 8)];
+        assert!(published_protocols(&points).is_empty());
+        for p in &mut points[2..] {
+            p.dataset = "published";
+            p.calibratable = false;
+        }
+        let ps = published_protocols(&points);
+        assert_eq!(ps.len(), 2);
+        assert!(ps[0].splits[0].calibrate.is_empty());
+        assert_eq!((ps[1].splits[0].calibrate.clone(), ps[1].splits[0].test.clone()), (vec![0, 1], vec![2, 3]));
     }
 }

@@ -144,6 +144,9 @@ pub fn rows(points: &[Point], scored: &[Scored], pick: Pick, contradictory: &[us
     if consistent.len() < errs.len() {
         out.extend(Row::of("w/o contradictory", &consistent));
     }
+    for prec in ["amp", "tf32", "fp32"] {
+        out.extend(Row::of(format!("published {prec}"), &group(&|i| points[i].dataset == "published" && points[i].job.split(' ').nth(1) == Some(prec))));
+    }
     for ds in ["gavel", "rubick-a800", "h100"] {
         let sub = group(&|i| points[i].dataset == ds);
         out.extend(Row::of(ds, &sub));
