@@ -1659,9 +1659,8 @@ mod tests {
         let mut rows = Vec::new();
         for (nodes, per_node, k) in [(1, 8, 1.5), (2, 8, 4.0)] {
             let mut p = CommPoint { collective: Collective::AllReduce, bytes: 1 << 26, gpu_type: "v100".into(), nodes, gpus_per_node: per_node, time_s: 0.0 };
-            let intra = p.modelled_s(base.gpu_catalog(), crate::estimator::topology::LinkScale { intra: 1.5, net: 0.0 }).unwrap();
-            let net = p.modelled_s(base.gpu_catalog(), crate::estimator::topology::LinkScale { intra: 0.0, net: 1.0 }).unwrap();
-            p.time_s = if nodes == 1 { intra } else { intra + k * net };
+            // The α–β model's time with the in-node links 1.5x and the network k x slower.
+            p.time_s = p.modelled_s(base.gpu_catalog(), crate::estimator::topology::LinkScale { intra: 1.5, net: k }).unwrap();
             rows.push(p.to_record());
         }
         let cal = Calibration::fit(&base, &rows, &CalibrationPolicy::default());

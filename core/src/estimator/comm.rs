@@ -147,9 +147,11 @@ fn median(v: &mut [f64]) -> Option<f64> {
 
 /// Per GPU type: the intra-node multiplier is the median measured/modelled
 /// ratio of single-node rows with more than one rank; the network multiplier
-/// the median, over multi-node rows, of what is left after the (measured)
-/// intra-node part, over the modelled network part. Ratios are clamped to
-/// 1/20..50.
+/// the median, over multi-node rows, of the measured time over the modelled
+/// network part (a ring across nodes is paced by its network hops, not
+/// their sum with the in-node ones; rows the measured intra-node part alone
+/// would explain say nothing about the network and are skipped). Ratios
+/// are clamped to 1/20..50.
 pub fn fit_links(points: &[CommPoint], gpus: &GpuCatalog) -> Vec<MeasuredLinks> {
     let mut by_type: BTreeMap<String, Vec<&CommPoint>> = BTreeMap::new();
     for p in points {
@@ -173,7 +175,7 @@ pub fn fit_links(points: &[CommPoint], gpus: &GpuCatalog) -> Vec<MeasuredLinks> 
             .filter_map(|p| {
                 let inside = p.modelled_s(gpus, LinkScale { intra: intra_k, net: 0.0 })?;
                 let network = p.modelled_s(gpus, LinkScale { intra: 0.0, net: 1.0 })?;
-                (network > 0.0).then(|| clamp((p.time_s - inside).max(0.1 * p.time_s) / network))
+                (network > 0.0 && p.time_s > inside).then(|| clamp(p.time_s / network))
             })
             .collect();
         let n_net = net.len();
@@ -227,5 +229,14 @@ mod tests {
         assert_eq!(fit.len(), 1);
         assert!((fit[0].intra - 2.0).abs() < 1e-6 && (fit[0].net - 3.0).abs() < 1e-6, "{fit:?}");
         assert_eq!(fit[0].points, (18, 18));
+        // Full nodes alone (8 ranks a node on 2 and 4 nodes, where in-node
+        // hops also carry the ring): the network multiplier still comes back.
+        let full: Vec<CommPoint> = pts.iter().filter(|p| p.nodes == 1 || p.gpus_per_node == 8).cloned().chain([4u64 << 20, 1 << 26].iter().map(|b| {
+            let mut p = pt(Collective::AllReduce, *b, 4, 8, 0.0);
+            p.time_s = p.modelled_s(&gpus, truth).unwrap();
+            p
+        })).collect();
+        let fit = fit_links(&full, &gpus);
+        assert!((fit[0].net - 3.0).abs() < 1e-6, "{fit:?}");
     }
 }

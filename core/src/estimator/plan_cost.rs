@@ -6,7 +6,7 @@
 //! step; per-micro-batch and per-iteration framework costs).
 use super::conv::ConvNet;
 use super::order_stats::expected_max_normal;
-use super::topology::{p2p_s, Group, LinkScale, Placement};
+use super::topology::{nic_contention_s, p2p_s, Group, LinkScale, Placement};
 use crate::cell::Plan;
 use crate::gpu::GpuSpec;
 use crate::model::{ModelCost, Optimizer, Precision, Runtime};
@@ -135,7 +135,8 @@ pub struct TimeBreakdown {
     pub bubble_s: f64,
     /// Tensor-parallel all-reduces (not overlapped).
     pub tp_comm_s: f64,
-    /// Pipeline point-to-point sends.
+    /// Pipeline point-to-point sends, with what they lose to gradient sync
+    /// sharing their network link.
     pub pp_comm_s: f64,
     /// MoE all-to-all token exchanges (expert parallelism over the DP group).
     pub ep_comm_s: f64,
@@ -411,6 +412,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     if z >= 3 {
         dp_comm += 2.0 * m * dp_group.all_gather_s(dense_gpu * wb.min(4.0), g, k);
     }
+    let mut dp_window = 0.0;
     let dp_exposed = if plan.dp <= 1 {
         0.0
     } else if c.overlaps_grad_sync(z) {
@@ -422,9 +424,20 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         let share = if z >= 3 { 0.5 } else { c.grad_ready_share.clamp(0.0, MAX_READY_SHARE) };
         let (early, late) = (share / 0.5, (1.0 - share) / 0.5);
         let window = t_compute_mb * 2.0 / 3.0 * BACKWARD_OVERLAP * early + if z >= 2 { (m - 1.0) * t_compute_mb } else { 0.0 };
+        dp_window = window;
         (dp_comm - window).max(MIN_EXPOSED_DP * late * dp_comm)
     } else {
         dp_comm
+    };
+    // Pipeline sends and hidden gradient sync both crossing the nodes share
+    // each node's network link during the overlap window.
+    let contention = if pp_cross && dp_group.nodes > 1 && dp_window > 0.0 && dp_comm > 0.0 {
+        let net = LinkScale { intra: 0.0, net: k.net };
+        let net_share = (dp_group.all_reduce_s(grad_bytes, g, net) / dp_group.all_reduce_s(grad_bytes, g, k)).clamp(0.0, 1.0);
+        let slots_in_window = (dp_window / t_compute_mb.max(1e-12)).min(slots);
+        nic_contention_s(slots_in_window * t_pp_mb, (dp_comm - dp_exposed) * net_share)
+    } else {
+        0.0
     };
 
     // Optimizer step: memory-bound passes over the locally updated parameters
@@ -470,7 +483,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
         launch_bound_s: m * launch_bound,
         bubble_s: (pp - 1.0) * t_compute_mb,
         tp_comm_s: slots * t_tp_mb,
-        pp_comm_s: slots * t_pp_mb,
+        pp_comm_s: slots * t_pp_mb + contention,
         ep_comm_s: m * t_ep_mb,
         dp_comm_s: dp_exposed,
         optimizer_s,

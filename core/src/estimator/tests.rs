@@ -176,7 +176,13 @@ fn rank_cells_orders_and_respects_offers() {
         assert!(r.cell.gpu_type == "a100" || r.cell.gpu_type == "v100", "{:?}", r.cell);
     }
     assert!(ranked.iter().any(|r| r.cell.gpu_type == "a100" && r.cell.gpus == 8 && r.nodes == 2));
-    assert!(ranked[0].cell.gpus == 8, "fastest should use the most GPUs here: {:?}", ranked[0]);
+    // On the undeclared network (25 Gb/s Ethernet) every NIC carries the
+    // ring of all eight ranks: four A100s in one node beat eight over two.
+    assert!(ranked[0].cell.gpu_type == "a100" && ranked[0].cell.gpus == 4 && ranked[0].nodes == 1, "{:?}", ranked[0]);
+    // With the catalog's 25 GB/s fabric declared, the most GPUs are fastest.
+    let fast = Estimator::new(GpuCatalog::with_overrides_toml("[gpu.a100]\ninter_node_gbs = 25\n").unwrap(), ModelCatalog::builtin());
+    let ranked_fast = fast.rank_cells(&j, &offers, 8);
+    assert!(ranked_fast[0].cell.gpus == 8 && ranked_fast[0].nodes == 2, "fastest should use the most GPUs here: {:?}", ranked_fast[0]);
     let capped = e.rank_cells(&j, &offers, 2);
     assert!(capped.iter().all(|r| r.cell.gpus <= 2));
     // Ties on time are broken by GPU-seconds: a tiny model is latency-bound.
@@ -463,6 +469,26 @@ fn zero_offload_frees_gpu_memory_and_steps_on_the_host() {
     // node's memory bandwidth is shared, so the step is not 4x faster.
     let eight = on(true, 8);
     assert!(host.time.optimizer_s < 4.0 * eight.time.optimizer_s && host.time.optimizer_s > 1.5 * eight.time.optimizer_s);
+}
+
+/// Pipeline sends across nodes share the NIC with gradient sync reduced
+/// behind backward: with overlap the sends take longer than with the sync
+/// after the schedule (nothing shares the link then), by no more than the
+/// hidden sync; inside one node nothing crosses a NIC and nothing changes.
+#[test]
+fn pipeline_sends_share_the_nic_with_overlapped_gradient_sync() {
+    let e = est();
+    let pp_comm = |gpus: u32, overlap: bool| {
+        let mut j = job_any("gpt__1.3B", 256);
+        j.model.grad_overlap = Some(overlap);
+        let p = Plan { dp: gpus / 2, tp: 1, pp: 2, micro_batches: 8, zero_stage: 0, checkpointing: false };
+        let ev = e.evaluate_plan(&j, &Cell::new("v100", gpus, 2).unwrap(), 8, &p).unwrap();
+        (ev.time.pp_comm_s, ev.time.dp_comm_s)
+    };
+    let ((shared, dp_shared), (alone, dp_after)) = (pp_comm(32, true), pp_comm(32, false));
+    assert!(shared > alone * 1.01, "{shared} vs {alone}");
+    assert!(shared - alone <= dp_after - dp_shared + 1e-12, "{shared} {alone} {dp_shared} {dp_after}");
+    assert_eq!(pp_comm(8, true).0, pp_comm(8, false).0);
 }
 
 /// A CNN's batch-norm and ReLU outputs stay in the half type under

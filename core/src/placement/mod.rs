@@ -860,6 +860,12 @@ mod tests {
         Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin())
     }
 
+    /// The test cluster's estimator with its A100 nodes' fabric declared
+    /// (the catalog's 25 GB/s): Cells across the two A100 nodes then pay.
+    fn est_fabric() -> Estimator {
+        Estimator::new(GpuCatalog::with_overrides_toml("[gpu.a100]\ninter_node_gbs = 25\n").unwrap(), ModelCatalog::builtin())
+    }
+
     fn model() -> String {
         ModelCatalog::builtin().names().find(|n| n.contains("gpt")).expect("a GPT model in the catalog").to_string()
     }
@@ -1015,10 +1021,11 @@ mod tests {
     #[test]
     fn small_jobs_get_the_gpus_that_pay_not_the_fastest_cell() {
         // A batch-256 350M job with no GPU request: the fastest Cell is large
-        // (8 A100 over the two nodes; at batch 64 one node's 4 are fastest
-        // since gradient sync across nodes shares the node's network link),
-        // the marginal rule stops where doubling no longer pays 1.5x.
-        let (e, c) = (est(), cluster(&[]));
+        // (8 A100 over the two nodes with their fabric declared; on the
+        // undeclared 25 Gb/s Ethernet one node's 4 are fastest since each
+        // node's network link carries the ring of all eight), the marginal
+        // rule stops where doubling no longer pays 1.5x.
+        let (e, c) = (est_fabric(), cluster(&[]));
         let m = ModelCatalog::builtin().names().find(|n| n.contains("350M")).expect("a 350M model").to_string();
         let r = req(&[&format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=256"]);
         let cfg = PlacementConfig::default();
@@ -1041,7 +1048,7 @@ mod tests {
     #[test]
     fn deadlines_pick_a_cell_in_time_warn_or_refuse() {
         use crate::deadline::DeadlinePolicy;
-        let (e, c) = (est(), cluster(&[]));
+        let (e, c) = (est_fabric(), cluster(&[]));
         let m = ModelCatalog::builtin().names().find(|n| n.contains("350M")).expect("a 350M model").to_string();
         let now = 1_800_000_000;
         let r = |extra: &[&str]| {
