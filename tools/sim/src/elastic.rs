@@ -22,7 +22,13 @@
 //! Truth and knowledge: decisions use predicted (knowledge) iteration and
 //! remaining times; the clock runs on truth. Save and restart times on the
 //! clock are the cost model's (`core::elastic::RestartCost`), the same the
-//! rule decides with: no measured restart truth exists for the trace models.
+//! rule decides with, unless measured ones are given
+//! (`SimConfig::reconf_truth`: the live replay's emulated trainer and
+//! host latency); no measured restart truth exists for the trace models.
+//!
+//! A job with a fixed GPU count (`CellschedOptions::fixed_counts`, the
+//! plugin's `fixed_gpus`: an untyped `--gres=gpu:N`) is only moved to
+//! another type, keeping its count, as job_submit's chooser does.
 use crate::cluster::ClusterState;
 use crate::times::{TimeCache, TimedCell};
 use crate::view::SimView;
@@ -60,6 +66,7 @@ pub struct ElasticHost {
     placement: PlacementConfig,
     declared: DeclaredConfig,
     sizing: SizingRule,
+    fixed_counts: bool,
     catalog: ModelCatalog,
     specs: HashMap<String, Option<JobSpec>>,
     records: HashMap<usize, DlRecord>,
@@ -109,6 +116,7 @@ impl ElasticHost {
             placement,
             declared: DeclaredConfig::default(),
             sizing,
+            fixed_counts: false,
             catalog: ModelCatalog::builtin(),
             specs: HashMap::new(),
             records: HashMap::new(),
@@ -119,6 +127,13 @@ impl ElasticHost {
             keep_passes: false,
             passes: Vec::new(),
         }
+    }
+
+    /// Keeps each job's GPU count (the trace's) when it is moved, as the
+    /// plugin does for a job with `fixed_gpus`.
+    pub fn with_fixed_counts(mut self, fixed: bool) -> Self {
+        self.fixed_counts = fixed;
+        self
     }
 
     /// The passes kept so far (see [`Self::keep_passes`]).
@@ -216,7 +231,7 @@ impl ElasticHost {
         let nodes = free_nodes(sim.cluster());
         let ctx = DecideContext { cfg: &self.cfg, placement: &self.placement, declared: &self.declared, now };
         let decided = {
-            let mut chooser = SimChooser { times: sim.times(), placement: &self.placement, sizing: self.sizing, hints: &hints };
+            let mut chooser = SimChooser { times: sim.times(), placement: &self.placement, sizing: self.sizing, fixed_counts: self.fixed_counts, hints: &hints };
             elastic::decide(&running, &waiting, &nodes, &ctx, &mut chooser)
         };
         self.idle = decided.is_empty().then(|| (version, self.bounds_expire(&running, now) as f64));
@@ -267,25 +282,28 @@ impl ElasticHost {
 /// on the free GPUs (summarized per type as the policy's offers are: whole
 /// free nodes, else the node with the most free GPUs, which `rank_cells`
 /// ranks alike), sized by `core::placement::sizing` with the trace's GPU
-/// count as the hint, as the policy sizes a job it starts.
+/// count as the hint, as the policy sizes a job it starts; with fixed
+/// counts the fastest Cell of exactly that count (job_submit's
+/// `choose_ranked_under_load` with `fixed_gpus`).
 struct SimChooser<'a> {
     times: &'a mut TimeCache,
     placement: &'a PlacementConfig,
     sizing: SizingRule,
+    fixed_counts: bool,
     hints: &'a HashMap<u32, (String, u32, u32)>,
 }
 
 impl CellChooser for SimChooser<'_> {
     fn choose(&mut self, r: &RunningElastic, free: &[NodeGpus], load: Option<&LoadView>) -> Option<Estimate> {
         let (model, batch, hint) = self.hints.get(&r.id)?;
-        let cap = self.sizing.cap(*hint);
+        let cap = if self.fixed_counts { *hint } else { self.sizing.cap(*hint) };
         let offers = summarized_offers(free, self.placement, cap);
         if offers.is_empty() {
             return None;
         }
         let ranked = self.times.rank_cells(model, *batch, &offers, cap);
         let cells: Vec<&TimedCell> = ranked.iter().collect();
-        let k = self.sizing.choose_under_load(&cells, Some(*hint), load)?;
+        let k = if self.fixed_counts { cells.iter().position(|c| c.gpus == *hint)? } else { self.sizing.choose_under_load(&cells, Some(*hint), load)? };
         let c = cells[k];
         Some(Estimate {
             cell: Cell::new(&c.gpu_type, c.gpus, 1).ok()?,
