@@ -33,8 +33,10 @@
 //! The host signals the job, requeues it after `grace_s` with the record of
 //! the action ([`Reconfig::admin_comment`]) and, for a grow or move, the
 //! target's features and GRES ([`Reconfig::target`], a re-planning
-//! [`Move`]); a preempted job is placed again by the normal path.
+//! [`Move`]); a preempted job is placed again by the normal path. Both
+//! hosts build the rule's inputs from their jobs' facts with [`inputs`].
 mod cost;
+pub mod inputs;
 
 pub use crate::config::ElasticConfig;
 pub use cost::RestartCost;
