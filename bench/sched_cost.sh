@@ -153,7 +153,7 @@ submit_range() { # mode from to
       local elastic=
       (((i / 2) % 100 < ELASTIC_SHARE)) && elastic=USR1
       CELLSCHED_DL_MODEL=$([ $((i % 4)) = 1 ] && echo gpt2 || echo bert_large) CELLSCHED_DL_BATCH=32 \
-        CELLSCHED_DL_ITERS=$((1000 + i)) ${elastic:+CELLSCHED_DL_ELASTIC=$elastic} sbatch --parsable -J "bench-dl-$i" --gres=gpu:1 --wrap true >/dev/null
+        CELLSCHED_DL_ITERS=$((1000 + i)) env ${elastic:+CELLSCHED_DL_ELASTIC=$elastic} sbatch --parsable -J "bench-dl-$i" --gres=gpu:1 --wrap true >/dev/null
     else
       sbatch --parsable -J "bench-plain-$i" --gres=gpu:1 --wrap true >/dev/null
     fi

@@ -163,9 +163,12 @@ fn raw(job: &ctld::Job<'_>) -> Option<Raw> {
                 _ => Phase::Other,
             },
             comment: comment.to_string(),
-            env: job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect(),
-            features: job.features().map(str::to_string),
-            nodes: job.nodes().map(str::to_string),
+            // Only a running job's options and nodes are read (a pending job
+            // counts by its record): copying them for thousands of pending
+            // jobs would lengthen the read-lock holds.
+            env: if phase == JobPhase::Pending { Vec::new() } else { job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect() },
+            features: (phase != JobPhase::Pending).then(|| job.features().map(str::to_string)).flatten(),
+            nodes: (phase != JobPhase::Pending).then(|| job.nodes().map(str::to_string)).flatten(),
             priority: job.priority(),
             start_time: job.start_time(),
             end_time: job.end_time(),

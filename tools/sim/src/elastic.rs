@@ -102,10 +102,12 @@ pub fn free_nodes(c: &ClusterState) -> Vec<NodeGpus> {
     out
 }
 
-/// A simulator Cell as a core decision (one pipeline stage; the plan is
-/// not modelled by the simulator's clock).
+/// A simulator Cell as a core decision: one pipeline stage, data parallel
+/// over its GPUs (the plan is not modelled by the simulator's clock; this
+/// one keeps the record consistent, as a parsed AdminComment must be).
 pub fn decision_of(c: &TimedCell) -> Option<Decision> {
-    Some(Decision { cell: Cell::new(&c.gpu_type, c.gpus, 1).ok()?, nodes: c.nodes, plan: Plan::default(), iter_s: c.iter_s, source: cellsched_core::cell::EstimateSource::Datasheet })
+    let plan = Plan { dp: c.gpus.max(1), ..Plan::default() };
+    Some(Decision { cell: Cell::new(&c.gpu_type, c.gpus, 1).ok()?, nodes: c.nodes, plan, iter_s: c.iter_s, source: cellsched_core::cell::EstimateSource::Datasheet })
 }
 
 impl ElasticHost {
@@ -469,10 +471,7 @@ mod tests {
         let mixed = "[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 4\n\
                      [[group]]\ngpu_type = \"v100\"\nnodes = 2\ngpus_per_node = 8\n\
                      [[group]]\ngpu_type = \"a10\"\nnodes = 1\ngpus_per_node = 4\n";
-        let two = "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 4\n\
-                   [[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 4\n";
         let efficient = PlacementConfig { min_marginal_efficiency: 0.9, ..PlacementConfig::default() };
-        let fixed = PlacementConfig::default();
         let scenarios: Vec<(&str, &str, PlacementConfig, bool, Vec<TraceJob>)> = vec![
             // Grow: the elastic job starts on the one a100 GPU stock jobs leave, which end at 3,000 s.
             (
@@ -493,27 +492,26 @@ mod tests {
             (
                 "preempt",
                 "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 4\n",
-                fixed.clone(),
+                PlacementConfig::default(),
                 true,
                 vec![dlj("long", 0.0, 2_000_000, 4, "gpt__350M", 32, true), dlj("short", 2_000.0, 2_000, 4, "gpt__350M", 32, false)],
             ),
-            // Move: a long elastic job on the a100s; a job as long wants them
-            // (no preemption: not much shorter) and the v100s free up at 2,000 s.
+            // Move: a long elastic job grew into the idle a100 node (the
+            // trace's count is the fewest GPUs its model fits on, the
+            // plugin's base); a job about as long (no preemption: not much
+            // shorter) arrives and wants part of it; the elastic job shrinks.
             (
                 "move",
-                two,
-                fixed,
-                true,
-                vec![
-                    hold("hv", 4, "v100", 2_000.0),
-                    dlj("e", 0.0, 400_000, 4, "gpt__125M", 32, true),
-                    dlj("p", 100.0, 3_000_000, 4, "gpt__1.3B", 32, false),
-                ],
+                "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 4\n",
+                PlacementConfig::default(),
+                false,
+                vec![dlj("e", 0.0, 400_000, 1, "gpt__125M", 32, true), dlj("p", 100.0, 3_000_000, 1, "gpt__125M", 1, false)],
             ),
         ];
         let mut kinds = std::collections::BTreeSet::new();
         for (name, toml, placement, fixed_counts, trace) in scenarios {
             let cfg = crate::policy::CellschedOptions {
+                max_gpus: placement.max_gpus,
                 max_gpu_factor: placement.max_gpu_factor,
                 min_marginal_efficiency: placement.min_marginal_efficiency,
                 fixed_counts,
@@ -529,7 +527,7 @@ mod tests {
             let (declared, ecfg, ordering, e) = (DeclaredConfig::default(), cfg.elastic.clone(), OrderingConfig::default(), est());
             let key = |r: &elastic::Reconfig| (r.kind(), r.id(), r.for_job(), r.target().map(|t| (t.to.cell.gpu_type.clone(), t.to.cell.gpus, t.to.nodes)));
             let env = |t: &TraceJob, elastic: bool| {
-                let mut v = vec![format!("{}={}", DlKey::Model.env_key(), t.model_name), format!("{}={}", DlKey::Batch.env_key(), t.batch_size)];
+                let mut v = vec![format!("{}={}", DlKey::Model.env_key(), t.model_name), format!("{}={}", DlKey::Batch.env_key(), t.batch_size), format!("{}=auto", DlKey::Cell.env_key())];
                 if elastic {
                     v.push(format!("{}=USR1", DlKey::Elastic.env_key()));
                 }
