@@ -1,12 +1,15 @@
 //! The profile database: measured iteration times per
 //! (model, global batch, GPU type, nodes, GPUs per node), stored as CSV
-//! `model,batch,gpu_type,nodes,gpus_per_node,iter_time_s[,plan][,peak_mem_gib]`.
+//! `model,batch,gpu_type,nodes,gpus_per_node,iter_time_s[,plan][,peak_mem_gib][,first_iter_s]`.
 //! Exact matches override the estimator; the others calibrate it.
 //!
 //! The `plan` column holds the plan that ran, or `unknown` (an empty cell
 //! reads the same): it never holds a guess. `peak_mem_gib` is the peak
 //! device memory NVML saw during the run (GiB, any GPU of the run), when
-//! it was measured.
+//! it was measured. `first_iter_s` is the seconds from the command's start
+//! to the end of its first iteration (process, CUDA and data loader start,
+//! model build, first iteration: a cold start, no checkpoint loaded), when
+//! measured; the restart cost of elastic jobs starts from it.
 use crate::cell::Plan;
 use crate::error::CoreError;
 use crate::gpu::canonical_gpu_type;
@@ -20,13 +23,16 @@ use std::path::Path;
 pub const MAX_GPUS_PER_NODE: u32 = 64;
 
 /// The CSV header written by [`ProfileDb::save_csv`].
-pub const CSV_HEADER: [&str; 8] = ["model", "batch", "gpu_type", "nodes", "gpus_per_node", "iter_time_s", "plan", "peak_mem_gib"];
+pub const CSV_HEADER: [&str; 9] = ["model", "batch", "gpu_type", "nodes", "gpus_per_node", "iter_time_s", "plan", "peak_mem_gib", "first_iter_s"];
 
 /// What the `plan` column holds when the plan that ran is not known.
 pub const UNKNOWN_PLAN: &str = "unknown";
 
 /// Largest peak memory a row may record, GiB (no device holds more).
 pub const MAX_PEAK_MEM_GIB: f64 = 4096.0;
+
+/// Longest start-to-first-iteration time a row may record, seconds (1 day).
+pub const MAX_FIRST_ITER_S: f64 = 86_400.0;
 
 /// One measured point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +54,10 @@ pub struct ProfileRecord {
     /// Peak device memory NVML saw during the run, GiB, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_mem_gib: Option<f64>,
+    /// Seconds from the command's start to the end of its first iteration
+    /// (a cold start), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_iter_s: Option<f64>,
 }
 
 impl ProfileRecord {
@@ -175,6 +185,7 @@ impl ProfileDb {
                 format!("{}", r.iter_time_s),
                 r.plan.map_or_else(|| UNKNOWN_PLAN.to_string(), |p| p.to_string()),
                 r.peak_mem_gib.map(|g| format!("{g}")).unwrap_or_default(),
+                r.first_iter_s.map(|x| format!("{x}")).unwrap_or_default(),
             ])
             .map_err(csv_err)?;
         }
@@ -206,6 +217,7 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<ProfileRecord>, CoreErr
     }
     let plan_col = col("plan");
     let peak_col = col("peak_mem_gib");
+    let first_col = col("first_iter_s");
     let mut out = Vec::new();
     for row in rd.records() {
         let row = row.map_err(|e| file_err(e.position().map(|p| p.line() as usize), format!("bad CSV row: {e}")))?;
@@ -274,7 +286,14 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<ProfileRecord>, CoreErr
                 _ => return Err(file_err(line, format!("field 'peak_mem_gib': invalid value '{v}': expected GiB in (0, {MAX_PEAK_MEM_GIB}]"))),
             },
         };
-        out.push(ProfileRecord { model, batch, gpu_type, nodes, gpus_per_node, iter_time_s, plan, peak_mem_gib });
+        let first_iter_s = match first_col.and_then(|i| row.get(i)).filter(|s| !s.is_empty()) {
+            None => None,
+            Some(v) => match v.parse::<f64>() {
+                Ok(x) if x > 0.0 && x <= MAX_FIRST_ITER_S => Some(x),
+                _ => return Err(file_err(line, format!("field 'first_iter_s': invalid value '{v}': expected seconds in (0, {MAX_FIRST_ITER_S}]"))),
+            },
+        };
+        out.push(ProfileRecord { model, batch, gpu_type, nodes, gpus_per_node, iter_time_s, plan, peak_mem_gib, first_iter_s });
     }
     Ok(out)
 }
@@ -322,19 +341,24 @@ mod tests {
     }
 
     /// A row whose plan is not known is written as `unknown`, never as a
-    /// plan, and reads back as unknown; the NVML peak round-trips.
+    /// plan, and reads back as unknown; the NVML peak and the first
+    /// iteration's time round-trip, and a bad first-iteration time is refused.
     #[test]
     fn unknown_plans_and_memory_peaks_round_trip() {
         let d = tmpdir("unk");
         let mut db = ProfileDb::new();
-        db.insert(ProfileRecord { model: "gpt__350M".into(), batch: 8, gpu_type: "h100".into(), nodes: 1, gpus_per_node: 1, iter_time_s: 0.13, plan: None, peak_mem_gib: Some(25.5) });
+        db.insert(ProfileRecord { model: "gpt__350M".into(), batch: 8, gpu_type: "h100".into(), nodes: 1, gpus_per_node: 1, iter_time_s: 0.13, plan: None, peak_mem_gib: Some(25.5), first_iter_s: None });
+        db.insert(ProfileRecord { model: "gpt__125M".into(), batch: 8, gpu_type: "h100".into(), nodes: 1, gpus_per_node: 1, iter_time_s: 0.05, plan: None, peak_mem_gib: None, first_iter_s: Some(41.5) });
         let out = d.join("db.csv");
         db.save_csv(&out).unwrap();
         let text = std::fs::read_to_string(&out).unwrap();
-        assert_eq!(text.lines().nth(1), Some("gpt__350M,8,h100,1,1,0.13,unknown,25.5"), "{text}");
+        assert!(text.contains("gpt__350M,8,h100,1,1,0.13,unknown,25.5,\n"), "{text}");
+        assert!(text.contains("gpt__125M,8,h100,1,1,0.05,unknown,,41.5\n"), "{text}");
         assert_eq!(ProfileDb::load_csv(&out).unwrap(), db);
         let rows = parse_csv("model,batch,gpu_type,nodes,gpus_per_node,iter_time_s,plan\na,4,v100,1,1,0.1,UNKNOWN\n", "x.csv").unwrap();
         assert_eq!(rows[0].plan, None);
+        let bad = parse_csv("model,batch,gpu_type,nodes,gpus_per_node,iter_time_s,first_iter_s\na,4,v100,1,1,0.1,-2\n", "x.csv").unwrap_err();
+        assert!(bad.to_string().contains("first_iter_s"), "{bad}");
         std::fs::remove_dir_all(&d).ok();
     }
 

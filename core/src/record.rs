@@ -148,8 +148,9 @@ pub struct DlRecord {
     /// up to the last one (comma-separated; empty is not printed), for
     /// `elastic.max_per_hour`.
     pub reconfs_h: Vec<i64>,
-    /// `restart_s=`: this job's measured restart cost, seconds from its
-    /// start to its first iteration.
+    /// `restart_s=`: seconds from a cold start of this job's model to the
+    /// end of its first iteration, measured by the profiler (profile DB
+    /// `first_iter_s`); a restart adds reading the checkpoint back.
     pub restart_s: Option<f64>,
     /// `reconf_cost_s=`: seconds lost to reconfigurations so far (save and
     /// restart; 0 is not printed).

@@ -1045,6 +1045,45 @@ fn a_corrupt_or_deleted_profile_db_falls_back_to_datasheets() {
     }
 }
 
+/// (Issue 33 item 2) An elastic job's restart cost comes from the site's
+/// profiles: with a profile DB row that measured the model's start to its
+/// first iteration (`first_iter_s`), an elastic job's AdminComment carries
+/// it as `restart_s=`; a job without `--dl-elastic` gets none.
+#[test]
+fn an_elastic_jobs_record_carries_its_models_measured_start() {
+    require_e2e!();
+    if !plugins_built() {
+        return;
+    }
+    let guard = private();
+    let p = guard.as_ref().unwrap();
+    let good = common::read(&p.cluster.layout.cellsched_toml());
+    let db = p.spec.dir.join("profiles-first-iter.csv");
+    let mut rows = String::from("model,batch,gpu_type,nodes,gpus_per_node,iter_time_s,plan,peak_mem_gib,first_iter_s\n");
+    for t in ["a100", "v100", "a10"] {
+        rows.push_str(&format!("{MODEL},32,{t},1,1,0.5,unknown,,42.5\n"));
+    }
+    std::fs::write(&db, rows).unwrap();
+    let _restore = p.replace_toml(&format!("# first_iter_s\n{}", good.replace("/nonexistent/cellsched-e2e/profiles.csv", &db.display().to_string())));
+    let t = Instant::now();
+    let elastic = loop {
+        let id = p.submit(&["--begin=now+3600", "--dl-elastic", "--dl-model", MODEL, "--dl-batch", "32", "--wrap", "true"]).expect("submit");
+        let ac = p.admin_comment(id);
+        p.cancel(&[id]);
+        if ac.contains("restart_s=") {
+            break ac;
+        }
+        assert!(t.elapsed() < WAIT, "the profile DB was not used within {WAIT:?}: {ac}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let rec = cellsched_core::record::DlRecord::parse(&elastic).expect("record");
+    assert_eq!(rec.restart_s, Some(42.5), "{elastic}");
+    let id = p.submit(&["--begin=now+3600", "--dl-model", MODEL, "--dl-batch", "32", "--wrap", "true"]).expect("submit");
+    let plain = p.admin_comment(id);
+    p.cancel(&[id]);
+    assert!(plain.contains("cellsched:") && !plain.contains("restart_s="), "{plain}");
+}
+
 /// (14.6) 50 `scontrol reconfigure` in a row under a 1,000-job queue (half
 /// DL): slurmctld keeps answering, keeps every job, and its RSS is printed
 /// before and after (a gross leak fails the test).

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 /// Catalog and database options shared by `estimate` and `cells`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CatalogArgs {
-    /// Profile database CSV (model,batch,gpu_type,nodes,gpus_per_node,iter_time_s[,plan][,peak_mem_gib]):
+    /// Profile database CSV (model,batch,gpu_type,nodes,gpus_per_node,iter_time_s, optional plan, peak_mem_gib, first_iter_s):
     /// exact matches override, single-node points calibrate.
     #[arg(long, env = "CELLSCHED_PROFILE_DB")]
     pub db: Option<PathBuf>,

@@ -126,7 +126,7 @@ struct RunArgs {
 
 #[derive(clap::Args)]
 struct ImportArgs {
-    /// Profile CSV files (`model,batch,gpu_type,nodes,gpus_per_node,iter_time_s[,plan][,peak_mem_gib]`).
+    /// Profile CSV files (`model,batch,gpu_type,nodes,gpus_per_node,iter_time_s, optional plan, peak_mem_gib, first_iter_s`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// The database to merge into.
@@ -416,6 +416,9 @@ fn print_outcome(o: &session::Outcome) {
         o.wall_s,
         opt(o.exit_code)
     );
+    if let Some(f) = o.first_iter_s {
+        println!("First iteration ended {f:.1} s after the command started (start-up, model build, first iteration: the restart cost of an elastic job starts from it)");
+    }
     if o.probe {
         println!("Source: built-in CPU probe ({ITER_MARKER} lines) - not a GPU measurement");
     }
@@ -445,6 +448,7 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
         "s/iter",
         "Plan",
         "Peak GiB",
+        "First iter s",
     ]);
     for r in d.records() {
         t.add_row(vec![
@@ -456,6 +460,7 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
             format!("{:.6}", r.iter_time_s),
             r.plan.map_or_else(|| cellsched_core::profile_db::UNKNOWN_PLAN.to_string(), |p| p.to_string()),
             opt(r.peak_mem_gib.map(|g| format!("{g:.1}"))),
+            opt(r.first_iter_s.map(|x| format!("{x:.1}"))),
         ]);
     }
     println!("{t}\n{} records", d.len());

@@ -7,7 +7,10 @@
 //! parameter for Adam/AdamW), 12 bytes per parameter in all. It is written
 //! at `checkpoint_write_gbs`, and a restart takes `start_s` (process, CUDA,
 //! data loader, model build, first iteration) plus reading it back at
-//! `checkpoint_read_gbs`.
+//! `checkpoint_read_gbs`. Where the profiler measured the model's cold
+//! start (`restart_s=` in the record: start to the end of the first
+//! iteration, from the profile DB's `first_iter_s`), that measurement
+//! replaces `start_s`.
 //!
 //! Anchor (issue 33): a 1.3B-parameter GPT (bf16 autocast, AdamW) on one
 //! H200 saved 15.8 GB of model and optimizer state to local disk in 29.5 s
@@ -51,14 +54,17 @@ impl RestartCost {
         }
     }
 
-    /// The cost the decision uses for a job: its measured restart time
-    /// (`restart_s=` in its record) when known, else `restart_cost_s` when
-    /// set, else the derived one; the save time is always derived.
+    /// The cost the decision uses for a job: its measured cold start to
+    /// the first iteration (`restart_s=` in its record) plus reading its
+    /// checkpoint back when measured, else `restart_cost_s` when set, else
+    /// the derived one; the save time is always derived.
     pub fn of(record: &DlRecord, job: &JobSpec, cfg: &ElasticConfig) -> RestartCost {
         let d = Self::derived(job, cfg);
+        let read_s = Self::checkpoint_bytes(job) / 1e9 / cfg.checkpoint_read_gbs;
         let restart_s = record
             .restart_s
             .filter(|s| s.is_finite() && *s > 0.0)
+            .map(|s| s + read_s)
             .or((cfg.restart_cost_s > 0.0).then_some(cfg.restart_cost_s))
             .unwrap_or(d.restart_s);
         RestartCost { restart_s, ..d }
@@ -106,8 +112,10 @@ mod tests {
         assert_eq!(RestartCost::of(&r, &job("gpt__125M"), &cfg), small);
         let fixed = ElasticConfig { restart_cost_s: 99.0, ..cfg.clone() };
         assert_eq!(RestartCost::of(&r, &job("gpt__125M"), &fixed).restart_s, 99.0);
+        // A measured cold start replaces `start_s`; reading the checkpoint back is added.
         r.restart_s = Some(12.5);
         let c = RestartCost::of(&r, &job("gpt__125M"), &fixed);
-        assert_eq!((c.restart_s, c.save_s), (12.5, small.save_s));
+        assert!((c.restart_s - (12.5 + small.restart_s - cfg.start_s)).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.save_s, small.save_s);
     }
 }

@@ -87,6 +87,7 @@ impl CommPoint {
             iter_time_s: self.time_s,
             plan: None,
             peak_mem_gib: None,
+            first_iter_s: None,
         }
     }
 

@@ -52,7 +52,7 @@ mod tests {
     use crate::cell::Plan;
 
     fn rec(model: &str, gpus: u32, t: f64) -> ProfileRecord {
-        ProfileRecord { model: model.into(), batch: 8 * gpus, gpu_type: "v100".into(), nodes: 1, gpus_per_node: gpus, iter_time_s: t, plan: None, peak_mem_gib: None }
+        ProfileRecord { model: model.into(), batch: 8 * gpus, gpu_type: "v100".into(), nodes: 1, gpus_per_node: gpus, iter_time_s: t, plan: None, peak_mem_gib: None, first_iter_s: None }
     }
 
     /// A series whose 4-GPU iteration is slower than its 8-GPU one is flagged

@@ -156,6 +156,24 @@ impl Estimator {
         self
     }
 
+    /// Measured seconds from a cold start to the end of the first iteration
+    /// of `model` (a catalog name; rows under an alias count), from the
+    /// profile DB's `first_iter_s`: the median of its rows on `gpu_type`,
+    /// else of its rows on any type (start-up is mostly host work: process,
+    /// CUDA and data loader start, model build). `None` when never measured.
+    pub fn measured_first_iter_s(&self, model: &str, gpu_type: &str) -> Option<f64> {
+        let db = self.db.as_ref()?;
+        let gpu_type = crate::profile_db::normalize_gpu_type(gpu_type);
+        let rows: Vec<(bool, f64)> = db
+            .records()
+            .filter(|r| r.model.eq_ignore_ascii_case(model) || self.models.get(&r.model).is_ok_and(|m| m.name == model))
+            .filter_map(|r| r.first_iter_s.map(|x| (r.gpu_type == gpu_type, x)))
+            .collect();
+        let same: Vec<f64> = rows.iter().filter(|r| r.0).map(|r| r.1).collect();
+        let pick = if same.is_empty() { rows.iter().map(|r| r.1).collect() } else { same };
+        (!pick.is_empty()).then(|| calibration::median(&pick))
+    }
+
     /// Uses a fitted calibration without measured overrides (e.g. for hold-out tests).
     pub fn with_calibration(mut self, calibration: Calibration) -> Estimator {
         self.calibration = calibration;

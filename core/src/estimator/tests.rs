@@ -199,6 +199,7 @@ fn measured_points_override_and_calibrate() {
         iter_time_s: dat.iter_time_s * 2.0,
         plan: None,
         peak_mem_gib: None,
+        first_iter_s: None,
     });
     let e = est().with_db(db);
     let m = e.estimate(&j, &cell("v100x1"), 8).unwrap();

@@ -182,8 +182,11 @@ impl Placement {
 
 /// The job's record at placement: `decision` plus the facts job_submit
 /// knows at submit (model, global batch, declared iterations, the GPU count
-/// the user fixed, the resolved deadline, the `--dl-elastic` opt-in).
-pub fn dl_record(decision: Decision, job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>, deadline: Option<i64>) -> DlRecord {
+/// the user fixed, the resolved deadline, the `--dl-elastic` opt-in) and,
+/// for an elastic job, its model's measured start-to-first-iteration time
+/// from the profile DB (`restart_s=`, [`Estimator::measured_first_iter_s`]).
+pub fn dl_record(decision: Decision, job: &JobSpec, opts: &DlOptions, fixed_gpus: Option<u32>, deadline: Option<i64>, est: &Estimator) -> DlRecord {
+    let restart_s = opts.elastic.and_then(|_| est.measured_first_iter_s(&job.model.name, &decision.cell.gpu_type));
     DlRecord {
         model: Some(job.model.name.clone()).filter(|m| crate::record::is_one_word(m)),
         batch: Some(u64::from(job.global_batch)),
@@ -191,6 +194,7 @@ pub fn dl_record(decision: Decision, job: &JobSpec, opts: &DlOptions, fixed_gpus
         fixed_gpus,
         deadline,
         elastic: opts.elastic,
+        restart_s,
         ..DlRecord::new(decision)
     }
 }
@@ -556,7 +560,7 @@ pub fn place_request(
         }
         let (kept, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
         let rewrite = typed.is_none().then(|| rewrite_for(req, &estimate));
-        let record = DlRecord { infeasible_deadline: deadline.filter(|_| kept.is_none()), ..dl_record(estimate.to_decision(), job, opts, None, kept) };
+        let record = DlRecord { infeasible_deadline: deadline.filter(|_| kept.is_none()), ..dl_record(estimate.to_decision(), job, opts, None, kept, est) };
         let why = format!("pinned by {what}");
         let explanation = opts.explain.then(|| explanation(&estimate, None, opts.iters, &why));
         return Outcome::Place(Box::new(Placement { record, estimate, rewrite, pinned: true, explanation, notice, why }));
@@ -634,7 +638,7 @@ pub fn place_request(
     match found {
         Some(((estimate, runner_up), why)) => {
             let (kept, notice) = admitted_deadline(&estimate, opts.iters, deadline, req.now, cfg.deadline_policy);
-            let mut record = DlRecord { infeasible_deadline: deadline.filter(|_| kept.is_none()), ..dl_record(estimate.to_decision(), job, opts, want_gpus, kept) };
+            let mut record = DlRecord { infeasible_deadline: deadline.filter(|_| kept.is_none()), ..dl_record(estimate.to_decision(), job, opts, want_gpus, kept, est) };
             let mut rewrite = rewrite_for(req, &estimate);
             let mut why = why.to_string();
             // An array with no pinned plan, no deadline and no GPU type in the user's own features:
@@ -874,6 +878,39 @@ mod tests {
 
     fn req(env: &[&str]) -> SubmitRequest {
         SubmitRequest { env: env.iter().map(|s| s.to_string()).collect(), ..Default::default() }
+    }
+
+    /// An elastic job's record carries its model's measured cold start from
+    /// the profile DB (`restart_s=`): on the chosen type when measured there,
+    /// else from any type; a job without the opt-in never does.
+    #[test]
+    fn elastic_jobs_record_the_measured_first_iteration_time() {
+        use crate::profile_db::{ProfileDb, ProfileRecord};
+        let m = model();
+        let row = |t: &str, first: f64| ProfileRecord { model: m.clone(), batch: 8, gpu_type: t.into(), nodes: 1, gpus_per_node: 1, iter_time_s: 0.2, plan: None, peak_mem_gib: None, first_iter_s: Some(first) };
+        let mut db = ProfileDb::new();
+        db.insert(row("a10", 30.0));
+        let e = est().with_db(db.clone());
+        let (cfg, c) = (PlacementConfig::default(), cluster(&[]));
+        let env = |elastic: bool| {
+            let mut v = vec![format!("CELLSCHED_DL_MODEL={m}"), "CELLSCHED_DL_BATCH=8".into()];
+            if elastic {
+                v.push("CELLSCHED_DL_ELASTIC=USR1".into());
+            }
+            SubmitRequest { env: v, ..Default::default() }
+        };
+        let placed = |e: &Estimator, elastic: bool| match place(&env(elastic), &c, &cfg, e) {
+            Outcome::Place(p) => p.record,
+            o => panic!("{o:?}"),
+        };
+        let r = placed(&e, true);
+        assert_eq!(r.restart_s, Some(30.0), "another type's measurement when the chosen type has none: {r}");
+        assert!(r.to_string().contains("restart_s=30"), "{r}");
+        assert_eq!(placed(&e, false).restart_s, None);
+        db.insert(row(&r.decision.cell.gpu_type, 12.0));
+        db.insert(ProfileRecord { batch: 16, ..row(&r.decision.cell.gpu_type, 14.0) });
+        assert_eq!(placed(&est().with_db(db), true).restart_s, Some(13.0), "the median on the chosen type");
+        assert_eq!(placed(&est(), true).restart_s, None, "no DB, nothing measured");
     }
 
     #[test]

@@ -195,6 +195,7 @@ pub fn gavel_points(text: &str) -> Result<Vec<Point>, BenchError> {
                     iter_time_s: scale as f64 / tput,
                     plan: Some(Plan { dp: scale, ..Plan::default() }),
                     peak_mem_gib: None,
+                    first_iter_s: None,
                 },
             ));
         }
@@ -254,6 +255,7 @@ pub fn rubick_points(dir: &Path) -> Result<Vec<Point>, BenchError> {
                         checkpointing: offload && offload_recomputes.contains(&model),
                     }),
                     peak_mem_gib: None,
+                    first_iter_s: None,
                 },
             ));
         }

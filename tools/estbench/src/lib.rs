@@ -43,7 +43,7 @@ mod tests {
                 points.push(Point::new(
                     "gavel",
                     format!("j:{job}"),
-                    ProfileRecord { model: job.into(), batch: 8 * g, gpu_type: "v100".into(), nodes: 1, gpus_per_node: g, iter_time_s: t, plan: None, peak_mem_gib: None },
+                    ProfileRecord { model: job.into(), batch: 8 * g, gpu_type: "v100".into(), nodes: 1, gpus_per_node: g, iter_time_s: t, plan: None, peak_mem_gib: None, first_iter_s: None },
                 ));
             }
         }

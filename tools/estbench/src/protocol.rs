@@ -121,7 +121,7 @@ mod tests {
         Point::new(
             "gavel",
             format!("j:{model}"),
-            ProfileRecord { model: model.into(), batch: 8 * gpus, gpu_type: "v100".into(), nodes: 1, gpus_per_node: gpus, iter_time_s: 0.1, plan: None, peak_mem_gib: None },
+            ProfileRecord { model: model.into(), batch: 8 * gpus, gpu_type: "v100".into(), nodes: 1, gpus_per_node: gpus, iter_time_s: 0.1, plan: None, peak_mem_gib: None, first_iter_s: None },
         )
     }
 

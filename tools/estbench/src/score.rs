@@ -226,7 +226,7 @@ mod tests {
             let mut p = Point::new(
                 "gavel",
                 format!("j:{model}"),
-                ProfileRecord { model: model.into(), batch: 8, gpu_type: "v100".into(), nodes, gpus_per_node: 1, iter_time_s: t, plan: None, peak_mem_gib: None },
+                ProfileRecord { model: model.into(), batch: 8, gpu_type: "v100".into(), nodes, gpus_per_node: 1, iter_time_s: t, plan: None, peak_mem_gib: None, first_iter_s: None },
             );
             p.family = fam;
             p

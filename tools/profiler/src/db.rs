@@ -128,6 +128,7 @@ mod tests {
             iter_time_s: t,
             plan: None,
             peak_mem_gib: None,
+            first_iter_s: None,
         }
     }
 

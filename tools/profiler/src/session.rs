@@ -76,6 +76,9 @@ pub struct Outcome {
     pub exit_code: Option<i32>,
     /// Wall time, seconds.
     pub wall_s: f64,
+    /// Seconds from the command's start to the end of its first iteration
+    /// (when its line was read): a cold start's cost to first progress.
+    pub first_iter_s: Option<f64>,
     /// Per-GPU NVML summary over the measured iterations only
     /// ([`Outcome::gpu_window`]); empty with `--no-nvml`.
     pub gpus: Vec<GpuSummary>,
@@ -180,7 +183,7 @@ pub fn profile(
             if req.plan.is_none() {
                 notes(format!("the row's plan is recorded as unknown: the command was offered {} but may not follow it; pass --plan for the plan it runs", plan.plan));
             }
-            let n = db::insert_record(path, db_record(&plan, req.plan.is_some(), stats.median_s, &gpus_whole_run))?;
+            let n = db::insert_record(path, db_record(&plan, req.plan.is_some(), stats.median_s, out.iter_at_s.first().copied(), &gpus_whole_run))?;
             Some((path.clone(), n))
         }
         None => None,
@@ -194,6 +197,7 @@ pub fn profile(
         stop: out.stop,
         exit_code,
         wall_s: out.wall.as_secs_f64(),
+        first_iter_s: out.iter_at_s.first().copied(),
         gpus,
         gpu_window,
         gpus_whole_run,
@@ -204,9 +208,10 @@ pub fn profile(
 
 /// The profile DB row of a run: the plan only when it was pinned (`--plan`;
 /// an injected plan the command may not have followed is recorded as
-/// unknown, never as a guess), and the highest NVML memory reading of any
-/// of its GPUs over the whole run.
-pub fn db_record(plan: &ProfilePlan, pinned: bool, median_s: f64, whole_run: &[GpuSummary]) -> ProfileRecord {
+/// unknown, never as a guess), the highest NVML memory reading of any
+/// of its GPUs over the whole run, and the seconds from the command's start
+/// to its first iteration line (`first_iter_s`).
+pub fn db_record(plan: &ProfilePlan, pinned: bool, median_s: f64, first_iter_s: Option<f64>, whole_run: &[GpuSummary]) -> ProfileRecord {
     let peak = whole_run.iter().filter_map(|g| g.peak_mem_bytes).max();
     ProfileRecord {
         model: plan.model.clone(),
@@ -217,6 +222,7 @@ pub fn db_record(plan: &ProfilePlan, pinned: bool, median_s: f64, whole_run: &[G
         iter_time_s: median_s,
         plan: pinned.then_some(plan.plan),
         peak_mem_gib: peak.map(|b| b as f64 / (1u64 << 30) as f64),
+        first_iter_s: first_iter_s.filter(|x| *x > 0.0 && *x <= cellsched_core::profile_db::MAX_FIRST_ITER_S),
     }
 }
 
@@ -333,10 +339,10 @@ mod tests {
     fn db_record_is_honest_about_the_plan_and_keeps_the_peak() {
         let plan = ProfilePlan { model: "m".into(), batch: 8, gpu_type: "h100".into(), gpus: 2, plan: "dp=2,tp=1,pp=1".parse().unwrap(), estimate_s: None, plan_source: "estimator" };
         let g = |index, peak: Option<u64>| GpuSummary { index, samples: 3, mean_util_pct: None, peak_mem_bytes: peak, mean_power_w: None, mean_sm_clock_mhz: None };
-        let r = db_record(&plan, false, 0.5, &[g(0, Some(3 << 30)), g(1, Some(5 << 30))]);
-        assert_eq!((r.plan, r.peak_mem_gib, r.gpus_per_node), (None, Some(5.0), 2));
-        let r = db_record(&plan, true, 0.5, &[g(0, None)]);
-        assert_eq!((r.plan, r.peak_mem_gib), (Some(plan.plan), None));
+        let r = db_record(&plan, false, 0.5, Some(41.5), &[g(0, Some(3 << 30)), g(1, Some(5 << 30))]);
+        assert_eq!((r.plan, r.peak_mem_gib, r.gpus_per_node, r.first_iter_s), (None, Some(5.0), 2, Some(41.5)));
+        let r = db_record(&plan, true, 0.5, None, &[g(0, None)]);
+        assert_eq!((r.plan, r.peak_mem_gib, r.first_iter_s), (Some(plan.plan), None, None));
     }
 
     #[test]

@@ -131,6 +131,11 @@ impl IterTimeSource for CoreTimes {
     fn num_layers(&self, model: &str) -> u32 {
         self.est.model_catalog().get(model).map_or(0, |m| m.layers)
     }
+
+    fn measured_first_iter_s(&self, model: &str, gpu_type: &str) -> Option<f64> {
+        let name = self.est.model_catalog().get(model).map_or_else(|_| model.to_string(), |m| m.name.clone());
+        self.est.measured_first_iter_s(&name, gpu_type)
+    }
 }
 
 #[cfg(test)]

@@ -211,7 +211,9 @@ impl ElasticHost {
             let (model, batch, hint, started_at) = (j.spec.model_name.clone(), j.spec.batch_size, j.spec.num_gpu.max(1), j.alloc_time.floor() as i64);
             let remaining_s = sim.remaining_s(i, j.pred_iter_s);
             let Some(job) = self.spec(&model, batch) else { continue };
-            let rec = self.records.entry(i).or_insert_with(|| DlRecord { elastic: Some(ElasticSignal::USR1), ..DlRecord::new(decision.clone()) });
+            // As job_submit records it at placement (`core::placement::dl_record`).
+            let measured = sim.times().measured_first_iter_s(&job.model.name, &decision.cell.gpu_type);
+            let rec = self.records.entry(i).or_insert_with(|| DlRecord { elastic: Some(ElasticSignal::USR1), restart_s: measured, ..DlRecord::new(decision.clone()) });
             rec.decision = decision;
             let record = rec.clone();
             let cost = RestartCost::of(&record, &job, &self.cfg);

@@ -44,6 +44,12 @@ pub trait IterTimeSource {
     fn num_layers(&self, _model: &str) -> u32 {
         0
     }
+    /// The knowledge's measured cold start to the end of the first
+    /// iteration of `model` (the profile DB's `first_iter_s`), as the
+    /// plugins record it for elastic jobs; `None` when not measured.
+    fn measured_first_iter_s(&self, _model: &str, _gpu_type: &str) -> Option<f64> {
+        None
+    }
 }
 
 /// Test and fallback source: `iter = base[model][type] / gpus * (1 + inter_node_penalty * (nodes - 1))`.
@@ -197,6 +203,10 @@ impl TimeCache {
         let v = self.src.iter_time(model, batch, gpu_type, nodes, gpus_per_node);
         self.times.insert(key, v);
         v
+    }
+    /// [`IterTimeSource::measured_first_iter_s`] of the source (not cached: asked once per elastic job).
+    pub fn measured_first_iter_s(&self, model: &str, gpu_type: &str) -> Option<f64> {
+        self.src.measured_first_iter_s(model, gpu_type)
     }
     /// Cached [`IterTimeSource::rank_cells`] (the offers are part of the key).
     pub fn rank_cells(&mut self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Rc<Vec<TimedCell>> {

@@ -188,6 +188,7 @@ impl TruthTable {
                 iter_time_s: t,
                 plan: None,
                 peak_mem_gib: None,
+                first_iter_s: None,
             });
         }
         db
