@@ -66,7 +66,7 @@ pub fn running_remaining_s(f: &JobFacts, record: &DlRecord, now: i64, ordering: 
 /// among `facts`, leaving out the jobs `busy` names (a reconfiguration
 /// under way). A running job counts only when Slurm may requeue it, its
 /// GPUs are untyped, cellsched placed it automatically and it opted in.
-pub fn inputs(facts: &[JobFacts], busy: &dyn Fn(u32) -> bool, elastic: &ElasticConfig, ordering: &OrderingConfig, est: &Estimator, now: i64) -> (Vec<RunningElastic>, Vec<WaitingJob>) {
+pub fn build_inputs(facts: &[JobFacts], busy: &dyn Fn(u32) -> bool, elastic: &ElasticConfig, ordering: &OrderingConfig, est: &Estimator, now: i64) -> (Vec<RunningElastic>, Vec<WaitingJob>) {
     let mut running = Vec::new();
     let mut waiting: Vec<(u32, WaitingJob)> = Vec::new();
     for f in facts.iter().filter(|f| !busy(f.id)) {
@@ -92,4 +92,57 @@ pub fn inputs(facts: &[JobFacts], busy: &dyn Fn(u32) -> bool, elastic: &ElasticC
     }
     waiting.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
     (running, waiting.into_iter().map(|(_, w)| w).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::GpuCatalog;
+    use crate::model::ModelCatalog;
+
+    fn facts(id: u32, phase: Phase, comment: &str, priority: u32, start_time: i64) -> JobFacts {
+        JobFacts {
+            id,
+            phase,
+            comment: comment.into(),
+            env: vec!["CELLSCHED_DL_MODEL=gpt__350M".into(), "CELLSCHED_DL_BATCH=32".into(), "CELLSCHED_DL_CELL=auto".into()],
+            features: None,
+            nodes: Some("a100-[1-2]".into()),
+            priority,
+            start_time,
+            end_time: 0,
+            time_limit_min: None,
+            typed: false,
+            requeueable: true,
+        }
+    }
+
+    /// Running jobs count only when opted in, requeueable, untyped and not
+    /// busy; their remaining time is the declared work less this run's
+    /// time; pending jobs come in priority order with Slurm's forecast wait.
+    #[test]
+    fn inputs_keep_only_eligible_running_jobs_and_order_the_waiting_ones() {
+        let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let rec = "cellsched: cell=a100x8x1 nodes=2 dp=8 tp=1 pp=1 mb=1 zero=0 ckpt=0 iter_s=0.5 src=datasheet iters=1000";
+        let el = format!("{rec} elastic=USR1");
+        let now = 10_000;
+        let all = vec![
+            facts(1, Phase::Running, &el, 0, now - 100),
+            facts(2, Phase::Running, rec, 0, now - 100),
+            JobFacts { typed: true, ..facts(3, Phase::Running, &el, 0, now - 100) },
+            JobFacts { requeueable: false, ..facts(4, Phase::Running, &el, 0, now - 100) },
+            facts(5, Phase::Running, &el, 0, now - 100),
+            facts(6, Phase::Pending, rec, 10, 0),
+            facts(7, Phase::Pending, rec, 30, now + 60),
+            facts(8, Phase::Pending, rec, 0, 0),
+            facts(9, Phase::Other, &el, 50, 0),
+        ];
+        let cfg = ElasticConfig::default();
+        let (running, waiting) = build_inputs(&all, &|id| id == 5, &cfg, &OrderingConfig::default(), &est, now);
+        assert_eq!(running.iter().map(|r| r.id).collect::<Vec<_>>(), [1]);
+        assert_eq!(running[0].remaining_s, 1000.0 * 0.5 - 100.0);
+        assert_eq!(running[0].nodes, ["a100-1", "a100-2"]);
+        assert_eq!(waiting.iter().map(|w| (w.id, w.wait_s)).collect::<Vec<_>>(), [(7, Some(60.0)), (6, None)]);
+        assert_eq!(waiting[0].run_s, 500.0);
+    }
 }

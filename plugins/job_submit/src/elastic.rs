@@ -29,8 +29,7 @@
 //! cancelled. The in-flight table lives in memory: after a slurmctld
 //! restart a signalled job is simply left to run or end (its `reconf_at`
 //! keeps it from being picked again within the same run).
-use cellsched_core::elastic::inputs::{self, JobFacts, Phase};
-use cellsched_core::elastic::{self, DecideContext, PlacementChooser, Reconfig};
+use cellsched_core::elastic::{self, DecideContext, JobFacts, Phase, PlacementChooser, Reconfig};
 use cellsched_core::job_env;
 use cellsched_core::placement;
 use cellsched_core::record::{self, DlRecord};
@@ -76,7 +75,7 @@ enum Stage {
 
 /// A job as the pass copied it under the read locks: Slurm's phase and
 /// exit code, and the facts the rule's inputs are built from
-/// ([`inputs::inputs`]).
+/// ([`elastic::build_inputs`]).
 #[derive(Debug, Clone)]
 struct Raw {
     phase: JobPhase,
@@ -296,7 +295,7 @@ fn elastic_pass() {
             let nodes_us = nodes_t0.elapsed().as_micros();
             let decide_t0 = std::time::Instant::now();
             let facts: Vec<JobFacts> = raws.iter().map(|r| r.facts.clone()).collect();
-            let (running, waiting) = inputs::inputs(&facts, &|id| flights.contains_key(&id), &l.cfg.elastic, &l.cfg.ordering, &l.est, now);
+            let (running, waiting) = elastic::build_inputs(&facts, &|id| flights.contains_key(&id), &l.cfg.elastic, &l.cfg.ordering, &l.est, now);
             if !running.is_empty() {
                 let ctx = DecideContext { cfg: &l.cfg.elastic, placement: &l.cfg.placement, declared: &l.cfg.declared, now };
                 let mut chooser = PlacementChooser { est: &l.est, ranks: Some(&l.ranks), placement: &l.cfg.placement };

@@ -448,15 +448,14 @@ mod tests {
     /// state is written as slurmctld would hold it (AdminComment records,
     /// `--dl-*` environment, node lists, priorities in the policy's order,
     /// backfill's forecast starts) and handed to job_submit's builder
-    /// (`core::elastic::inputs`) and its chooser (`PlacementChooser`: the
+    /// (`core::elastic::build_inputs`) and its chooser (`PlacementChooser`: the
     /// estimator's ranking): the same reconfigurations come out. Three
     /// scenarios between them grow, move and preempt.
     #[test]
     fn both_hosts_input_builders_make_the_same_reconfigurations() {
         use cellsched_core::config::{OrderingConfig, PlacementConfig};
         use cellsched_core::declared::DeclaredConfig;
-        use cellsched_core::elastic::inputs::{self, JobFacts, Phase};
-        use cellsched_core::elastic::{self, DecideContext, PlacementChooser};
+        use cellsched_core::elastic::{self, DecideContext, JobFacts, PlacementChooser, Phase};
         use cellsched_core::estimator::Estimator;
         use cellsched_core::gpu::GpuCatalog;
         use cellsched_core::options::DlKey;
@@ -576,7 +575,7 @@ mod tests {
                         requeueable: true,
                     });
                 }
-                let (running, waiting) = inputs::inputs(&facts, &|_| false, &ecfg, &ordering, &e, pass.now);
+                let (running, waiting) = elastic::build_inputs(&facts, &|_| false, &ecfg, &ordering, &e, pass.now);
                 assert_eq!(running.len(), pass.running.len(), "{name} at {}: running elastic jobs", pass.now);
                 assert_eq!(waiting.iter().map(|w| w.id).collect::<Vec<_>>(), pass.waiting.iter().map(|w| w.id).collect::<Vec<_>>(), "{name} at {}: waiting order", pass.now);
                 let ctx = DecideContext { cfg: &ecfg, placement: &placement, declared: &declared, now: pass.now };
