@@ -69,6 +69,13 @@
 #        CELLSCHED_BENCH_PERF=1     also sample slurmctld with `perf record -g` (199 Hz)
 #                                   during the window; `perf report` goes to
 #                                   $CELLSCHED_BENCH_DIR-<mode>.perf.txt
+#        CELLSCHED_BENCH_ELASTIC_SHARE  percent of the DL jobs that opt in to
+#                                   reconfiguration (CELLSCHED_DL_ELASTIC=USR1; default 0):
+#                                   the elastic thread's snapshot then copies them and its
+#                                   pass builds and weighs them (log line "elastic pass over")
+#        CELLSCHED_BENCH_ELASTIC_INTERVAL_S  plugins: `[elastic] interval_s` for the run
+#                                   (appended to the cluster's cellsched.toml before the
+#                                   submissions; default: the file's, 60 s)
 # Needs: cargo build --release -p cellsched -p site_factor_cellsched -p job_submit_cellsched -p spank_cellsched
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -80,9 +87,14 @@ PB=${CELLSCHED_BENCH_PORT_BASE:-18300}
 WINDOW=${CELLSCHED_BENCH_WINDOW_S:-75}
 SCHED_PARAMS=${CELLSCHED_BENCH_SCHED_PARAMS:-}
 PAR=${CELLSCHED_BENCH_PARALLEL:-4}
+ELASTIC_SHARE=${CELLSCHED_BENCH_ELASTIC_SHARE:-0}
+ELASTIC_INTERVAL=${CELLSCHED_BENCH_ELASTIC_INTERVAL_S:-}
 
 case $N in '' | *[!0-9]*) echo "sched_cost.sh: N_JOBS must be a number, got '$N'" >&2; exit 2 ;; esac
 case $NODES in '' | *[!0-9]*) echo "sched_cost.sh: CELLSCHED_BENCH_NODES must be a number, got '$NODES'" >&2; exit 2 ;; esac
+case $ELASTIC_SHARE in '' | *[!0-9]*) echo "sched_cost.sh: CELLSCHED_BENCH_ELASTIC_SHARE must be a percent 0-100, got '$ELASTIC_SHARE'" >&2; exit 2 ;; esac
+[ "$ELASTIC_SHARE" -le 100 ] || { echo "sched_cost.sh: CELLSCHED_BENCH_ELASTIC_SHARE must be a percent 0-100, got '$ELASTIC_SHARE'" >&2; exit 2; }
+case $ELASTIC_INTERVAL in '' | [1-9] | [1-9][0-9]*) ;; *) echo "sched_cost.sh: CELLSCHED_BENCH_ELASTIC_INTERVAL_S must be a number of seconds >= 1, got '$ELASTIC_INTERVAL'" >&2; exit 2 ;; esac
 [ -x "$CLI" ] || { echo "sched_cost.sh: $CLI missing; run cargo build --release -p cellsched first" >&2; exit 2; }
 for so in site_factor job_submit spank; do
   [ -f "$ROOT/target/release/lib${so}_cellsched.so" ] || {
@@ -137,8 +149,11 @@ submit_range() { # mode from to
         CELLSCHED_DL_ITERS=$((1000 + i)) sbatch --parsable -J "bench-dl-$i" -C a100 -N 1 -t "$limit" --gres=gpu:1 --wrap true)
       scontrol update jobid="${id%%;*}" admincomment="cellsched: cell=a100x1x1 nodes=1 dp=1 tp=1 pp=1 mb=$mb zero=0 ckpt=0 iter_s=$iter_s src=datasheet model=$model batch=32 iters=$((1000 + i)) gpus=1 limit_min=$limit"
     elif ((i % 2)); then
+      # The first ELASTIC_SHARE of every 100 DL jobs opt in to reconfiguration.
+      local elastic=
+      (((i / 2) % 100 < ELASTIC_SHARE)) && elastic=USR1
       CELLSCHED_DL_MODEL=$([ $((i % 4)) = 1 ] && echo gpt2 || echo bert_large) CELLSCHED_DL_BATCH=32 \
-        CELLSCHED_DL_ITERS=$((1000 + i)) sbatch --parsable -J "bench-dl-$i" --gres=gpu:1 --wrap true >/dev/null
+        CELLSCHED_DL_ITERS=$((1000 + i)) env ${elastic:+CELLSCHED_DL_ELASTIC=$elastic} sbatch --parsable -J "bench-dl-$i" --gres=gpu:1 --wrap true >/dev/null
     else
       sbatch --parsable -J "bench-plain-$i" --gres=gpu:1 --wrap true >/dev/null
     fi
@@ -160,6 +175,12 @@ run_mode() { # mode [port base] -> prints "key value" lines into $DIR-$mode.resu
   eval "$("$CLI" cluster env "${args[@]}")"
   mkdir -p "$dir/jobs"
   cd "$dir/jobs"
+  if [ -n "$ELASTIC_INTERVAL" ] && [ "$mode" = plugins ]; then
+    # job_submit reads the file again at its threads' next pass (it watches it).
+    local etoml="$dir/etc/cellsched.toml"
+    if grep -q '^\[elastic\]' "$etoml"; then echo "sched_cost.sh: $etoml has its own [elastic]; edit by hand" >&2; exit 2; fi
+    printf '\n[elastic]\ninterval_s = %s\n' "$ELASTIC_INTERVAL" >>"$etoml"
+  fi
   if [ "$mode" = plugins-submit-only ]; then
     # Diagnostic: no re-planning thread work, no ranking; site_factor reads the file on
     # reconfigure, job_submit's thread at its next pass (replan_interval_s = 30).
@@ -302,6 +323,11 @@ run_mode() { # mode [port base] -> prints "key value" lines into $DIR-$mode.resu
          END { printf "rank_passes %d\nrank_snapshot_mean_us %s\nrank_snapshot_max_us %s\nrank_held_in_all_mean_us %s\nrank_compute_mean_us %s\n", n, n ? s / n : "NA", n ? m : "NA", n ? a / n : "NA", n ? r / n : "NA" }' "$tail_log"
     awk '/re-planning pass over/ { for (i = 1; i <= NF; i++) { if ($i == "snapshot") { n++; v = $(i+1); s += v; if (v > m) m = v } if ($i == "held" && $(i+1) == "in" && $(i+2) == "all,") { a += $(i-2) } } }
          END { printf "replan_passes %d\nreplan_snapshot_mean_us %s\nreplan_snapshot_max_us %s\nreplan_held_in_all_mean_us %s\n", n, n ? s / n : "NA", n ? m : "NA", n ? a / n : "NA" }' "$tail_log"
+    # The elastic thread's decision passes: its snapshot's longest read-lock hold,
+    # all its holds together, the node table copy (read lock) and the decision
+    # (no locks), from its "elastic pass over" lines.
+    awk '/job_submit\/cellsched: elastic pass over/ { n++; for (i = 1; i <= NF; i++) { if ($i == "over") { run += $(i+1); wait += $(i+5) } if ($i == "snapshot") { v = $(i+1); s += v; if (v > m) m = v } if ($i == "held" && $(i+1) == "in" && $(i+2) == "all,") a += $(i-2); if ($i == "table") nt += $(i+1); if ($i == "deciding") { d += $(i+1); if ($(i+1) > dm) dm = $(i+1) } if ($i == "actions") act += $(i-1) } }
+         END { printf "elastic_passes %d\nelastic_running_mean %s\nelastic_waiting_mean %s\nelastic_snapshot_mean_us %s\nelastic_snapshot_max_us %s\nelastic_held_in_all_mean_us %s\nelastic_node_table_mean_us %s\nelastic_decide_mean_us %s\nelastic_decide_max_us %s\nelastic_actions %d\n", n, n ? run / n : "NA", n ? wait / n : "NA", n ? s / n : "NA", n ? m : "NA", n ? a / n : "NA", n ? nt / n : "NA", n ? d / n : "NA", n ? dm : "NA", act }' "$tail_log"
     # The plugins' own Rust heap (counting allocator), from each thread's last pass line.
     awk '/site_factor\/cellsched: ranking pass over/ { for (i = 1; i <= NF; i++) if ($i == "heap") sf = $(i+1) }
          /re-planning pass over/ { for (i = 1; i <= NF; i++) if ($i == "heap") js = $(i+1) }
@@ -352,7 +378,7 @@ DIAGS=()
 for d in stock-rewritten plugins-submit-only; do [ -f "$DIR-$d.results" ] && DIAGS+=("$d"); done
 
 echo
-echo "slurmctld scheduling cost at $N pending jobs (half DL) on $NODES nodes, window ${WINDOW}s; times in microseconds, RSS in KiB"
+echo "slurmctld scheduling cost at $N pending jobs (half DL, ${ELASTIC_SHARE}% of those elastic) on $NODES nodes, window ${WINDOW}s; times in microseconds, RSS in KiB"
 [ "$SIDE" = 0 ] || echo "side by side: the modes ran at the same time, one cluster each, with one common window"
 echo "SchedulerParameters: $(grep -h '^SchedulerParameters=' "$DIR-stock/etc/slurm.conf" "$DIR-plugins/etc/slurm.conf" 2>/dev/null | sort -u | cut -d= -f2- | paste -sd' ' -)"
 head=$(printf '%-26s %14s %14s %8s' metric stock plugins ratio)
@@ -362,7 +388,9 @@ echo "$head"
 for k in nodes pending ctld_rss_before_kb ctld_rss_after_kb ctld_rss_trimmed_kb malloc_in_use_kb malloc_system_kb gres_select_jobs gres_select_kb job_pages jobs_details_near jobs_steps_near jobs_next_near submit_s submit_rpc_mean_us main_cycles main_mean_us main_max_us main_mean_depth \
   bf_cycles bf_mean_us bf_max_us bf_mean_depth site_factor_updates site_factor_mean_us site_factor_max_us \
   rank_passes rank_snapshot_mean_us rank_snapshot_max_us rank_held_in_all_mean_us rank_compute_mean_us \
-  replan_passes replan_snapshot_mean_us replan_snapshot_max_us replan_held_in_all_mean_us site_factor_heap_kb job_submit_heap_kb; do
+  replan_passes replan_snapshot_mean_us replan_snapshot_max_us replan_held_in_all_mean_us \
+  elastic_passes elastic_running_mean elastic_waiting_mean elastic_snapshot_mean_us elastic_snapshot_max_us elastic_held_in_all_mean_us \
+  elastic_node_table_mean_us elastic_decide_mean_us elastic_decide_max_us elastic_actions site_factor_heap_kb job_submit_heap_kb; do
   a=$(get stock "$k" 2>/dev/null || true); b=$(get plugins "$k" 2>/dev/null || true)
   case $k in *_us | *_kb | submit_s) r=$(ratio "$b" "$a") ;; *) r="" ;; esac
   line=$(printf '%-26s %14s %14s %8s' "$k" "${a:-NA}" "${b:-NA}" "$r")

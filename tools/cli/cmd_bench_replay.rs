@@ -72,6 +72,13 @@ pub struct Args {
     /// (2026-11-26, bench/HISTORY.md).
     #[arg(long, value_name = "STOCK,CELLSCHED", default_value = "1.28,1.34")]
     sim_launch_s: String,
+    /// Elastic pass: real seconds from a reconfiguration's signal to the
+    /// job's GPUs being free again that the simulator puts on its clock
+    /// (the trainer's checkpoint, the elastic thread's poll and requeue;
+    /// every live run prints what it measured from slurmctld's log). The
+    /// restart itself is the trainer's `CELLSCHED_EMU_RESTART_S`.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    sim_reconf_latency_s: f64,
     /// Skip the simulator comparison.
     #[arg(long)]
     no_sim: bool,
@@ -176,12 +183,19 @@ fn live_model(a: &Args, spec: &LocalClusterSpec, cfg: &cellsched_core::config::C
         backfill_interval_s: sim::scheduler_parameter(params, "bf_interval").map(|s| s * a.speedup),
         replan_interval_s: Some(cfg.placement.replan_interval_s as f64 * a.speedup),
         replan_cooldown_s: cfg.placement.replan_cooldown_s as f64 * a.speedup,
+        reconf_truth: a.elastic.then_some(cellsched_sim::ReconfTruth {
+            save_s: a.sim_reconf_latency_s * a.speedup,
+            restart_s: cellsched_replay::workload::EMU_RESTART_S,
+        }),
     })
 }
 
 /// Runs the subcommand.
 pub fn run(a: Args) -> Result<()> {
     let modes = Mode::parse_list(if a.elastic { "cellsched,elastic" } else { &a.modes })?;
+    if !(a.sim_reconf_latency_s.is_finite() && a.sim_reconf_latency_s >= 0.0) {
+        bail!("--sim-reconf-latency-s must be a number of seconds >= 0, got {}", a.sim_reconf_latency_s);
+    }
     if !(a.timeout.is_finite() && a.timeout > 0.0) {
         bail!("--timeout must be a positive number of seconds, got {}", a.timeout);
     }
@@ -271,9 +285,13 @@ pub fn run(a: Args) -> Result<()> {
                 if let Some(f) = a.sim_max_gpu_factor {
                     opts.max_gpu_factor = f;
                 }
+                let elastic = modes.contains(&Mode::Elastic);
+                if elastic {
+                    opts.elastic = sim::elastic_in_trace_s(&plugin_cfg.elastic, a.speedup);
+                }
                 let model = live_model(&a, &spec, &plugin_cfg)?;
                 let sim_trace = sim::live_trace(&trace, &jobs, a.speedup, &model);
-                Some(sim::simulate_both(&sim_trace, &p, &opts, &model, Some(&truth_path.display().to_string()), k.as_deref())?)
+                Some(sim::simulate_both(&sim_trace, &p, &opts, &model, Some(&truth_path.display().to_string()), k.as_deref(), elastic)?)
             }
             None => {
                 eprintln!("note: no bench/replay/gavel-cluster.toml found; skipping the simulator (give --sim-cluster)");
@@ -400,6 +418,29 @@ fn print_text(c: &Comparison, s: &Settings) {
     }
     if let Some(q) = c.live_over_sim {
         println!("live ratio / simulated ratio = {q:.2} ({:+.0}%)", (q - 1.0) * 100.0);
+    }
+    if let Some(sim) = &c.sim {
+        if let Some(x) = sim.elastic_ratios.as_ref().and_then(|r| r.avg_jct) {
+            println!("simulator: cellsched/elastic average JCT = {x:.2}x ({} reconfigurations)", sim.reconfigs.len());
+        }
+        for r in &sim.reconfigs {
+            println!(
+                "  simulated {} of trace job {} at {:.0} s{}{} (predicted gain {:.0} s)",
+                r.kind,
+                r.trace_job,
+                r.at_s,
+                r.to.as_ref().map(|t| format!(" to {t}")).unwrap_or_default(),
+                r.for_job.as_ref().map(|j| format!(" for trace job {j}")).unwrap_or_default(),
+                r.gain_s
+            );
+        }
+    }
+    for m in c.modes.iter().filter(|m| m.mode == Mode::Elastic) {
+        let moved: Vec<String> = m.jobs.iter().filter(|j| j.reconfs > 0).map(|j| format!("{} ({}x, ended on {})", j.trace_job, j.reconfs, j.gpu_type.as_deref().unwrap_or("-"))).collect();
+        println!("live: {} reconfigurations: {}", m.jobs.iter().map(|j| j.reconfs).sum::<u32>(), if moved.is_empty() { "none".into() } else { moved.join(", ") });
+    }
+    if let Some(q) = c.elastic_live_over_sim {
+        println!("live elastic ratio / simulated elastic ratio = {q:.2} ({:+.0}%)", (q - 1.0) * 100.0);
     }
     match c.same_direction {
         Some(true) => println!("direction: live and simulated results agree"),

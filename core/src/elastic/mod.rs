@@ -36,11 +36,14 @@
 //! The host signals the job, requeues it after `grace_s` with the record of
 //! the action ([`Reconfig::admin_comment`]) and, for a grow or move, the
 //! target's features and GRES ([`Reconfig::target`], a re-planning
-//! [`Move`]); a preempted job is placed again by the normal path.
+//! [`Move`]); a preempted job is placed again by the normal path. Both
+//! hosts build the rule's inputs from their jobs' facts with [`build_inputs`].
 mod cost;
+mod inputs;
 
 pub use crate::config::ElasticConfig;
 pub use cost::RestartCost;
+pub use inputs::{build_inputs, running_remaining_s, JobFacts, Phase};
 pub use crate::signal::{ElasticSignal, SIGNAL_FORM};
 
 use crate::config::PlacementConfig;

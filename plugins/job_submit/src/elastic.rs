@@ -29,11 +29,10 @@
 //! cancelled. The in-flight table lives in memory: after a slurmctld
 //! restart a signalled job is simply left to run or end (its `reconf_at`
 //! keeps it from being picked again within the same run).
-use cellsched_core::elastic::{self, DecideContext, PlacementChooser, Reconfig, RestartCost, RunningElastic, WaitingJob};
+use cellsched_core::elastic::{self, DecideContext, JobFacts, Phase, PlacementChooser, Reconfig};
 use cellsched_core::job_env;
-use cellsched_core::placement::{self, PendingDl};
+use cellsched_core::placement;
 use cellsched_core::record::{self, DlRecord};
-use cellsched_core::slurm_text::hostlist_expand;
 use cellsched_slurm_ffi::ctld::{self, JobPhase, JobUpdate, LockKind};
 use cellsched_slurm_ffi::host::Periodic;
 use cellsched_slurm_ffi::log;
@@ -74,25 +73,20 @@ enum Stage {
     Requeued(i64),
 }
 
-/// A job as the pass copied it under the read locks.
+/// A job as the pass copied it under the read locks: Slurm's phase and
+/// exit code, and the facts the rule's inputs are built from
+/// ([`elastic::build_inputs`]).
 #[derive(Debug, Clone)]
 struct Raw {
-    id: u32,
     phase: JobPhase,
     exit_code: Option<u8>,
-    comment: String,
-    /// `CELLSCHED_*` `spank_job_env` entries.
-    env: Vec<String>,
-    features: Option<String>,
-    nodes: Option<String>,
-    priority: u32,
-    start_time: i64,
-    end_time: i64,
-    time_limit_min: Option<u32>,
-    /// Typed GPUs in the request (a pinned type: never moved).
-    typed: bool,
-    /// A batch job Slurm may requeue.
-    requeueable: bool,
+    facts: JobFacts,
+}
+
+impl Raw {
+    fn id(&self) -> u32 {
+        self.facts.id
+    }
 }
 
 /// What the next step for an in-flight job is, given its state now.
@@ -125,9 +119,9 @@ fn next_step(stage: Stage, signalled_at: i64, grace_s: u64, now: i64, phase: Opt
 }
 
 /// Copies the jobs the pass needs (read locks, in pieces): pending DL jobs,
-/// running elastic jobs, and the jobs in `wanted`. `None` when the walk
-/// was cut short.
-fn snapshot(wanted: &HashMap<u32, InFlight>) -> Option<Vec<Raw>> {
+/// running elastic jobs, and the jobs in `wanted`; with the walk's lock
+/// holds. `None` when the walk was cut short.
+fn snapshot(wanted: &HashMap<u32, InFlight>) -> Option<(Vec<Raw>, ctld::WalkStats)> {
     let mut out = Vec::new();
     let walk = ctld::for_each_job_in_pieces(LockKind::Read, false, ctld::PIECE_HOLD, |job| {
         let id = job.id();
@@ -142,10 +136,9 @@ fn snapshot(wanted: &HashMap<u32, InFlight>) -> Option<Vec<Raw>> {
     })
     .ok()
     .filter(|w| w.complete)?;
-    let _ = walk;
-    out.sort_unstable_by_key(|r| r.id);
-    out.dedup_by_key(|r| r.id);
-    Some(out)
+    out.sort_unstable_by_key(Raw::id);
+    out.dedup_by_key(|r| r.id());
+    Some((out, walk))
 }
 
 /// Copies only the jobs in flight, by id, in one short read-locked hold
@@ -159,63 +152,30 @@ fn raw(job: &ctld::Job<'_>) -> Option<Raw> {
     let phase = job.phase();
     let comment = job.admin_comment()?;
     Some(Raw {
-        id: job.id(),
         phase,
         exit_code: if phase == JobPhase::Ended { job.exit_code() } else { None },
-        comment: comment.to_string(),
-        env: job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect(),
-        features: job.features().map(str::to_string),
-        nodes: job.nodes().map(str::to_string),
-        priority: job.priority(),
-        start_time: job.start_time(),
-        end_time: job.end_time(),
-        time_limit_min: job.time_limit(),
-        typed: placement::gpu_request(job.tres_per_node()).is_some_and(|g| g.gpu_type.is_some()),
-        requeueable: job.is_batch() && job.requeue_allowed(),
+        facts: JobFacts {
+            id: job.id(),
+            phase: match phase {
+                JobPhase::Running => Phase::Running,
+                JobPhase::Pending => Phase::Pending,
+                _ => Phase::Other,
+            },
+            comment: comment.to_string(),
+            // Only a running job's options and nodes are read (a pending job
+            // counts by its record): copying them for thousands of pending
+            // jobs would lengthen the read-lock holds.
+            env: if phase == JobPhase::Pending { Vec::new() } else { job.env().filter(|e| e.contains("CELLSCHED_")).map(str::to_string).collect() },
+            features: (phase != JobPhase::Pending).then(|| job.features().map(str::to_string)).flatten(),
+            nodes: (phase != JobPhase::Pending).then(|| job.nodes().map(str::to_string)).flatten(),
+            priority: job.priority(),
+            start_time: job.start_time(),
+            end_time: job.end_time(),
+            time_limit_min: job.time_limit(),
+            typed: placement::gpu_request(job.tres_per_node()).is_some_and(|g| g.gpu_type.is_some()),
+            requeueable: job.is_batch() && job.requeue_allowed(),
+        },
     })
-}
-
-/// Predicted seconds left of a running job: its declared work less this
-/// run's time, else to the end of its time limit, else the default.
-fn running_remaining_s(r: &Raw, record: &DlRecord, now: i64, l: &Loaded) -> f64 {
-    let ran = (now - r.start_time).max(0) as f64;
-    match record.iters {
-        Some(n) => (n as f64 * record.decision.iter_s - ran).max(1.0),
-        None if r.time_limit_min.is_some() && r.end_time > now => (r.end_time - now) as f64,
-        None => l.cfg.ordering.default_remaining_s,
-    }
-}
-
-/// The running elastic jobs and the waiting jobs (priority order) of a snapshot.
-fn decide_inputs(raws: &[Raw], busy: &HashMap<u32, InFlight>, l: &Loaded, now: i64) -> (Vec<RunningElastic>, Vec<WaitingJob>) {
-    let mut running = Vec::new();
-    let mut waiting: Vec<(u32, WaitingJob)> = Vec::new();
-    for r in raws {
-        if busy.contains_key(&r.id) {
-            continue;
-        }
-        match r.phase {
-            JobPhase::Running if r.requeueable && !r.typed => {
-                let Some(p) = PendingDl::from_job(r.id, &r.comment, &r.env, r.features.clone(), &l.est, now) else { continue };
-                if p.record.elastic.is_none() {
-                    continue;
-                }
-                let remaining_s = running_remaining_s(r, &p.record, now, l);
-                let cost = RestartCost::of(&p.record, &p.job, &l.cfg.elastic);
-                let nodes = r.nodes.as_deref().and_then(|n| hostlist_expand(n, 4096)).unwrap_or_default();
-                running.push(RunningElastic { id: r.id, record: p.record, job: p.job, features: p.features, nodes, started_at: r.start_time, remaining_s, cost });
-            }
-            JobPhase::Pending if r.priority > 0 => {
-                let Some(rec) = DlRecord::parse(&r.comment) else { continue };
-                let run_s = cellsched_core::ordering::remaining_s(rec.iters.map(|n| n as f64), rec.decision.iter_s, None, r.time_limit_min, &l.cfg.ordering);
-                let wait_s = (r.start_time > now).then(|| (r.start_time - now) as f64);
-                waiting.push((r.priority, WaitingJob { id: r.id, decision: rec.decision, run_s, wait_s }));
-            }
-            _ => {}
-        }
-    }
-    waiting.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
-    (running, waiting.into_iter().map(|(_, w)| w).collect())
 }
 
 /// The update that writes an action's outcome into the requeued, pending job.
@@ -289,9 +249,11 @@ fn elastic_pass() {
     if flights.is_empty() && !decide_due {
         return;
     }
-    let raws = if decide_due { snapshot(flights) } else { snapshot_in_flight(flights) };
-    let Some(raws) = raws else { return };
-    let by_id: HashMap<u32, &Raw> = raws.iter().map(|r| (r.id, r)).collect();
+    let snap_t0 = std::time::Instant::now();
+    let raws = if decide_due { snapshot(flights) } else { snapshot_in_flight(flights).map(|r| (r, ctld::WalkStats::default())) };
+    let Some((raws, walk)) = raws else { return };
+    let snap_us = snap_t0.elapsed().as_micros();
+    let by_id: HashMap<u32, &Raw> = raws.iter().map(|r| (r.id(), r)).collect();
     let grace = l.as_ref().map_or(120, |l| l.cfg.elastic.grace_s);
 
     // 1. Jobs in flight.
@@ -325,23 +287,42 @@ fn elastic_pass() {
     if decide_due {
         if let Some(l) = &l {
             *LAST_DECIDE.lock().unwrap_or_else(|e| e.into_inner()) = now;
+            let nodes_t0 = std::time::Instant::now();
             let nodes = match ctld::with_lock(LockKind::Read, nodes_read) {
                 Ok(n) => nodes_parsed(n),
                 Err(_) => return,
             };
-            let (running, waiting) = decide_inputs(&raws, flights, l, now);
+            let nodes_us = nodes_t0.elapsed().as_micros();
+            let decide_t0 = std::time::Instant::now();
+            let facts: Vec<JobFacts> = raws.iter().map(|r| r.facts.clone()).collect();
+            let (running, waiting) = elastic::build_inputs(&facts, &|id| flights.contains_key(&id), &l.cfg.elastic, &l.cfg.ordering, &l.est, now);
             if !running.is_empty() {
                 let ctx = DecideContext { cfg: &l.cfg.elastic, placement: &l.cfg.placement, declared: &l.cfg.declared, now };
                 let mut chooser = PlacementChooser { est: &l.est, ranks: Some(&l.ranks), placement: &l.cfg.placement };
                 actions = elastic::decide(&running, &waiting, &nodes, &ctx, &mut chooser);
-                log::debug(&format!("job_submit/cellsched: elastic pass over {} running elastic and {} waiting jobs: {} actions", running.len(), waiting.len(), actions.len()));
             }
+            // "snapshot N us" is the longest single read-lock hold (the walk
+            // releases the locks between pieces), as the other threads log it.
+            log::debug(&format!(
+                "job_submit/cellsched: elastic pass over {} running elastic and {} waiting jobs: snapshot {} us (the longest of {} read-lock holds; {} us held in all, {} us waiting for them; {} jobs copied in {} us), node table {} us, deciding {} us (no locks), {} actions",
+                running.len(),
+                waiting.len(),
+                walk.max_hold_us,
+                walk.pieces,
+                walk.total_hold_us,
+                walk.wait_us,
+                raws.len(),
+                snap_us,
+                nodes_us,
+                decide_t0.elapsed().as_micros(),
+                actions.len()
+            ));
         }
     }
     if requeue.is_empty() && replan.is_empty() && actions.is_empty() {
         return;
     }
-    let comments: HashMap<u32, String> = actions.iter().filter_map(|a| by_id.get(&a.id()).map(|r| (a.id(), r.comment.clone()))).collect();
+    let comments: HashMap<u32, String> = actions.iter().filter_map(|a| by_id.get(&a.id()).map(|r| (a.id(), r.facts.comment.clone()))).collect();
 
     // 3. Slurm operations, one hold of the write locks.
     let applied = ctld::with_lock(LockKind::Write, || {

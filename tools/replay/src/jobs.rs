@@ -25,6 +25,8 @@ pub struct JobTimes {
     pub gpu_type: Option<String>,
     /// GPUs it held.
     pub gpus: u32,
+    /// Reconfigurations (live: `restarts` of its AdminComment record).
+    pub reconfs: u32,
 }
 
 impl JobTimes {
@@ -52,6 +54,7 @@ impl JobTimes {
             end_s: r.end.filter(|_| r.start.is_some()).map(t),
             gpu_type: r.gpus.keys().find(|k| !k.is_empty()).cloned(),
             gpus: r.gpu_count(),
+            reconfs: cellsched_core::record::DlRecord::parse(&r.admin_comment).map_or(0, |d| d.restarts),
         }
     }
 
@@ -65,6 +68,7 @@ impl JobTimes {
             end_s: j.finish.filter(|_| j.status == Status::Finished),
             gpu_type: last_shape.map(|(g, _)| cluster.groups[g].spec.gpu_type.clone()),
             gpus: last_shape.map_or(0, |(_, n)| n),
+            reconfs: j.reconfs,
         }
     }
 }
@@ -125,7 +129,7 @@ mod tests {
     use super::*;
 
     fn jt(id: &str, submit: f64, start: f64, end: f64, ty: &str, gpus: u32) -> JobTimes {
-        JobTimes { trace_job: id.into(), submit_s: submit, start_s: Some(start), end_s: Some(end), gpu_type: Some(ty.into()), gpus }
+        JobTimes { trace_job: id.into(), submit_s: submit, start_s: Some(start), end_s: Some(end), gpu_type: Some(ty.into()), gpus, reconfs: 0 }
     }
 
     #[test]

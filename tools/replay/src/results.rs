@@ -176,6 +176,14 @@ pub struct SimSide {
     pub cellsched_jobs: Vec<JobTimes>,
     /// How the simulator models the live cluster (one line per mechanism).
     pub model: Vec<String>,
+    /// Policy `cellsched` with every job opted in (`--elastic`).
+    pub elastic: Option<Metrics>,
+    /// cellsched / elastic, simulated.
+    pub elastic_ratios: Option<Ratios>,
+    /// Per job under `cellsched` with every job opted in.
+    pub elastic_jobs: Vec<JobTimes>,
+    /// The reconfigurations the simulator made there, in order.
+    pub reconfigs: Vec<crate::sim::SimReconfig>,
 }
 
 /// Everything a replay run reports (`--json` prints this).
@@ -200,6 +208,8 @@ pub struct Comparison {
     /// Live stock/cellsched average-JCT ratio over the simulated one
     /// (1 = the simulator predicted the live ratio exactly).
     pub live_over_sim: Option<f64>,
+    /// Live cellsched/elastic average-JCT ratio over the simulated one.
+    pub elastic_live_over_sim: Option<f64>,
     /// Per mode, live vs simulated jobs (stock vs `slurm`, cellsched vs `cellsched`).
     pub job_gaps: Vec<(Mode, JobGap)>,
 }
@@ -221,15 +231,23 @@ impl Comparison {
             _ => None,
         };
         let live_over_sim = ratio(live_ratios.as_ref().and_then(|r| r.avg_jct), sim.as_ref().and_then(|s| s.ratios.avg_jct));
+        let elastic_live_over_sim = ratio(elastic_ratios.as_ref().and_then(|r| r.avg_jct), sim.as_ref().and_then(|s| s.elastic_ratios.as_ref()?.avg_jct));
         let job_gaps = match &sim {
             Some(s) => modes
                 .iter()
-                .filter(|m| m.mode != Mode::Elastic)
-                .map(|m| (m.mode, gap(&m.jobs, if m.mode == Mode::Stock { &s.slurm_jobs } else { &s.cellsched_jobs })))
+                .filter_map(|m| {
+                    let simulated = match m.mode {
+                        Mode::Stock => &s.slurm_jobs,
+                        Mode::Cellsched => &s.cellsched_jobs,
+                        Mode::Elastic if s.elastic.is_some() => &s.elastic_jobs,
+                        Mode::Elastic => return None,
+                    };
+                    Some((m.mode, gap(&m.jobs, simulated)))
+                })
                 .collect(),
             None => Vec::new(),
         };
-        Comparison { trace, speedup, started, modes, live_ratios, elastic_ratios, sim, same_direction, live_over_sim, job_gaps }
+        Comparison { trace, speedup, started, modes, live_ratios, elastic_ratios, sim, same_direction, live_over_sim, elastic_live_over_sim, job_gaps }
     }
 }
 
@@ -286,9 +304,10 @@ pub fn sim_table(s: &SimSide) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec!["simulated (trace s)", "jobs", "finished", "avg JCT", "median JCT", "p99 JCT", "avg queue", "makespan"]);
-    for m in [&s.slurm, &s.cellsched] {
+    for (name, m) in [("slurm", Some(&s.slurm)), ("cellsched", Some(&s.cellsched)), ("cellsched, elastic", s.elastic.as_ref())] {
+        let Some(m) = m else { continue };
         t.add_row(vec![
-            m.policy.clone(),
+            name.to_string(),
             m.jobs.to_string(),
             m.finished.to_string(),
             format!("{:.1}", m.avg_jct_s),
@@ -308,6 +327,18 @@ pub fn sim_table(s: &SimSide) -> Table {
         times(s.ratios.avg_queue),
         times(s.ratios.makespan),
     ]);
+    if let Some(r) = &s.elastic_ratios {
+        t.add_row(vec![
+            "cellsched / elastic".into(),
+            String::new(),
+            String::new(),
+            times(r.avg_jct),
+            times(r.median_jct),
+            String::new(),
+            times(r.avg_queue),
+            times(r.makespan),
+        ]);
+    }
     t
 }
 

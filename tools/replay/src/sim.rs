@@ -23,7 +23,14 @@
 //!   the same, in A-SRPT order, with job_submit's rules for a job's GPU
 //!   type (no slower Cell at submission, moves only every
 //!   `replan_interval_s` and not within `replan_cooldown_s`; `SlurmGate`),
-//!   all in compressed seconds.
+//!   all in compressed seconds;
+//! - the elastic pass (`--elastic`): every job the plugins place opts in;
+//!   the `[elastic]` bounds and cadence of the same cellsched.toml in
+//!   compressed seconds ([`elastic_in_trace_s`]), each job's GPU count kept
+//!   on a move as job_submit keeps `fixed_gpus`, and a reconfiguration's
+//!   cost on the clock as measured ([`LiveModel::reconf_truth`]): the
+//!   host's latency from the signal to the GPUs being free and the
+//!   emulated trainer's restart (`CELLSCHED_EMU_RESTART_S`).
 use crate::error::ReplayError;
 use crate::jobs::JobTimes;
 use crate::results::{Ratios, SimSide};
@@ -31,7 +38,8 @@ use crate::workload::ReplayJob;
 use cellsched_sim::core_times::CoreTimes;
 use cellsched_sim::policy::{self, CellschedOptions};
 use cellsched_sim::truth::{Truth, TruthMissing, TruthTable};
-use cellsched_sim::{ClusterSpec, ClusterState, IterTimeSource, Sim, SimConfig, TimeCache, TraceJob};
+use cellsched_core::config::ElasticConfig;
+use cellsched_sim::{ClusterSpec, ClusterState, IterTimeSource, ReconfTruth, Sim, SimConfig, TimeCache, TraceJob};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -60,6 +68,9 @@ pub struct LiveModel {
     pub replan_interval_s: Option<f64>,
     /// job_submit's cool-down after a move (`placement.replan_cooldown_s`).
     pub replan_cooldown_s: f64,
+    /// A reconfiguration's cost on the clock of the elastic pass, as
+    /// measured live (`None`: the rule's cost model).
+    pub reconf_truth: Option<ReconfTruth>,
 }
 
 impl LiveModel {
@@ -76,6 +87,7 @@ impl LiveModel {
             backfill_interval_s: None,
             replan_interval_s: None,
             replan_cooldown_s: 0.0,
+            reconf_truth: None,
         }
     }
 
@@ -109,8 +121,40 @@ impl LiveModel {
                 None => "cellsched: jobs started by the same Slurm machinery in A-SRPT order".into(),
             });
         }
+        if let Some(t) = &self.reconf_truth {
+            v.push(format!(
+                "elastic: a reconfiguration costs {:.0} s from the signal to free GPUs (host latency) and {:.0} s restart (trainer), trace s",
+                t.save_s, t.restart_s
+            ));
+        }
         v
     }
+}
+
+/// `[elastic]` of the plugins' configuration with its bounds and cadence
+/// (real seconds live) in trace seconds at `speedup`; predictions and
+/// restart costs are already trace seconds. `max_per_hour` stays per hour
+/// of the simulated clock.
+pub fn elastic_in_trace_s(cfg: &ElasticConfig, speedup: f64) -> ElasticConfig {
+    let scale = |s: u64| (s as f64 * speedup).round() as u64;
+    ElasticConfig { interval_s: scale(cfg.interval_s).max(1), min_run_s: scale(cfg.min_run_s), grace_s: scale(cfg.grace_s), ..cfg.clone() }
+}
+
+/// One reconfiguration the simulator made in the elastic pass.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimReconfig {
+    /// Trace seconds.
+    pub at_s: f64,
+    /// `grow`, `move` or `preempt`.
+    pub kind: String,
+    /// The trace job reconfigured.
+    pub trace_job: String,
+    /// The trace job it made room for.
+    pub for_job: Option<String>,
+    /// Its new Cell (grow, move).
+    pub to: Option<String>,
+    /// Predicted gain, net of the restart cost, trace s.
+    pub gain_s: f64,
 }
 
 /// A numeric `key=value` of slurm.conf's `SchedulerParameters`, seconds;
@@ -143,7 +187,8 @@ pub fn live_trace(trace: &[TraceJob], jobs: &[ReplayJob], speedup: f64, model: &
 }
 
 /// Simulates `slurm` and `cellsched` (`opts`, with `model.fixed_counts`)
-/// on `trace` under `model`.
+/// on `trace` under `model`; with `elastic` also `cellsched` with every
+/// job opted in (`opts.elastic`, already in trace seconds).
 /// `truth`: truth table path (else the oracle mode); `knowledge`: profile DB path.
 pub fn simulate_both(
     trace: &[TraceJob],
@@ -152,6 +197,7 @@ pub fn simulate_both(
     model: &LiveModel,
     truth: Option<&str>,
     knowledge: Option<&str>,
+    elastic: bool,
 ) -> Result<SimSide, ReplayError> {
     if !(opts.max_gpu_factor.is_finite() && opts.max_gpu_factor >= 1.0) {
         return Err(ReplayError::invalid("simulator max GPU factor", opts.max_gpu_factor.to_string(), "a number >= 1"));
@@ -173,24 +219,56 @@ pub fn simulate_both(
     let gate = model.slurm_planning.then(|| policy::SlurmGate::new(model.backfill_interval_s, model.replan_interval_s).with_cooldown(model.replan_cooldown_s));
     let opts = CellschedOptions { fixed_counts: model.fixed_counts, started_by_slurm: gate, ..opts.clone() };
     let base = SimConfig { knowledge: knowledge.map_or("estimator, datasheet only".into(), |k| format!("estimator calibrated with {k}")), ..SimConfig::default() };
-    let mut run = |name: &str, launch_s: f64| -> Result<(cellsched_sim::Metrics, Vec<JobTimes>), ReplayError> {
-        let mut p = if name == "slurm" && model.slurm_planning {
-            Box::new(policy::SlurmPolicy::conservative(model.backfill_interval_s))
-        } else {
-            policy::build(name, &opts)?
-        };
+    let mut run = |p: &mut dyn policy::Policy, trace: &[TraceJob], launch_s: f64| -> (cellsched_sim::Metrics, Vec<JobTimes>) {
         let mut cluster = ClusterState::new(&spec);
         cluster.fewest_nodes_only = model.fewest_nodes;
-        let cfg = SimConfig { launch_s, ..base.clone() };
+        let cfg = SimConfig { launch_s, reconf_truth: model.reconf_truth, ..base.clone() };
         let mut sim = Sim::new(cfg, cluster, trace, &mut times).with_truth(truth.clone());
-        let m = sim.run(p.as_mut(), None);
+        let m = sim.run(p, None);
         let jobs = sim.jobs().iter().map(|j| JobTimes::of_sim(j, sim.cluster())).collect();
-        Ok((m, jobs))
+        (m, jobs)
     };
-    let (slurm, slurm_jobs) = run("slurm", model.launch_stock_s)?;
-    let (cellsched, cellsched_jobs) = run("cellsched", model.launch_cellsched_s)?;
+    let mut stock = if model.slurm_planning { Box::new(policy::SlurmPolicy::conservative(model.backfill_interval_s)) } else { policy::build("slurm", &opts)? };
+    let (slurm, slurm_jobs) = run(stock.as_mut(), trace, model.launch_stock_s);
+    let (cellsched, cellsched_jobs) = run(policy::build("cellsched", &opts)?.as_mut(), trace, model.launch_cellsched_s);
     let ratios = Ratios::sim(&slurm, &cellsched);
-    Ok(SimSide { cluster: cluster_toml.to_string(), slurm, cellsched, ratios, slurm_jobs, cellsched_jobs, model: model.describe() })
+    let mut side = SimSide {
+        cluster: cluster_toml.to_string(),
+        slurm,
+        cellsched,
+        ratios,
+        slurm_jobs,
+        cellsched_jobs,
+        model: model.describe(),
+        elastic: None,
+        elastic_ratios: None,
+        elastic_jobs: Vec::new(),
+        reconfigs: Vec::new(),
+    };
+    if elastic {
+        let opted: Vec<TraceJob> = trace.iter().map(|t| TraceJob { elastic: true, ..t.clone() }).collect();
+        let mut p = policy::CellschedPolicy::new(opts.clone())?;
+        p.keep_elastic_passes();
+        let (m, jobs) = run(&mut p, &opted, model.launch_cellsched_s);
+        let id = |i: u32| opted.get(i as usize).map_or_else(|| i.to_string(), |t| t.job_id.clone());
+        side.reconfigs = p
+            .elastic_passes()
+            .iter()
+            .flat_map(|pass| pass.decided.iter().map(move |r| (pass.now, r)))
+            .map(|(now, r)| SimReconfig {
+                at_s: now as f64,
+                kind: r.kind().to_string(),
+                trace_job: id(r.id()),
+                for_job: r.for_job().map(id),
+                to: r.target().map(|t| format!("{}x{}", t.to.cell.gpu_type, t.to.cell.gpus)),
+                gain_s: r.gain_s(),
+            })
+            .collect();
+        side.elastic_ratios = Some(Ratios::sim(&side.cellsched, &m));
+        side.elastic = Some(m);
+        side.elastic_jobs = jobs;
+    }
+    Ok(side)
 }
 
 /// `type → (gpus_per_node, nodes)` of a simulator cluster TOML.

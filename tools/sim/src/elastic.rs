@@ -22,7 +22,13 @@
 //! Truth and knowledge: decisions use predicted (knowledge) iteration and
 //! remaining times; the clock runs on truth. Save and restart times on the
 //! clock are the cost model's (`core::elastic::RestartCost`), the same the
-//! rule decides with: no measured restart truth exists for the trace models.
+//! rule decides with, unless measured ones are given
+//! (`SimConfig::reconf_truth`: the live replay's emulated trainer and
+//! host latency); no measured restart truth exists for the trace models.
+//!
+//! A job with a fixed GPU count (`CellschedOptions::fixed_counts`, the
+//! plugin's `fixed_gpus`: an untyped `--gres=gpu:N`) is only moved to
+//! another type, keeping its count, as job_submit's chooser does.
 use crate::cluster::ClusterState;
 use crate::times::{TimeCache, TimedCell};
 use crate::view::SimView;
@@ -60,6 +66,7 @@ pub struct ElasticHost {
     placement: PlacementConfig,
     declared: DeclaredConfig,
     sizing: SizingRule,
+    fixed_counts: bool,
     catalog: ModelCatalog,
     specs: HashMap<String, Option<JobSpec>>,
     records: HashMap<usize, DlRecord>,
@@ -95,10 +102,12 @@ pub fn free_nodes(c: &ClusterState) -> Vec<NodeGpus> {
     out
 }
 
-/// A simulator Cell as a core decision (one pipeline stage; the plan is
-/// not modelled by the simulator's clock).
+/// A simulator Cell as a core decision: one pipeline stage, data parallel
+/// over its GPUs (the plan is not modelled by the simulator's clock; this
+/// one keeps the record consistent, as a parsed AdminComment must be).
 pub fn decision_of(c: &TimedCell) -> Option<Decision> {
-    Some(Decision { cell: Cell::new(&c.gpu_type, c.gpus, 1).ok()?, nodes: c.nodes, plan: Plan::default(), iter_s: c.iter_s, source: cellsched_core::cell::EstimateSource::Datasheet })
+    let plan = Plan { dp: c.gpus.max(1), ..Plan::default() };
+    Some(Decision { cell: Cell::new(&c.gpu_type, c.gpus, 1).ok()?, nodes: c.nodes, plan, iter_s: c.iter_s, source: cellsched_core::cell::EstimateSource::Datasheet })
 }
 
 impl ElasticHost {
@@ -109,6 +118,7 @@ impl ElasticHost {
             placement,
             declared: DeclaredConfig::default(),
             sizing,
+            fixed_counts: false,
             catalog: ModelCatalog::builtin(),
             specs: HashMap::new(),
             records: HashMap::new(),
@@ -119,6 +129,13 @@ impl ElasticHost {
             keep_passes: false,
             passes: Vec::new(),
         }
+    }
+
+    /// Keeps each job's GPU count (the trace's) when it is moved, as the
+    /// plugin does for a job with `fixed_gpus`.
+    pub fn with_fixed_counts(mut self, fixed: bool) -> Self {
+        self.fixed_counts = fixed;
+        self
     }
 
     /// The passes kept so far (see [`Self::keep_passes`]).
@@ -218,7 +235,7 @@ impl ElasticHost {
         let nodes = free_nodes(sim.cluster());
         let ctx = DecideContext { cfg: &self.cfg, placement: &self.placement, declared: &self.declared, now };
         let decided = {
-            let mut chooser = SimChooser { times: sim.times(), placement: &self.placement, sizing: self.sizing, hints: &hints };
+            let mut chooser = SimChooser { times: sim.times(), placement: &self.placement, sizing: self.sizing, fixed_counts: self.fixed_counts, hints: &hints };
             elastic::decide(&running, &waiting, &nodes, &ctx, &mut chooser)
         };
         self.idle = decided.is_empty().then(|| (version, self.bounds_expire(&running, now) as f64));
@@ -269,25 +286,28 @@ impl ElasticHost {
 /// on the free GPUs (summarized per type as the policy's offers are: whole
 /// free nodes, else the node with the most free GPUs, which `rank_cells`
 /// ranks alike), sized by `core::placement::sizing` with the trace's GPU
-/// count as the hint, as the policy sizes a job it starts.
+/// count as the hint, as the policy sizes a job it starts; with fixed
+/// counts the fastest Cell of exactly that count (job_submit's
+/// `choose_ranked_under_load` with `fixed_gpus`).
 struct SimChooser<'a> {
     times: &'a mut TimeCache,
     placement: &'a PlacementConfig,
     sizing: SizingRule,
+    fixed_counts: bool,
     hints: &'a HashMap<u32, (String, u32, u32)>,
 }
 
 impl CellChooser for SimChooser<'_> {
     fn choose(&mut self, r: &RunningElastic, free: &[NodeGpus], load: Option<&LoadView>) -> Option<Estimate> {
         let (model, batch, hint) = self.hints.get(&r.id)?;
-        let cap = self.sizing.cap(*hint);
+        let cap = if self.fixed_counts { *hint } else { self.sizing.cap(*hint) };
         let offers = summarized_offers(free, self.placement, cap);
         if offers.is_empty() {
             return None;
         }
         let ranked = self.times.rank_cells(model, *batch, &offers, cap);
         let cells: Vec<&TimedCell> = ranked.iter().collect();
-        let k = self.sizing.choose_under_load(&cells, Some(*hint), load)?;
+        let k = if self.fixed_counts { cells.iter().position(|c| c.gpus == *hint)? } else { self.sizing.choose_under_load(&cells, Some(*hint), load)? };
         let c = cells[k];
         Some(Estimate {
             cell: Cell::new(&c.gpu_type, c.gpus, 1).ok()?,
@@ -421,4 +441,155 @@ mod tests {
             assert_eq!(m.reconfigurations, 0);
         }
     }
+
+    /// One scenario through both hosts' input builders. The simulator runs
+    /// it with its own host (`ElasticHost::tick`: progress, forecasts and
+    /// Cells from the simulation); at every decision pass the same cluster
+    /// state is written as slurmctld would hold it (AdminComment records,
+    /// `--dl-*` environment, node lists, priorities in the policy's order,
+    /// backfill's forecast starts) and handed to job_submit's builder
+    /// (`core::elastic::build_inputs`) and its chooser (`PlacementChooser`: the
+    /// estimator's ranking): the same reconfigurations come out. Three
+    /// scenarios between them grow, move and preempt.
+    #[test]
+    fn both_hosts_input_builders_make_the_same_reconfigurations() {
+        use cellsched_core::config::{OrderingConfig, PlacementConfig};
+        use cellsched_core::declared::DeclaredConfig;
+        use cellsched_core::elastic::{self, DecideContext, JobFacts, PlacementChooser, Phase};
+        use cellsched_core::estimator::Estimator;
+        use cellsched_core::gpu::GpuCatalog;
+        use cellsched_core::options::DlKey;
+        use cellsched_core::record::DlRecord;
+        use cellsched_core::signal::ElasticSignal;
+        let est = || Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let dlj = |id: &str, submit: f64, iters: u64, gpus: u32, model: &str, batch: u32, elastic: bool| TraceJob {
+            model_name: model.into(),
+            batch_size: batch,
+            elastic,
+            ..job(id, submit, iters, gpus, "a100", 0.0)
+        };
+        let hold = |id: &str, gpus: u32, ty: &str, until: f64| TraceJob { model_name: "mystery".into(), ..job(id, 0.0, until as u64, gpus, ty, until) };
+        let mixed = "[[group]]\ngpu_type = \"a100\"\nnodes = 2\ngpus_per_node = 4\n\
+                     [[group]]\ngpu_type = \"v100\"\nnodes = 2\ngpus_per_node = 8\n\
+                     [[group]]\ngpu_type = \"a10\"\nnodes = 1\ngpus_per_node = 4\n";
+        let efficient = PlacementConfig { min_marginal_efficiency: 0.9, ..PlacementConfig::default() };
+        let scenarios: Vec<(&str, &str, PlacementConfig, bool, Vec<TraceJob>)> = vec![
+            // Grow: the elastic job starts on the one a100 GPU stock jobs leave, which end at 3,000 s.
+            (
+                "grow",
+                mixed,
+                efficient,
+                false,
+                vec![
+                    hold("h1", 3, "a100", 3_000.0),
+                    hold("h2", 4, "a100", 3_000.0),
+                    hold("h3", 8, "v100", 3_000.0),
+                    hold("h4", 8, "v100", 3_000.0),
+                    hold("h5", 4, "a10", 3_000.0),
+                    dlj("e", 1.0, 400_000, 1, "gpt__350M", 8, true),
+                ],
+            ),
+            // Preempt: a long elastic job holds the only a100 node; a much shorter job arrives.
+            (
+                "preempt",
+                "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 4\n",
+                PlacementConfig::default(),
+                true,
+                vec![dlj("long", 0.0, 2_000_000, 4, "gpt__350M", 32, true), dlj("short", 2_000.0, 2_000, 4, "gpt__350M", 32, false)],
+            ),
+            // Move: a long elastic job grew into the idle a100 node (the
+            // trace's count is the fewest GPUs its model fits on, the
+            // plugin's base); a job about as long (no preemption: not much
+            // shorter) arrives and wants part of it; the elastic job shrinks.
+            (
+                "move",
+                "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 4\n",
+                PlacementConfig::default(),
+                false,
+                vec![dlj("e", 0.0, 400_000, 1, "gpt__125M", 32, true), dlj("p", 100.0, 3_000_000, 1, "gpt__125M", 1, false)],
+            ),
+        ];
+        let mut kinds = std::collections::BTreeSet::new();
+        for (name, toml, placement, fixed_counts, trace) in scenarios {
+            let cfg = crate::policy::CellschedOptions {
+                max_gpus: placement.max_gpus,
+                max_gpu_factor: placement.max_gpu_factor,
+                min_marginal_efficiency: placement.min_marginal_efficiency,
+                fixed_counts,
+                ..Default::default()
+            };
+            let mut pol = CellschedPolicy::new(cfg.clone()).unwrap();
+            pol.keep_elastic_passes();
+            let mut cache = crate::times::TimeCache::new(Box::new(crate::core_times::CoreTimes::from_estimator(est(), None)));
+            let mut sim = crate::Sim::new(crate::SimConfig::default(), cluster(toml), &trace, &mut cache);
+            let m = sim.run(&mut pol, None);
+            assert_eq!(m.finished, m.jobs, "{name}: {m:?}");
+            let placement = cfg.placement_config();
+            let (declared, ecfg, ordering, e) = (DeclaredConfig::default(), cfg.elastic.clone(), OrderingConfig::default(), est());
+            let key = |r: &elastic::Reconfig| (r.kind(), r.id(), r.for_job(), r.target().map(|t| (t.to.cell.gpu_type.clone(), t.to.cell.gpus, t.to.nodes)));
+            let env = |t: &TraceJob, elastic: bool| {
+                let mut v = vec![format!("{}={}", DlKey::Model.env_key(), t.model_name), format!("{}={}", DlKey::Batch.env_key(), t.batch_size), format!("{}=auto", DlKey::Cell.env_key())];
+                if elastic {
+                    v.push(format!("{}=USR1", DlKey::Elastic.env_key()));
+                }
+                v
+            };
+            let mut decided = 0;
+            for pass in pol.elastic_passes() {
+                let mut facts = Vec::new();
+                for r in &pass.running {
+                    let t = &trace[r.id as usize];
+                    let fixed_gpus = fixed_counts.then_some(t.num_gpu);
+                    let record = DlRecord { iters: Some(t.num_iteration), fixed_gpus, ..r.record.clone() };
+                    facts.push(JobFacts {
+                        id: r.id,
+                        phase: Phase::Running,
+                        comment: record.to_string(),
+                        env: env(t, true),
+                        features: None,
+                        nodes: Some(r.nodes.join(",")),
+                        priority: 0,
+                        start_time: r.started_at,
+                        end_time: 0,
+                        time_limit_min: None,
+                        typed: false,
+                        requeueable: true,
+                    });
+                }
+                let n = pass.waiting.len() as u32;
+                for (k, w) in pass.waiting.iter().enumerate() {
+                    let t = &trace[w.id as usize];
+                    let record = DlRecord { iters: Some(t.num_iteration), elastic: t.elastic.then_some(ElasticSignal::USR1), ..DlRecord::new(w.decision.clone()) };
+                    facts.push(JobFacts {
+                        id: w.id,
+                        phase: Phase::Pending,
+                        comment: record.to_string(),
+                        env: env(t, t.elastic),
+                        features: None,
+                        nodes: None,
+                        priority: n - k as u32,
+                        start_time: w.wait_s.map_or(0, |s| pass.now + s.round() as i64),
+                        end_time: 0,
+                        time_limit_min: None,
+                        typed: false,
+                        requeueable: true,
+                    });
+                }
+                let (running, waiting) = elastic::build_inputs(&facts, &|_| false, &ecfg, &ordering, &e, pass.now);
+                assert_eq!(running.len(), pass.running.len(), "{name} at {}: running elastic jobs", pass.now);
+                assert_eq!(waiting.iter().map(|w| w.id).collect::<Vec<_>>(), pass.waiting.iter().map(|w| w.id).collect::<Vec<_>>(), "{name} at {}: waiting order", pass.now);
+                let ctx = DecideContext { cfg: &ecfg, placement: &placement, declared: &declared, now: pass.now };
+                let mut chooser = PlacementChooser { est: &e, ranks: None, placement: &placement };
+                let plugin = elastic::decide(&running, &waiting, &pass.nodes, &ctx, &mut chooser);
+                let (a, b): (Vec<_>, Vec<_>) = (pass.decided.iter().map(key).collect(), plugin.iter().map(key).collect());
+                assert_eq!(a, b, "{name}, pass at {}: simulator vs job_submit (running {:?} vs {:?})", pass.now, pass.running.iter().map(|r| r.remaining_s).collect::<Vec<_>>(), running.iter().map(|r| r.remaining_s).collect::<Vec<_>>());
+                decided += a.len();
+                kinds.extend(a.iter().map(|k| k.0));
+            }
+            assert!(decided > 0, "{name}: no reconfiguration decided");
+            assert!(kinds.contains(name), "{name}: decided {kinds:?}");
+        }
+        assert_eq!(kinds.len(), 3, "{kinds:?}");
+    }
+
 }

@@ -60,6 +60,21 @@ pub struct SimConfig {
     pub iter_noise: f64,
     /// What the scheduler knows (label for results).
     pub knowledge: String,
+    /// Measured seconds of a reconfiguration on the clock (truth), used
+    /// instead of the policy's cost model when set; the policy still
+    /// decides with its model.
+    pub reconf_truth: Option<ReconfTruth>,
+}
+
+/// A reconfiguration's measured cost on the clock: `save_s` from the
+/// signal to the GPUs being free (checkpoint plus the host's latency to
+/// requeue), `restart_s` from the next start to the first iteration.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ReconfTruth {
+    /// Signal to GPUs free, seconds.
+    pub save_s: f64,
+    /// Restart to first iteration, seconds (besides [`SimConfig::launch_s`]).
+    pub restart_s: f64,
 }
 
 impl Default for SimConfig {
@@ -74,6 +89,7 @@ impl Default for SimConfig {
             default_limit_s: 86400.0,
             iter_noise: 0.0,
             knowledge: "estimator".into(),
+            reconf_truth: None,
         }
     }
 }
@@ -523,9 +539,11 @@ impl<'t> Sim<'t> {
     /// once (no progress from now on, GPUs held) for `save_s` seconds, then
     /// leaves its GPUs and waits again with its progress kept; the policy
     /// re-plans it ([`Policy::on_requeue`]) and its next start loses
-    /// `restart_s` (GPUs held, no progress). False (nothing changed) unless
-    /// it is running on a Cell that fits.
+    /// `restart_s` (GPUs held, no progress); [`SimConfig::reconf_truth`],
+    /// when set, replaces both. False (nothing changed) unless it is
+    /// running on a Cell that fits.
     pub fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64) -> bool {
+        let (save_s, restart_s) = self.cfg.reconf_truth.map_or((save_s, restart_s), |t| (t.save_s, t.restart_s));
         let j = &self.jobs[i];
         if j.status != Status::Running || j.timing == RunTiming::NoFit || !(save_s >= 0.0 && restart_s >= 0.0) {
             return false;

@@ -50,7 +50,7 @@ mod testutil;
 mod truth_engine_tests;
 
 pub use cluster::{ClusterSpec, ClusterState};
-pub use engine::{Sim, SimConfig};
+pub use engine::{ReconfTruth, Sim, SimConfig};
 pub use error::SimError;
 pub use metrics::Metrics;
 pub use policy::{Ablation, CellschedOptions, Policy};

@@ -508,7 +508,7 @@ impl CellschedPolicy {
         let queue = if opts.srpt { Some(AsrptQueue::new(opts.asrpt.clone(), 0.0)?) } else { None };
         opts.elastic.check().map_err(|e| SimError::invalid("elastic settings", e, "the ranges of cellsched.toml(5)"))?;
         let sizing = SizingRule { max_gpus: opts.max_gpus.max(1), max_gpu_factor: opts.max_gpu_factor, min_marginal_efficiency: opts.min_marginal_efficiency };
-        let elastic = opts.elastic.enabled.then(|| ElasticHost::new(opts.elastic.clone(), opts.placement_config(), sizing));
+        let elastic = opts.elastic.enabled.then(|| ElasticHost::new(opts.elastic.clone(), opts.placement_config(), sizing).with_fixed_counts(opts.fixed_counts));
         let gate = opts.started_by_slurm.clone();
         Ok(CellschedPolicy {
             name: opts.name(),
