@@ -352,6 +352,40 @@ fn a_job_that_ignores_the_signal_is_requeued_after_the_grace() {
     p.cancel(&[id]);
 }
 
+/// A signal that a slurmctld restart interrupts is carried through: the
+/// restarted slurmctld adopts the job its record says was signalled in
+/// this run and requeues it after the grace (it ignores the signal), on
+/// its own record; the job is not left running past its reconfiguration.
+#[test]
+fn a_signalled_job_is_requeued_across_a_slurmctld_restart() {
+    require_e2e!();
+    let Some(g) = private() else { return };
+    let p = g.as_ref().unwrap();
+    let blockers = [p.block("a100-1", "a100", 3), p.block("v100-1", "v100", 4)];
+    let name = common::unique_name("restart");
+    let id = p.submit(&[
+        "-J", &name, "--open-mode=append", "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "200000", "--dl-elastic",
+        "--wrap", "trap '' USR1; echo \"run restart=$CELLSCHED_RESTART\"; sleep 600",
+    ]);
+    p.wait_state(id, &["RUNNING"]);
+    p.cancel(&blockers);
+    p.wait_until(id, "a signal", |p| p.record(id).reconf_at.is_some());
+    let pid = common::read(&p.cluster.layout.pid_file("slurmctld")).trim().to_string();
+    assert!(std::process::Command::new("kill").arg(&pid).status().unwrap().success(), "kill slurmctld {pid}");
+    let t = Instant::now();
+    // Gone, or a zombie of this process (the cluster started it with -D).
+    let alive = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| !r.trim_start().starts_with('Z')));
+    while alive(&pid) {
+        assert!(t.elapsed() < WAIT, "slurmctld {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Cluster::up(&p.spec).unwrap_or_else(|e| panic!("slurmctld restart: {e}"));
+    p.wait_until(id, "the requeue and restart", |p| p.record(id).restarts == 1 && p.state(id) == "RUNNING");
+    assert!(p.ctld_log().contains(&format!("elastic JobId={id} was signalled at")), "the restarted slurmctld did not adopt job {id}");
+    p.wait_until(id, "the second run's output", |p| p.output(id).contains("run restart=1"));
+    p.cancel(&[id]);
+}
+
 /// A job that finishes on the signal (any exit code but 75) is left alone.
 #[test]
 fn a_job_that_finishes_during_the_grace_is_left_alone() {

@@ -1252,12 +1252,12 @@ fn placed_on_idle(p: &Private, model: &str, batch: u32, cfg: &cellsched_core::co
 }
 
 /// (Issue 13) A 350M job with no GPU request gets the Cell the
-/// marginal-value rule picks (core's `place()`): at batch 64, fewer GPUs
-/// than the cluster's fastest Cell at batch 256 (since the catalog describes
-/// architectures, four GPUs of one node are the fastest Cell at batch 64); at batch 8 (where one
-/// node's GPUs are also the fastest, since cross-node pipeline sends share
-/// the network link), not the whole partition. A 20-task batch-8 array
-/// runs tasks side by side, each on such a Cell, and all complete.
+/// marginal-value rule picks (core's `place()`): at a large batch (the
+/// smallest of 256, 1024, 2048 and 4096 where they differ: with cross-node
+/// all-reduce through each node's NIC, one node's GPUs are the fastest Cell
+/// at the smaller batches), fewer GPUs than the cluster's fastest Cell; at
+/// batch 8, not the whole partition. A 20-task batch-8 array runs tasks
+/// side by side, each on such a Cell, and all complete.
 #[test]
 fn small_jobs_and_arrays_get_the_cells_that_pay() {
     require_e2e!();
@@ -1271,16 +1271,20 @@ fn small_jobs_and_arrays_get_the_cells_that_pay() {
     let cfg = cellsched_core::config::PlacementConfig { replan_interval_s: 2, replan_max_slowdown: 10.0, ..Default::default() };
     let model = SHORT_MODEL;
     // Where the rule and the fastest Cell differ: the rule's Cell.
-    let want256 = placed_on_idle(p, model, 256, &cfg);
-    let spec = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: 256 };
-    let fastest = estimator().rank_cells(&spec, &p.offers(&[]), cfg.max_gpus).into_iter().next().unwrap();
-    assert!(want256.cell.gpus < fastest.cell.gpus, "precondition: the rule must pick fewer GPUs ({}) than the fastest Cell ({})", want256.cell, fastest.cell);
+    let differ = [256u32, 1024, 2048, 4096].into_iter().find_map(|b| {
+        let rule = placed_on_idle(p, model, b, &cfg);
+        let spec = JobSpec { model: ModelCatalog::builtin().resolve(model).unwrap(), global_batch: b };
+        let fastest = estimator().rank_cells(&spec, &p.offers(&[]), cfg.max_gpus).into_iter().next().unwrap();
+        (rule.cell.gpus < fastest.cell.gpus).then_some((b, rule))
+    });
+    let (big, want_big) = differ.expect("precondition: at some large batch the rule picks fewer GPUs than the fastest Cell");
+    let big_s = big.to_string();
     let want = placed_on_idle(p, model, 8, &cfg);
     let partition: u32 = p.nodes().iter().filter(|(_, ty, _)| *ty == want.cell.gpu_type).map(|(_, _, g)| g).sum();
     assert!(want.cell.gpus < partition, "precondition: batch 8 is sized below the whole {} partition ({} GPUs): {}", want.cell.gpu_type, partition, want.cell);
 
     // One job each, held so it stays pending: its decision is the rule's Cell.
-    for (batch, want) in [("256", &want256), ("8", &want)] {
+    for (batch, want) in [(big_s.as_str(), &want_big), ("8", &want)] {
         let name = common::unique_name("small");
         let id = p.submit(&["-J", &name, "-H", "--dl-model", model, "--dl-batch", batch, "--wrap", "true"]).expect("submit small DL job");
         let d = decision_of(&p.admin_comment(id));

@@ -128,20 +128,42 @@ pub enum Reconfig {
         /// Predicted seconds saved, net of the restart cost.
         gain_s: f64,
     },
+    /// A job signalled in its current run whose action the host no longer
+    /// holds (slurmctld restarted between the signal and the requeue):
+    /// requeued on its own record, then placed again by the normal path
+    /// ([`resume_after_restart`]).
+    Resumed {
+        /// The job.
+        id: u32,
+        /// The record after the requeue.
+        record: DlRecord,
+    },
+}
+
+/// The action that carries through a job whose record says it was
+/// signalled during its current run (`reconf_at` after `start_time`, the
+/// run's start) when the host has no action for it, with the signal's
+/// time: after a slurmctld restart the job is still requeued once it
+/// checkpointed or its grace passed, never left ended on the signal.
+/// `None` for a job not elastic or not signalled in this run.
+pub fn resume_after_restart(id: u32, record: &DlRecord, start_time: i64) -> Option<(Reconfig, i64)> {
+    record.elastic?;
+    let at = record.reconf_at.filter(|t| *t > start_time)?;
+    Some((Reconfig::Resumed { id, record: record.reconfigured(at) }, at))
 }
 
 impl Reconfig {
     /// The running job reconfigured.
     pub fn id(&self) -> u32 {
         match self {
-            Reconfig::Grow { id, .. } | Reconfig::Move { id, .. } | Reconfig::Preempt { id, .. } => *id,
+            Reconfig::Grow { id, .. } | Reconfig::Move { id, .. } | Reconfig::Preempt { id, .. } | Reconfig::Resumed { id, .. } => *id,
         }
     }
 
     /// The pending job it is for, if any.
     pub fn for_job(&self) -> Option<u32> {
         match self {
-            Reconfig::Grow { .. } => None,
+            Reconfig::Grow { .. } | Reconfig::Resumed { .. } => None,
             Reconfig::Move { for_job, .. } => *for_job,
             Reconfig::Preempt { for_job, .. } => Some(*for_job),
         }
@@ -151,7 +173,7 @@ impl Reconfig {
     pub fn target(&self) -> Option<&Move> {
         match self {
             Reconfig::Grow { to, .. } | Reconfig::Move { to, .. } => Some(to),
-            Reconfig::Preempt { .. } => None,
+            Reconfig::Preempt { .. } | Reconfig::Resumed { .. } => None,
         }
     }
 
@@ -159,6 +181,7 @@ impl Reconfig {
     pub fn gain_s(&self) -> f64 {
         match self {
             Reconfig::Grow { gain_s, .. } | Reconfig::Move { gain_s, .. } | Reconfig::Preempt { gain_s, .. } => *gain_s,
+            Reconfig::Resumed { .. } => 0.0,
         }
     }
 
@@ -168,16 +191,18 @@ impl Reconfig {
     pub fn admin_comment(&self) -> String {
         match self {
             Reconfig::Grow { to, .. } | Reconfig::Move { to, .. } => to.admin_comment(),
-            Reconfig::Preempt { record, .. } => record.to_string(),
+            Reconfig::Preempt { record, .. } | Reconfig::Resumed { record, .. } => record.to_string(),
         }
     }
 
-    /// A short word for logs and reports: `grow`, `move` or `preempt`.
+    /// A short word for logs and reports: `grow`, `move`, `preempt` or
+    /// `resume` (a signal slurmctld's restart interrupted).
     pub fn kind(&self) -> &'static str {
         match self {
             Reconfig::Grow { .. } => "grow",
             Reconfig::Move { .. } => "move",
             Reconfig::Preempt { .. } => "preempt",
+            Reconfig::Resumed { .. } => "resume",
         }
     }
 }

@@ -207,3 +207,22 @@ fn growth_leaves_gpus_a_pending_job_waits_for() {
     assert!(out.iter().all(|rc| !matches!(rc, Reconfig::Grow { .. })), "{out:?}");
 }
 
+
+/// A job signalled in its current run whose action was lost (slurmctld
+/// restarted) is carried through on its own record: requeued once, with
+/// the restart counted; a signal of an earlier run, or a job without the
+/// opt-in, is not.
+#[test]
+fn a_signal_interrupted_by_a_restart_is_carried_through() {
+    let e = est();
+    let rec = DlRecord { elastic: Some(crate::signal::ElasticSignal::USR1), reconf_at: Some(5_000), ..DlRecord::new(on_a100(&e, 1)) };
+    let (action, at) = resume_after_restart(3, &rec, 4_000).expect("signalled in this run");
+    assert_eq!((action.id(), at, action.kind(), action.target().is_none(), action.for_job()), (3, 5_000, "resume", true, None));
+    let after = DlRecord::parse(&action.admin_comment()).expect("record");
+    assert_eq!((after.restarts, after.reconf_at, after.reconfs_h.clone()), (rec.restarts + 1, Some(5_000), vec![5_000]));
+    // The run that started after the signal (the requeued one) is not signalled.
+    assert!(resume_after_restart(3, &rec, 5_000).is_none());
+    assert!(resume_after_restart(3, &rec, 6_000).is_none());
+    assert!(resume_after_restart(3, &DlRecord { elastic: None, ..rec.clone() }, 4_000).is_none());
+    assert!(resume_after_restart(3, &DlRecord { reconf_at: None, ..rec }, 4_000).is_none());
+}

@@ -26,9 +26,12 @@
 //! all of them. Only jobs whose record says `elastic=` (set by job_submit
 //! from `--dl-elastic`) and that Slurm may requeue are ever signalled or
 //! requeued. A failed requeue leaves the job running (logged); nothing is
-//! cancelled. The in-flight table lives in memory: after a slurmctld
-//! restart a signalled job is simply left to run or end (its `reconf_at`
-//! keeps it from being picked again within the same run).
+//! cancelled. The in-flight table lives in memory; the first pass after
+//! the thread starts (a slurmctld start) adopts the jobs whose
+//! record says they were signalled in their current run
+//! ([`elastic::resume_after_restart`]): such a job is still requeued once
+//! it checkpointed or its grace passed, on its own record, and placed again
+//! by the normal path (the target of its forgotten action is not known).
 use cellsched_core::elastic::{self, DecideContext, JobFacts, Phase, PlacementChooser, Reconfig};
 use cellsched_core::job_env;
 use cellsched_core::placement;
@@ -37,6 +40,7 @@ use cellsched_slurm_ffi::ctld::{self, JobPhase, JobUpdate, LockKind};
 use cellsched_slurm_ffi::host::Periodic;
 use cellsched_slurm_ffi::log;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use crate::state::{current, error, info, nodes_parsed, nodes_read, now_unix, reload_if_changed, Loaded};
@@ -50,10 +54,14 @@ pub const POLL_S: u64 = 1;
 const MARKER: &[u8] = record::PREFIX.as_bytes();
 /// What marks an elastic job's record.
 const ELASTIC_MARK: &[u8] = b" elastic=";
+/// What marks a record of a job signalled at least once.
+const SIGNALLED_MARK: &[u8] = b" reconf_at=";
 
 static THREAD: Mutex<Option<Periodic>> = Mutex::new(None);
 /// Jobs signalled or requeued and not yet done with, by job id.
 static IN_FLIGHT: Mutex<Option<HashMap<u32, InFlight>>> = Mutex::new(None);
+/// Whether the jobs signalled before this thread started were adopted.
+static ADOPTED: AtomicBool = AtomicBool::new(false);
 /// When the last decision pass ran (Unix seconds).
 static LAST_DECIDE: Mutex<i64> = Mutex::new(0);
 
@@ -119,9 +127,10 @@ fn next_step(stage: Stage, signalled_at: i64, grace_s: u64, now: i64, phase: Opt
 }
 
 /// Copies the jobs the pass needs (read locks, in pieces): pending DL jobs,
-/// running elastic jobs, and the jobs in `wanted`; with the walk's lock
-/// holds. `None` when the walk was cut short.
-fn snapshot(wanted: &HashMap<u32, InFlight>) -> Option<(Vec<Raw>, ctld::WalkStats)> {
+/// running elastic jobs, the jobs in `wanted` and, with `adopt`, ended
+/// jobs that were signalled once; with the walk's lock holds. `None` when
+/// the walk was cut short.
+fn snapshot(wanted: &HashMap<u32, InFlight>, adopt: bool) -> Option<(Vec<Raw>, ctld::WalkStats)> {
     let mut out = Vec::new();
     let walk = ctld::for_each_job_in_pieces(LockKind::Read, false, ctld::PIECE_HOLD, |job| {
         let id = job.id();
@@ -129,7 +138,8 @@ fn snapshot(wanted: &HashMap<u32, InFlight>) -> Option<(Vec<Raw>, ctld::WalkStat
         let phase = job.phase();
         let keep = wanted.contains_key(&id)
             || phase == JobPhase::Pending
-            || (phase == JobPhase::Running && cellsched_core::snapshot_cache::contains(comment, ELASTIC_MARK));
+            || (phase == JobPhase::Running && cellsched_core::snapshot_cache::contains(comment, ELASTIC_MARK))
+            || (adopt && phase == JobPhase::Ended && cellsched_core::snapshot_cache::contains(comment, SIGNALLED_MARK));
         if keep {
             out.extend(raw(job));
         }
@@ -178,6 +188,25 @@ fn raw(job: &ctld::Job<'_>) -> Option<Raw> {
     })
 }
 
+/// Takes into `flights` the running or ended jobs whose record says they
+/// were signalled in their current run but that no action is held for
+/// (slurmctld restarted between the signal and the requeue).
+fn adopt_signalled(raws: &[Raw], flights: &mut HashMap<u32, InFlight>) {
+    for r in raws.iter().filter(|r| matches!(r.phase, JobPhase::Running | JobPhase::Ended)) {
+        if flights.contains_key(&r.id()) {
+            continue;
+        }
+        let Some(rec) = DlRecord::parse(&r.facts.comment) else { continue };
+        if let Some((action, at)) = elastic::resume_after_restart(r.id(), &rec, r.facts.start_time) {
+            info(&format!(
+                "elastic JobId={} was signalled at {at}, before job_submit/cellsched started; it is requeued once it checkpoints or its grace passes",
+                r.id()
+            ));
+            flights.insert(r.id(), InFlight { action, signalled_at: at, stage: Stage::Signalled });
+        }
+    }
+}
+
 /// The update that writes an action's outcome into the requeued, pending job.
 fn replan_update(f: &InFlight, now: i64) -> JobUpdate {
     let lost = (now - f.signalled_at).max(0) as f64;
@@ -199,7 +228,8 @@ fn replan_update(f: &InFlight, now: i64) -> JobUpdate {
 }
 
 /// Writes the outcome of a requeued job's action into it (caller holds the
-/// write locks): `None` while its old run still completes (try again),
+/// write locks): `None` while its old run still completes or slurmctld
+/// refuses updates for a moment (try again),
 /// `Some(true)` when written, `Some(false)` when the update failed (logged;
 /// the job runs on its earlier decision).
 fn apply_replan(id: u32, f: &InFlight, now: i64) -> Option<bool> {
@@ -226,6 +256,10 @@ fn apply_replan(id: u32, f: &InFlight, now: i64) -> Option<bool> {
             ));
             Some(true)
         }
+        Err(e) if e.is_transient() => {
+            info(&format!("writing the {} decision into requeued JobId={id}: {e} (slurmctld is still setting its accounting index); trying again", f.action.kind()));
+            None
+        }
         Err(e) => {
             error(&format!("writing the {} decision into requeued JobId={id} failed: {e}; it runs on its earlier decision", f.action.kind()));
             Some(false)
@@ -246,12 +280,19 @@ fn elastic_pass() {
         let last = *LAST_DECIDE.lock().unwrap_or_else(|e| e.into_inner());
         now - last >= interval
     };
-    if flights.is_empty() && !decide_due {
+    // The first pass adopts the jobs signalled before this thread started
+    // (also with `enabled = false`: a signalled job is always carried through).
+    let adopt = !ADOPTED.load(Ordering::Relaxed);
+    if flights.is_empty() && !decide_due && !adopt {
         return;
     }
     let snap_t0 = std::time::Instant::now();
-    let raws = if decide_due { snapshot(flights) } else { snapshot_in_flight(flights).map(|r| (r, ctld::WalkStats::default())) };
+    let raws = if decide_due || adopt { snapshot(flights, adopt) } else { snapshot_in_flight(flights).map(|r| (r, ctld::WalkStats::default())) };
     let Some((raws, walk)) = raws else { return };
+    if adopt {
+        ADOPTED.store(true, Ordering::Relaxed);
+        adopt_signalled(&raws, flights);
+    }
     let snap_us = snap_t0.elapsed().as_micros();
     let by_id: HashMap<u32, &Raw> = raws.iter().map(|r| (r.id(), r)).collect();
     let grace = l.as_ref().map_or(120, |l| l.cfg.elastic.grace_s);

@@ -50,6 +50,19 @@ pub enum CtldError {
     },
 }
 
+/// 22.05's `ESLURM_JOB_SETTING_DB_INX`: a job update refused while
+/// slurmctld still sets the job's accounting index (e.g. right after its
+/// own restart). 24.11 removed the error and leaves the code unused, so the
+/// number is written here rather than taken from the headers.
+const JOB_SETTING_DB_INX: i32 = 2103;
+
+impl CtldError {
+    /// Whether the same update may succeed in a moment ([`JOB_SETTING_DB_INX`]).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, CtldError::UpdateFailed { code, .. } if *code == JOB_SETTING_DB_INX)
+    }
+}
+
 /// Whether slurmctld's API is reachable (false in slurmd, slurmstepd, clients, tests).
 pub fn in_slurmctld() -> bool {
     unsafe { s::cellsched_in_slurmctld() == 1 }
