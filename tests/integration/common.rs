@@ -395,3 +395,18 @@ pub fn run_as(user: &str, slurm_bin: &Path, slurm_conf: &Path, prog: &str, args:
         .output()
         .expect("runuser")
 }
+
+/// Sends `sig` to the daemon `label` of `cluster` and waits until it is
+/// gone (a zombie of this process counts as gone: the cluster starts its
+/// daemons in the foreground); fails after `wait`.
+pub fn stop_daemon(cluster: &Cluster, label: &str, sig: i32, wait: Duration) {
+    let d = cluster.daemons().unwrap().into_iter().find(|d| d.label == label).unwrap_or_else(|| panic!("no daemon {label}"));
+    let pid = d.running_pid().unwrap_or_else(|| panic!("{label} is not running"));
+    // SAFETY: kill(2) on a pid of our own cluster.
+    unsafe { libc::kill(pid, sig) };
+    let t = Instant::now();
+    while d.running_pid().is_some() && t.elapsed() < wait {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(d.running_pid().is_none(), "{label} did not stop");
+}

@@ -127,6 +127,21 @@ impl Private {
         stdout.trim().split(';').next().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("sbatch said {stdout:?}"))
     }
 
+    /// A long elastic job on one a100 GPU running `script`, started while
+    /// every other GPU is held, which then frees them (so the elastic
+    /// thread grows it); waits until it runs.
+    fn elastic_with_gpus_to_grow_into(&self, tag: &str, script: &str) -> u32 {
+        let blockers = [self.block("a100-1", "a100", 3), self.block("v100-1", "v100", 4)];
+        let name = common::unique_name(tag);
+        let id = self.submit(&[
+            "-J", &name, "--open-mode=append", "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "200000", "--dl-elastic",
+            "--wrap", script,
+        ]);
+        self.wait_state(id, &["RUNNING"]);
+        self.cancel(&blockers);
+        id
+    }
+
     /// A plain job holding `gpus` GPUs of node `node` until cancelled; waits until it runs.
     fn block(&self, node: &str, ty: &str, gpus: u32) -> u32 {
         let gres = format!("--gres=gpu:{ty}:{gpus}");
@@ -328,14 +343,7 @@ fn a_job_that_ignores_the_signal_is_requeued_after_the_grace() {
     require_e2e!();
     let Some(g) = private() else { return };
     let p = g.as_ref().unwrap();
-    let blockers = [p.block("a100-1", "a100", 3), p.block("v100-1", "v100", 4)];
-    let name = common::unique_name("stubborn");
-    let id = p.submit(&[
-        "-J", &name, "--open-mode=append", "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "200000", "--dl-elastic",
-        "--wrap", "trap '' USR1; echo \"run restart=$CELLSCHED_RESTART dir=$CELLSCHED_CKPT_DIR\"; sleep 600",
-    ]);
-    p.wait_state(id, &["RUNNING"]);
-    p.cancel(&blockers);
+    let id = p.elastic_with_gpus_to_grow_into("stubborn", "trap '' USR1; echo \"run restart=$CELLSCHED_RESTART dir=$CELLSCHED_CKPT_DIR\"; sleep 600");
     p.wait_until(id, "a signal", |p| p.record(id).reconf_at.is_some());
     let signalled = Instant::now();
     // Still running through the grace: the signal was ignored.
@@ -361,24 +369,9 @@ fn a_signalled_job_is_requeued_across_a_slurmctld_restart() {
     require_e2e!();
     let Some(g) = private() else { return };
     let p = g.as_ref().unwrap();
-    let blockers = [p.block("a100-1", "a100", 3), p.block("v100-1", "v100", 4)];
-    let name = common::unique_name("restart");
-    let id = p.submit(&[
-        "-J", &name, "--open-mode=append", "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "200000", "--dl-elastic",
-        "--wrap", "trap '' USR1; echo \"run restart=$CELLSCHED_RESTART\"; sleep 600",
-    ]);
-    p.wait_state(id, &["RUNNING"]);
-    p.cancel(&blockers);
+    let id = p.elastic_with_gpus_to_grow_into("restart", "trap '' USR1; echo \"run restart=$CELLSCHED_RESTART\"; sleep 600");
     p.wait_until(id, "a signal", |p| p.record(id).reconf_at.is_some());
-    let pid = common::read(&p.cluster.layout.pid_file("slurmctld")).trim().to_string();
-    assert!(std::process::Command::new("kill").arg(&pid).status().unwrap().success(), "kill slurmctld {pid}");
-    let t = Instant::now();
-    // Gone, or a zombie of this process (the cluster started it with -D).
-    let alive = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| !r.trim_start().starts_with('Z')));
-    while alive(&pid) {
-        assert!(t.elapsed() < WAIT, "slurmctld {pid} did not stop");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    common::stop_daemon(&p.cluster, "slurmctld", libc::SIGTERM, WAIT);
     Cluster::up(&p.spec).unwrap_or_else(|e| panic!("slurmctld restart: {e}"));
     p.wait_until(id, "the requeue and restart", |p| p.record(id).restarts == 1 && p.state(id) == "RUNNING");
     assert!(p.ctld_log().contains(&format!("elastic JobId={id} was signalled at")), "the restarted slurmctld did not adopt job {id}");
@@ -392,14 +385,7 @@ fn a_job_that_finishes_during_the_grace_is_left_alone() {
     require_e2e!();
     let Some(g) = private() else { return };
     let p = g.as_ref().unwrap();
-    let blockers = [p.block("a100-1", "a100", 3), p.block("v100-1", "v100", 4)];
-    let name = common::unique_name("finisher");
-    let id = p.submit(&[
-        "-J", &name, "--open-mode=append", "--dl-model", MODEL, "--dl-batch", "32", "--dl-iters", "200000", "--dl-elastic",
-        "--wrap", "trap 'echo finished; exit 0' USR1; sleep 600 & wait",
-    ]);
-    p.wait_state(id, &["RUNNING"]);
-    p.cancel(&blockers);
+    let id = p.elastic_with_gpus_to_grow_into("finisher", "trap 'echo finished; exit 0' USR1; sleep 600 & wait");
     p.wait_state(id, &["COMPLETED"]);
     assert!(p.output(id).contains("finished"));
     std::thread::sleep(Duration::from_secs(6));

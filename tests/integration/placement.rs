@@ -856,15 +856,7 @@ fn daemon_pid(p: &Private, label: &str) -> i32 {
 
 /// Sends `sig` to a daemon of the private cluster and waits until it is gone.
 fn kill_daemon(p: &Private, label: &str, sig: i32) {
-    let d = p.cluster.daemons().unwrap().into_iter().find(|d| d.label == label).unwrap();
-    let pid = daemon_pid(p, label);
-    // SAFETY: kill(2) on a pid of our own cluster.
-    unsafe { libc::kill(pid, sig) };
-    let t = Instant::now();
-    while d.running_pid().is_some() && t.elapsed() < WAIT {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(d.running_pid().is_none(), "{label} did not stop");
+    common::stop_daemon(&p.cluster, label, sig, WAIT);
 }
 
 /// Brings the private cluster back with `cluster up` (repairing what is down).
@@ -1206,15 +1198,7 @@ fn a_job_overrunning_its_declared_work_is_bounded_and_its_user_distrusted() {
     let kept = p.cluster.layout.state().join(cellsched_core::declared::Overruns::FILE_NAME);
     let kept_text = common::read(&kept);
     assert!(kept_text.lines().any(|l| l.starts_with(&format!("{liar_uid} "))), "{} lacks uid {liar_uid}:\n{kept_text}", kept.display());
-    let pid = common::read(&p.cluster.layout.pid_file("slurmctld")).trim().to_string();
-    assert!(Command::new("kill").arg(&pid).status().unwrap().success(), "kill slurmctld {pid}");
-    let t = Instant::now();
-    // Gone, or a zombie of this process (the cluster started it with -D).
-    let alive = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| !r.trim_start().starts_with('Z')));
-    while alive(&pid) {
-        assert!(t.elapsed() < WAIT, "slurmctld {pid} did not stop");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    kill_daemon(p, "slurmctld", libc::SIGTERM);
     Cluster::up(&p.spec).unwrap_or_else(|e| panic!("slurmctld restart: {e}"));
     let log = p.ctld_log_current();
     assert!(log.contains("user(s) with overruns of declared work remembered"), "the restarted slurmctld did not read {}", kept.display());
