@@ -1702,14 +1702,7 @@ fn a_long_deadline_job_does_not_jump_the_queue_beyond_its_users_budget() {
     assert_eq!(mode & 0o077, 0, "{} must be root-only, mode {mode:o}", kept.display());
 
     // 4. A slurmctld restart forgets nothing: once a pass ranked erin's new deadline job first, mallory's stays low.
-    let pid = common::read(&p.cluster.layout.pid_file("slurmctld")).trim().to_string();
-    assert!(Command::new("kill").arg(&pid).status().unwrap().success(), "kill slurmctld {pid}");
-    let t = Instant::now();
-    let alive = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| !r.trim_start().starts_with('Z')));
-    while alive(&pid) {
-        assert!(t.elapsed() < WAIT, "slurmctld {pid} did not stop");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    kill_daemon(p, "slurmctld", libc::SIGTERM);
     Cluster::up(&p.spec).unwrap_or_else(|e| panic!("slurmctld restart: {e}"));
     assert!(p.ctld_log_current().contains("deadline grants and demotions remembered"), "the restarted slurmctld did not read {}", kept.display());
     let ctl2 = submit(erin, dl(&small_iters, Some(&small_due)));
