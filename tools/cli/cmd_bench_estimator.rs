@@ -53,12 +53,13 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
     let points = load_points(dir, &mut models)?;
     let count = |d: &str| points.iter().filter(|p| p.dataset == d).count();
     println!(
-        "bench estimator: {} measured points from {} ({} Gavel k80/p100/v100, {} Rubick A800, {} H100); {} single-GPU, {} multi-GPU",
+        "bench estimator: {} measured points from {} ({} Gavel k80/p100/v100, {} Rubick A800, {} H100, {} H200 from bench/truth/h200-measured.csv); {} single-GPU, {} multi-GPU",
         points.len(),
         dir.display(),
         count("gavel"),
         count("rubick-a800"),
         count("h100"),
+        count("h200"),
         points.iter().filter(|p| p.rec.gpus() == 1).count(),
         points.iter().filter(|p| p.rec.gpus() > 1).count()
     );
@@ -181,6 +182,39 @@ fn feasibility(points: &[Point], scored: &[Scored]) {
     }
 }
 
+/// PyTorch allocator peaks of the H200 CNN runs' shapes (`bench/truth/h200-conv-memory.csv`).
+const H200_CONV_MEMORY: &str = include_str!("../../bench/truth/h200-conv-memory.csv");
+
+/// The fp32 CNN runs' NVML peaks include cuDNN autotuning (cudnn.benchmark in
+/// a fresh process); prints the prediction against the allocator's peak of the
+/// same shapes without autotuning, plus the CUDA context (NVML minus the
+/// allocator's peak on the bf16 runs, which autotuned in both measurements).
+fn conv_memory(points: &[Point], peaks: &[(usize, f64, f64)]) {
+    let rows: Vec<Vec<&str>> = H200_CONV_MEMORY
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("model,") && !l.trim().is_empty())
+        .map(|l| l.split(',').collect())
+        .filter(|f: &Vec<&str>| f.len() == 6)
+        .collect();
+    let find = |label: &str, batch: &str| peaks.iter().find(|(i, _, _)| points[*i].dataset == "h200" && points[*i].rec.model == format!("{label}+torchvision") && points[*i].rec.batch.to_string() == batch);
+    let mut ctx: Vec<f64> = rows
+        .iter()
+        .filter(|f| f[2] == "bf16")
+        .filter_map(|f| Some(find(&format!("{}_bf16", f[0]), f[1])?.2 - f[5].parse::<f64>().ok()?))
+        .collect();
+    if ctx.is_empty() {
+        return;
+    }
+    ctx.sort_by(f64::total_cmp);
+    let context = ctx[ctx.len() / 2];
+    println!("  fp32 CNN runs without cuDNN autotuning (bench/truth/h200-conv-memory.csv: allocator peak reserved + {context:.2} GiB CUDA context, the median NVML - allocator gap of the bf16 runs):");
+    for f in rows.iter().filter(|f| f[2] == "fp32" && f[3] == "false") {
+        let (Some((_, pred, nvml)), Ok(res)) = (find(f[0], f[1]), f[5].parse::<f64>()) else { continue };
+        let m = res + context;
+        println!("    {:<28} predicted {pred:>6.1} GiB, allocator + context {m:>6.1} GiB: {:+.0}% (NVML with autotuning {nvml:.1} GiB)", format!("{} bs{}", f[0], f[1]), (pred / m - 1.0) * 100.0);
+    }
+}
+
 /// Measured peak memory of the H100 runs (NVML, whole process): 25.4–57.7 GiB
 /// over the runs (per-run values were not recorded; see shared/README.md).
 const H100_PEAK_GIB: (f64, f64) = (25.4, 57.7);
@@ -197,6 +231,7 @@ fn memory(points: &[Point], gpus: &GpuCatalog, models: &ModelCatalog) {
         }
         let within = errs.iter().filter(|e| e.abs() <= 20.0).count();
         println!("    within +-20%: {within} of {} ({:.0}%), median error {:+.1}%", errs.len(), within as f64 * 100.0 / errs.len() as f64, quantile(&errs, 0.5));
+        conv_memory(points, &peaks);
     }
     let est = cellsched_core::estimator::Estimator::new(gpus.clone(), models.clone());
     let h100: Vec<(String, f64)> = points

@@ -196,6 +196,53 @@ pub fn published_points(text: &str, models: &mut ModelCatalog) -> Result<Vec<Poi
     Ok(out)
 }
 
+/// The project's own H200 runs (`bench/truth/h200-measured.csv`, compiled
+/// in; its header gives the commands): `cellsched profile run` of
+/// `bench/gpu/train.py`, with NVML peak memory per run.
+pub const H200_RUNS: &str = include_str!("../../../bench/truth/h200-measured.csv");
+
+/// How the H200 CNN runs were trained (`bench/gpu/train.py cnn`):
+/// torchvision ResNet-50 (`resnet50`) or Wide-ResNet-50-2
+/// (`wide_resnet50_2`), SGD with momentum, NCHW, fp32 without TF32 or bf16
+/// autocast (label suffix `_bf16`). Registered as `<label>+torchvision`;
+/// returns that name, or `None` for a label that is not such a CNN.
+pub fn torchvision_model(models: &mut ModelCatalog, label: &str) -> Result<Option<String>, BenchError> {
+    let (net, bf16) = match label.strip_suffix("_bf16") {
+        Some(net) => (net, true),
+        None => (label, false),
+    };
+    let width_factor = match net {
+        "resnet50" => 1,
+        "wide_resnet50_2" => 2,
+        _ => return Ok(None),
+    };
+    register_variant(models, "resnet-50", |m| {
+        m.name = format!("{label}+torchvision");
+        m.width_factor = width_factor;
+        m.precision = if bf16 { Precision::Bf16 } else { Precision::Fp32 };
+        m.channels_last = false;
+        m.optimizer = Optimizer::SgdMomentum;
+        m.runtime = Runtime::Ddp;
+        m.micro_batch = None;
+    })
+    .map(Some)
+}
+
+/// The points of [`H200_RUNS`] (dataset `h200`): CNNs as
+/// [`torchvision_model`], transformers as [`h100_model`] (the same loop).
+pub fn h200_points(text: &str, models: &mut ModelCatalog) -> Result<Vec<Point>, BenchError> {
+    let mut out = Vec::new();
+    for mut rec in parse_csv(text, "bench/truth/h200-measured.csv")? {
+        rec.model = match torchvision_model(models, &rec.model)? {
+            Some(m) => m,
+            None => h100_model(models, &rec.model)?,
+        };
+        let per_gpu = rec.batch / rec.gpus().max(1);
+        out.push(Point::new("h200", format!("h200:{} bs{per_gpu}", rec.model), rec));
+    }
+    Ok(out)
+}
+
 /// Loads every measured point under `dir`; datasets that are absent are
 /// skipped. Adds the datasets' model descriptions to `models`.
 pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>, BenchError> {
@@ -218,6 +265,7 @@ pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>, 
             out.push(Point::new("h100", format!("h100:{} bs{per_gpu}", rec.model), rec));
         }
     }
+    out.extend(h200_points(H200_RUNS, models)?);
     for p in &mut out {
         if p.dataset == "gavel" {
             let per_gpu = p.rec.batch / p.rec.gpus().max(1);
@@ -381,6 +429,22 @@ mod tests {
         let (g, b) = (models.get(&gpt).unwrap(), models.get(&bert).unwrap());
         assert_eq!((g.activation_kernels, b.activation_kernels), (8, 0));
         assert_eq!((g.precision, b.precision, b.seq_len, b.vocab), (Precision::Bf16, Precision::Bf16, 512, 30522));
+    }
+
+    /// The H200 runs load as their training loop ran them: torchvision CNNs
+    /// (Wide-ResNet-50-2 twice as wide, `_bf16` under bf16 autocast, fp32
+    /// otherwise), transformers as the H100 runs; every run has its NVML peak.
+    #[test]
+    fn h200_runs_are_described_as_their_loop_trains_them() {
+        let mut models = ModelCatalog::builtin();
+        let pts = h200_points(H200_RUNS, &mut models).unwrap();
+        assert!(pts.len() >= 13 && pts.iter().all(|p| p.dataset == "h200" && p.rec.gpu_type == "h200" && p.rec.peak_mem_gib.is_some()));
+        let m = |name: &str| models.get(name).unwrap().clone();
+        let (wrn, rn_bf16) = (m("wide_resnet50_2+torchvision"), m("resnet50_bf16+torchvision"));
+        assert_eq!((wrn.width_factor, wrn.precision, wrn.optimizer), (2, Precision::Fp32, Optimizer::SgdMomentum));
+        assert_eq!((rn_bf16.width_factor, rn_bf16.precision, rn_bf16.channels_last), (1, Precision::Bf16, false));
+        assert!(pts.iter().any(|p| p.rec.model == "hf:gpt__1.3B"));
+        assert_eq!(torchvision_model(&mut models, "vgg16").unwrap(), None);
     }
 
     /// The published ResNet-50 table parses into held-out points with the
