@@ -6,6 +6,9 @@
 #   estimator calibrated with the single-GPU points.
 #   Synthetic traces (`cellsched sim generate`, seeds in SEEDS): truth =
 #   Gavel-measured times, knowledge = the datasheet estimator.
+#   Reconfigurations of elastic jobs: truth = the measured save and restart
+#   times of bench/truth/h200-restart.csv by checkpoint size, knowledge = the
+#   [elastic] cost model.
 # Prints `bench table` per trace (avg, p99 JCT, makespan, GPU-hours,
 # reconfigurations per job and restart hours per policy) and, per cell,
 # cellsched's average JCT over the best other run.
@@ -22,14 +25,15 @@ SEEDS=${SEEDS:-"1 2 3"}
 SIZES="--grow 4,2 --shrink 1,2,4,8"
 ELASTIC="--elastic-jobs ${ELASTIC_JOBS:-trace}"
 mkdir -p "$OUT"
-T="--truth bench/truth/gavel-truth.csv --db bench/truth/gavel-knowledge-1gpu.csv"
+RT="--restart-truth bench/truth/h200-restart.csv"
+T="--truth bench/truth/gavel-truth.csv --db bench/truth/gavel-knowledge-1gpu.csv $RT"
 "$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES $T $ELASTIC \
   --trace bench/truth/philly-0e4a51.csv --trace bench/truth/philly-103959.csv --trace bench/truth/philly-2869ce.csv \
   | tee "$OUT/philly.txt"
 for s in $SEEDS; do
   "$BIN" sim generate --cluster bench/gavel-cluster.toml --jobs 1000 --load 0.9 --seed "$s" --due-share 0.3 \
     --elastic-share "${ELASTIC_SHARE:-0}" --output "$OUT/synth-$s.csv" 2>/dev/null
-  "$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES --truth bench/truth/gavel-truth.csv $ELASTIC \
+  "$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES --truth bench/truth/gavel-truth.csv $RT $ELASTIC \
     --trace "$OUT/synth-$s.csv" | tee "$OUT/synth-$s.txt"
 done
 echo

@@ -254,9 +254,12 @@ pub struct ElasticConfig {
     /// Checkpoint read rate (GB/s) of the derived cost.
     pub checkpoint_read_gbs: f64,
     /// Seconds a fresh process takes to its first iteration besides loading
-    /// the checkpoint (process, CUDA and data-loader start, model build, the
-    /// first iteration), in the derived cost.
+    /// the checkpoint and building the model (process, imports, CUDA and
+    /// data-loader start, the first iteration), in the derived cost.
     pub start_s: f64,
+    /// Seconds per billion parameters to build and initialise the model on
+    /// the host and copy it to the GPU at start, in the derived cost.
+    pub start_s_per_bparam: f64,
     /// A reconfiguration must save at least this many times its cost in
     /// predicted completion time (summed over the jobs it affects).
     pub min_gain: f64,
@@ -280,12 +283,13 @@ impl Default for ElasticConfig {
             min_run_s: 600,
             grace_s: 120,
             restart_cost_s: 0.0,
-            // Issue 33's H200 measurement of a 1.3B GPT with AdamW: 15.8 GB
-            // saved in 29.5 s, 51.4 s from a restart to the end of the first
-            // iteration, 13.6 s of it loading.
-            checkpoint_write_gbs: 0.54,
-            checkpoint_read_gbs: 1.16,
-            start_s: 37.8,
+            // Fitted on two runs of bench/truth/h200-restart.csv (GPT-2 125M
+            // and 1.3B, AdamW, one H200); the file's other runs are held out
+            // (`cellsched bench estimator` prints the error on them).
+            checkpoint_write_gbs: 0.59,
+            checkpoint_read_gbs: 1.32,
+            start_s: 10.6,
+            start_s_per_bparam: 13.3,
             min_gain: 2.0,
             preempt_ratio: 0.5,
             grow_margin: 0.2,
@@ -318,6 +322,9 @@ impl ElasticConfig {
         }
         if !(self.start_s.is_finite() && (0.0..=86_400.0).contains(&self.start_s)) {
             return Err(format!("elastic.start_s = {} must be seconds in 0..=86400", self.start_s));
+        }
+        if !(self.start_s_per_bparam.is_finite() && (0.0..=86_400.0).contains(&self.start_s_per_bparam)) {
+            return Err(format!("elastic.start_s_per_bparam = {} must be seconds in 0..=86400", self.start_s_per_bparam));
         }
         if !(self.min_gain.is_finite() && (0.0..=1000.0).contains(&self.min_gain)) {
             return Err(format!("elastic.min_gain = {} must be a number in 0..=1000", self.min_gain));
@@ -485,13 +492,15 @@ pub const KEYS: &[ConfigKey] = &[
     ConfigKey { section: "elastic", key: "grace_s", default: Some("120"), range: "0..=86400 seconds", reload: Reload::OnChange,
         doc: "Seconds between the checkpoint signal and the requeue; a job that ignores the signal is requeued when they are up (it is never cancelled)." },
     ConfigKey { section: "elastic", key: "restart_cost_s", default: Some("0.0"), range: "0..=86400 seconds", reload: Reload::OnChange,
-        doc: "Seconds from a restart to the first iteration for jobs whose model's start was not measured (restart_s in the record: the profile DB's first_iter_s, plus reading the checkpoint); 0 = derived from the model: start_s plus its checkpoint (fp32 weights and optimizer state, 12 bytes per parameter with Adam) read at checkpoint_read_gbs." },
-    ConfigKey { section: "elastic", key: "checkpoint_write_gbs", default: Some("0.54"), range: "> 0 GB/s", reload: Reload::OnChange,
-        doc: "Checkpoint write rate of the cost model (the save after the signal, at most grace_s). Default: 15.8 GB in 29.5 s, a 1.3B GPT with AdamW on one H200." },
-    ConfigKey { section: "elastic", key: "checkpoint_read_gbs", default: Some("1.16"), range: "> 0 GB/s", reload: Reload::OnChange,
-        doc: "Checkpoint read rate of the cost model (loading at restart). Default: 15.8 GB in 13.6 s, same measurement." },
-    ConfigKey { section: "elastic", key: "start_s", default: Some("37.8"), range: "0..=86400 seconds", reload: Reload::OnChange,
-        doc: "Start-to-first-iteration seconds of a restart besides loading the checkpoint (process, CUDA, model build, first iteration), for models the profiler did not measure (profile DB column first_iter_s). Default: 51.4 s to the first iteration less 13.6 s of loading, same measurement." },
+        doc: "Seconds from a restart to the first iteration for jobs whose model's start was not measured (restart_s in the record: the profile DB's first_iter_s, plus reading the checkpoint); 0 = derived from the model: start_s, start_s_per_bparam per billion parameters, and its checkpoint (fp32 weights and optimizer state, 12 bytes per parameter with Adam) read at checkpoint_read_gbs." },
+    ConfigKey { section: "elastic", key: "checkpoint_write_gbs", default: Some("0.59"), range: "> 0 GB/s", reload: Reload::OnChange,
+        doc: "Checkpoint write rate of the cost model (the save after the signal, at most grace_s). Default: GPT-2 125M and 1.3B with AdamW on one H200 saved 16.8 GB in 28.5 s (bench/truth/h200-restart.csv)." },
+    ConfigKey { section: "elastic", key: "checkpoint_read_gbs", default: Some("1.32"), range: "> 0 GB/s", reload: Reload::OnChange,
+        doc: "Checkpoint read rate of the cost model (loading at restart). Default: the same runs loaded 16.8 GB in 12.8 s." },
+    ConfigKey { section: "elastic", key: "start_s", default: Some("10.6"), range: "0..=86400 seconds", reload: Reload::OnChange,
+        doc: "Start-to-first-iteration seconds of a restart besides loading the checkpoint and building the model (process, imports, CUDA, first iteration), for models the profiler did not measure (profile DB column first_iter_s). Default: the same runs' restart less loading, 12.2 s at 0.13B and 27.5 s at 1.28B parameters, at zero parameters." },
+    ConfigKey { section: "elastic", key: "start_s_per_bparam", default: Some("13.3"), range: "0..=86400 seconds", reload: Reload::OnChange,
+        doc: "Seconds per billion parameters a restart spends building and initialising the model on the host and copying it to the GPU, in the cost model. Default: the slope of the same two runs." },
     ConfigKey { section: "elastic", key: "min_gain", default: Some("2.0"), range: "0..=1000", reload: Reload::OnChange,
         doc: "A reconfiguration must save at least this many times its cost (save plus restart) in predicted completion time, summed over the jobs it affects." },
     ConfigKey { section: "elastic", key: "preempt_ratio", default: Some("0.5"), range: "0..=1 (0 = never preempt)", reload: Reload::OnChange,

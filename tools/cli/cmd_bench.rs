@@ -166,7 +166,7 @@ fn compare(c: CompareArgs, runs: Vec<(String, Vec<Ablation>)>, base: &str) -> Re
     let mut walls = Vec::new();
     for (name, off) in &runs {
         let t0 = Instant::now();
-        let m = cmd_sim::run_policy(name, &base_opts.clone().without(off), c.tuning.config(c.inputs.seed), &mut l, &c.tuning.iterations_label())?;
+        let m = cmd_sim::run_policy(name, &base_opts.clone().without(off), c.tuning.config(c.inputs.seed)?, &mut l, &c.tuning.iterations_label())?;
         walls.push(t0.elapsed().as_secs_f64());
         rows.push(m);
     }
@@ -244,7 +244,7 @@ fn table(a: TableArgs) -> Result<()> {
             let mut l = cmd_sim::load(&inputs)?;
             let mut rows: Vec<Metrics> = Vec::new();
             for (name, off) in &runs {
-                rows.push(cmd_sim::run_policy(name, &base.clone().without(off), a.tuning.config(0), &mut l, &a.tuning.iterations_label())?);
+                rows.push(cmd_sim::run_policy(name, &base.clone().without(off), a.tuning.config(0)?, &mut l, &a.tuning.iterations_label())?);
             }
             let gpus: u64 = l.spec.groups.iter().map(|g| g.nodes as u64 * g.gpus_per_node as u64).sum();
             // Every run is averaged over the same jobs (unfinished ones up to the end of the run).
@@ -344,7 +344,7 @@ fn speed(s: SpeedArgs) -> Result<()> {
     let mut walls = Vec::new();
     for name in &s.policies {
         let t = Instant::now();
-        let m = cmd_sim::run_policy(name, &opts, s.tuning.config(s.seed), &mut l, &s.tuning.iterations_label())?;
+        let m = cmd_sim::run_policy(name, &opts, s.tuning.config(s.seed)?, &mut l, &s.tuning.iterations_label())?;
         walls.push(t.elapsed().as_secs_f64());
         rows.push(m);
     }

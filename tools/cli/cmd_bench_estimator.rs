@@ -93,7 +93,62 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
         report(&all, &proto, &contradictory, &gpus, &models, detail);
     }
     memory(&points, &gpus, &models);
+    restart_cost(&points);
     Ok(())
+}
+
+/// Measured reconfigurations (`bench/truth/h200-restart.csv`, compiled in).
+const H200_RESTART: &str = include_str!("../../bench/truth/h200-restart.csv");
+/// The runs `[elastic]`'s defaults were fitted on (core::elastic::cost).
+const RESTART_CALIBRATION: [&str; 2] = ["gpt__125M", "gpt__1.3B"];
+
+/// The reconfiguration cost model (`core::elastic::RestartCost`, default
+/// `[elastic]`) against measured saves and restarts: by the model alone,
+/// and with the profiler's measured cold start of the same model and batch
+/// (`first_iter_s` of the H200 runs) as the plugins use it.
+fn restart_cost(points: &[Point]) {
+    use cellsched_core::elastic::RestartCost;
+    let cfg = cellsched_core::config::ElasticConfig::default();
+    println!("
+== reconfiguration cost (core::elastic::RestartCost, [elastic] defaults) against bench/truth/h200-restart.csv ==");
+    println!("    truth: one H200, torch.save + fsync after the signal, restart to the end of the first iteration; knowledge: 12 bytes of checkpoint per parameter (AdamW)");
+    let mut held: Vec<(f64, f64)> = Vec::new();
+    for line in H200_RESTART.lines().filter(|l| !l.starts_with('#') && !l.starts_with("model,") && !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(',').collect();
+        let num = |k: usize| f.get(k).and_then(|x| x.parse::<f64>().ok());
+        let (Some(bytes), Some(save), Some(load), Some(restart)) = (num(3), num(4), num(7), num(8)) else { continue };
+        let c = RestartCost::of_size(bytes / 12.0, bytes, &cfg);
+        let role = if RESTART_CALIBRATION.contains(&f[0]) { "calibration" } else { "held out" };
+        let first_iter = points
+            .iter()
+            .find(|p| p.dataset == "h200" && p.rec.model == format!("hf:{}", f[0]) && p.rec.batch.to_string() == f[1])
+            .and_then(|p| p.rec.first_iter_s);
+        let profiled = first_iter.map(|s| s + bytes / 1e9 / cfg.checkpoint_read_gbs);
+        let e = |p: f64, m: f64| (p / m - 1.0) * 100.0;
+        println!(
+            "    {:<11} {:<11} {:>5.1} GB  save {:>5.1} s predicted {:>5.1} ({:+4.0}%)  restart {:>5.1} s predicted {:>5.1} ({:+4.0}%){}  [load {load:.1} s]",
+            f[0],
+            role,
+            bytes / 1e9,
+            save,
+            c.save_s,
+            e(c.save_s, save),
+            restart,
+            c.restart_s,
+            e(c.restart_s, restart),
+            profiled.map(|p| format!(", with the profiled start {p:.1} ({:+.0}%)", e(p, restart))).unwrap_or_default()
+        );
+        if role == "held out" {
+            held.push((e(c.save_s, save), e(c.restart_s, restart)));
+        }
+    }
+    if !held.is_empty() {
+        let worst = |k: fn(&(f64, f64)) -> f64| held.iter().map(k).fold(0.0_f64, |a, b| if b.abs() > a.abs() { b } else { a });
+        println!("    held out ({} runs): worst save error {:+.0}%, worst restart error {:+.0}%", held.len(), worst(|h| h.0), worst(|h| h.1));
+    }
+    // Issue 33's measurement on another H200: 1.3B GPT, 15.8 GB, 29.5 s to save, 51.4 s to the first iteration.
+    let c = RestartCost::of_size(15.8e9 / 12.0, 15.8e9, &cfg);
+    println!("    another H200 (issue 33: 1.3B GPT, 15.8 GB, save 29.5 s, restart 51.4 s): predicted save {:.1} s ({:+.0}%), restart {:.1} s ({:+.0}%)", c.save_s, (c.save_s / 29.5 - 1.0) * 100.0, c.restart_s, (c.restart_s / 51.4 - 1.0) * 100.0);
 }
 
 /// Scores one protocol and prints its rows.

@@ -148,6 +148,9 @@ pub struct Tuning {
     /// Seconds a preempted job loses on restart (srtf, tiresias).
     #[arg(long, default_value_t = 30.0)]
     pub preempt_overhead: f64,
+    /// Truth of elastic reconfigurations: measured save and restart times by checkpoint size (CSV with ckpt_bytes, save_s, load_s, restart_s, e.g. bench/truth/h200-restart.csv); without it the clock charges the cost model the rule decides with.
+    #[arg(long, value_name = "FILE.csv")]
+    pub restart_truth: Option<String>,
     /// Extra scheduling passes every this many seconds while jobs wait.
     #[arg(long, value_name = "SECONDS")]
     pub replan_interval: Option<f64>,
@@ -223,17 +226,22 @@ impl Tuning {
         Ok(o.without(&off))
     }
 
-    /// The engine settings.
-    pub fn config(&self, seed: u64) -> SimConfig {
-        SimConfig {
+    /// The engine settings (reads `--restart-truth`).
+    pub fn config(&self, seed: u64) -> Result<SimConfig> {
+        let restart_truth = match &self.restart_truth {
+            Some(p) => Some(std::sync::Arc::new(cellsched_sim::RestartTruth::load(std::path::Path::new(p)).with_context(|| format!("--restart-truth {p}"))?)),
+            None => None,
+        };
+        Ok(SimConfig {
             seed,
             preempt_overhead_s: self.preempt_overhead,
             replan_interval_s: self.replan_interval,
             max_time_s: self.max_time,
             oom_startup_s: self.oom_startup,
             iter_noise: self.iter_noise,
+            restart_truth,
             ..SimConfig::default()
-        }
+        })
     }
 
     /// How the scheduler knows iterations (for labels).
@@ -520,7 +528,7 @@ fn simulate(r: RunArgs) -> Result<()> {
     if let Some(h) = &r.tuning.iters_from_history {
         l.known_iters = Some(predicted_iters(&l.jobs, h, SimConfig::default().default_limit_s)?);
     }
-    let m = run_policy(name, &opts, r.tuning.config(r.inputs.seed), &mut l, &r.tuning.iterations_label())?;
+    let m = run_policy(name, &opts, r.tuning.config(r.inputs.seed)?, &mut l, &r.tuning.iterations_label())?;
     if r.json {
         println!("{}", serde_json::to_string_pretty(&m)?);
     } else {

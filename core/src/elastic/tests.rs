@@ -165,7 +165,7 @@ fn a_running_job_shrinks_so_a_pending_job_can_start() {
     // A min_gain no move reaches: none.
     assert!(run(std::slice::from_ref(&r), &[waiting(7, d.clone(), 40_000.0)], &nodes, &ElasticConfig { min_gain: 1000.0, ..cfg.clone() }).is_empty());
     // Shrinking a job with little left costs more than the pending job gains.
-    assert!(run(&[running(1, d.clone(), "a100-1", 400.0)], &[waiting(7, d, 40_000.0)], &nodes, &cfg).is_empty());
+    assert!(run(&[running(1, d.clone(), "a100-1", 30.0)], &[waiting(7, d, 40_000.0)], &nodes, &cfg).is_empty());
 }
 
 #[test]

@@ -20,11 +20,11 @@
 //! elsewhere (the plugin's cool-down, `core::placement::in_cooldown`).
 //!
 //! Truth and knowledge: decisions use predicted (knowledge) iteration and
-//! remaining times; the clock runs on truth. Save and restart times on the
-//! clock are the cost model's (`core::elastic::RestartCost`), the same the
-//! rule decides with, unless measured ones are given
-//! (`SimConfig::reconf_truth`: the live replay's emulated trainer and
-//! host latency); no measured restart truth exists for the trace models.
+//! remaining times and the cost model (`core::elastic::RestartCost`); the
+//! clock runs on truth. Save and restart times on the clock are measured
+//! ones when given: `SimConfig::reconf_truth` (the live replay's emulated
+//! trainer and host latency) or `SimConfig::restart_truth` (measured runs
+//! by checkpoint size, `--restart-truth`); else the cost model's.
 //!
 //! A job with a fixed GPU count (`CellschedOptions::fixed_counts`, the
 //! plugin's `fixed_gpus`: an untyped `--gres=gpu:N`) is only moved to
@@ -242,7 +242,7 @@ impl ElasticHost {
         for rc in &decided {
             let i = rc.id() as usize;
             let Some(r) = running.iter().find(|r| r.id == rc.id()) else { continue };
-            if !sim.reconfigure(i, r.cost.save_s, r.cost.restart_s) {
+            if !sim.reconfigure(i, r.cost.save_s, r.cost.restart_s, RestartCost::checkpoint_bytes(&r.job)) {
                 continue;
             }
             self.records.insert(i, r.record.reconfigured(now).with_reconf_cost(r.cost.total_s()));

@@ -64,6 +64,10 @@ pub struct SimConfig {
     /// instead of the policy's cost model when set; the policy still
     /// decides with its model.
     pub reconf_truth: Option<ReconfTruth>,
+    /// Measured save and restart times by checkpoint size (truth for
+    /// elastic jobs' reconfigurations), used instead of the policy's cost
+    /// model when set and [`SimConfig::reconf_truth`] is not.
+    pub restart_truth: Option<std::sync::Arc<crate::RestartTruth>>,
 }
 
 /// A reconfiguration's measured cost on the clock: `save_s` from the
@@ -90,6 +94,7 @@ impl Default for SimConfig {
             iter_noise: 0.0,
             knowledge: "estimator".into(),
             reconf_truth: None,
+            restart_truth: None,
         }
     }
 }
@@ -540,10 +545,15 @@ impl<'t> Sim<'t> {
     /// leaves its GPUs and waits again with its progress kept; the policy
     /// re-plans it ([`Policy::on_requeue`]) and its next start loses
     /// `restart_s` (GPUs held, no progress); [`SimConfig::reconf_truth`],
-    /// when set, replaces both. False (nothing changed) unless it is
+    /// when set, replaces both, else [`SimConfig::restart_truth`] by the
+    /// job's `checkpoint_bytes`. False (nothing changed) unless it is
     /// running on a Cell that fits.
-    pub fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64) -> bool {
-        let (save_s, restart_s) = self.cfg.reconf_truth.map_or((save_s, restart_s), |t| (t.save_s, t.restart_s));
+    pub fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64, checkpoint_bytes: f64) -> bool {
+        let (save_s, restart_s) = match (&self.cfg.reconf_truth, &self.cfg.restart_truth) {
+            (Some(t), _) => (t.save_s, t.restart_s),
+            (None, Some(t)) => t.cost(checkpoint_bytes),
+            (None, None) => (save_s, restart_s),
+        };
         let j = &self.jobs[i];
         if j.status != Status::Running || j.timing == RunTiming::NoFit || !(save_s >= 0.0 && restart_s >= 0.0) {
             return false;
@@ -861,8 +871,8 @@ impl SimView for Sim<'_> {
     fn version(&self) -> u64 {
         self.version
     }
-    fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64) -> bool {
-        Sim::reconfigure(self, i, save_s, restart_s)
+    fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64, checkpoint_bytes: f64) -> bool {
+        Sim::reconfigure(self, i, save_s, restart_s, checkpoint_bytes)
     }
     fn count_replan(&mut self) {
         self.replans += 1;

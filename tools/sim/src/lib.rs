@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod policy;
 pub mod progress;
 pub mod progress_model;
+pub mod restart_truth;
 pub mod rng;
 pub mod snapshot;
 pub mod synth;
@@ -51,6 +52,7 @@ mod truth_engine_tests;
 
 pub use cluster::{ClusterSpec, ClusterState};
 pub use engine::{ReconfTruth, Sim, SimConfig};
+pub use restart_truth::RestartTruth;
 pub use error::SimError;
 pub use metrics::Metrics;
 pub use policy::{Ablation, CellschedOptions, Policy};

@@ -62,7 +62,7 @@ pub trait SimView {
     /// (GPUs held, no progress), then waits again with its progress kept
     /// and is re-planned ([`Policy::on_requeue`]); its next start loses
     /// `restart_s`. False (nothing changed) if it is not running.
-    fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64) -> bool;
+    fn reconfigure(&mut self, i: usize, save_s: f64, restart_s: f64, checkpoint_bytes: f64) -> bool;
     /// Counts one re-plan (a job started on a Cell other than its submission-time plan).
     fn count_replan(&mut self);
     /// Records job `i`'s submission-time plan (type, GPUs, nodes).

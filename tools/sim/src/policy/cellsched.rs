@@ -1762,6 +1762,7 @@ mod tests {
                 checkpoint_write_gbs,
                 checkpoint_read_gbs,
                 start_s,
+                start_s_per_bparam,
                 min_gain,
                 preempt_ratio,
                 grow_margin,
@@ -1775,7 +1776,7 @@ mod tests {
                 (e.restart_cost_s, e.checkpoint_write_gbs, e.checkpoint_read_gbs, e.start_s, e.min_gain, e.preempt_ratio),
                 (restart_cost_s, checkpoint_write_gbs, checkpoint_read_gbs, start_s, min_gain, preempt_ratio)
             );
-            assert_eq!(e.grow_margin, grow_margin);
+            assert_eq!((e.grow_margin, e.start_s_per_bparam), (grow_margin, start_s_per_bparam));
             assert_eq!(CellschedPolicy::new(o.clone()).unwrap().elastic.is_some(), enabled);
             o
         };
@@ -1792,12 +1793,12 @@ mod tests {
                     [ordering]\nenabled = false\naging_bound_s = 100.0\naging_factor = 3.0\nrank_by = \"time\"\n\
                     deadline_slack_factor = 2.0\naged_lane = 3\n\
                     [elastic]\nenabled = false\ninterval_s = 30\nmax_per_hour = 5\nmin_run_s = 60\ngrace_s = 30\nrestart_cost_s = 20.0\n\
-                    checkpoint_write_gbs = 2.0\ncheckpoint_read_gbs = 3.0\nstart_s = 10.0\nmin_gain = 1.0\npreempt_ratio = 0.25\ngrow_margin = 0.1\n";
+                    checkpoint_write_gbs = 2.0\ncheckpoint_read_gbs = 3.0\nstart_s = 10.0\nstart_s_per_bparam = 5.0\nmin_gain = 1.0\npreempt_ratio = 0.25\ngrow_margin = 0.1\n";
         let cfg = Config::from_toml_str(text, "test.toml").unwrap();
         let o = check(&cfg);
         assert_eq!((o.replan_min_gain, o.replan_cooldown_s, o.elastic.interval_s, o.elastic.preempt_ratio), (0.2, 60, 30, 0.25));
         assert_eq!(o.name(), "cellsched-no-cell-search-no-srpt-no-replan-no-load-sizing-no-elastic");
-        assert!(!o.wait_test && o.max_gpus == 8 && o.allowed_gpu_types == ["v100"] && o.elastic.grow_margin == 0.1);
+        assert!(!o.wait_test && o.max_gpus == 8 && o.allowed_gpu_types == ["v100"] && o.elastic.grow_margin == 0.1 && o.elastic.start_s_per_bparam == 5.0);
     }
 
     #[test]
