@@ -45,7 +45,8 @@ for prec in fp32 bf16; do
     for b in 64 256; do prof "resnet50$sfx" $b 60 -- $PY "$HERE/train.py" cnn resnet50 $b $prec $N; done
     for b in 32 128; do prof "wide_resnet50_2$sfx" $b 60 -- $PY "$HERE/train.py" cnn wide_resnet50_2 $b $prec $N; done
 done
-# The H100 runs' dimensions (../shared/data/h100): catalog GPT entries, BERT at sequence 512 / vocabulary 30522.
+# The H100 runs' dimensions (../shared/data/h100): catalog GPT entries, BERT at sequence 512 / vocabulary 30522;
+# GPT-2 1.3B with a 32,128-token vocabulary (bench estimator describes it so).
 prof gpt__350M 8 60 -- $PY "$HERE/train.py" gpt 24 1024 16 1024 51200 8 $N
 prof gpt__350M 16 60 -- $PY "$HERE/train.py" gpt 24 1024 16 1024 51200 16 $N
 prof gpt__1.3B 8 80 -- $PY "$HERE/train.py" gpt 24 2048 32 1024 32128 8 $N

@@ -121,7 +121,7 @@ fn restart_cost(points: &[Point]) {
         let role = if RESTART_CALIBRATION.contains(&f[0]) { "calibration" } else { "held out" };
         let first_iter = points
             .iter()
-            .find(|p| p.dataset == "h200" && p.rec.model == format!("hf:{}", f[0]) && p.rec.batch.to_string() == f[1])
+            .find(|p| p.dataset == "h200" && p.rec.model.split('+').next() == Some(format!("hf:{}", f[0]).as_str()) && p.rec.batch.to_string() == f[1])
             .and_then(|p| p.rec.first_iter_s);
         let profiled = first_iter.map(|s| s + bytes / 1e9 / cfg.checkpoint_read_gbs);
         let e = |p: f64, m: f64| (p / m - 1.0) * 100.0;

@@ -228,15 +228,28 @@ pub fn torchvision_model(models: &mut ModelCatalog, label: &str) -> Result<Optio
     .map(Some)
 }
 
+/// H200 runs whose vocabulary differs from their catalog entry's (the
+/// command line of `bench/gpu/measure.sh`): GPT-2 1.3B ran with 32,128
+/// tokens (its 15.3 GB checkpoint is 1.28B parameters).
+const H200_VOCAB: [(&str, u32); 1] = [("gpt__1.3B", 32128)];
+
 /// The points of [`H200_RUNS`] (dataset `h200`): CNNs as
 /// [`torchvision_model`], transformers as [`h100_model`] (the same loop).
 pub fn h200_points(text: &str, models: &mut ModelCatalog) -> Result<Vec<Point>, BenchError> {
     let mut out = Vec::new();
     for mut rec in parse_csv(text, "bench/truth/h200-measured.csv")? {
+        let vocab = H200_VOCAB.iter().find(|(label, _)| *label == rec.model).map(|v| v.1);
         rec.model = match torchvision_model(models, &rec.model)? {
             Some(m) => m,
             None => h100_model(models, &rec.model)?,
         };
+        if let Some(vocab) = vocab {
+            let base = rec.model.clone();
+            rec.model = register_variant(models, &base, |m| {
+                m.name = format!("{base}+vocab{vocab}");
+                m.vocab = vocab;
+            })?;
+        }
         let per_gpu = rec.batch / rec.gpus().max(1);
         out.push(Point::new("h200", format!("h200:{} bs{per_gpu}", rec.model), rec));
     }
@@ -443,7 +456,10 @@ mod tests {
         let (wrn, rn_bf16) = (m("wide_resnet50_2+torchvision"), m("resnet50_bf16+torchvision"));
         assert_eq!((wrn.width_factor, wrn.precision, wrn.optimizer), (2, Precision::Fp32, Optimizer::SgdMomentum));
         assert_eq!((rn_bf16.width_factor, rn_bf16.precision, rn_bf16.channels_last), (1, Precision::Bf16, false));
-        assert!(pts.iter().any(|p| p.rec.model == "hf:gpt__1.3B"));
+        // GPT-2 1.3B ran with a 32,128-token vocabulary: 1.28B parameters, as its checkpoint says.
+        let big = pts.iter().find(|p| p.rec.model.starts_with("hf:gpt__1.3B")).unwrap();
+        let params = models.get(&big.rec.model).unwrap().params();
+        assert!((1.25e9..1.30e9).contains(&params), "{params}");
         assert_eq!(torchvision_model(&mut models, "vgg16").unwrap(), None);
     }
 
