@@ -46,12 +46,12 @@ pub enum ReplayError {
     #[error("interrupted; the replay's jobs were cancelled")]
     Interrupted,
     /// A file could not be written or read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: String,
-        /// The underlying I/O error.
-        source: std::io::Error,
+        /// The underlying I/O error (in the message, not repeated as a cause).
+        error: std::io::Error,
     },
 }
 

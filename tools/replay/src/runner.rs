@@ -38,7 +38,7 @@ pub type Sink<'a> = &'a mut dyn FnMut(&str);
 /// brought down afterwards unless `opts.keep_up`.
 pub fn run_modes(jobs: &[ReplayJob], modes: &[Mode], s: &Settings, opts: &LiveOptions, sink: Sink) -> Result<Vec<ModeResult>, ReplayError> {
     s.validate()?;
-    std::fs::create_dir_all(&s.out_dir).map_err(|source| ReplayError::Io { path: s.out_dir.display().to_string(), source })?;
+    std::fs::create_dir_all(&s.out_dir).map_err(|error| ReplayError::Io { path: s.out_dir.display().to_string(), error })?;
     let mut results = Vec::new();
     let mut outcome = Ok(());
     for &mode in modes {

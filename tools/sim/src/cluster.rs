@@ -72,7 +72,7 @@ impl ClusterSpec {
 
     /// Reads and parses a cluster TOML file.
     pub fn load(path: &str) -> Result<Self, SimError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SimError::Io { path: path.to_string(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|error| SimError::Io { path: path.to_string(), error })?;
         Self::parse(&text, path)
     }
 

@@ -5,12 +5,12 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum SimError {
     /// A file could not be opened or read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: String,
-        /// The underlying I/O error.
-        source: std::io::Error,
+        /// The underlying I/O error (in the message, not repeated as a cause).
+        error: std::io::Error,
     },
     /// A bad value in an input file; `line` is 1-based, `field` the column or key.
     #[error("{path}{}: field '{field}': {msg}", .line.map(|l| format!(":{l}")).unwrap_or_default())]

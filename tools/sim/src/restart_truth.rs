@@ -68,7 +68,7 @@ impl RestartTruth {
 
     /// Reads the table from a file.
     pub fn load(path: &std::path::Path) -> Result<RestartTruth, SimError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SimError::Io { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|error| SimError::Io { path: path.display().to_string(), error })?;
         Self::parse(&text, &path.display().to_string())
     }
 

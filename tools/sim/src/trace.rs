@@ -144,7 +144,7 @@ pub fn parse_trace(text: &str, path: &str) -> Result<Vec<TraceJob>, SimError> {
 
 /// Reads a trace CSV file.
 pub fn load_trace(path: &str) -> Result<Vec<TraceJob>, SimError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SimError::Io { path: path.to_string(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|error| SimError::Io { path: path.to_string(), error })?;
     parse_trace(&text, path)
 }
 
