@@ -109,25 +109,29 @@ const RESTART_CALIBRATION: [&str; 2] = ["gpt__125M", "gpt__1.3B"];
 fn restart_cost(points: &[Point]) {
     use cellsched_core::elastic::RestartCost;
     let cfg = cellsched_core::config::ElasticConfig::default();
-    println!("
-== reconfiguration cost (core::elastic::RestartCost, [elastic] defaults) against bench/truth/h200-restart.csv ==");
+    println!("\n== reconfiguration cost (core::elastic::RestartCost, [elastic] defaults) against bench/truth/h200-restart.csv ==");
     println!("    truth: one H200, torch.save + fsync after the signal, restart to the end of the first iteration; knowledge: 12 bytes of checkpoint per parameter (AdamW)");
     let mut held: Vec<(f64, f64)> = Vec::new();
-    for line in H200_RESTART.lines().filter(|l| !l.starts_with('#') && !l.starts_with("model,") && !l.trim().is_empty()) {
-        let f: Vec<&str> = line.split(',').collect();
-        let num = |k: usize| f.get(k).and_then(|x| x.parse::<f64>().ok());
-        let (Some(bytes), Some(save), Some(load), Some(restart)) = (num(3), num(4), num(7), num(8)) else { continue };
+    let table = match cellsched_sim::RestartTruth::parse(H200_RESTART, "bench/truth/h200-restart.csv") {
+        Ok(t) => t,
+        Err(e) => {
+            println!("    {e}");
+            return;
+        }
+    };
+    for run in table.runs() {
+        let (model, bytes, save, load, restart) = (run.model.as_deref().unwrap_or("?"), run.ckpt_bytes, run.save_s, run.load_s, run.restart_s);
         let c = RestartCost::of_size(bytes / 12.0, bytes, &cfg);
-        let role = if RESTART_CALIBRATION.contains(&f[0]) { "calibration" } else { "held out" };
+        let role = if RESTART_CALIBRATION.contains(&model) { "calibration" } else { "held out" };
         let first_iter = points
             .iter()
-            .find(|p| p.dataset == "h200" && p.rec.model.split('+').next() == Some(format!("hf:{}", f[0]).as_str()) && p.rec.batch.to_string() == f[1])
+            .find(|p| p.dataset == "h200" && p.rec.model.split('+').next() == Some(format!("hf:{model}").as_str()) && Some(p.rec.batch) == run.batch)
             .and_then(|p| p.rec.first_iter_s);
         let profiled = first_iter.map(|s| s + bytes / 1e9 / cfg.checkpoint_read_gbs);
         let e = |p: f64, m: f64| (p / m - 1.0) * 100.0;
         println!(
             "    {:<11} {:<11} {:>5.1} GB  save {:>5.1} s predicted {:>5.1} ({:+4.0}%)  restart {:>5.1} s predicted {:>5.1} ({:+4.0}%){}  [load {load:.1} s]",
-            f[0],
+            model,
             role,
             bytes / 1e9,
             save,

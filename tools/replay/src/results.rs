@@ -317,19 +317,10 @@ pub fn sim_table(s: &SimSide) -> Table {
             format!("{:.1}", m.makespan_s),
         ]);
     }
-    t.add_row(vec![
-        "slurm / cellsched".into(),
-        String::new(),
-        String::new(),
-        times(s.ratios.avg_jct),
-        times(s.ratios.median_jct),
-        String::new(),
-        times(s.ratios.avg_queue),
-        times(s.ratios.makespan),
-    ]);
-    if let Some(r) = &s.elastic_ratios {
+    for (label, r) in [("slurm / cellsched", Some(&s.ratios)), ("cellsched / elastic", s.elastic_ratios.as_ref())] {
+        let Some(r) = r else { continue };
         t.add_row(vec![
-            "cellsched / elastic".into(),
+            label.into(),
             String::new(),
             String::new(),
             times(r.avg_jct),

@@ -52,7 +52,7 @@ mod truth_engine_tests;
 
 pub use cluster::{ClusterSpec, ClusterState};
 pub use engine::{ReconfTruth, Sim, SimConfig};
-pub use restart_truth::RestartTruth;
+pub use restart_truth::{MeasuredRestart, RestartTruth};
 pub use error::SimError;
 pub use metrics::Metrics;
 pub use policy::{Ablation, CellschedOptions, Policy};

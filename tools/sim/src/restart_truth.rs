@@ -13,29 +13,46 @@
 //! line continues.
 use crate::SimError;
 
-/// One measured reconfiguration.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Run {
-    bytes: f64,
-    save_s: f64,
-    load_s: f64,
-    start_s: f64,
+/// One measured reconfiguration (a row of the table).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasuredRestart {
+    /// The `model` column, when the table has one.
+    pub model: Option<String>,
+    /// The `batch` column, when the table has one.
+    pub batch: Option<u32>,
+    /// Checkpoint size, bytes.
+    pub ckpt_bytes: f64,
+    /// Signal to the checkpoint on disk, seconds.
+    pub save_s: f64,
+    /// Loading the checkpoint at restart, seconds.
+    pub load_s: f64,
+    /// Restart to the end of the first iteration (loading included), seconds.
+    pub restart_s: f64,
+}
+
+impl MeasuredRestart {
+    /// The restart less loading: process, model build, first iteration.
+    fn start_s(&self) -> f64 {
+        self.restart_s - self.load_s
+    }
 }
 
 /// Measured save and restart times by checkpoint size.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RestartTruth {
-    runs: Vec<Run>,
+    /// The measured runs, by checkpoint size.
+    runs: Vec<MeasuredRestart>,
     /// Where the table came from (for labels).
     pub origin: String,
 }
 
 impl RestartTruth {
     /// Parses the CSV (header with at least `ckpt_bytes`, `save_s`,
-    /// `load_s` and `restart_s`; `#` lines are comments).
+    /// `load_s` and `restart_s`, optionally `model` and `batch`; `#` lines
+    /// are comments).
     pub fn parse(text: &str, origin: &str) -> Result<RestartTruth, SimError> {
         let bad = |line: usize, field: &str, msg: String| SimError::Input { path: origin.to_string(), line: Some(line), field: field.to_string(), msg };
-        let mut cols: Option<[usize; 4]> = None;
+        let mut cols: Option<([usize; 4], Option<usize>, Option<usize>)> = None;
         let mut runs = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -43,9 +60,10 @@ impl RestartTruth {
                 continue;
             }
             let f: Vec<&str> = line.split(',').map(str::trim).collect();
-            let Some(c) = cols else {
-                let find = |name: &str| f.iter().position(|h| *h == name).ok_or_else(|| bad(i + 1, name, "missing from the header".into()));
-                cols = Some([find("ckpt_bytes")?, find("save_s")?, find("load_s")?, find("restart_s")?]);
+            let Some((c, model_col, batch_col)) = cols else {
+                let at = |name: &str| f.iter().position(|h| *h == name);
+                let find = |name: &str| at(name).ok_or_else(|| bad(i + 1, name, "missing from the header".into()));
+                cols = Some(([find("ckpt_bytes")?, find("save_s")?, find("load_s")?, find("restart_s")?], at("model"), at("batch")));
                 continue;
             };
             const NAMES: [&str; 4] = ["ckpt_bytes", "save_s", "load_s", "restart_s"];
@@ -57,12 +75,17 @@ impl RestartTruth {
             if bytes <= 0.0 || load_s > restart_s {
                 return Err(bad(i + 1, "load_s", "checkpoint bytes must be > 0 and loading within the restart".into()));
             }
-            runs.push(Run { bytes, save_s, load_s, start_s: restart_s - load_s });
+            let model = model_col.and_then(|k| f.get(k)).map(|m| m.to_string());
+            let batch = match batch_col.and_then(|k| f.get(k)) {
+                Some(b) => Some(b.parse::<u32>().map_err(|_| bad(i + 1, "batch", format!("not a count: '{b}'")))?),
+                None => None,
+            };
+            runs.push(MeasuredRestart { model, batch, ckpt_bytes: bytes, save_s, load_s, restart_s });
         }
         if runs.is_empty() {
             return Err(SimError::Input { path: origin.to_string(), line: None, field: "ckpt_bytes".into(), msg: "no measured run".into() });
         }
-        runs.sort_by(|a, b| a.bytes.total_cmp(&b.bytes));
+        runs.sort_by(|a, b| a.ckpt_bytes.total_cmp(&b.ckpt_bytes));
         Ok(RestartTruth { runs, origin: origin.to_string() })
     }
 
@@ -72,19 +95,24 @@ impl RestartTruth {
         Self::parse(&text, &path.display().to_string())
     }
 
+    /// The measured runs, smallest checkpoint first.
+    pub fn runs(&self) -> &[MeasuredRestart] {
+        &self.runs
+    }
+
     /// (save, restart) seconds of a job whose checkpoint is `bytes`.
     pub fn cost(&self, bytes: f64) -> (f64, f64) {
         let r = &self.runs;
-        let first = r[0];
-        if bytes <= first.bytes || r.len() == 1 {
-            let k = if bytes <= first.bytes { bytes.max(0.0) / first.bytes } else { bytes / first.bytes };
-            return (first.save_s * k, first.start_s + first.load_s * k);
+        let first = &r[0];
+        if bytes <= first.ckpt_bytes || r.len() == 1 {
+            let k = bytes.max(0.0) / first.ckpt_bytes;
+            return (first.save_s * k, first.start_s() + first.load_s * k);
         }
-        let at = r.iter().position(|x| x.bytes >= bytes).unwrap_or(r.len() - 1).max(1);
-        let (a, b) = (r[at - 1], r[at]);
-        let t = (bytes - a.bytes) / (b.bytes - a.bytes);
+        let at = r.iter().position(|x| x.ckpt_bytes >= bytes).unwrap_or(r.len() - 1).max(1);
+        let (a, b) = (&r[at - 1], &r[at]);
+        let t = (bytes - a.ckpt_bytes) / (b.ckpt_bytes - a.ckpt_bytes);
         let lerp = |x: f64, y: f64| (x + (y - x) * t).max(0.0);
-        (lerp(a.save_s, b.save_s), lerp(a.start_s, b.start_s) + lerp(a.load_s, b.load_s))
+        (lerp(a.save_s, b.save_s), lerp(a.start_s(), b.start_s()) + lerp(a.load_s, b.load_s))
     }
 }
 
@@ -97,6 +125,7 @@ mod tests {
     #[test]
     fn measured_sizes_give_their_runs_and_others_interpolate() {
         let t = RestartTruth::parse(TABLE, "t.csv").unwrap();
+        assert_eq!((t.runs()[0].model.as_deref(), t.runs()[0].batch, t.runs()[1].restart_s), (Some("small"), None, 38.0));
         assert_eq!(t.cost(1e9), (2.0, 11.0));
         assert_eq!(t.cost(1e10), (20.0, 38.0));
         // Half-way: start 10 -> 30, load 1 -> 8, save 2 -> 20.
@@ -124,5 +153,6 @@ mod tests {
         let t = RestartTruth::parse(include_str!("../../../bench/truth/h200-restart.csv"), "h200-restart.csv").unwrap();
         let (small, big) = (t.cost(1e8), t.cost(2e10));
         assert!(small.0 < big.0 && small.1 < big.1 && small.1 > 5.0, "{small:?} {big:?}");
+        assert!(t.runs().iter().all(|r| r.model.is_some() && r.batch.is_some()));
     }
 }
