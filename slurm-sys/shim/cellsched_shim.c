@@ -436,6 +436,37 @@ uint32_t cellsched_job_restart_cnt(const cellsched_job_t *job) { return job->res
 int cellsched_job_requeue_allowed(const cellsched_job_t *job) { return DETAIL(job, requeue, 0) ? 1 : 0; }
 int64_t cellsched_job_end_time(const cellsched_job_t *job) { return (int64_t) job->end_time; }
 
+static node_record_t *_node(int i);
+typedef int (*bit_test_fn_t)(bitstr_t *, bitoff_t);
+typedef bitoff_t (*bit_size_fn_t)(bitstr_t *);
+
+int cellsched_job_nodes_registered(const cellsched_job_t *job)
+{
+	SYM2(bt, "slurm_bit_test", "bit_test");
+	SYM2(bs, "slurm_bit_size", "bit_size");
+	SYM(cnt, "node_record_count");
+	bitoff_t i, n;
+
+	if (!job->node_bitmap)
+		return 1;
+	if (!bt || !bs || !cnt)
+		return 0;
+	n = ((bit_size_fn_t) bs)(job->node_bitmap);
+	if (n > *(int *) cnt)
+		n = *(int *) cnt;
+	for (i = 0; i < n; i++) {
+		node_record_t *node;
+		if (!((bit_test_fn_t) bt)(job->node_bitmap, i))
+			continue;
+		/* slurmd_start_time comes only with a registration: a restarted
+		 * slurmctld recovers the node table without it. */
+		node = _node((int) i);
+		if (!node || !node->slurmd_start_time)
+			return 0;
+	}
+	return 1;
+}
+
 /* ---- signal and requeue, as root (uid 0), under the caller's write locks ---- */
 int cellsched_job_signal(uint32_t job_id, uint16_t signal)
 {

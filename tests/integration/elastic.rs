@@ -55,6 +55,9 @@ fn truth() -> String {
     t
 }
 
+/// The nodes of the private cluster.
+const NODES: [&str; 2] = ["a100-1", "v100-1"];
+
 struct Private {
     spec: LocalClusterSpec,
     cluster: Cluster,
@@ -178,7 +181,8 @@ impl Private {
         let _ = self.cmd("scancel", &refs);
     }
 
-    /// Cancels every job and waits until the queue is empty and the nodes idle.
+    /// Cancels every job and waits until the queue is empty, the nodes idle
+    /// and none of their GPUs counted as in use.
     fn reset(&self) {
         let ids = self.ok("squeue", &["-h", "-o", "%A"]);
         let ids: Vec<&str> = ids.split_whitespace().collect();
@@ -189,10 +193,28 @@ impl Private {
         loop {
             let q = self.ok("squeue", &["-h", "-o", "%i"]);
             let busy = self.ok("sinfo", &["-h", "-o", "%T"]);
-            if q.trim().is_empty() && busy.lines().all(|l| l.trim() == "idle") {
+            let gpus: Vec<(&str, u32)> = NODES.iter().map(|n| (*n, self.node_gpus_in_use(n))).collect();
+            if q.trim().is_empty() && busy.lines().all(|l| l.trim() == "idle") && gpus.iter().all(|(_, g)| *g == 0) {
                 return;
             }
-            assert!(t.elapsed() < WAIT, "elastic cluster not idle: queue {q:?}, node states {busy:?}");
+            assert!(t.elapsed() < WAIT, "elastic cluster not idle: queue {q:?}, node states {busy:?}, GPUs counted in use {gpus:?}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// GPUs slurmctld counts as allocated on `node`: the largest `gres/gpu`
+    /// count (typed or not) in its `AllocTRES`.
+    fn node_gpus_in_use(&self, node: &str) -> u32 {
+        let n = common::parse_key_values(&self.ok("scontrol", &["show", "node", "-o", node]));
+        let tres = n.get("AllocTRES").cloned().unwrap_or_default();
+        tres.split(',').filter(|kv| kv.starts_with("gres/gpu")).filter_map(|kv| kv.split_once('=')?.1.parse().ok()).max().unwrap_or(0)
+    }
+
+    /// Waits until `ok` holds (no job is watched); fails after [`WAIT`] with `what`.
+    fn wait_for(&self, what: &str, ok: impl Fn(&Private) -> bool) {
+        let t = Instant::now();
+        while !ok(self) {
+            assert!(t.elapsed() < WAIT, "no {what} after {WAIT:?}");
             std::thread::sleep(Duration::from_millis(300));
         }
     }
@@ -376,7 +398,73 @@ fn a_signalled_job_is_requeued_across_a_slurmctld_restart() {
     p.wait_until(id, "the requeue and restart", |p| p.record(id).restarts == 1 && p.state(id) == "RUNNING");
     assert!(p.ctld_log().contains(&format!("elastic JobId={id} was signalled at")), "the restarted slurmctld did not adopt job {id}");
     p.wait_until(id, "the second run's output", |p| p.output(id).contains("run restart=1"));
+    assert_runs_on_its_gpu(p, id);
+    let node = p.job(id).get("NodeList").cloned().unwrap_or_default();
     p.cancel(&[id]);
+    p.wait_for(&format!("free GPUs on {node} after job {id} ended"), |p| p.node_gpus_in_use(&node) == 0);
+}
+
+/// A restarted slurmctld requeues an adopted job only once the job's node
+/// has registered with it: the node's slurmd is stopped across the restart
+/// (it registers late), the grace passes and the job keeps running; once
+/// the slurmd registers, the job is requeued, its next run gets its GPU,
+/// and after it no GPU of the node stays counted as in use.
+#[test]
+fn a_job_is_requeued_after_a_slurmctld_restart_only_once_its_node_registered() {
+    require_e2e!();
+    let Some(g) = private() else { return };
+    let p = g.as_ref().unwrap();
+    let id = p.elastic_with_gpus_to_grow_into("late-node", "trap '' USR1; echo \"run restart=$CELLSCHED_RESTART\"; sleep 600");
+    p.wait_until(id, "a signal", |p| p.record(id).reconf_at.is_some());
+    let node = p.job(id).get("NodeList").cloned().expect("the running job's node");
+    {
+        let _late = Stopped::new(&p.cluster, &format!("slurmd-{node}"));
+        common::stop_daemon(&p.cluster, "slurmctld", libc::SIGTERM, WAIT);
+        // Only slurmctld: `Cluster::up` would wait for the stopped node.
+        let ds = p.cluster.daemons().unwrap();
+        ds.iter().find(|d| d.label == "slurmctld").unwrap().start(WAIT).unwrap_or_else(|e| panic!("slurmctld restart: {e}"));
+        p.wait_for("slurmctld answering", |p| p.cmd("scontrol", &["ping"]).status.success() && p.cmd("scontrol", &["show", "job", &id.to_string()]).status.success());
+        let waiting = format!("elastic JobId={id} (resume) is requeued once its nodes ({node}) register");
+        p.wait_until(id, "the wait for its node", |p| p.ctld_log().contains(&waiting) || p.record(id).restarts > 0);
+        assert_eq!((p.record(id).restarts, p.state(id)), (0, "RUNNING".to_string()), "job {id} was requeued before {node} registered");
+    }
+    p.wait_until(id, "the requeue and restart", |p| p.record(id).restarts == 1 && p.state(id) == "RUNNING");
+    p.wait_until(id, "the second run's output", |p| p.output(id).contains("run restart=1"));
+    assert_runs_on_its_gpu(p, id);
+    let node = p.job(id).get("NodeList").cloned().unwrap_or_default();
+    p.cancel(&[id]);
+    p.wait_for(&format!("free GPUs on {node} after job {id} ended"), |p| p.node_gpus_in_use(&node) == 0);
+}
+
+/// Running job `id` holds one GPU, a device of its node (`scontrol show
+/// job -d` names its index), and no GPU of the node is counted twice.
+fn assert_runs_on_its_gpu(p: &Private, id: u32) {
+    let detail = p.ok("scontrol", &["show", "job", "-d", &id.to_string()]);
+    assert_eq!(p.gpus(id), 1, "{detail}");
+    assert!(detail.contains("(IDX:"), "job {id} holds no GPU device:\n{detail}");
+    let node = p.job(id).get("NodeList").cloned().unwrap_or_default();
+    assert_eq!(p.node_gpus_in_use(&node), 1, "GPUs counted in use on {node} running only job {id}");
+    assert!(!p.output(id).contains("no GPUs granted"), "{}", p.output(id));
+}
+
+/// A daemon of the cluster stopped (`SIGSTOP`) until this is dropped (`SIGCONT`).
+struct Stopped(i32);
+
+impl Stopped {
+    fn new(cluster: &Cluster, label: &str) -> Stopped {
+        let d = cluster.daemons().unwrap().into_iter().find(|d| d.label == label).unwrap_or_else(|| panic!("no daemon {label}"));
+        let pid = d.running_pid().unwrap_or_else(|| panic!("{label} is not running"));
+        // SAFETY: kill(2) on a pid of our own cluster.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on a pid of our own cluster.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
 }
 
 /// A job that finishes on the signal (any exit code but 75) is left alone.

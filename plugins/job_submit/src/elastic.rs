@@ -27,11 +27,17 @@
 //! from `--dl-elastic`) and that Slurm may requeue are ever signalled or
 //! requeued. A failed requeue leaves the job running (logged); nothing is
 //! cancelled. The in-flight table lives in memory; the first pass after
-//! the thread starts (a slurmctld start) adopts the jobs whose
+//! the thread starts (a slurmctld start) and slurmctld recovered its saved
+//! jobs adopts the jobs whose
 //! record says they were signalled in their current run
 //! ([`elastic::resume_after_restart`]): such a job is still requeued once
 //! it checkpointed or its grace passed, on its own record, and placed again
 //! by the normal path (the target of its forgotten action is not known).
+//! A requeue also waits until every node of the job has registered with
+//! this slurmctld ([`ctld::Job::nodes_registered`]): a restarted slurmctld
+//! recovers its node table before the slurmds register, and freeing a
+//! job's GPUs on a node not registered yet left one of them counted as in
+//! use after the job's next run.
 use cellsched_core::elastic::{self, DecideContext, JobFacts, Phase, PlacementChooser, Reconfig};
 use cellsched_core::job_env;
 use cellsched_core::placement;
@@ -71,6 +77,14 @@ struct InFlight {
     action: Reconfig,
     signalled_at: i64,
     stage: Stage,
+    /// Whether the wait for its nodes' registration was logged.
+    told_waiting: bool,
+}
+
+impl InFlight {
+    fn new(action: Reconfig, signalled_at: i64) -> InFlight {
+        InFlight { action, signalled_at, stage: Stage::Signalled, told_waiting: false }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +102,8 @@ enum Stage {
 struct Raw {
     phase: JobPhase,
     exit_code: Option<u8>,
+    /// Every node of the job registered with this slurmctld ([`ctld::Job::nodes_registered`]).
+    nodes_registered: bool,
     facts: JobFacts,
 }
 
@@ -101,6 +117,10 @@ impl Raw {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     Wait,
+    /// Due for its requeue, but a node of the job has not registered with
+    /// this slurmctld yet (it restarted): freeing the job's GPUs now could
+    /// leave one counted as in use, so the requeue waits for the registration.
+    WaitForNodes,
     Requeue,
     /// Pending again: write the new decision and let it start.
     Replan,
@@ -110,13 +130,15 @@ enum Step {
 
 /// The step for a job in flight (pure: see the module doc). `now` and the
 /// times are Unix seconds; `phase` and `exit_code` are `None` when slurmctld
-/// no longer knows the job.
-fn next_step(stage: Stage, signalled_at: i64, grace_s: u64, now: i64, phase: Option<JobPhase>, exit_code: Option<u8>) -> Step {
+/// no longer knows the job; `nodes_registered` says whether every node of
+/// the job registered with this slurmctld (a requeue waits for it).
+fn next_step(stage: Stage, signalled_at: i64, grace_s: u64, now: i64, phase: Option<JobPhase>, exit_code: Option<u8>, nodes_registered: bool) -> Step {
     let Some(phase) = phase else { return Step::Drop { finished: true } };
+    let requeue = if nodes_registered { Step::Requeue } else { Step::WaitForNodes };
     match (stage, phase) {
-        (Stage::Signalled, JobPhase::Running) if now >= signalled_at + grace_s as i64 => Step::Requeue,
+        (Stage::Signalled, JobPhase::Running) if now >= signalled_at + grace_s as i64 => requeue,
         (Stage::Signalled, JobPhase::Running) => Step::Wait,
-        (Stage::Signalled, JobPhase::Ended) if exit_code == Some(job_env::RECONF_EXIT) => Step::Requeue,
+        (Stage::Signalled, JobPhase::Ended) if exit_code == Some(job_env::RECONF_EXIT) => requeue,
         (Stage::Signalled, JobPhase::Ended) => Step::Drop { finished: true },
         // Requeued by someone else meanwhile: treat as ours once it settles.
         (_, JobPhase::PendingCompleting) => Step::Wait,
@@ -164,6 +186,7 @@ fn raw(job: &ctld::Job<'_>) -> Option<Raw> {
     Some(Raw {
         phase,
         exit_code: if phase == JobPhase::Ended { job.exit_code() } else { None },
+        nodes_registered: phase == JobPhase::Pending || job.nodes_registered(),
         facts: JobFacts {
             id: job.id(),
             phase: match phase {
@@ -202,9 +225,18 @@ fn adopt_signalled(raws: &[Raw], flights: &mut HashMap<u32, InFlight>) {
                 "elastic JobId={} was signalled at {at}, before job_submit/cellsched started; it is requeued once it checkpoints or its grace passes",
                 r.id()
             ));
-            flights.insert(r.id(), InFlight { action, signalled_at: at, stage: Stage::Signalled });
+            flights.insert(r.id(), InFlight::new(action, at));
         }
     }
+}
+
+/// Whether slurmctld has recovered its saved state. The thread starts with
+/// the plugin, before slurmctld reads its state save; it builds the node
+/// table and loads the saved jobs in one hold of the write locks, so a
+/// node table seen under the read locks means the job list is complete
+/// (before, it is empty, and adopting from it would miss every job).
+fn state_recovered() -> bool {
+    ctld::with_lock(LockKind::Read, ctld::node_count).is_ok_and(|n| n > 0)
 }
 
 /// The update that writes an action's outcome into the requeued, pending job.
@@ -280,9 +312,10 @@ fn elastic_pass() {
         let last = *LAST_DECIDE.lock().unwrap_or_else(|e| e.into_inner());
         now - last >= interval
     };
-    // The first pass adopts the jobs signalled before this thread started
-    // (also with `enabled = false`: a signalled job is always carried through).
-    let adopt = !ADOPTED.load(Ordering::Relaxed);
+    // The first pass after slurmctld recovered its saved jobs adopts the jobs
+    // signalled before this thread started (also with `enabled = false`: a
+    // signalled job is always carried through).
+    let adopt = !ADOPTED.load(Ordering::Relaxed) && state_recovered();
     if flights.is_empty() && !decide_due && !adopt {
         return;
     }
@@ -302,8 +335,19 @@ fn elastic_pass() {
     let mut replan = Vec::new();
     flights.retain(|id, f| {
         let raw = by_id.get(id);
-        match next_step(f.stage, f.signalled_at, grace, now, raw.map(|r| r.phase), raw.and_then(|r| r.exit_code)) {
+        match next_step(f.stage, f.signalled_at, grace, now, raw.map(|r| r.phase), raw.and_then(|r| r.exit_code), raw.map_or(true, |r| r.nodes_registered)) {
             Step::Wait => true,
+            Step::WaitForNodes => {
+                if !f.told_waiting {
+                    f.told_waiting = true;
+                    info(&format!(
+                        "elastic JobId={id} ({}) is requeued once its nodes ({}) register with this slurmctld (restarted; until then it does not know which of their GPUs are in use)",
+                        f.action.kind(),
+                        raw.and_then(|r| r.facts.nodes.as_deref()).unwrap_or("?")
+                    ));
+                }
+                true
+            }
             Step::Requeue => {
                 requeue.push(*id);
                 true
@@ -419,7 +463,7 @@ fn elastic_pass() {
                         a.for_job().map(|j| format!(" for JobId={j}")).unwrap_or_default(),
                         a.gain_s()
                     ));
-                    flights.insert(id, InFlight { action: a.clone(), signalled_at: now, stage: Stage::Signalled });
+                    flights.insert(id, InFlight::new(a.clone(), now));
                     changed += 1;
                 }
                 Err(e) => error(&format!("{e}; elastic JobId={id} is not reconfigured")),
@@ -465,23 +509,39 @@ mod tests {
     fn a_signalled_job_is_requeued_after_the_grace_or_when_it_checkpointed() {
         let s = Stage::Signalled;
         // Still running within the grace: wait; at the end of the grace: requeue (it ignored the signal).
-        assert_eq!(next_step(s, 100, 30, 129, Some(JobPhase::Running), None), Step::Wait);
-        assert_eq!(next_step(s, 100, 30, 130, Some(JobPhase::Running), None), Step::Requeue);
+        assert_eq!(next_step(s, 100, 30, 129, Some(JobPhase::Running), None, true), Step::Wait);
+        assert_eq!(next_step(s, 100, 30, 130, Some(JobPhase::Running), None, true), Step::Requeue);
         // Exited with the reconfiguration code: requeued at once.
-        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(job_env::RECONF_EXIT)), Step::Requeue);
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(job_env::RECONF_EXIT), true), Step::Requeue);
         // Finished on its own (any other code), or gone: left alone.
-        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(0)), Step::Drop { finished: true });
-        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), None), Step::Drop { finished: true });
-        assert_eq!(next_step(s, 100, 30, 101, None, None), Step::Drop { finished: true });
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(0), true), Step::Drop { finished: true });
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), None, true), Step::Drop { finished: true });
+        assert_eq!(next_step(s, 100, 30, 101, None, None, true), Step::Drop { finished: true });
     }
 
     #[test]
     fn a_requeued_job_is_replanned_once_its_old_run_completed() {
         let s = Stage::Requeued(120);
-        assert_eq!(next_step(s, 100, 30, 121, Some(JobPhase::PendingCompleting), None), Step::Wait);
-        assert_eq!(next_step(s, 100, 30, 122, Some(JobPhase::Pending), None), Step::Replan);
-        assert_eq!(next_step(s, 100, 30, 122, Some(JobPhase::Running), None), Step::Drop { finished: false });
+        assert_eq!(next_step(s, 100, 30, 121, Some(JobPhase::PendingCompleting), None, true), Step::Wait);
+        assert_eq!(next_step(s, 100, 30, 122, Some(JobPhase::Pending), None, true), Step::Replan);
+        assert_eq!(next_step(s, 100, 30, 122, Some(JobPhase::Running), None, true), Step::Drop { finished: false });
         // Requeued by an admin while signalled: settles like ours.
-        assert_eq!(next_step(Stage::Signalled, 100, 30, 105, Some(JobPhase::Pending), None), Step::Replan);
+        assert_eq!(next_step(Stage::Signalled, 100, 30, 105, Some(JobPhase::Pending), None, true), Step::Replan);
+    }
+
+    #[test]
+    fn a_requeue_waits_until_the_jobs_nodes_registered() {
+        let s = Stage::Signalled;
+        // Grace passed or checkpoint written, but a node has not registered
+        // with the restarted slurmctld: wait, then requeue once it has.
+        assert_eq!(next_step(s, 100, 30, 130, Some(JobPhase::Running), None, false), Step::WaitForNodes);
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(job_env::RECONF_EXIT), false), Step::WaitForNodes);
+        assert_eq!(next_step(s, 100, 30, 131, Some(JobPhase::Running), None, true), Step::Requeue);
+        // Nothing else waits for the nodes: within the grace, finished on its
+        // own, gone, or pending again.
+        assert_eq!(next_step(s, 100, 30, 129, Some(JobPhase::Running), None, false), Step::Wait);
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(0), false), Step::Drop { finished: true });
+        assert_eq!(next_step(s, 100, 30, 101, None, None, false), Step::Drop { finished: true });
+        assert_eq!(next_step(Stage::Requeued(120), 100, 30, 122, Some(JobPhase::Pending), None, false), Step::Replan);
     }
 }
