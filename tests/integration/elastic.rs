@@ -296,6 +296,11 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Seconds since the Unix epoch.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
 /// A running elastic job on one GPU grows when the others free up and
 /// nobody waits: signalled, checkpointed, requeued with its job id,
 /// started on more GPUs, resumed from its checkpoint, and completed.
@@ -386,6 +391,10 @@ fn a_job_that_ignores_the_signal_is_requeued_after_the_grace() {
 /// restarted slurmctld adopts the job its record says was signalled in
 /// this run and requeues it after the grace (it ignores the signal), on
 /// its own record; the job is not left running past its reconfiguration.
+/// slurmctld stays down until the grace has passed, so the job is due for
+/// its requeue as soon as it is adopted, before its node registered with
+/// the new slurmctld: its next run still gets its GPU, and no GPU stays
+/// counted as in use after it.
 #[test]
 fn a_signalled_job_is_requeued_across_a_slurmctld_restart() {
     require_e2e!();
@@ -393,7 +402,11 @@ fn a_signalled_job_is_requeued_across_a_slurmctld_restart() {
     let p = g.as_ref().unwrap();
     let id = p.elastic_with_gpus_to_grow_into("restart", "trap '' USR1; echo \"run restart=$CELLSCHED_RESTART\"; sleep 600");
     p.wait_until(id, "a signal", |p| p.record(id).reconf_at.is_some());
+    let due = p.record(id).reconf_at.unwrap() + GRACE_S as i64;
     common::stop_daemon(&p.cluster, "slurmctld", libc::SIGTERM, WAIT);
+    while unix_now() < due {
+        std::thread::sleep(Duration::from_millis(200));
+    }
     Cluster::up(&p.spec).unwrap_or_else(|e| panic!("slurmctld restart: {e}"));
     p.wait_until(id, "the requeue and restart", |p| p.record(id).restarts == 1 && p.state(id) == "RUNNING");
     assert!(p.ctld_log().contains(&format!("elastic JobId={id} was signalled at")), "the restarted slurmctld did not adopt job {id}");

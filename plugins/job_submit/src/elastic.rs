@@ -335,7 +335,7 @@ fn elastic_pass() {
     let mut replan = Vec::new();
     flights.retain(|id, f| {
         let raw = by_id.get(id);
-        match next_step(f.stage, f.signalled_at, grace, now, raw.map(|r| r.phase), raw.and_then(|r| r.exit_code), raw.map_or(true, |r| r.nodes_registered)) {
+        match next_step(f.stage, f.signalled_at, grace, now, raw.map(|r| r.phase), raw.and_then(|r| r.exit_code), raw.is_none_or(|r| r.nodes_registered)) {
             Step::Wait => true,
             Step::WaitForNodes => {
                 if !f.told_waiting {
