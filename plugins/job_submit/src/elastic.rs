@@ -36,8 +36,8 @@
 //! A requeue also waits until every node of the job has registered with
 //! this slurmctld ([`ctld::Job::nodes_registered`]): a restarted slurmctld
 //! recovers its node table before the slurmds register, and freeing a
-//! job's GPUs on a node not registered yet left one of them counted as in
-//! use after the job's next run.
+//! job's GPUs on a node not registered yet could start its next run there
+//! without GPUs and leave one of them counted as in use.
 use cellsched_core::elastic::{self, DecideContext, JobFacts, Phase, PlacementChooser, Reconfig};
 use cellsched_core::job_env;
 use cellsched_core::placement;
