@@ -440,7 +440,7 @@ static node_record_t *_node(int i);
 typedef int (*bit_test_fn_t)(bitstr_t *, bitoff_t);
 typedef bitoff_t (*bit_size_fn_t)(bitstr_t *);
 
-int cellsched_job_nodes_registered(const cellsched_job_t *job)
+int cellsched_job_awaits_registration(const cellsched_job_t *job)
 {
 	SYM2(bt, "slurm_bit_test", "bit_test");
 	SYM2(bs, "slurm_bit_size", "bit_size");
@@ -448,9 +448,9 @@ int cellsched_job_nodes_registered(const cellsched_job_t *job)
 	bitoff_t i, n;
 
 	if (!job->node_bitmap)
-		return 1;
-	if (!bt || !bs || !cnt)
 		return 0;
+	if (!bt || !bs || !cnt)
+		return 1;
 	n = ((bit_size_fn_t) bs)(job->node_bitmap);
 	if (n > *(int *) cnt)
 		n = *(int *) cnt;
@@ -461,10 +461,11 @@ int cellsched_job_nodes_registered(const cellsched_job_t *job)
 		/* slurmd_start_time comes only with a registration: a restarted
 		 * slurmctld recovers the node table without it. */
 		node = _node((int) i);
-		if (!node || !node->slurmd_start_time)
-			return 0;
+		if (node && !node->slurmd_start_time && !IS_NODE_DOWN(node) &&
+		    !IS_NODE_NO_RESPOND(node))
+			return 1;
 	}
-	return 1;
+	return 0;
 }
 
 /* ---- signal and requeue, as root (uid 0), under the caller's write locks ---- */

@@ -121,10 +121,11 @@ uint32_t cellsched_job_exit_code(const cellsched_job_t *job);   /* wait(2) statu
 uint32_t cellsched_job_restart_cnt(const cellsched_job_t *job); /* requeues so far */
 int cellsched_job_requeue_allowed(const cellsched_job_t *job);  /* details->requeue != 0 */
 int64_t cellsched_job_end_time(const cellsched_job_t *job);
-/* 1 when every node of the job's node_bitmap has registered with this
- * slurmctld (a restarted slurmctld knows a node's GRES in use only from
- * then on) or the job has no nodes; 0 otherwise. Needs the node read lock. */
-int cellsched_job_nodes_registered(const cellsched_job_t *job);
+/* 1 when a node of the job's node_bitmap has not registered with this
+ * slurmctld yet (a restarted slurmctld knows a node's GRES in use only from
+ * then on) and is neither DOWN nor NOT_RESPONDING; 0 otherwise (also for a
+ * job without nodes). Needs the node read lock. */
+int cellsched_job_awaits_registration(const cellsched_job_t *job);
 
 /* Caller holds the CELLSCHED_LOCK_WRITE locks. Slurm error code, -1 outside slurmctld. */
 int cellsched_job_signal(uint32_t job_id, uint16_t signal); /* batch script and all steps (scancel --full) */

@@ -92,7 +92,7 @@ extern "C" {
     pub fn cellsched_job_restart_cnt(job: *const cellsched_job_t) -> u32;
     pub fn cellsched_job_requeue_allowed(job: *const cellsched_job_t) -> c_int;
     pub fn cellsched_job_end_time(job: *const cellsched_job_t) -> i64;
-    pub fn cellsched_job_nodes_registered(job: *const cellsched_job_t) -> c_int;
+    pub fn cellsched_job_awaits_registration(job: *const cellsched_job_t) -> c_int;
     pub fn cellsched_job_signal(job_id: u32, signal: u16) -> c_int;
     pub fn cellsched_job_requeue(job_id: u32) -> c_int;
     pub fn cellsched_env_array_set(

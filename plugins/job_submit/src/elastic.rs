@@ -33,11 +33,14 @@
 //! ([`elastic::resume_after_restart`]): such a job is still requeued once
 //! it checkpointed or its grace passed, on its own record, and placed again
 //! by the normal path (the target of its forgotten action is not known).
-//! A requeue also waits until every node of the job has registered with
-//! this slurmctld ([`ctld::Job::nodes_registered`]): a restarted slurmctld
-//! recovers its node table before the slurmds register, and freeing a
-//! job's GPUs on a node not registered yet could start its next run there
-//! without GPUs and leave one of them counted as in use.
+//! A requeue also waits while a node of the job has not registered with
+//! this slurmctld yet ([`ctld::Job::awaits_node_registration`]): a
+//! restarted slurmctld recovers its node table before the slurmds
+//! register, and freeing a job's GPUs on a node not registered yet could
+//! start its next run there without GPUs and leave one of them counted as
+//! in use. A node that Slurm sets NOT_RESPONDING or DOWN meanwhile stops
+//! the wait (it takes no new work; a job that exited on the signal is not
+//! left ended until slurmctld forgets it).
 use cellsched_core::elastic::{self, DecideContext, JobFacts, Phase, PlacementChooser, Reconfig};
 use cellsched_core::job_env;
 use cellsched_core::placement;
@@ -102,8 +105,8 @@ enum Stage {
 struct Raw {
     phase: JobPhase,
     exit_code: Option<u8>,
-    /// Every node of the job registered with this slurmctld ([`ctld::Job::nodes_registered`]).
-    nodes_registered: bool,
+    /// A node of the job has yet to register with this slurmctld ([`ctld::Job::awaits_node_registration`]).
+    awaits_nodes: bool,
     facts: JobFacts,
 }
 
@@ -130,11 +133,11 @@ enum Step {
 
 /// The step for a job in flight (pure: see the module doc). `now` and the
 /// times are Unix seconds; `phase` and `exit_code` are `None` when slurmctld
-/// no longer knows the job; `nodes_registered` says whether every node of
-/// the job registered with this slurmctld (a requeue waits for it).
-fn next_step(stage: Stage, signalled_at: i64, grace_s: u64, now: i64, phase: Option<JobPhase>, exit_code: Option<u8>, nodes_registered: bool) -> Step {
+/// no longer knows the job; `awaits_nodes` says whether a node of the job
+/// has yet to register with this slurmctld (a requeue waits for it).
+fn next_step(stage: Stage, signalled_at: i64, grace_s: u64, now: i64, phase: Option<JobPhase>, exit_code: Option<u8>, awaits_nodes: bool) -> Step {
     let Some(phase) = phase else { return Step::Drop { finished: true } };
-    let requeue = if nodes_registered { Step::Requeue } else { Step::WaitForNodes };
+    let requeue = if awaits_nodes { Step::WaitForNodes } else { Step::Requeue };
     match (stage, phase) {
         (Stage::Signalled, JobPhase::Running) if now >= signalled_at + grace_s as i64 => requeue,
         (Stage::Signalled, JobPhase::Running) => Step::Wait,
@@ -186,7 +189,7 @@ fn raw(job: &ctld::Job<'_>) -> Option<Raw> {
     Some(Raw {
         phase,
         exit_code: if phase == JobPhase::Ended { job.exit_code() } else { None },
-        nodes_registered: phase == JobPhase::Pending || job.nodes_registered(),
+        awaits_nodes: phase != JobPhase::Pending && job.awaits_node_registration(),
         facts: JobFacts {
             id: job.id(),
             phase: match phase {
@@ -335,7 +338,7 @@ fn elastic_pass() {
     let mut replan = Vec::new();
     flights.retain(|id, f| {
         let raw = by_id.get(id);
-        match next_step(f.stage, f.signalled_at, grace, now, raw.map(|r| r.phase), raw.and_then(|r| r.exit_code), raw.is_none_or(|r| r.nodes_registered)) {
+        match next_step(f.stage, f.signalled_at, grace, now, raw.map(|r| r.phase), raw.and_then(|r| r.exit_code), raw.is_some_and(|r| r.awaits_nodes)) {
             Step::Wait => true,
             Step::WaitForNodes => {
                 if !f.told_waiting {
@@ -509,24 +512,24 @@ mod tests {
     fn a_signalled_job_is_requeued_after_the_grace_or_when_it_checkpointed() {
         let s = Stage::Signalled;
         // Still running within the grace: wait; at the end of the grace: requeue (it ignored the signal).
-        assert_eq!(next_step(s, 100, 30, 129, Some(JobPhase::Running), None, true), Step::Wait);
-        assert_eq!(next_step(s, 100, 30, 130, Some(JobPhase::Running), None, true), Step::Requeue);
+        assert_eq!(next_step(s, 100, 30, 129, Some(JobPhase::Running), None, false), Step::Wait);
+        assert_eq!(next_step(s, 100, 30, 130, Some(JobPhase::Running), None, false), Step::Requeue);
         // Exited with the reconfiguration code: requeued at once.
-        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(job_env::RECONF_EXIT), true), Step::Requeue);
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(job_env::RECONF_EXIT), false), Step::Requeue);
         // Finished on its own (any other code), or gone: left alone.
-        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(0), true), Step::Drop { finished: true });
-        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), None, true), Step::Drop { finished: true });
-        assert_eq!(next_step(s, 100, 30, 101, None, None, true), Step::Drop { finished: true });
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(0), false), Step::Drop { finished: true });
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), None, false), Step::Drop { finished: true });
+        assert_eq!(next_step(s, 100, 30, 101, None, None, false), Step::Drop { finished: true });
     }
 
     #[test]
     fn a_requeued_job_is_replanned_once_its_old_run_completed() {
         let s = Stage::Requeued(120);
-        assert_eq!(next_step(s, 100, 30, 121, Some(JobPhase::PendingCompleting), None, true), Step::Wait);
-        assert_eq!(next_step(s, 100, 30, 122, Some(JobPhase::Pending), None, true), Step::Replan);
-        assert_eq!(next_step(s, 100, 30, 122, Some(JobPhase::Running), None, true), Step::Drop { finished: false });
+        assert_eq!(next_step(s, 100, 30, 121, Some(JobPhase::PendingCompleting), None, false), Step::Wait);
+        assert_eq!(next_step(s, 100, 30, 122, Some(JobPhase::Pending), None, false), Step::Replan);
+        assert_eq!(next_step(s, 100, 30, 122, Some(JobPhase::Running), None, false), Step::Drop { finished: false });
         // Requeued by an admin while signalled: settles like ours.
-        assert_eq!(next_step(Stage::Signalled, 100, 30, 105, Some(JobPhase::Pending), None, true), Step::Replan);
+        assert_eq!(next_step(Stage::Signalled, 100, 30, 105, Some(JobPhase::Pending), None, false), Step::Replan);
     }
 
     #[test]
@@ -534,14 +537,14 @@ mod tests {
         let s = Stage::Signalled;
         // Grace passed or checkpoint written, but a node has not registered
         // with the restarted slurmctld: wait, then requeue once it has.
-        assert_eq!(next_step(s, 100, 30, 130, Some(JobPhase::Running), None, false), Step::WaitForNodes);
-        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(job_env::RECONF_EXIT), false), Step::WaitForNodes);
-        assert_eq!(next_step(s, 100, 30, 131, Some(JobPhase::Running), None, true), Step::Requeue);
+        assert_eq!(next_step(s, 100, 30, 130, Some(JobPhase::Running), None, true), Step::WaitForNodes);
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(job_env::RECONF_EXIT), true), Step::WaitForNodes);
+        assert_eq!(next_step(s, 100, 30, 131, Some(JobPhase::Running), None, false), Step::Requeue);
         // Nothing else waits for the nodes: within the grace, finished on its
         // own, gone, or pending again.
-        assert_eq!(next_step(s, 100, 30, 129, Some(JobPhase::Running), None, false), Step::Wait);
-        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(0), false), Step::Drop { finished: true });
-        assert_eq!(next_step(s, 100, 30, 101, None, None, false), Step::Drop { finished: true });
-        assert_eq!(next_step(Stage::Requeued(120), 100, 30, 122, Some(JobPhase::Pending), None, false), Step::Replan);
+        assert_eq!(next_step(s, 100, 30, 129, Some(JobPhase::Running), None, true), Step::Wait);
+        assert_eq!(next_step(s, 100, 30, 101, Some(JobPhase::Ended), Some(0), true), Step::Drop { finished: true });
+        assert_eq!(next_step(s, 100, 30, 101, None, None, true), Step::Drop { finished: true });
+        assert_eq!(next_step(Stage::Requeued(120), 100, 30, 122, Some(JobPhase::Pending), None, true), Step::Replan);
     }
 }

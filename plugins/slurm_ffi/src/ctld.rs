@@ -192,14 +192,15 @@ impl<'a> Job<'a> {
         JobPhase::of(self.state())
     }
 
-    /// True when every node of the job has registered with this slurmctld
-    /// (or the job has no nodes). Right after a slurmctld restart a node is
-    /// in the recovered table before its slurmd registers, and until then
+    /// True while a node of the job has not registered with this slurmctld
+    /// yet and is neither DOWN nor not responding (it is expected to
+    /// register). Right after a slurmctld restart a node is in the
+    /// recovered table before its slurmd registers, and until then
     /// slurmctld's count of the node's GRES in use is not reliable: freeing
     /// or allocating the node's GPUs then (a requeue, a new start) can
     /// leave one counted as in use. Needs the node read lock ([`LockKind::Read`]).
-    pub fn nodes_registered(&self) -> bool {
-        unsafe { s::cellsched_job_nodes_registered(self.ptr) == 1 }
+    pub fn awaits_node_registration(&self) -> bool {
+        unsafe { s::cellsched_job_awaits_registration(self.ptr) == 1 }
     }
 
     /// True when Slurm may requeue the job (`--requeue`, `details->requeue`).
