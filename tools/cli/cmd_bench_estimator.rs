@@ -49,7 +49,7 @@ fn print_row(r: &Row) {
 }
 
 fn accuracy(dir: &Path, detail: bool) -> Result<()> {
-    let (gpus, mut models) = (GpuCatalog::builtin(), ModelCatalog::builtin());
+    let (gpus, mut models) = (cellsched_estbench::dataset_gpus()?, ModelCatalog::builtin());
     let points = load_points(dir, &mut models)?;
     let count = |d: &str| points.iter().filter(|p| p.dataset == d).count();
     println!(
@@ -63,6 +63,7 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
         points.iter().filter(|p| p.rec.gpus() == 1).count(),
         points.iter().filter(|p| p.rec.gpus() > 1).count()
     );
+    println!("servers as the datasets ran them (over the built-in GPU catalog): {}", cellsched_estbench::DATASET_SERVERS.trim().replace('\n', " "));
     println!("APE = |predicted - measured| / measured; bias = median of predicted / measured - 1 (negative: predicted too fast); rho = Spearman rank correlation of per-sample time across the Cells of one job (jobs with >= 3 scored Cells).");
     let contradictory = contradictory_points(&points);
     if !contradictory.is_empty() {

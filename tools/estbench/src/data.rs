@@ -7,6 +7,7 @@
 //! same network as its model's other runs (one unit for leave-one-model-out).
 use crate::error::{read, BenchError};
 use cellsched_core::cell::Plan;
+use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::{Attention, ModelCatalog, ModelFamily, ModelSpec, Optimizer, Precision, Recompute, Runtime};
 use cellsched_core::profile_db::{parse_csv, ProfileRecord};
 use std::path::Path;
@@ -71,6 +72,26 @@ fn register_variant(models: &mut ModelCatalog, name: &str, describe: impl FnOnce
     let out = m.name.clone();
     models.insert(m, &[]);
     Ok(out)
+}
+
+/// The servers the datasets ran on, where they differ from the built-in
+/// catalog's typical ones, in the site catalog's `[gpu.NAME]` form: Gavel's
+/// V100 workers are AWS `p3.2xlarge` instances (one V100 each: the instance
+/// type Gavel's own cost model maps a V100 worker to, `scheduler/utils.py`
+/// at commit c4fa400), whose network AWS lists as "up to 10 Gigabit"
+/// Ethernet, without RDMA: NCCL runs its socket transport over it. Only the
+/// one-GPU-per-server (`_unconsolidated`) points cross that network. Gavel's
+/// K80 workers (`p2.xlarge`) already have the catalog's 10 Gb/s; its P100s
+/// (Google Cloud, whose per-VM rate depends on the vCPUs, not given) keep
+/// the undeclared default.
+pub const DATASET_SERVERS: &str = "[gpu.v100]\ninter_node_gbs = 1.25\ninter_node_transport = \"tcp\"\n";
+
+/// The built-in GPU catalog with [`DATASET_SERVERS`] applied: the catalog
+/// the benchmark's estimators use.
+pub fn dataset_gpus() -> Result<GpuCatalog, BenchError> {
+    let mut gpus = GpuCatalog::builtin();
+    gpus.apply_overrides_toml(DATASET_SERVERS, "estbench DATASET_SERVERS")?;
+    Ok(gpus)
 }
 
 /// How Gavel's throughputs were measured: its PyTorch workloads train data
@@ -418,6 +439,18 @@ mod tests {
         assert!((r.rec.iter_time_s - 0.5).abs() < 1e-12);
         assert_eq!(r.rec.plan.unwrap().dp, 4);
         assert!(gavel_points("{\"v100\": {\"('X', many)\": {\"null\": 1.0}}}").is_err());
+    }
+
+    /// Gavel's V100 servers are described with their 10 Gb/s Ethernet (TCP,
+    /// declared); the other types keep the built-in description.
+    #[test]
+    fn dataset_servers_describe_gavels_v100_network() {
+        use cellsched_core::gpu::Transport;
+        let gpus = dataset_gpus().unwrap();
+        let v100 = gpus.get("v100").unwrap();
+        assert_eq!((v100.inter_node_gbs, v100.network_declared, v100.inter_node_transport), (1.25, true, Some(Transport::Tcp)));
+        assert_eq!(gpus.get("p100").unwrap(), GpuCatalog::builtin().get("p100").unwrap());
+        assert_eq!(v100.fp32_tflops, GpuCatalog::builtin().get("v100").unwrap().fp32_tflops);
     }
 
     /// A Gavel job is the catalog network with its per-worker batch as a
