@@ -15,8 +15,12 @@
 # Elastic jobs (--dl-elastic, reconfigured by core::elastic): ELASTIC_JOBS=all
 # makes every job elastic, =none none, =trace (default) follows the traces
 # (the Philly traces have none; synthetic ones get ELASTIC_SHARE, default 0).
+# TRUTH=bench/truth/gavel-truth-consistent.csv runs the same sweep on the truth without Gavel's
+# self-contradicting multi-GPU points (`cellsched sim gavel-truth --consistent-output`; those Cells are
+# then estimated, counted as "missing"): how much a result rests on them.
 # Usage: bench/load-sweep.sh [OUTDIR]
-#   (env: CELLSCHED=binary, SEEDS="1 2 3", ELASTIC_JOBS=trace|all|none, ELASTIC_SHARE=0)
+#   (env: CELLSCHED=binary, SEEDS="1 2 3", ELASTIC_JOBS=trace|all|none, ELASTIC_SHARE=0,
+#    TRUTH=bench/truth/gavel-truth.csv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${CELLSCHED:-target/release/cellsched}
@@ -26,14 +30,15 @@ SIZES="--grow 4,2 --shrink 1,2,4,8"
 ELASTIC="--elastic-jobs ${ELASTIC_JOBS:-trace}"
 mkdir -p "$OUT"
 RT="--restart-truth bench/truth/h200-restart.csv"
-T="--truth bench/truth/gavel-truth.csv --db bench/truth/gavel-knowledge-1gpu.csv $RT"
+TRUTH=${TRUTH:-bench/truth/gavel-truth.csv}
+T="--truth $TRUTH --db bench/truth/gavel-knowledge-1gpu.csv $RT"
 "$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES $T $ELASTIC \
   --trace bench/truth/philly-0e4a51.csv --trace bench/truth/philly-103959.csv --trace bench/truth/philly-2869ce.csv \
   | tee "$OUT/philly.txt"
 for s in $SEEDS; do
   "$BIN" sim generate --cluster bench/gavel-cluster.toml --jobs 1000 --load 0.9 --seed "$s" --due-share 0.3 \
     --elastic-share "${ELASTIC_SHARE:-0}" --output "$OUT/synth-$s.csv" 2>/dev/null
-  "$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES --truth bench/truth/gavel-truth.csv $RT $ELASTIC \
+  "$BIN" bench table --cluster bench/gavel-cluster.toml $SIZES --truth "$TRUTH" $RT $ELASTIC \
     --trace "$OUT/synth-$s.csv" | tee "$OUT/synth-$s.txt"
 done
 echo

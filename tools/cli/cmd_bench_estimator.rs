@@ -98,35 +98,62 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
     Ok(())
 }
 
-/// Measured reconfigurations (`bench/truth/h200-restart.csv`, compiled in).
+/// Measured reconfigurations on one H200 (`bench/truth/h200-restart.csv`, compiled in).
 const H200_RESTART: &str = include_str!("../../bench/truth/h200-restart.csv");
-/// The runs `[elastic]`'s defaults were fitted on (core::elastic::cost).
+/// The same reconfigurations on one H100 of another machine (`bench/truth/h100-restart.csv`): all held out.
+const H100_RESTART: &str = include_str!("../../bench/truth/h100-restart.csv");
+/// The runs `[elastic]`'s defaults were fitted on (core::elastic::cost; H200 only).
 const RESTART_CALIBRATION: [&str; 2] = ["gpt__125M", "gpt__1.3B"];
 
 /// The reconfiguration cost model (`core::elastic::RestartCost`, default
 /// `[elastic]`) against measured saves and restarts: by the model alone,
 /// and with the profiler's measured cold start of the same model and batch
-/// (`first_iter_s` of the H200 runs) as the plugins use it.
+/// (`first_iter_s` of the H200 runs) as the plugins use it. The H200 table
+/// holds the two calibration runs; every H100 run is held out.
 fn restart_cost(points: &[Point]) {
-    use cellsched_core::elastic::RestartCost;
     let cfg = cellsched_core::config::ElasticConfig::default();
-    println!("\n== reconfiguration cost (core::elastic::RestartCost, [elastic] defaults) against bench/truth/h200-restart.csv ==");
-    println!("    truth: one H200, torch.save + fsync after the signal, restart to the end of the first iteration; knowledge: 12 bytes of checkpoint per parameter (AdamW)");
+    println!("\n== reconfiguration cost (core::elastic::RestartCost, [elastic] defaults) against measured reconfigurations ==");
+    println!("    truth: one GPU, torch.save + fsync after the signal, restart to the end of the first iteration; knowledge: 12 bytes of checkpoint per parameter (AdamW)");
     let mut held: Vec<(f64, f64)> = Vec::new();
-    let table = match cellsched_sim::RestartTruth::parse(H200_RESTART, "bench/truth/h200-restart.csv") {
-        Ok(t) => t,
-        Err(e) => {
-            println!("    {e}");
-            return;
+    for (text, path, gpu, calibration) in
+        [(H200_RESTART, "bench/truth/h200-restart.csv", "h200", &RESTART_CALIBRATION[..]), (H100_RESTART, "bench/truth/h100-restart.csv", "h100", &[][..])]
+    {
+        println!("  {path}:");
+        match cellsched_sim::RestartTruth::parse(text, path) {
+            Ok(t) => restart_rows(&t, points, gpu, calibration, &cfg, &mut held),
+            Err(e) => println!("    {e}"),
         }
-    };
+    }
+    if !held.is_empty() {
+        let worst = |k: fn(&(f64, f64)) -> f64| held.iter().map(k).fold(0.0_f64, |a, b| if b.abs() > a.abs() { b } else { a });
+        let mut save: Vec<f64> = held.iter().map(|h| h.0.abs()).collect();
+        let mut restart: Vec<f64> = held.iter().map(|h| h.1.abs()).collect();
+        save.sort_by(f64::total_cmp);
+        restart.sort_by(f64::total_cmp);
+        println!(
+            "    held out ({} runs, both GPUs): restart median |error| {:.0}%, worst {:+.0}%; save median |error| {:.0}%, worst {:+.0}%",
+            held.len(),
+            quantile(&restart, 0.5),
+            worst(|h| h.1),
+            quantile(&save, 0.5),
+            worst(|h| h.0)
+        );
+    }
+    // Issue 33's measurement on another H200: 1.3B GPT, 15.8 GB, 29.5 s to save, 51.4 s to the first iteration.
+    let c = cellsched_core::elastic::RestartCost::of_size(15.8e9 / 12.0, 15.8e9, &cfg);
+    println!("    another H200 (issue 33: 1.3B GPT, 15.8 GB, save 29.5 s, restart 51.4 s): predicted save {:.1} s ({:+.0}%), restart {:.1} s ({:+.0}%)", c.save_s, (c.save_s / 29.5 - 1.0) * 100.0, c.restart_s, (c.restart_s / 51.4 - 1.0) * 100.0);
+}
+
+/// One measured table's rows of [`restart_cost`]; held-out errors (save, restart, in %) go to `held`.
+fn restart_rows(table: &cellsched_sim::RestartTruth, points: &[Point], gpu: &str, calibration: &[&str], cfg: &cellsched_core::config::ElasticConfig, held: &mut Vec<(f64, f64)>) {
+    use cellsched_core::elastic::RestartCost;
     for run in table.runs() {
         let (model, bytes, save, load, restart) = (run.model.as_deref().unwrap_or("?"), run.ckpt_bytes, run.save_s, run.load_s, run.restart_s);
-        let c = RestartCost::of_size(bytes / 12.0, bytes, &cfg);
-        let role = if RESTART_CALIBRATION.contains(&model) { "calibration" } else { "held out" };
+        let c = RestartCost::of_size(bytes / 12.0, bytes, cfg);
+        let role = if calibration.contains(&model) { "calibration" } else { "held out" };
         let first_iter = points
             .iter()
-            .find(|p| p.dataset == "h200" && p.rec.model.split('+').next() == Some(format!("hf:{model}").as_str()) && Some(p.rec.batch) == run.batch)
+            .find(|p| p.dataset == gpu && p.rec.model.split('+').next() == Some(format!("hf:{model}").as_str()) && Some(p.rec.batch) == run.batch)
             .and_then(|p| p.rec.first_iter_s);
         let profiled = first_iter.map(|s| s + bytes / 1e9 / cfg.checkpoint_read_gbs);
         let e = |p: f64, m: f64| (p / m - 1.0) * 100.0;
@@ -147,13 +174,6 @@ fn restart_cost(points: &[Point]) {
             held.push((e(c.save_s, save), e(c.restart_s, restart)));
         }
     }
-    if !held.is_empty() {
-        let worst = |k: fn(&(f64, f64)) -> f64| held.iter().map(k).fold(0.0_f64, |a, b| if b.abs() > a.abs() { b } else { a });
-        println!("    held out ({} runs): worst save error {:+.0}%, worst restart error {:+.0}%", held.len(), worst(|h| h.0), worst(|h| h.1));
-    }
-    // Issue 33's measurement on another H200: 1.3B GPT, 15.8 GB, 29.5 s to save, 51.4 s to the first iteration.
-    let c = RestartCost::of_size(15.8e9 / 12.0, 15.8e9, &cfg);
-    println!("    another H200 (issue 33: 1.3B GPT, 15.8 GB, save 29.5 s, restart 51.4 s): predicted save {:.1} s ({:+.0}%), restart {:.1} s ({:+.0}%)", c.save_s, (c.save_s / 29.5 - 1.0) * 100.0, c.restart_s, (c.restart_s / 51.4 - 1.0) * 100.0);
 }
 
 /// Scores one protocol and prints its rows.

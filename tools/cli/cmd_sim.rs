@@ -2,7 +2,7 @@
 //!
 //! - `cellsched sim --trace T.csv --cluster C.toml [--db iter_times.csv] [--truth measured.csv [--truth-missing estimate|skip]] --policy NAME [--seed N] [--json]`
 //! - `cellsched sim convert-gavel --input philly-X.trace --output T.csv --cluster C.toml [--truth measured.csv] [--seed N]`
-//! - `cellsched sim gavel-truth --input simulation_throughputs.json --output truth.csv [--single-gpu-output knowledge.csv]`
+//! - `cellsched sim gavel-truth --input simulation_throughputs.json --output truth.csv [--single-gpu-output knowledge.csv] [--consistent-output consistent.csv]`
 //!
 //! Truth (`--truth`, measured iteration times) runs the clock; knowledge
 //! (the estimator calibrated with `--db`, and the declared iterations,
@@ -48,6 +48,11 @@ struct GavelTruthArgs {
     /// Also write only the single-GPU points (a knowledge DB as one profiler run per GPU type gives).
     #[arg(long)]
     single_gpu_output: Option<String>,
+    /// Also write the table without the multi-GPU points of weak-scaling series that contradict themselves
+    /// (more GPUs at the same per-GPU batch make an iteration faster; as `bench estimator` flags them), for
+    /// checking how much a simulated result rests on those points.
+    #[arg(long)]
+    consistent_output: Option<String>,
 }
 
 /// Inputs shared by `sim` and `bench`.
@@ -607,6 +612,42 @@ fn gavel_truth(g: GavelTruthArgs) -> Result<()> {
         }
         write(p, &one, &format!("{note}\nSingle-GPU points only (knowledge: what one profiler run per GPU type measures)."))?;
         eprintln!("wrote {} single-GPU points to {p}", one.len());
+    }
+    if let Some(p) = &g.consistent_output {
+        let measured: Vec<&cellsched_sim::truth::TruthPoint> = t.points().iter().filter(|p| p.iter_time_s.is_some()).collect();
+        let recs: Vec<cellsched_core::profile_db::ProfileRecord> = measured
+            .iter()
+            .map(|p| cellsched_core::profile_db::ProfileRecord {
+                model: p.model.clone(),
+                batch: p.batch,
+                gpu_type: p.gpu_type.clone(),
+                nodes: p.nodes,
+                gpus_per_node: p.gpus_per_node,
+                iter_time_s: p.iter_time_s.unwrap_or(0.0),
+                plan: None,
+                peak_mem_gib: None,
+                first_iter_s: None,
+            })
+            .collect();
+        let keyed: Vec<(&str, &cellsched_core::profile_db::ProfileRecord)> = recs.iter().map(|r| (r.model.as_str(), r)).collect();
+        let drop = cellsched_core::estimator::weak_scaling_contradictions(&keyed);
+        let mut kept = TruthTable::new(p);
+        for (i, pt) in measured.iter().enumerate() {
+            if drop.binary_search(&i).is_err() {
+                kept.insert((*pt).clone());
+            }
+        }
+        for pt in t.points().iter().filter(|p| p.iter_time_s.is_none()) {
+            kept.insert(pt.clone());
+        }
+        let note = format!(
+            "{note}\nWithout the {} multi-GPU points of weak-scaling series that contradict themselves (more GPUs at the same\n\
+             per-GPU batch faster by over {:.0}%; core::estimator::weak_scaling_contradictions): a sensitivity check, not a measurement.",
+            drop.len(),
+            cellsched_core::estimator::CONTRADICTION_TOLERANCE * 100.0
+        );
+        write(p, &kept, &note)?;
+        eprintln!("wrote {} points to {p} ({} contradicting multi-GPU points left out)", kept.len(), drop.len());
     }
     Ok(())
 }
