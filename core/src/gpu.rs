@@ -20,6 +20,17 @@ pub enum Link {
     Pcie,
 }
 
+/// How NCCL moves data between nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// InfiniBand or RoCE with GPUDirect RDMA (NCCL's IB transport).
+    Rdma,
+    /// Plain Ethernet through the host's TCP stack (NCCL's socket transport):
+    /// cloud instances and campus clusters without RDMA.
+    Tcp,
+}
+
 /// Datasheet description of one GPU type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuSpec {
@@ -47,6 +58,10 @@ pub struct GpuSpec {
     /// undeclared network is assumed no faster than 25 Gb/s Ethernet.
     #[serde(default)]
     pub network_declared: bool,
+    /// How the declared network carries NCCL's traffic (`inter_node_transport`);
+    /// None: RDMA for a declared network, TCP for an undeclared one.
+    #[serde(default)]
+    pub inter_node_transport: Option<Transport>,
     /// Typical GPUs per server.
     pub gpus_per_node: u32,
     /// CUDA compute capability (`9.0` Hopper, `8.0`/`8.6`/`8.9` Ampere and
@@ -116,6 +131,7 @@ struct GpuPatch {
     intra_link: Option<Link>,
     intra_node_gbs: Option<Pos>,
     inter_node_gbs: Option<Pos>,
+    inter_node_transport: Option<Transport>,
     gpus_per_node: Option<Pos>,
     compute_capability: Option<Pos>,
     aliases: Option<Vec<String>>,
@@ -187,6 +203,7 @@ impl GpuCatalog {
                     intra_node_gbs: p.intra_node_gbs.map_or(old.intra_node_gbs, |v| v.0),
                     inter_node_gbs: p.inter_node_gbs.map_or(old.inter_node_gbs, |v| v.0),
                     network_declared: old.network_declared || p.inter_node_gbs.is_some(),
+                    inter_node_transport: p.inter_node_transport.or(old.inter_node_transport),
                     gpus_per_node: p.gpus_per_node.map_or(old.gpus_per_node, |v| v.0.round().max(1.0) as u32),
                     compute_capability: p.compute_capability.map(|v| v.0).or(old.compute_capability),
                 },
@@ -201,6 +218,7 @@ impl GpuCatalog {
                     intra_node_gbs: p.intra_node_gbs.ok_or_else(|| missing("intra_node_gbs"))?.0,
                     inter_node_gbs: p.inter_node_gbs.ok_or_else(|| missing("inter_node_gbs"))?.0,
                     network_declared: true,
+                    inter_node_transport: p.inter_node_transport,
                     gpus_per_node: p.gpus_per_node.map_or(8, |v| v.0.round().max(1.0) as u32),
                     compute_capability: p.compute_capability.map(|v| v.0),
                 },

@@ -49,20 +49,22 @@ fn print_row(r: &Row) {
 }
 
 fn accuracy(dir: &Path, detail: bool) -> Result<()> {
-    let (gpus, mut models) = (GpuCatalog::builtin(), ModelCatalog::builtin());
+    let (gpus, mut models) = (cellsched_estbench::dataset_gpus()?, ModelCatalog::builtin());
     let points = load_points(dir, &mut models)?;
     let count = |d: &str| points.iter().filter(|p| p.dataset == d).count();
     println!(
-        "bench estimator: {} measured points from {} ({} Gavel k80/p100/v100, {} Rubick A800, {} H100, {} H200 from bench/truth/h200-measured.csv); {} single-GPU, {} multi-GPU",
+        "bench estimator: {} measured points from {} ({} Gavel k80/p100/v100, {} Rubick A800, {} H100, {} H100 from bench/truth/h100-measured.csv, {} H200 from bench/truth/h200-measured.csv); {} single-GPU, {} multi-GPU",
         points.len(),
         dir.display(),
         count("gavel"),
         count("rubick-a800"),
         count("h100"),
+        count("h100-own"),
         count("h200"),
         points.iter().filter(|p| p.rec.gpus() == 1).count(),
         points.iter().filter(|p| p.rec.gpus() > 1).count()
     );
+    println!("servers as the datasets ran them (over the built-in GPU catalog): {}", cellsched_estbench::DATASET_SERVERS.trim().replace('\n', " "));
     println!("APE = |predicted - measured| / measured; bias = median of predicted / measured - 1 (negative: predicted too fast); rho = Spearman rank correlation of per-sample time across the Cells of one job (jobs with >= 3 scored Cells).");
     let contradictory = contradictory_points(&points);
     if !contradictory.is_empty() {
@@ -115,7 +117,7 @@ fn restart_cost(points: &[Point]) {
     println!("    truth: one GPU, torch.save + fsync after the signal, restart to the end of the first iteration; knowledge: 12 bytes of checkpoint per parameter (AdamW)");
     let mut held: Vec<(f64, f64)> = Vec::new();
     for (text, path, gpu, calibration) in
-        [(H200_RESTART, "bench/truth/h200-restart.csv", "h200", &RESTART_CALIBRATION[..]), (H100_RESTART, "bench/truth/h100-restart.csv", "h100", &[][..])]
+        [(H200_RESTART, "bench/truth/h200-restart.csv", "h200", &RESTART_CALIBRATION[..]), (H100_RESTART, "bench/truth/h100-restart.csv", "h100-own", &[][..])]
     {
         println!("  {path}:");
         match cellsched_sim::RestartTruth::parse(text, path) {

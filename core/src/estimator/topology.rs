@@ -4,7 +4,7 @@
 //! that of the whole group, shared with the node's other groups; at the bus
 //! bandwidth NCCL achieves (PCIe rings slow down once they cross the CPU
 //! socket interconnect).
-use crate::gpu::{GpuSpec, Link};
+use crate::gpu::{GpuSpec, Link, Transport};
 
 /// Fraction of link bandwidth a ring collective achieves (NCCL bus bandwidth
 /// over link bandwidth: protocol overhead, chunking, kernel contention).
@@ -67,13 +67,17 @@ pub(crate) fn network_bw(gpu: &GpuSpec) -> f64 {
 }
 
 /// Per-node network rate (bytes/s) a cross-node collective achieves: a
-/// declared network at [`INTER_NODE_EFFICIENCY`] of its rate; an undeclared
-/// one is taken as Ethernet under NCCL's socket transport, which fills a
-/// slow link ([`SOCKET_LINK_EFFICIENCY`]) but is capped by the host
-/// ([`SOCKET_HOST_CAP`]) on a fast one.
+/// declared RDMA network at [`INTER_NODE_EFFICIENCY`] of its rate; an
+/// undeclared one, or one declared as `tcp`, is Ethernet under NCCL's socket
+/// transport, which fills a slow link ([`SOCKET_LINK_EFFICIENCY`]) but is
+/// capped by the host ([`SOCKET_HOST_CAP`]) on a fast one.
 pub(crate) fn achieved_network_bw(gpu: &GpuSpec) -> f64 {
     let nominal = network_bw(gpu);
-    if gpu.network_declared {
+    let rdma = match gpu.inter_node_transport {
+        Some(t) => t == Transport::Rdma,
+        None => gpu.network_declared,
+    };
+    if rdma {
         nominal * INTER_NODE_EFFICIENCY
     } else {
         (nominal * SOCKET_LINK_EFFICIENCY).min(SOCKET_HOST_CAP)
@@ -300,6 +304,22 @@ mod tests {
         assert!(achieved_network_bw(a100) < 0.5 * network_bw(a100));
         let ib = GpuCatalog::with_overrides_toml("[gpu.a100]\ninter_node_gbs = 25\n").unwrap().get("a100").unwrap().clone();
         assert_eq!(achieved_network_bw(&ib), 25e9 * INTER_NODE_EFFICIENCY);
+    }
+
+    /// A network declared as plain Ethernet (`inter_node_transport = "tcp"`)
+    /// keeps its declared rate under the socket model: a 10 Gb/s link nearly
+    /// filled, not halved as RDMA's derate would; a fast one capped by the host.
+    #[test]
+    fn a_declared_tcp_network_runs_at_socket_rates() {
+        let tcp10 = GpuCatalog::with_overrides_toml("[gpu.v100]\ninter_node_gbs = 1.25\ninter_node_transport = \"tcp\"\n").unwrap().get("v100").unwrap().clone();
+        assert!(tcp10.network_declared && tcp10.inter_node_transport == Some(Transport::Tcp));
+        assert!((achieved_network_bw(&tcp10) - 0.9 * 1.25e9).abs() < 1.0);
+        let rdma10 = GpuCatalog::with_overrides_toml("[gpu.v100]\ninter_node_gbs = 1.25\n").unwrap().get("v100").unwrap().clone();
+        assert_eq!(achieved_network_bw(&rdma10), 1.25e9 * INTER_NODE_EFFICIENCY);
+        let tcp100 = GpuCatalog::with_overrides_toml("[gpu.v100]\ninter_node_gbs = 12.5\ninter_node_transport = \"tcp\"\n").unwrap().get("v100").unwrap().clone();
+        assert_eq!(achieved_network_bw(&tcp100), SOCKET_HOST_CAP);
+        let bad = GpuCatalog::with_overrides_toml("[gpu.v100]\ninter_node_transport = \"carrier-pigeon\"\n").unwrap_err().to_string();
+        assert!(bad.contains("carrier-pigeon") || bad.contains("inter_node_transport"), "{bad}");
     }
 
     /// NCCL's ring across nodes puts the whole group's traffic through each

@@ -7,6 +7,7 @@
 //! same network as its model's other runs (one unit for leave-one-model-out).
 use crate::error::{read, BenchError};
 use cellsched_core::cell::Plan;
+use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::{Attention, ModelCatalog, ModelFamily, ModelSpec, Optimizer, Precision, Recompute, Runtime};
 use cellsched_core::profile_db::{parse_csv, ProfileRecord};
 use std::path::Path;
@@ -71,6 +72,26 @@ fn register_variant(models: &mut ModelCatalog, name: &str, describe: impl FnOnce
     let out = m.name.clone();
     models.insert(m, &[]);
     Ok(out)
+}
+
+/// The servers the datasets ran on, where they differ from the built-in
+/// catalog's typical ones, in the site catalog's `[gpu.NAME]` form: Gavel's
+/// V100 workers are AWS `p3.2xlarge` instances (one V100 each: the instance
+/// type Gavel's own cost model maps a V100 worker to, `scheduler/utils.py`
+/// at commit c4fa400), whose network AWS lists as "up to 10 Gigabit"
+/// Ethernet, without RDMA: NCCL runs its socket transport over it. Only the
+/// one-GPU-per-server (`_unconsolidated`) points cross that network. Gavel's
+/// K80 workers (`p2.xlarge`) already have the catalog's 10 Gb/s; its P100s
+/// (Google Cloud, whose per-VM rate depends on the vCPUs, not given) keep
+/// the undeclared default.
+pub const DATASET_SERVERS: &str = "[gpu.v100]\ninter_node_gbs = 1.25\ninter_node_transport = \"tcp\"\n";
+
+/// The built-in GPU catalog with [`DATASET_SERVERS`] applied: the catalog
+/// the benchmark's estimators use.
+pub fn dataset_gpus() -> Result<GpuCatalog, BenchError> {
+    let mut gpus = GpuCatalog::builtin();
+    gpus.apply_overrides_toml(DATASET_SERVERS, "estbench DATASET_SERVERS")?;
+    Ok(gpus)
 }
 
 /// How Gavel's throughputs were measured: its PyTorch workloads train data
@@ -228,16 +249,28 @@ pub fn torchvision_model(models: &mut ModelCatalog, label: &str) -> Result<Optio
     .map(Some)
 }
 
-/// H200 runs whose vocabulary differs from their catalog entry's (the
+/// Runs of `bench/gpu/measure.sh` whose vocabulary differs from their catalog entry's (the
 /// command line of `bench/gpu/measure.sh`): GPT-2 1.3B ran with 32,128
 /// tokens (its 15.3 GB checkpoint is 1.28B parameters).
 const H200_VOCAB: [(&str, u32); 1] = [("gpt__1.3B", 32128)];
 
+/// The project's own H100 runs (`bench/truth/h100-measured.csv`, compiled
+/// in): the same loops, models and batches as [`H200_RUNS`] on one H100.
+pub const H100_OWN_RUNS: &str = include_str!("../../../bench/truth/h100-measured.csv");
+
 /// The points of [`H200_RUNS`] (dataset `h200`): CNNs as
 /// [`torchvision_model`], transformers as [`h100_model`] (the same loop).
 pub fn h200_points(text: &str, models: &mut ModelCatalog) -> Result<Vec<Point>, BenchError> {
+    own_gpu_points(text, "bench/truth/h200-measured.csv", "h200", models)
+}
+
+/// The points of a table written by `bench/gpu/measure.sh` (`path` names it
+/// in errors) as dataset `dataset`: CNNs as [`torchvision_model`],
+/// transformers as [`h100_model`] (the same loop), with the vocabularies
+/// of [`H200_VOCAB`].
+pub fn own_gpu_points(text: &str, path: &str, dataset: &'static str, models: &mut ModelCatalog) -> Result<Vec<Point>, BenchError> {
     let mut out = Vec::new();
-    for mut rec in parse_csv(text, "bench/truth/h200-measured.csv")? {
+    for mut rec in parse_csv(text, path)? {
         let vocab = H200_VOCAB.iter().find(|(label, _)| *label == rec.model).map(|v| v.1);
         rec.model = match torchvision_model(models, &rec.model)? {
             Some(m) => m,
@@ -251,7 +284,7 @@ pub fn h200_points(text: &str, models: &mut ModelCatalog) -> Result<Vec<Point>, 
             })?;
         }
         let per_gpu = rec.batch / rec.gpus().max(1);
-        out.push(Point::new("h200", format!("h200:{} bs{per_gpu}", rec.model), rec));
+        out.push(Point::new(dataset, format!("{dataset}:{} bs{per_gpu}", rec.model), rec));
     }
     Ok(out)
 }
@@ -279,6 +312,7 @@ pub fn load_points(dir: &Path, models: &mut ModelCatalog) -> Result<Vec<Point>, 
         }
     }
     out.extend(h200_points(H200_RUNS, models)?);
+    out.extend(own_gpu_points(H100_OWN_RUNS, "bench/truth/h100-measured.csv", "h100-own", models)?);
     for p in &mut out {
         if p.dataset == "gavel" {
             let per_gpu = p.rec.batch / p.rec.gpus().max(1);
@@ -420,6 +454,18 @@ mod tests {
         assert!(gavel_points("{\"v100\": {\"('X', many)\": {\"null\": 1.0}}}").is_err());
     }
 
+    /// Gavel's V100 servers are described with their 10 Gb/s Ethernet (TCP,
+    /// declared); the other types keep the built-in description.
+    #[test]
+    fn dataset_servers_describe_gavels_v100_network() {
+        use cellsched_core::gpu::Transport;
+        let gpus = dataset_gpus().unwrap();
+        let v100 = gpus.get("v100").unwrap();
+        assert_eq!((v100.inter_node_gbs, v100.network_declared, v100.inter_node_transport), (1.25, true, Some(Transport::Tcp)));
+        assert_eq!(gpus.get("p100").unwrap(), GpuCatalog::builtin().get("p100").unwrap());
+        assert_eq!(v100.fp32_tflops, GpuCatalog::builtin().get("v100").unwrap().fp32_tflops);
+    }
+
     /// A Gavel job is the catalog network with its per-worker batch as a
     /// fixed micro-batch; registering it twice gives the same variant.
     #[test]
@@ -442,6 +488,18 @@ mod tests {
         let (g, b) = (models.get(&gpt).unwrap(), models.get(&bert).unwrap());
         assert_eq!((g.activation_kernels, b.activation_kernels), (8, 0));
         assert_eq!((g.precision, b.precision, b.seq_len, b.vocab), (Precision::Bf16, Precision::Bf16, 512, 30522));
+    }
+
+    /// The H100 runs of the same script load as dataset `h100-own` on type
+    /// h100, with the same model descriptions as the H200 runs.
+    #[test]
+    fn own_h100_runs_load_as_their_own_dataset() {
+        let mut models = ModelCatalog::builtin();
+        let pts = own_gpu_points(H100_OWN_RUNS, "h100-measured.csv", "h100-own", &mut models).unwrap();
+        assert!(pts.len() >= 12 && pts.iter().all(|p| p.dataset == "h100-own" && p.rec.gpu_type == "h100" && p.rec.peak_mem_gib.is_some()));
+        assert!(pts.iter().any(|p| p.rec.model == "wide_resnet50_2_bf16+torchvision"));
+        assert!(pts.iter().any(|p| p.rec.model.ends_with("+vocab32128")), "GPT-2 1.3B with its run's vocabulary");
+        assert!(pts.iter().all(|p| p.job.starts_with("h100-own:")));
     }
 
     /// The H200 runs load as their training loop ran them: torchvision CNNs

@@ -12,7 +12,7 @@ pub mod protocol;
 pub mod score;
 pub mod speed;
 
-pub use data::{load_points, published_points, Point, PUBLISHED_RESNET50};
+pub use data::{dataset_gpus, load_points, published_points, Point, DATASET_SERVERS, PUBLISHED_RESNET50};
 pub use error::BenchError;
 pub use protocol::{protocols, published_protocols, Protocol, Split};
 pub use score::{Pick, Row, Scored};

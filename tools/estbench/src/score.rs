@@ -147,7 +147,7 @@ pub fn rows(points: &[Point], scored: &[Scored], pick: Pick, contradictory: &[us
     for prec in ["amp", "tf32", "fp32"] {
         out.extend(Row::of(format!("published {prec}"), &group(&|i| points[i].dataset == "published" && points[i].job.split(' ').nth(1) == Some(prec))));
     }
-    for ds in ["gavel", "rubick-a800", "h100", "h200"] {
+    for ds in ["gavel", "rubick-a800", "h100", "h100-own", "h200"] {
         let sub = group(&|i| points[i].dataset == ds);
         out.extend(Row::of(ds, &sub));
         let described = group(&|i| points[i].dataset == ds && !points[i].job.ends_with("-offload"));
