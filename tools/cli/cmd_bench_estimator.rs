@@ -127,10 +127,8 @@ fn restart_cost(points: &[Point]) {
     }
     if !held.is_empty() {
         let worst = |k: fn(&(f64, f64)) -> f64| held.iter().map(k).fold(0.0_f64, |a, b| if b.abs() > a.abs() { b } else { a });
-        let mut save: Vec<f64> = held.iter().map(|h| h.0.abs()).collect();
-        let mut restart: Vec<f64> = held.iter().map(|h| h.1.abs()).collect();
-        save.sort_by(f64::total_cmp);
-        restart.sort_by(f64::total_cmp);
+        let save: Vec<f64> = held.iter().map(|h| h.0.abs()).collect();
+        let restart: Vec<f64> = held.iter().map(|h| h.1.abs()).collect();
         println!(
             "    held out ({} runs, both GPUs): restart median |error| {:.0}%, worst {:+.0}%; save median |error| {:.0}%, worst {:+.0}%",
             held.len(),

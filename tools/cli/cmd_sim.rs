@@ -614,40 +614,15 @@ fn gavel_truth(g: GavelTruthArgs) -> Result<()> {
         eprintln!("wrote {} single-GPU points to {p}", one.len());
     }
     if let Some(p) = &g.consistent_output {
-        let measured: Vec<&cellsched_sim::truth::TruthPoint> = t.points().iter().filter(|p| p.iter_time_s.is_some()).collect();
-        let recs: Vec<cellsched_core::profile_db::ProfileRecord> = measured
-            .iter()
-            .map(|p| cellsched_core::profile_db::ProfileRecord {
-                model: p.model.clone(),
-                batch: p.batch,
-                gpu_type: p.gpu_type.clone(),
-                nodes: p.nodes,
-                gpus_per_node: p.gpus_per_node,
-                iter_time_s: p.iter_time_s.unwrap_or(0.0),
-                plan: None,
-                peak_mem_gib: None,
-                first_iter_s: None,
-            })
-            .collect();
-        let keyed: Vec<(&str, &cellsched_core::profile_db::ProfileRecord)> = recs.iter().map(|r| (r.model.as_str(), r)).collect();
-        let drop = cellsched_core::estimator::weak_scaling_contradictions(&keyed);
-        let mut kept = TruthTable::new(p);
-        for (i, pt) in measured.iter().enumerate() {
-            if drop.binary_search(&i).is_err() {
-                kept.insert((*pt).clone());
-            }
-        }
-        for pt in t.points().iter().filter(|p| p.iter_time_s.is_none()) {
-            kept.insert(pt.clone());
-        }
+        let (kept, dropped) = t.without_contradictions(p);
         let note = format!(
             "{note}\nWithout the {} multi-GPU points of weak-scaling series that contradict themselves (more GPUs at the same\n\
              per-GPU batch faster by over {:.0}%; core::estimator::weak_scaling_contradictions): a sensitivity check, not a measurement.",
-            drop.len(),
+            dropped,
             cellsched_core::estimator::CONTRADICTION_TOLERANCE * 100.0
         );
         write(p, &kept, &note)?;
-        eprintln!("wrote {} points to {p} ({} contradicting multi-GPU points left out)", kept.len(), drop.len());
+        eprintln!("wrote {} points to {p} ({dropped} contradicting multi-GPU points left out)", kept.len());
     }
     Ok(())
 }

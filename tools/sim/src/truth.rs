@@ -68,6 +68,23 @@ pub struct TruthPoint {
     pub iter_time_s: Option<f64>,
 }
 
+impl TruthPoint {
+    /// The point as a profile DB record; `None` for a point that does not fit.
+    fn record(&self) -> Option<cellsched_core::profile_db::ProfileRecord> {
+        Some(cellsched_core::profile_db::ProfileRecord {
+            model: self.model.clone(),
+            batch: self.batch,
+            gpu_type: self.gpu_type.clone(),
+            nodes: self.nodes,
+            gpus_per_node: self.gpus_per_node,
+            iter_time_s: self.iter_time_s?,
+            plan: None,
+            peak_mem_gib: None,
+            first_iter_s: None,
+        })
+    }
+}
+
 type Key = (String, u32, String, u32, u32);
 
 /// Measured iteration times, by (model, batch, GPU type, nodes, GPUs per node).
@@ -175,23 +192,32 @@ impl TruthTable {
     pub fn to_profile_db(&self, single_gpu_only: bool) -> cellsched_core::profile_db::ProfileDb {
         let mut db = cellsched_core::profile_db::ProfileDb::new();
         for p in &self.points {
-            let Some(t) = p.iter_time_s else { continue };
             if single_gpu_only && p.nodes * p.gpus_per_node != 1 {
                 continue;
             }
-            db.insert(cellsched_core::profile_db::ProfileRecord {
-                model: p.model.clone(),
-                batch: p.batch,
-                gpu_type: p.gpu_type.clone(),
-                nodes: p.nodes,
-                gpus_per_node: p.gpus_per_node,
-                iter_time_s: t,
-                plan: None,
-                peak_mem_gib: None,
-                first_iter_s: None,
-            });
+            if let Some(r) = p.record() {
+                db.insert(r);
+            }
         }
         db
+    }
+
+    /// The table without the multi-GPU points of weak-scaling series that
+    /// contradict themselves (more GPUs at the same per-GPU batch faster:
+    /// [`cellsched_core::estimator::weak_scaling_contradictions`], the rule
+    /// `bench estimator` flags them by), named `origin`; with the number of
+    /// points left out.
+    pub fn without_contradictions(&self, origin: &str) -> (TruthTable, usize) {
+        let measured: Vec<(usize, cellsched_core::profile_db::ProfileRecord)> = self.points.iter().enumerate().filter_map(|(i, p)| Some((i, p.record()?))).collect();
+        let keyed: Vec<(&str, &cellsched_core::profile_db::ProfileRecord)> = measured.iter().map(|(_, r)| (r.model.as_str(), r)).collect();
+        let drop: Vec<usize> = cellsched_core::estimator::weak_scaling_contradictions(&keyed).into_iter().map(|k| measured[k].0).collect();
+        let mut kept = TruthTable::new(origin);
+        for (i, p) in self.points.iter().enumerate() {
+            if !drop.contains(&i) {
+                kept.insert(p.clone());
+            }
+        }
+        (kept, drop.len())
     }
 
     /// Writes the table as CSV (fitting points with their seconds, others as 0).
@@ -307,6 +333,23 @@ mod tests {
     use super::*;
 
     const H: &str = "model,batch,gpu_type,nodes,gpus_per_node,iter_time_s\n";
+
+    /// A series where 8 GPUs beat 4 at the same per-GPU batch loses its
+    /// multi-GPU points; its single-GPU point, monotone series and
+    /// points that do not fit stay.
+    #[test]
+    fn contradicting_series_lose_their_multi_gpu_points() {
+        let text = format!(
+            "{H}lm,8,v100,1,1,0.10\nlm,32,v100,1,4,0.30\nlm,64,v100,1,8,0.12\ncnn,8,v100,1,1,0.10\ncnn,32,v100,1,4,0.12\ncnn,64,v100,1,8,0.13\nbig,64,k80,1,1,0\n"
+        );
+        let t = TruthTable::parse(&text, "t.csv").unwrap();
+        let (kept, dropped) = t.without_contradictions("kept.csv");
+        assert_eq!((dropped, kept.len(), kept.origin.as_str()), (2, 5, "kept.csv"));
+        assert_eq!(kept.lookup("lm", 8, "v100", 1, 1), Some(Some(0.10)));
+        assert_eq!((kept.lookup("lm", 32, "v100", 1, 4), kept.lookup("lm", 64, "v100", 1, 8)), (None, None));
+        assert_eq!(kept.lookup("cnn", 64, "v100", 1, 8), Some(Some(0.13)));
+        assert_eq!(kept.lookup("big", 64, "k80", 1, 1), Some(None));
+    }
 
     #[test]
     fn parses_comments_no_fit_and_lookup() {
