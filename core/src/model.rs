@@ -265,6 +265,12 @@ pub struct ModelSpec {
     /// transpose their operands and results.
     #[serde(default)]
     pub channels_last: bool,
+    /// CNNs: the training script sets `torch.backends.cudnn.benchmark`
+    /// (cuDNN autotuning: every candidate algorithm of each new convolution
+    /// shape is timed with its workspace, which the caching allocator keeps
+    /// reserved). False: PyTorch's default, heuristic algorithm choice.
+    #[serde(default)]
+    pub cudnn_benchmark: bool,
     /// Training precision.
     pub precision: Precision,
     /// Optimizer (state bytes, step traffic).
@@ -449,6 +455,7 @@ impl ModelSpec {
         }
         self.gated_ffn.hash(&mut h);
         self.channels_last.hash(&mut h);
+        self.cudnn_benchmark.hash(&mut h);
         self.precision.hash(&mut h);
         self.optimizer.hash(&mut h);
         self.recompute.hash(&mut h);
@@ -774,6 +781,7 @@ struct ModelToml {
     width_factor: Option<u32>,
     image_size: Option<u32>,
     channels_last: Option<bool>,
+    cudnn_benchmark: Option<bool>,
     #[serde(default)]
     precision: Precision,
     #[serde(default)]
@@ -839,6 +847,7 @@ impl ModelToml {
             width_factor: 0,
             image_size: 0,
             channels_last: false,
+            cudnn_benchmark: false,
             precision: self.precision,
             optimizer: self.optimizer,
             recompute: self.recompute,
@@ -860,8 +869,10 @@ impl ModelToml {
             act_bytes_override: None,
             grad_ready_override: None,
         };
-        if self.channels_last.is_some() && self.family != ModelFamily::WideResnet {
-            return Err(err(format!("model '{name}': field 'channels_last' needs family = \"wide_resnet\"")));
+        for (field, set) in [("channels_last", self.channels_last.is_some()), ("cudnn_benchmark", self.cudnn_benchmark.is_some())] {
+            if set && self.family != ModelFamily::WideResnet {
+                return Err(err(format!("model '{name}': field '{field}' needs family = \"wide_resnet\"")));
+            }
         }
         if self.grad_ready_share.is_some() && self.family != ModelFamily::Generic {
             return Err(err(format!("model '{name}': field 'grad_ready_share' needs family = \"generic\" (the others derive it)")));
@@ -934,6 +945,7 @@ impl ModelToml {
                 spec.width_factor = need(self.width_factor.or(Some(1)), "width_factor")?;
                 spec.image_size = need(self.image_size.or(Some(224)), "image_size")?;
                 spec.channels_last = self.channels_last.unwrap_or(false);
+                spec.cudnn_benchmark = self.cudnn_benchmark.unwrap_or(false);
             }
             ModelFamily::Generic => {
                 spec.params_override = Some(pos(self.params, "params")?.ok_or_else(|| err(format!("model '{name}' (Generic): missing field 'params'")))?);
@@ -1045,6 +1057,7 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "width_factor": nz(s.width_factor),
         "image_size": nz(s.image_size),
         "channels_last": s.channels_last.then_some(true),
+        "cudnn_benchmark": s.cudnn_benchmark.then_some(true),
         "precision": s.precision,
         "optimizer": s.optimizer,
         "recompute": s.recompute,
@@ -1537,6 +1550,13 @@ mod tests {
         assert!(!plain.channels_last && plain.fingerprint() != m.fingerprint());
         let e = parse_model_toml("family='gpt'\nlayers=2\nhidden=64\nheads=2\nseq_len=8\nchannels_last=true\n", "m.toml", "m").unwrap_err().to_string();
         assert!(e.contains("channels_last") && e.contains("wide_resnet"), "{e}");
+        // cuDNN autotuning is declared the same way: a CNN field, off by default.
+        let tuned = parse_model_toml("family='wide_resnet'\nwidth=64\ncudnn_benchmark=true\n", "m.toml", "m").unwrap();
+        assert!(tuned.cudnn_benchmark && !plain.cudnn_benchmark && tuned.fingerprint() != plain.fingerprint());
+        assert!(model_from_wire(&model_to_wire(&tuned)).unwrap().cudnn_benchmark);
+        assert!(!model_to_wire(&plain).contains("cudnn_benchmark"), "unset fields stay off the wire");
+        let e = parse_model_toml("family='gpt'\nlayers=2\nhidden=64\nheads=2\nseq_len=8\ncudnn_benchmark=true\n", "m.toml", "m").unwrap_err().to_string();
+        assert!(e.contains("cudnn_benchmark") && e.contains("wide_resnet"), "{e}");
     }
 
     /// Where the synchronised gradients become ready in backward: a CNN's

@@ -9,7 +9,8 @@ use anyhow::Result;
 use cellsched_core::estimator::{quantile, CONTRADICTION_TOLERANCE};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
-use cellsched_estbench::score::{calibrated, memory_vs_peaks, rank_correlations, ratio_by_shape, rows, score_point, score_protocol};
+use cellsched_estbench::memory::{memory_table, Role};
+use cellsched_estbench::score::{calibrated, rank_correlations, ratio_by_shape, rows, score_point, score_protocol};
 use cellsched_estbench::{contradictory_points, load_points, protocols, published_points, published_protocols, Pick, Point, Protocol, Row, Scored, PUBLISHED_RESNET50};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -94,7 +95,7 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
     for proto in published_protocols(&all) {
         report(&all, &proto, &contradictory, &gpus, &models, detail);
     }
-    memory(&points, &gpus, &models);
+    memory(&points, &gpus, &models)?;
     restart_cost(&points);
     Ok(())
 }
@@ -261,56 +262,62 @@ fn feasibility(points: &[Point], scored: &[Scored]) {
     }
 }
 
-/// PyTorch allocator peaks of the H200 CNN runs' shapes (`bench/truth/h200-conv-memory.csv`).
-const H200_CONV_MEMORY: &str = include_str!("../../bench/truth/h200-conv-memory.csv");
-
-/// The fp32 CNN runs' NVML peaks include cuDNN autotuning (cudnn.benchmark in
-/// a fresh process); prints the prediction against the allocator's peak of the
-/// same shapes without autotuning, plus the CUDA context (NVML minus the
-/// allocator's peak on the bf16 runs, which autotuned in both measurements).
-fn conv_memory(points: &[Point], peaks: &[(usize, f64, f64)]) {
-    let rows: Vec<Vec<&str>> = H200_CONV_MEMORY
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.starts_with("model,") && !l.trim().is_empty())
-        .map(|l| l.split(',').collect())
-        .filter(|f: &Vec<&str>| f.len() == 6)
-        .collect();
-    let find = |label: &str, batch: &str| peaks.iter().find(|(i, _, _)| points[*i].dataset == "h200" && points[*i].rec.model == format!("{label}+torchvision") && points[*i].rec.batch.to_string() == batch);
-    let mut ctx: Vec<f64> = rows
-        .iter()
-        .filter(|f| f[2] == "bf16")
-        .filter_map(|f| Some(find(&format!("{}_bf16", f[0]), f[1])?.2 - f[5].parse::<f64>().ok()?))
-        .collect();
-    if ctx.is_empty() {
-        return;
-    }
-    ctx.sort_by(f64::total_cmp);
-    let context = ctx[ctx.len() / 2];
-    println!("  fp32 CNN runs without cuDNN autotuning (bench/truth/h200-conv-memory.csv: allocator peak reserved + {context:.2} GiB CUDA context, the median NVML - allocator gap of the bf16 runs):");
-    for f in rows.iter().filter(|f| f[2] == "fp32" && f[3] == "false") {
-        let (Some((_, pred, nvml)), Ok(res)) = (find(f[0], f[1]), f[5].parse::<f64>()) else { continue };
-        let m = res + context;
-        println!("    {:<28} predicted {pred:>6.1} GiB, allocator + context {m:>6.1} GiB: {:+.0}% (NVML with autotuning {nvml:.1} GiB)", format!("{} bs{}", f[0], f[1]), (pred / m - 1.0) * 100.0);
-    }
-}
-
 /// Measured peak memory of the H100 runs (NVML, whole process): 25.4–57.7 GiB
 /// over the runs (per-run values were not recorded; see shared/README.md).
 const H100_PEAK_GIB: (f64, f64) = (25.4, 57.7);
 
-fn memory(points: &[Point], gpus: &GpuCatalog, models: &ModelCatalog) {
-    let peaks = memory_vs_peaks(points, gpus, models);
-    println!("\n== peak memory against NVML (measured plan; memory is not calibrated) ==");
-    if peaks.is_empty() {
+fn memory(points: &[Point], gpus: &GpuCatalog, models: &ModelCatalog) -> Result<()> {
+    let t = memory_table(points, gpus, models)?;
+    println!("\n== peak memory against NVML (measured plan; needed memory not calibrated; cuDNN autotuning workspace fitted leave one network out) ==");
+    if t.held_out.is_empty() {
         println!("    no point records its NVML peak (profile DB column peak_mem_gib)");
     } else {
-        let errs: Vec<f64> = peaks.iter().map(|(_, p, m)| (p / m - 1.0) * 100.0).collect();
-        for ((i, p, m), e) in peaks.iter().zip(&errs) {
-            println!("    {:<28} predicted {p:>6.1} GiB, NVML {m:>6.1} GiB: {e:+.0}%", points[*i].job);
+        let ctx = t.context_gib.map_or("-".into(), |c| format!("{c:.2}"));
+        println!("  autotuning workspace measured per fp32 H200 run (NVML peak - allocator peak without autotuning - {ctx} GiB CUDA context, the median NVML - allocator gap of the bf16 runs; bench/truth/h200-conv-memory.csv):");
+        for w in &t.workspaces {
+            println!("    {:<28} {:>6.2} GiB over {:>8.0} channel pairs of its widest stride-1 k x k convolution: {:>6.0} B a pair", format!("{} bs{}", w.net, w.batch), w.gib, w.pairs, w.gib * (1u64 << 30) as f64 / w.pairs);
         }
-        let within = errs.iter().filter(|e| e.abs() <= 20.0).count();
-        println!("    within +-20%: {within} of {} ({:.0}%), median error {:+.1}%", errs.len(), within as f64 * 100.0 / errs.len() as f64, quantile(&errs, 0.5));
-        conv_memory(points, &peaks);
+        for (net, c) in &t.fits {
+            println!("    fitted on {net:<18} {:>6.0} B a pair (median of its runs)", c.bytes_per_channel_pair);
+        }
+        println!("    built-in default (cellsched-core, fitted on both networks; scores no row below): {:.0} B a pair", cellsched_core::estimator::DEFAULT_BYTES_PER_CHANNEL_PAIR);
+        println!("  every row held out: an autotuned fp32 run is scored with the constant fitted on the other network; other rows have no autotuning term (no constant):");
+        let line = |r: &cellsched_estbench::memory::MemoryRow| {
+            let role = match &r.role {
+                Role::NoTerm => "held out (no term)".to_string(),
+                Role::HeldOut(on) => format!("held out (fit: {})", on.join("+")),
+                Role::Calibration => "calibration".to_string(),
+            };
+            println!(
+                "    {:<36} {:<34} predicted {:>6.1} + {:>5.1} = {:>6.1} GiB, NVML {:>6.1} GiB: {:+.0}%",
+                points[r.idx].job,
+                role,
+                r.required_gib,
+                r.workspace_gib,
+                r.predicted_gib(),
+                r.nvml_gib,
+                r.error_pct()
+            );
+        };
+        t.held_out.iter().for_each(line);
+        let summary = |label: &str, keep: &dyn Fn(&Point) -> bool| {
+            let errs: Vec<f64> = t.held_out.iter().filter(|r| keep(&points[r.idx])).map(|r| r.error_pct()).collect();
+            if errs.is_empty() {
+                return;
+            }
+            let within = errs.iter().filter(|e| e.abs() <= 20.0).count();
+            println!("    {label}: within +-20% {within} of {} ({:.0}%), median error {:+.1}%", errs.len(), within as f64 * 100.0 / errs.len() as f64, quantile(&errs, 0.5));
+        };
+        summary("all held-out rows", &|_| true);
+        summary("h200 rows only (h100-own ran the same loops on the same GH100 chip: byte-identical NVML peaks, not independent evidence)", &|p| p.dataset == "h200");
+        println!("  calibration rows (scored with the constant fitted on their own network; not counted above):");
+        t.calibration.iter().for_each(line);
+        if !t.without_autotuning.is_empty() {
+            println!("  fp32 CNN runs without cuDNN autotuning (allocator peak reserved + context; the needed memory alone):");
+            for (net, batch, pred, measured, nvml) in &t.without_autotuning {
+                println!("    {:<28} predicted {pred:>6.1} GiB, allocator + context {measured:>6.1} GiB: {:+.0}% (NVML with autotuning {nvml:.1} GiB)", format!("{net} bs{batch}"), (pred / measured - 1.0) * 100.0);
+            }
+        }
     }
     let est = cellsched_core::estimator::Estimator::new(gpus.clone(), models.clone());
     let h100: Vec<(String, f64)> = points
@@ -319,7 +326,7 @@ fn memory(points: &[Point], gpus: &GpuCatalog, models: &ModelCatalog) {
         .filter_map(|p| score_point(&est, models, 0, &p.rec).pinned.map(|(_, _, b)| (p.job.clone(), b as f64 / (1u64 << 30) as f64)))
         .collect();
     if h100.is_empty() {
-        return;
+        return Ok(());
     }
     println!("  H100 runs without a per-run peak (bf16 autocast + AdamW):");
     for (job, gib) in &h100 {
@@ -334,6 +341,7 @@ fn memory(points: &[Point], gpus: &GpuCatalog, models: &ModelCatalog) {
         (lo / H100_PEAK_GIB.0 - 1.0) * 100.0,
         (hi / H100_PEAK_GIB.1 - 1.0) * 100.0
     );
+    Ok(())
 }
 
 fn speed() {

@@ -255,13 +255,20 @@ fn print_explain(job: &JobSpec, ev: &cellsched_core::estimator::PlanEval, why: O
     let gib = |b: f64| b / (1u64 << 30) as f64;
     let mm = ev.memory;
     println!(
-        "memory per GPU: states {:.2} GiB, activations+logits {:.2} GiB, optimizer-step temporaries {:.2} GiB, context/buffers {:.2} GiB -> peak {:.2} GiB",
+        "memory per GPU: states {:.2} GiB, activations+logits {:.2} GiB, optimizer-step temporaries {:.2} GiB, context/buffers {:.2} GiB -> needed {:.2} GiB",
         gib(mm.states),
         gib(mm.activations),
         gib(mm.optimizer_temp),
         gib(mm.other),
         gib(mm.total())
     );
+    if m.cudnn_benchmark {
+        println!(
+            "  cuDNN autotuning workspace {:.2} GiB (cudnn_benchmark; taken from memory left over, not needed to fit) -> NVML peak {:.2} GiB",
+            gib(mm.autotune_workspace),
+            gib(mm.peak())
+        );
+    }
     if let Some(w) = why {
         println!(
             "parameters: compute efficiency x{:.3}; communication x{:.2} in a node, x{:.2} across nodes, {:.2} ms per micro-batch, {:.1} ms per iteration",

@@ -252,6 +252,17 @@ impl ConvNet {
         self.layers[..self.n].iter().map(|l| l.flops() * l.count).sum::<f64>() + 2.0 * self.fc.0 * self.fc.1
     }
 
+    /// Input × output channel pairs of the widest stride-1 convolution with
+    /// a kernel wider than 1×1 (the filter banks FFT-based cuDNN algorithms
+    /// transform); 0 when the network has none.
+    pub fn widest_spatial_filter_pairs(&self) -> f64 {
+        self.layers[..self.n]
+            .iter()
+            .filter(|l| l.kernel > 1.0 && l.in_pixels == l.out_pixels)
+            .map(|l| l.cin * l.cout)
+            .fold(0.0, f64::max)
+    }
+
     /// Forward and backward seconds of `mbs` samples on `gpu` in `p`.
     pub fn pass_times(&self, mbs: f64, gpu: &GpuSpec, p: Precision) -> PassTimes {
         let key = (self.id, gpu.peak_for(p).to_bits(), gpu.mem_bw_gbs.to_bits() ^ sm_count(gpu).to_bits(), p as u8, mbs.to_bits());
@@ -357,6 +368,20 @@ mod tests {
         let (m18, r18) = net("resnet-18");
         assert!((r18.fwd_flops() / m18.cost().fwd_flops_per_sample - 1.0).abs() < 0.03);
         assert!(ConvNet::of(ModelCatalog::builtin().get("gpt__1.3B").unwrap()).is_none());
+    }
+
+    /// The widest stride-1 k×k convolution: the 3×3 of the last stage's
+    /// later bottlenecks (ResNet-50: 512 channels in and out; Wide-ResNet-50-2
+    /// twice as wide); not the strided first 3×3 nor the 7×7 stem.
+    #[test]
+    fn widest_spatial_filter_bank() {
+        let (_, r50) = net("resnet-50");
+        assert_eq!(r50.widest_spatial_filter_pairs(), 512.0 * 512.0);
+        let mut m = ModelCatalog::builtin().resolve("resnet-50").unwrap();
+        m.width_factor = 2;
+        assert_eq!(ConvNet::of(&m).unwrap().widest_spatial_filter_pairs(), 1024.0 * 1024.0);
+        let (_, r18) = net("resnet-18");
+        assert_eq!(r18.widest_spatial_filter_pairs(), 512.0 * 512.0);
     }
 
     /// Small batches fill fewer SMs: per-sample convolution time falls with

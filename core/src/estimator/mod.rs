@@ -9,6 +9,7 @@
 //! feasible Cells of the offered GPUs. Results are memoized per
 //! (model, batch, Cell, node size).
 mod assemble;
+mod autotune;
 mod calibration;
 mod comm;
 mod consistency;
@@ -20,6 +21,7 @@ mod topology;
 mod transfer;
 
 pub use assemble::{Assembled, EstimatorSources};
+pub use autotune::{AutotuneWorkspace, DEFAULT_BYTES_PER_CHANNEL_PAIR};
 pub use calibration::{
     median, quantile, spearman, Calibration, CalibrationPoint, CalibrationPolicy, CalibrationReport, FittedFactor, FittedBatch, FittedFramework,
     FittedLayout, FittedOverhead, FlaggedProfile, JobRefit, MIN_JOB_CONFIGS, PLAUSIBLE_EFFICIENCY,
@@ -123,6 +125,7 @@ pub struct Estimator {
     models: ModelCatalog,
     db: Option<ProfileDb>,
     calibration: Calibration,
+    autotune: AutotuneWorkspace,
     memo: Mutex<HashMap<MemoKey, Result<Estimate, CoreError>>>,
 }
 
@@ -133,6 +136,7 @@ impl Clone for Estimator {
             models: self.models.clone(),
             db: self.db.clone(),
             calibration: self.calibration.clone(),
+            autotune: self.autotune,
             memo: Mutex::new(HashMap::new()),
         }
     }
@@ -141,7 +145,16 @@ impl Clone for Estimator {
 impl Estimator {
     /// A datasheet-only estimator.
     pub fn new(gpus: GpuCatalog, models: ModelCatalog) -> Estimator {
-        Estimator { gpus, models, db: None, calibration: Calibration::default(), memo: Mutex::new(HashMap::new()) }
+        Estimator { gpus, models, db: None, calibration: Calibration::default(), autotune: AutotuneWorkspace::default(), memo: Mutex::new(HashMap::new()) }
+    }
+
+    /// This estimator with another cuDNN autotuning workspace model (e.g.
+    /// one fitted on other runs, for hold-out tests). It changes only the
+    /// predicted peak (`MemoryBreakdown::peak`), never what fits.
+    pub fn with_autotune(mut self, autotune: AutotuneWorkspace) -> Estimator {
+        self.autotune = autotune;
+        self.memo = Mutex::new(HashMap::new());
+        self
     }
 
     /// Uses measured points: exact matches override the model, and single-node
@@ -338,6 +351,8 @@ impl Estimator {
             ("per-job refit", if refit { "fitted (this model's own measured configurations: compute and communication multipliers)" } else { "none (fewer than 2 measured configurations of this model)" }),
             ("memory", "model (states by precision/optimizer, activations, logits, step temporaries, fragmentation)"),
         ]);
+        let autotune_source = self.autotune.source(&job.model);
+        sources.push(("cuDNN autotuning workspace", autotune_source.as_str()));
         Ok(Explanation {
             estimate: est,
             eval,
@@ -427,7 +442,11 @@ impl Estimator {
             self.calibration.job_constants(&job.model, &gpu.name, placement.nodes, placement.per_node);
         let batch_scale = self.calibration.batch_scale(&job.model.name, &gpu.name);
         let conv = conv::ConvNet::of(&job.model);
-        CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, batch_scale, framework, conv }
+        let autotune_workspace = match &conv {
+            Some(net) if job.model.cudnn_benchmark => self.autotune.bytes(net, job.model.precision),
+            _ => 0.0,
+        };
+        CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, batch_scale, framework, conv, autotune_workspace }
     }
 
     fn estimate_uncached(&self, job: &JobSpec, cell: &Cell, gpus_per_node: u32) -> Result<Estimate, CoreError> {

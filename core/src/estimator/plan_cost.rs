@@ -178,12 +178,23 @@ pub struct MemoryBreakdown {
     pub other: f64,
     /// Optimizer-step temporaries (peak of the step phase, activations freed by then).
     pub optimizer_temp: f64,
+    /// cuDNN autotuning's workspace (`cudnn_benchmark` CNNs trained with fp32
+    /// inputs), at most the GPU memory [`MemoryBreakdown::total`] leaves:
+    /// reserved when free, not needed to fit, so not part of `total`.
+    pub autotune_workspace: f64,
 }
 
 impl MemoryBreakdown {
-    /// Peak bytes: the larger of the forward/backward phase and the optimizer step.
+    /// Bytes the plan needs (what feasibility counts): the larger of the
+    /// forward/backward phase and the optimizer step.
     pub fn total(&self) -> f64 {
         self.states + self.other + self.activations.max(self.optimizer_temp)
+    }
+
+    /// Predicted peak the process reaches (NVML): [`MemoryBreakdown::total`]
+    /// plus the autotuning workspace taken from memory left over.
+    pub fn peak(&self) -> f64 {
+        self.total() + self.autotune_workspace
     }
 }
 
@@ -194,7 +205,8 @@ pub struct PlanEval {
     pub plan: Plan,
     /// Predicted seconds per iteration.
     pub iter_time_s: f64,
-    /// Predicted peak bytes per GPU.
+    /// Predicted bytes per GPU the plan needs ([`MemoryBreakdown::total`];
+    /// the NVML peak adds [`MemoryBreakdown::autotune_workspace`]).
     pub mem_per_gpu_bytes: u64,
     /// Whether it fits in the GPU's memory with headroom.
     pub fits: bool,
@@ -220,6 +232,8 @@ pub(crate) struct CellContext<'a> {
     pub framework: Framework,
     /// A CNN's layers (convolutions costed layer by layer), else None.
     pub conv: Option<ConvNet>,
+    /// cuDNN autotuning's workspace when memory is free (0 without autotuning).
+    pub autotune_workspace: f64,
 }
 
 /// Fraction of the model's compute on the slowest of `pp` pipeline stages.
@@ -335,8 +349,11 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     // Unfactored optimizers (Adam, momentum) allocate about one fp32 buffer
     // per locally updated parameter during the step.
     let optimizer_temp = if opt_state >= 4.0 && !c.offload { 4.0 * opt_params } else { 0.0 };
-    let memory = MemoryBreakdown { states, activations: activations * FRAGMENTATION, other: gather + RESERVED_BYTES, optimizer_temp };
+    let mut memory = MemoryBreakdown { states, activations: activations * FRAGMENTATION, other: gather + RESERVED_BYTES, optimizer_temp, autotune_workspace: 0.0 };
     let fits = memory.total() <= MEMORY_HEADROOM * g.mem_bytes() as f64;
+    // The autotuner skips candidates whose workspace does not fit: it takes
+    // what is left over, and feasibility (above) never counts it.
+    memory.autotune_workspace = cx.autotune_workspace.min(g.mem_bytes() as f64 - memory.total()).max(0.0);
 
     // ---- compute per micro-batch on one GPU (slowest stage) ----
     let peak = g.peak_for(c.precision);

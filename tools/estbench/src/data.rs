@@ -225,7 +225,8 @@ pub const H200_RUNS: &str = include_str!("../../../bench/truth/h200-measured.csv
 /// How the H200 CNN runs were trained (`bench/gpu/train.py cnn`):
 /// torchvision ResNet-50 (`resnet50`) or Wide-ResNet-50-2
 /// (`wide_resnet50_2`), SGD with momentum, NCHW, fp32 without TF32 or bf16
-/// autocast (label suffix `_bf16`). Registered as `<label>+torchvision`;
+/// autocast (label suffix `_bf16`), with cuDNN autotuning
+/// (`torch.backends.cudnn.benchmark = True`). Registered as `<label>+torchvision`;
 /// returns that name, or `None` for a label that is not such a CNN.
 pub fn torchvision_model(models: &mut ModelCatalog, label: &str) -> Result<Option<String>, BenchError> {
     let (net, bf16) = match label.strip_suffix("_bf16") {
@@ -242,6 +243,7 @@ pub fn torchvision_model(models: &mut ModelCatalog, label: &str) -> Result<Optio
         m.width_factor = width_factor;
         m.precision = if bf16 { Precision::Bf16 } else { Precision::Fp32 };
         m.channels_last = false;
+        m.cudnn_benchmark = true;
         m.optimizer = Optimizer::SgdMomentum;
         m.runtime = Runtime::Ddp;
         m.micro_batch = None;
@@ -512,7 +514,7 @@ mod tests {
         assert!(pts.len() >= 13 && pts.iter().all(|p| p.dataset == "h200" && p.rec.gpu_type == "h200" && p.rec.peak_mem_gib.is_some()));
         let m = |name: &str| models.get(name).unwrap().clone();
         let (wrn, rn_bf16) = (m("wide_resnet50_2+torchvision"), m("resnet50_bf16+torchvision"));
-        assert_eq!((wrn.width_factor, wrn.precision, wrn.optimizer), (2, Precision::Fp32, Optimizer::SgdMomentum));
+        assert_eq!((wrn.width_factor, wrn.precision, wrn.optimizer, wrn.cudnn_benchmark), (2, Precision::Fp32, Optimizer::SgdMomentum, true));
         assert_eq!((rn_bf16.width_factor, rn_bf16.precision, rn_bf16.channels_last), (1, Precision::Bf16, false));
         // GPT-2 1.3B ran with a 32,128-token vocabulary: 1.28B parameters, as its checkpoint says.
         let big = pts.iter().find(|p| p.rec.model.starts_with("hf:gpt__1.3B")).unwrap();

@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 pub mod data;
 pub mod error;
+pub mod memory;
 pub mod protocol;
 pub mod score;
 pub mod speed;

@@ -202,22 +202,6 @@ pub fn ratio_by_shape<'p>(points: &'p [Point], scored: &[Scored]) -> BTreeMap<(&
     by
 }
 
-/// Predicted peak memory of the measured plan against the NVML peak of
-/// every point that recorded one: (point index, predicted GiB, measured GiB).
-/// Memory is not calibrated, so the datasheet estimator answers.
-pub fn memory_vs_peaks(points: &[Point], gpus: &GpuCatalog, models: &ModelCatalog) -> Vec<(usize, f64, f64)> {
-    let est = Estimator::new(gpus.clone(), models.clone());
-    points
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| {
-            let peak = p.rec.peak_mem_gib?;
-            let (_, _, bytes) = score_point(&est, models, i, &p.rec).pinned?;
-            Some((i, bytes as f64 / (1u64 << 30) as f64, peak))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
