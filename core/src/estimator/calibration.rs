@@ -383,6 +383,12 @@ pub struct Calibration {
     /// Type levels net of their points' family residuals per (type,
     /// precision class) (single-GPU points): what the roofline prior fits.
     per_type_prec_net: BTreeMap<(String, String), f64>,
+    /// Type levels and family residuals fitted together (additive in log
+    /// space, [`type_family_levels`]): the level of a family on a measured
+    /// type it was never measured on.
+    per_type_additive: BTreeMap<String, f64>,
+    /// See `per_type_additive`.
+    per_family_additive: BTreeMap<String, f64>,
     /// Types each family residual was measured on.
     per_family_types: BTreeMap<String, Vec<String>>,
 
@@ -479,7 +485,10 @@ impl Calibration {
         let prior = self.type_level(precision, gpu_type).0 + self.per_family.get(fam).map_or(0.0, |v| v.0);
         match self.per_family_type.get(&(fam.to_string(), gpu_type.to_string())) {
             Some(&(l, n)) => shrink(l, n, prior, FAMILY_PRIOR_POINTS),
-            None => prior,
+            None => match (self.per_type_additive.get(gpu_type), self.per_family_additive.get(fam)) {
+                (Some(t), Some(f)) => t + f,
+                _ => prior,
+            },
         }
     }
 
@@ -984,6 +993,9 @@ impl Calibration {
             resid.entry(family_key(p.job.model.family)).or_default().push(l - self.per_type[&p.gpu].0);
         }
         self.per_family = resid.iter().map(|(k, v)| (k.clone(), (median(v), v.len()))).collect();
+        let (types, families) = type_family_levels(singles.iter().map(|(p, l)| (p.gpu.clone(), family_key(p.job.model.family), *l)));
+        self.per_type_additive = types.into_iter().map(|(k, v)| (k, v.0)).collect();
+        self.per_family_additive = families.into_iter().map(|(k, v)| (k, v.0)).collect();
         self.per_family_types.clear();
         for (fam, gpu) in by_family_type.keys() {
             self.per_family_types.entry(fam.clone()).or_default().push(gpu.clone());
@@ -1216,6 +1228,46 @@ impl ResolvedPoint {
     }
 }
 
+/// Rounds of [`type_family_levels`]' alternating medians.
+const POLISH_ROUNDS: usize = 20;
+
+/// Type levels and family residuals of log compute levels `(type, family,
+/// log level)` fitted together, additive in log space (Tukey's median
+/// polish: alternating medians of the residuals over types and over
+/// families, from the raw type medians). A type's level is then net of the
+/// families measured on it, so a family never measured on that type takes
+/// the type's own level plus its residual, not the residual of the families
+/// that happened to be measured there: with a type measured on BERT-like
+/// models only, its raw median is the BERT-like level, which a GPT would
+/// otherwise inherit. Returns (per type, per family): (log level, points).
+fn type_family_levels(points: impl Iterator<Item = (String, String, f64)>) -> (BTreeMap<String, (f64, usize)>, BTreeMap<String, (f64, usize)>) {
+    let pts: Vec<(String, String, f64)> = points.collect();
+    let mut types: BTreeMap<String, (f64, usize)>;
+    let mut fams: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    let group = |key: &dyn Fn(&(String, String, f64)) -> String, val: &dyn Fn(&(String, String, f64)) -> f64| {
+        let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for p in &pts {
+            by.entry(key(p)).or_default().push(val(p));
+        }
+        by.into_iter().map(|(k, v)| (k, (median(&v), v.len()))).collect::<BTreeMap<String, (f64, usize)>>()
+    };
+    types = group(&|p| p.0.clone(), &|p| p.2);
+    for round in 0..POLISH_ROUNDS {
+        fams = group(&|p| p.1.clone(), &|p| p.2 - types[&p.0].0);
+        if round + 1 == POLISH_ROUNDS {
+            break;
+        }
+        let next = group(&|p| p.0.clone(), &|p| p.2 - fams[&p.1].0);
+        let moved = next.iter().map(|(k, v)| (v.0 - types[k].0).abs()).fold(0.0, f64::max);
+        types = next;
+        if moved < 1e-9 {
+            fams = group(&|p| p.1.clone(), &|p| p.2 - types[&p.0].0);
+            break;
+        }
+    }
+    (types, fams)
+}
+
 /// Median (mean of the middle two for even lengths); 0 for empty input.
 pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {
@@ -1368,6 +1420,30 @@ mod tests {
         let unknown = ProfileRecord { model: "no_such_model".into(), ..recs[0].clone() };
         let cal2 = Calibration::fit(&base, [&unknown], &CalibrationPolicy::default());
         assert!(cal2.report.per_type.is_empty() && cal2.report.skipped[0].1.contains("no_such_model"));
+    }
+
+    /// Type and family levels fitted together: type "a" measured on family
+    /// "bert" only (x2 of the datasheet), type "b" on both families, where
+    /// "bert" runs at x2 of "gpt". The raw median of "a" is the BERT-like
+    /// level; the additive fit nets it out, so a "gpt" on "a" is x1.
+    #[test]
+    fn type_levels_are_net_of_the_families_measured_on_them() {
+        let l2 = 2f64.ln();
+        let pts = vec![
+            ("a".to_string(), "bert".to_string(), l2),
+            ("a".into(), "bert".into(), l2),
+            ("b".into(), "bert".into(), l2 + 0.1),
+            ("b".into(), "bert".into(), l2 + 0.1),
+            ("b".into(), "gpt".into(), 0.1),
+            ("b".into(), "gpt".into(), 0.1),
+            ("b".into(), "gpt".into(), 0.1),
+        ];
+        let (types, fams) = type_family_levels(pts.into_iter());
+        let gpt_on_a = types["a"].0 + fams["gpt"].0;
+        let bert_on_a = types["a"].0 + fams["bert"].0;
+        assert!(gpt_on_a.abs() < 1e-4, "{types:?} {fams:?}");
+        assert!((bert_on_a - l2).abs() < 1e-4);
+        assert_eq!((types["b"].1, fams["gpt"].1), (5, 3));
     }
 
     /// A type with no point of its own takes the level measured on the types
