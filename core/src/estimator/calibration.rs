@@ -1228,6 +1228,9 @@ impl ResolvedPoint {
     }
 }
 
+/// Log levels with their point counts, by type or by family.
+type LevelsByKey = BTreeMap<String, (f64, usize)>;
+
 /// Rounds of [`type_family_levels`]' alternating medians.
 const POLISH_ROUNDS: usize = 20;
 
@@ -1240,7 +1243,7 @@ const POLISH_ROUNDS: usize = 20;
 /// that happened to be measured there: with a type measured on BERT-like
 /// models only, its raw median is the BERT-like level, which a GPT would
 /// otherwise inherit. Returns (per type, per family): (log level, points).
-fn type_family_levels(points: impl Iterator<Item = (String, String, f64)>) -> (BTreeMap<String, (f64, usize)>, BTreeMap<String, (f64, usize)>) {
+fn type_family_levels(points: impl Iterator<Item = (String, String, f64)>) -> (LevelsByKey, LevelsByKey) {
     let pts: Vec<(String, String, f64)> = points.collect();
     let mut types: BTreeMap<String, (f64, usize)>;
     let mut fams: BTreeMap<String, (f64, usize)> = BTreeMap::new();
