@@ -11,7 +11,7 @@
 //! NVML − allocator gap of the runs that autotuned in both measurements).
 use crate::data::Point;
 use crate::error::BenchError;
-use cellsched_core::cell::Cell;
+use crate::score::measured_plan_eval;
 use cellsched_core::estimator::{median, AutotuneWorkspace, Estimator, JobSpec};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
@@ -136,10 +136,8 @@ pub struct MemoryTable {
 
 /// Predicted (needed, workspace) GiB of point `p`'s measured plan.
 fn predict(est: &Estimator, models: &ModelCatalog, p: &Point) -> Option<(f64, f64)> {
-    let plan = p.rec.plan?;
     let model = models.get(&p.rec.model).ok()?.clone();
-    let cell = Cell::new(&p.rec.gpu_type, p.rec.gpus(), plan.pp).ok()?;
-    let ev = est.evaluate_plan(&JobSpec { model, global_batch: p.rec.batch }, &cell, p.rec.gpus_per_node, &plan).ok()?;
+    let ev = measured_plan_eval(est, &JobSpec { model, global_batch: p.rec.batch }, &p.rec)?;
     Some((ev.memory.total() / GIB, ev.memory.autotune_workspace / GIB))
 }
 

@@ -4,7 +4,7 @@
 use crate::data::Point;
 use crate::protocol::{Protocol, Split};
 use cellsched_core::cell::Cell;
-use cellsched_core::estimator::{quantile, spearman, Calibration, CalibrationPolicy, Estimator, JobSpec};
+use cellsched_core::estimator::{quantile, spearman, Calibration, CalibrationPolicy, Estimator, JobSpec, PlanEval};
 use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::{ModelCatalog, ModelFamily};
 use cellsched_core::profile_db::ProfileRecord;
@@ -61,12 +61,18 @@ pub fn score_point(est: &Estimator, models: &ModelCatalog, idx: usize, rec: &Pro
         Ok(e) => s.est = Some(e.iter_time_s),
         Err(e) => s.est_err = Some(e.to_string()),
     }
-    if let Some(plan) = rec.plan {
-        if let Ok(ev) = Cell::new(&rec.gpu_type, rec.gpus(), plan.pp).and_then(|cell| est.evaluate_plan(&job, &cell, rec.gpus_per_node, &plan)) {
-            s.pinned = Some((ev.iter_time_s, ev.fits, ev.mem_per_gpu_bytes));
-        }
+    if let Some(ev) = measured_plan_eval(est, &job, rec) {
+        s.pinned = Some((ev.iter_time_s, ev.fits, ev.mem_per_gpu_bytes));
     }
     s
+}
+
+/// `rec`'s measured plan evaluated on its Cell for `job`: `None` when the
+/// record has no plan or the Cell or plan is refused.
+pub fn measured_plan_eval(est: &Estimator, job: &JobSpec, rec: &ProfileRecord) -> Option<PlanEval> {
+    let plan = rec.plan?;
+    let cell = Cell::new(&rec.gpu_type, rec.gpus(), plan.pp).ok()?;
+    est.evaluate_plan(job, &cell, rec.gpus_per_node, &plan).ok()
 }
 
 /// Absolute percentage error.
