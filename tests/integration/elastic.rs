@@ -145,6 +145,15 @@ impl Private {
         id
     }
 
+    /// [`Self::elastic_with_gpus_to_grow_into`] with a script that ignores
+    /// SIGUSR1 after running `first` (then sleeps); waits until the elastic
+    /// thread has signalled it.
+    fn signalled_job_ignoring_it(&self, tag: &str, first: &str) -> u32 {
+        let id = self.elastic_with_gpus_to_grow_into(tag, &format!("trap '' USR1; {first}; sleep 600"));
+        self.wait_until(id, "a signal", |p| p.record(id).reconf_at.is_some());
+        id
+    }
+
     /// A plain job holding `gpus` GPUs of node `node` until cancelled; waits until it runs.
     fn block(&self, node: &str, ty: &str, gpus: u32) -> u32 {
         let gres = format!("--gres=gpu:{ty}:{gpus}");
@@ -370,8 +379,7 @@ fn a_job_that_ignores_the_signal_is_requeued_after_the_grace() {
     require_e2e!();
     let Some(g) = private() else { return };
     let p = g.as_ref().unwrap();
-    let id = p.elastic_with_gpus_to_grow_into("stubborn", "trap '' USR1; echo \"run restart=$CELLSCHED_RESTART dir=$CELLSCHED_CKPT_DIR\"; sleep 600");
-    p.wait_until(id, "a signal", |p| p.record(id).reconf_at.is_some());
+    let id = p.signalled_job_ignoring_it("stubborn", "echo \"run restart=$CELLSCHED_RESTART dir=$CELLSCHED_CKPT_DIR\"");
     let signalled = Instant::now();
     // Still running through the grace: the signal was ignored.
     std::thread::sleep(Duration::from_secs(GRACE_S - 2));
@@ -400,8 +408,7 @@ fn a_signalled_job_is_requeued_across_a_slurmctld_restart() {
     require_e2e!();
     let Some(g) = private() else { return };
     let p = g.as_ref().unwrap();
-    let id = p.elastic_with_gpus_to_grow_into("restart", "trap '' USR1; echo \"run restart=$CELLSCHED_RESTART\"; sleep 600");
-    p.wait_until(id, "a signal", |p| p.record(id).reconf_at.is_some());
+    let id = p.signalled_job_ignoring_it("restart", "echo \"run restart=$CELLSCHED_RESTART\"");
     let due = p.record(id).reconf_at.unwrap() + GRACE_S as i64;
     common::stop_daemon(&p.cluster, "slurmctld", libc::SIGTERM, WAIT);
     while unix_now() < due {
@@ -427,8 +434,7 @@ fn a_job_is_requeued_after_a_slurmctld_restart_only_once_its_node_registered() {
     require_e2e!();
     let Some(g) = private() else { return };
     let p = g.as_ref().unwrap();
-    let id = p.elastic_with_gpus_to_grow_into("late-node", "trap '' USR1; echo \"run restart=$CELLSCHED_RESTART\"; sleep 600");
-    p.wait_until(id, "a signal", |p| p.record(id).reconf_at.is_some());
+    let id = p.signalled_job_ignoring_it("late-node", "echo \"run restart=$CELLSCHED_RESTART\"");
     let node = p.job(id).get("NodeList").cloned().expect("the running job's node");
     {
         let _late = Stopped::new(&p.cluster, &format!("slurmd-{node}"));
