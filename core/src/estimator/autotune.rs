@@ -53,18 +53,30 @@ impl AutotuneWorkspace {
         }
     }
 
-    /// Where `m`'s autotuning workspace comes from, for `--explain`.
+    /// Bytes `m`'s autotuner reserves when memory is free (`net`: its
+    /// layer list): 0 unless it declares `cudnn_benchmark` and
+    /// [`Self::bytes`] has FFT candidates.
+    pub(crate) fn bytes_for(&self, m: &ModelSpec, net: Option<&ConvNet>) -> f64 {
+        match net {
+            Some(net) if m.cudnn_benchmark => self.bytes(net, m.precision),
+            _ => 0.0,
+        }
+    }
+
+    /// Where `m`'s autotuning workspace comes from, for `--explain`: the
+    /// same decision as [`Self::bytes_for`].
     pub fn source(&self, m: &ModelSpec) -> String {
         if !m.cudnn_benchmark {
             return "none (the model does not declare cudnn_benchmark)".into();
         }
-        if !fft_candidates(m.precision) || Self::channel_pairs(m) == 0.0 {
+        let net = ConvNet::of(m);
+        if self.bytes_for(m, net.as_ref()) == 0.0 {
             return "none (no FFT candidates: mixed precision, or no stride-1 k x k convolution)".into();
         }
         format!(
             "{:.0} bytes per channel pair of the widest stride-1 k x k convolution ({:.0} pairs), capped by the memory left over; in the NVML peak, not in what must fit",
             self.bytes_per_channel_pair,
-            Self::channel_pairs(m)
+            net.map_or(0.0, |n| n.widest_spatial_filter_pairs())
         )
     }
 

@@ -442,10 +442,7 @@ impl Estimator {
             self.calibration.job_constants(&job.model, &gpu.name, placement.nodes, placement.per_node);
         let batch_scale = self.calibration.batch_scale(&job.model.name, &gpu.name);
         let conv = conv::ConvNet::of(&job.model);
-        let autotune_workspace = match &conv {
-            Some(net) if job.model.cudnn_benchmark => self.autotune.bytes(net, job.model.precision),
-            _ => 0.0,
-        };
+        let autotune_workspace = self.autotune.bytes_for(&job.model, conv.as_ref());
         CellContext { gpu, cost, global_batch: job.global_batch, placement, efficiency_factor, batch_scale, framework, conv, autotune_workspace }
     }
 
