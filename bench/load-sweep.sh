@@ -18,16 +18,19 @@
 # TRUTH=bench/truth/gavel-truth-consistent.csv runs the same sweep on the truth without Gavel's
 # self-contradicting multi-GPU points (`cellsched sim gavel-truth --consistent-output`; those Cells are
 # then estimated, counted as "missing"): how much a result rests on them.
+# LEARN_AFTER=SECONDS: the knowledge learns each run's measured iteration time
+# that long after it starts (`cellsched sim --learn-after`: a site importing
+# its jobs' measurements, `cellsched report --profile-rows`); default: it does not.
 # Usage: bench/load-sweep.sh [OUTDIR]
 #   (env: CELLSCHED=binary, SEEDS="1 2 3", ELASTIC_JOBS=trace|all|none, ELASTIC_SHARE=0,
-#    TRUTH=bench/truth/gavel-truth.csv)
+#    TRUTH=bench/truth/gavel-truth.csv, LEARN_AFTER=)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${CELLSCHED:-target/release/cellsched}
 OUT=${1:-$(mktemp -d /tmp/cellsched-load-sweep.XXXXXX)}
 SEEDS=${SEEDS:-"1 2 3"}
 SIZES="--grow 4,2 --shrink 1,2,4,8"
-ELASTIC="--elastic-jobs ${ELASTIC_JOBS:-trace}"
+ELASTIC="--elastic-jobs ${ELASTIC_JOBS:-trace}${LEARN_AFTER:+ --learn-after $LEARN_AFTER}"
 mkdir -p "$OUT"
 RT="--restart-truth bench/truth/h200-restart.csv"
 TRUTH=${TRUTH:-bench/truth/gavel-truth.csv}

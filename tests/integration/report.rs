@@ -229,6 +229,52 @@ fn report_shows_jobs_with_sacct_jcts_cells_and_valid_plots() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// `report --profile-rows`: a finished DL job's measured time (run time
+/// over its declared iterations) becomes a profile-DB row on the Cell it ran
+/// on (its model, batch, GPU type and spread, plan `unknown`), and
+/// `cellsched profile import` merges the file into a profile database.
+#[test]
+fn report_writes_profile_rows_that_profile_import_merges() {
+    require_e2e!();
+    let c = cluster();
+    if !(c.cluster.plugins.spank && c.cluster.plugins.job_submit) {
+        eprintln!("skipped: the DL plugins are not loaded");
+        return;
+    }
+    let name = unique_name("rows");
+    let id = submit(&["-J", &name, "-t", "5", "--gres=gpu:4", "--dl-model=gpt__1.3B", "--dl-batch=32", "--dl-iters=20", "--wrap", "sleep 2"])
+        .unwrap_or_else(|e| panic!("sbatch: {e}"));
+    wait_for_state(id, &["COMPLETED"], JOB_TIMEOUT).unwrap();
+    let sacct = sacct_fields_when(id, &["Start", "End", "AllocTRES", "NNodes"], Duration::from_secs(60), |m| m["End"] != "Unknown" && !m["End"].is_empty())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = scratch("rows");
+    let rows = dir.join("rows.csv");
+    let out = cellsched_on_cluster(&["report", "--jobs", &id.to_string(), "--summary", "--profile-rows", rows.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("1 profile rows from 1 measured jobs (1 from run/iters)"), "{stderr}");
+    let text = std::fs::read_to_string(&rows).unwrap();
+    let recs = cellsched_core::profile_db::parse_csv(&text, "rows.csv").unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(recs.len(), 1, "{text}");
+    let r = &recs[0];
+    let (ty, n) = sacct["AllocTRES"]
+        .split(',')
+        .find_map(|t| t.strip_prefix("gres/gpu:")?.split_once('='))
+        .unwrap_or_else(|| panic!("typed GPUs in {}", sacct["AllocTRES"]));
+    let nodes: u32 = sacct["NNodes"].parse().unwrap();
+    let run_s = (epoch(&sacct["End"]) - epoch(&sacct["Start"])) as f64;
+    assert_eq!((r.model.as_str(), r.batch, r.gpu_type.as_str()), ("gpt__1.3B", 32, ty), "{text}");
+    assert_eq!((r.nodes, r.gpus_per_node), (nodes, n.parse::<u32>().unwrap() / nodes), "{text}");
+    assert!((r.iter_time_s - run_s / 20.0).abs() < 1e-9, "{} vs {run_s} s / 20: {text}", r.iter_time_s);
+    assert!(r.plan.is_none(), "the plan that ran is not known: {text}");
+    let db = dir.join("profile.csv");
+    let out = common::cellsched(&["profile", "import", "--db", db.to_str().unwrap(), rows.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged = cellsched_core::profile_db::ProfileDb::load_csv(&db).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(merged.lookup("gpt__1.3B", 32, ty, r.nodes, r.gpus_per_node), Some(r.iter_time_s));
+    std::fs::remove_dir_all(dir).ok();
+}
+
 /// Issue 18 (items 2 and 3): what users write into Comment (newlines, the
 /// delimiter, `|`, DL tags, a time scale) neither breaks `cellsched report`
 /// nor changes what it computes, and never enters the predictor's history.

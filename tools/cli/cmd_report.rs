@@ -98,6 +98,12 @@ struct JobsArgs {
     /// FILE.svg; may be repeated.
     #[arg(long, value_name = "FILE")]
     plot: Vec<PathBuf>,
+    /// Write the window's measured jobs as profile-DB rows to FILE (one row
+    /// per model, batch and Cell: the median measured seconds per iteration;
+    /// plan `unknown`), for `cellsched profile import` after review: the
+    /// measurements are the jobs' own (see --iter-log)
+    #[arg(long, value_name = "FILE")]
+    profile_rows: Option<PathBuf>,
     #[command(flatten)]
     measure: MeasureArgs,
 }
@@ -231,6 +237,11 @@ fn run_jobs(a: JobsArgs) -> anyhow::Result<()> {
         return run_openmetrics(&a);
     }
     let r = build_report(a.window.query(), &a.capacity, &a.measure)?;
+    if let Some(path) = &a.profile_rows {
+        let rows = cellsched_report::profile_rows::profile_rows(&r.jobs);
+        rows.db.save_csv(path).with_context(|| format!("--profile-rows {}", path.display()))?;
+        eprintln!("wrote {}: {}", path.display(), rows.summary());
+    }
     for p in &a.plot {
         plot::write_plot(&r, p)?;
         let info = plot::check_image(p)?;

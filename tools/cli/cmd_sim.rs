@@ -162,6 +162,14 @@ pub struct Tuning {
     /// Stop the simulated clock here (unfinished jobs are counted).
     #[arg(long, value_name = "SECONDS")]
     pub max_time: Option<f64>,
+    /// Knowledge learns from the cluster: each run's measured iteration time
+    /// on its Cell (truth) joins the knowledge this many seconds after the
+    /// run starts, as at a site that imports its jobs' measurements into the
+    /// profile DB (`cellsched report --profile-rows`, then `cellsched
+    /// profile import`). Needs --truth (without it the clock runs on the
+    /// knowledge, which has nothing to learn). Default: the knowledge stays as given.
+    #[arg(long, value_name = "SECONDS")]
+    pub learn_after: Option<f64>,
     /// Knowledge of iterations: the scheduler knows true x exp(NOISE x N(0,1)) (declared-count noise; 0 = exact).
     #[arg(long, default_value_t = 0.0)]
     pub iter_noise: f64,
@@ -245,6 +253,7 @@ impl Tuning {
             oom_startup_s: self.oom_startup,
             iter_noise: self.iter_noise,
             restart_truth,
+            learn_after_s: self.learn_after,
             ..SimConfig::default()
         })
     }
@@ -267,6 +276,11 @@ impl Tuning {
         }
         if !(self.oom_startup.is_finite() && self.oom_startup >= 0.0) {
             bail!("--oom-startup {}: expected seconds >= 0", self.oom_startup);
+        }
+        if let Some(a) = self.learn_after {
+            if !(a.is_finite() && a >= 0.0) {
+                bail!("--learn-after {a}: expected seconds >= 0");
+            }
         }
         Ok(())
     }

@@ -10,6 +10,8 @@
 //! - [`output`]: sacct-style tables and CSV; [`plot`]: PNG/SVG plots with an
 //!   embedded font; [`history`]: the iteration predictor's training data;
 //!   [`iter_log`]: job output files read safely (`--iter-log`);
+//!   [`profile_rows`]: profile-DB rows from the jobs' measurements
+//!   (`--profile-rows`, for an administrator to review and import);
 //! - [`metrics`]: OpenMetrics text (queue, GPU-hours, estimator error, jobs
 //!   left stock, plugin timings from slurmctld's log).
 //!
@@ -23,6 +25,7 @@ pub mod metrics;
 pub mod output;
 pub mod plot;
 pub mod private_data;
+pub mod profile_rows;
 pub mod record;
 pub mod sacct;
 pub mod summary;

@@ -68,6 +68,12 @@ pub struct SimConfig {
     /// elastic jobs' reconfigurations), used instead of the policy's cost
     /// model when set and [`SimConfig::reconf_truth`] is not.
     pub restart_truth: Option<std::sync::Arc<crate::RestartTruth>>,
+    /// The scheduler learns each run's measured iteration time on its Cell
+    /// this many seconds after the run starts training (a site importing
+    /// its jobs' measurements into the profile DB, `cellsched report
+    /// --profile-rows`; [`TimeCache::learn`]). `None`: the knowledge stays
+    /// as given (the plugins' default).
+    pub learn_after_s: Option<f64>,
 }
 
 /// A reconfiguration's measured cost on the clock: `save_s` from the
@@ -95,6 +101,7 @@ impl Default for SimConfig {
             knowledge: "estimator".into(),
             reconf_truth: None,
             restart_truth: None,
+            learn_after_s: None,
         }
     }
 }
@@ -109,6 +116,8 @@ enum EvKind {
     Checkpointed(usize, u32),
     /// The policy's periodic pass ([`Policy::tick`]).
     Tick,
+    /// A run's iteration time becomes knowledge (an index into `Sim::to_learn`).
+    Learn(usize),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -168,6 +177,9 @@ pub struct Sim<'t> {
     /// measured point of the knowledge.
     pairs: Vec<(f64, f64, bool)>,
     requeue: Vec<usize>,
+    /// Measurements the knowledge gains at their `EvKind::Learn` event:
+    /// (model, batch, GPU type, nodes, GPUs per node, measured seconds per iteration).
+    to_learn: Vec<(String, u32, String, u32, u32, f64)>,
 }
 
 impl<'t> Sim<'t> {
@@ -175,6 +187,7 @@ impl<'t> Sim<'t> {
     pub fn new(cfg: SimConfig, cluster: ClusterState, jobs: &[TraceJob], times: &'t mut TimeCache) -> Self {
         let ntypes = cluster.types.len();
         times.clear_marks();
+        times.clear_learned();
         let mut stock_models: HashMap<&str, bool> = HashMap::new();
         let jobs: Vec<Job> = jobs
             .iter()
@@ -241,6 +254,7 @@ impl<'t> Sim<'t> {
                     .collect()
             },
             requeue: Vec::new(),
+            to_learn: Vec::new(),
             jobs,
         };
         for i in 0..sim.jobs.len() {
@@ -434,7 +448,9 @@ impl<'t> Sim<'t> {
                 if !self.jobs[i].stock {
                     let j = &self.jobs[i];
                     let ty = &self.cluster.groups[shape.group].spec.gpu_type;
-                    let held_out = !self.times.source().is_measured(&j.spec.model_name, j.spec.batch_size, ty, shape.nodes, shape.gpus_per_node);
+                    let measured = self.times.source().is_measured(&j.spec.model_name, j.spec.batch_size, ty, shape.nodes, shape.gpus_per_node);
+                    let (m, b, ty) = (j.spec.model_name.clone(), j.spec.batch_size, ty.clone());
+                    let held_out = !measured && !self.times.is_learned(&m, b, &ty, shape.nodes, shape.gpus_per_node);
                     self.pairs.push((iter_s, t, held_out));
                 }
                 (t, RunTiming::Measured)
@@ -491,6 +507,15 @@ impl<'t> Sim<'t> {
         self.running.insert(i);
         self.version += 1;
         self.push(now + dur, ev);
+        if let (Some(after), RunTiming::Measured | RunTiming::Fallback) = (self.cfg.learn_after_s, timing) {
+            if self.truth.is_some() && !self.jobs[i].stock {
+                let j = &self.jobs[i];
+                let ty = self.cluster.groups[shape.group].spec.gpu_type.clone();
+                self.to_learn.push((j.spec.model_name.clone(), j.spec.batch_size, ty, shape.nodes, shape.gpus_per_node, true_iter));
+                let k = self.to_learn.len() - 1;
+                self.push(now + overhead + after.max(0.0), EvKind::Learn(k));
+            }
+        }
         true
     }
 
@@ -685,6 +710,19 @@ impl<'t> Sim<'t> {
                             self.pending.insert(i);
                             self.requeue_later(i);
                             changed = true;
+                        }
+                    }
+                    EvKind::Learn(k) => {
+                        // The pending jobs of the model and batch are
+                        // re-planned against what was learnt, as job_submit's
+                        // re-planning re-decides them with a reloaded profile DB.
+                        let (m, b, ty, n, g, t) = self.to_learn[k].clone();
+                        if self.times.learn(&m, b, &ty, n, g, t) {
+                            let same: Vec<usize> =
+                                self.pending.iter().copied().filter(|&p| self.jobs[p].spec.model_name == m && self.jobs[p].spec.batch_size == b).collect();
+                            for p in same {
+                                self.requeue_later(p);
+                            }
                         }
                     }
                     EvKind::Tick => {

@@ -137,6 +137,11 @@ pub struct TimeCache {
     marked: std::collections::HashSet<(u32, u32, u32, u32, u32)>,
     /// Models (interned) with at least one marked Cell.
     marked_models: std::collections::HashSet<u32>,
+    /// Cells whose iteration time was measured while the simulation ran
+    /// ([`Self::learn`]): (model, batch, type, nodes, GPUs per node) → seconds.
+    learned: HashMap<(u32, u32, u32, u32, u32), f64>,
+    /// Models (interned) with at least one learned Cell.
+    learned_models: std::collections::HashSet<u32>,
     /// Lookups answered from the cache.
     pub hits: u64,
     /// Lookups forwarded to the source.
@@ -148,7 +153,18 @@ const RANK_CACHE_MAX: usize = 200_000;
 impl TimeCache {
     /// Wraps a source.
     pub fn new(src: Box<dyn IterTimeSource>) -> Self {
-        TimeCache { src, names: HashMap::new(), times: HashMap::new(), ranks: HashMap::new(), marked: Default::default(), marked_models: Default::default(), hits: 0, misses: 0 }
+        TimeCache {
+            src,
+            names: HashMap::new(),
+            times: HashMap::new(),
+            ranks: HashMap::new(),
+            marked: Default::default(),
+            marked_models: Default::default(),
+            learned: HashMap::new(),
+            learned_models: Default::default(),
+            hits: 0,
+            misses: 0,
+        }
     }
     fn intern(&mut self, s: &str) -> u32 {
         if let Some(&i) = self.names.get(s) {
@@ -183,6 +199,51 @@ impl TimeCache {
         }
         let models = std::mem::take(&mut self.marked_models);
         self.ranks.retain(|k, _| !models.contains(&k.0));
+    }
+    /// Learns the measured iteration time of `model` at `batch` on this Cell
+    /// (a run there was measured, as a site importing its jobs' measured
+    /// times into the profile DB does: `cellsched report --profile-rows`):
+    /// from now on [`Self::iter_time`] answers it and [`Self::rank_cells`]
+    /// ranks the Cell by it, as an exact profile-DB row overrides the
+    /// estimate in the plugins. A Cell marked unusable stays unusable.
+    /// Returns whether the knowledge changed.
+    pub fn learn(&mut self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32, iter_s: f64) -> bool {
+        if !(iter_s.is_finite() && iter_s > 0.0) {
+            return false;
+        }
+        let m = self.intern(model);
+        let key = (m, batch, self.intern(gpu_type), nodes, gpus_per_node);
+        if self.marked.contains(&key) || self.learned.get(&key) == Some(&iter_s) {
+            return false;
+        }
+        self.learned.insert(key, iter_s);
+        self.learned_models.insert(m);
+        self.times.insert(key, Some(iter_s));
+        self.ranks.retain(|k, _| k.0 != m);
+        true
+    }
+    /// Forgets every [`Self::learn`] (each simulation starts from the same knowledge).
+    pub fn clear_learned(&mut self) {
+        if self.learned.is_empty() {
+            return;
+        }
+        for (k, _) in self.learned.drain() {
+            self.times.remove(&k);
+        }
+        let models = std::mem::take(&mut self.learned_models);
+        self.ranks.retain(|k, _| !models.contains(&k.0));
+    }
+    /// Whether this Cell's time was learnt ([`Self::learn`]).
+    pub fn is_learned(&mut self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> bool {
+        if self.learned.is_empty() {
+            return false;
+        }
+        let key = (self.intern(model), batch, self.intern(gpu_type), nodes, gpus_per_node);
+        self.learned.contains_key(&key)
+    }
+    /// Cells learnt so far ([`Self::learn`]).
+    pub fn learned_count(&self) -> usize {
+        self.learned.len()
     }
     /// Whether [`Self::mark_unusable`] was called for this Cell.
     pub fn is_marked(&mut self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> bool {
@@ -228,6 +289,21 @@ impl TimeCache {
                 !marked.contains(&(key.0, batch, t, c.nodes, c.gpus_per_node))
             });
         }
+        if self.learned_models.contains(&key.0) {
+            let names = &self.names;
+            let learned = &self.learned;
+            let mut changed = false;
+            for c in v.iter_mut() {
+                let t = names.get(&c.gpu_type).copied().unwrap_or(u32::MAX);
+                if let Some(&x) = learned.get(&(key.0, batch, t, c.nodes, c.gpus_per_node)) {
+                    c.iter_s = x;
+                    changed = true;
+                }
+            }
+            if changed {
+                sort_choices(&mut v);
+            }
+        }
         let v = Rc::new(v);
         self.ranks.insert(key, v.clone());
         v
@@ -255,5 +331,34 @@ mod tests {
         let b = cache.rank_cells("m", 8, &offers, 4);
         assert_eq!(a, b);
         assert_eq!((cache.hits, cache.misses), (1, 1));
+    }
+
+    /// A learnt time answers for its Cell and re-ranks the Cells (the v100
+    /// Cell measured slower than the a100 one moves behind it); a Cell marked
+    /// unusable is not learnt back; clearing restores the source's answers.
+    #[test]
+    fn learnt_times_override_the_source_and_rerank() {
+        let t = LinearTimes::new(0.0).with("m", "a100", 4.0).with("m", "v100", 2.0);
+        let offers = vec![
+            CellOffer { gpu_type: "a100".into(), gpus_per_node: 1, free_gpus_per_node: vec![1] },
+            CellOffer { gpu_type: "v100".into(), gpus_per_node: 1, free_gpus_per_node: vec![1] },
+        ];
+        let mut cache = TimeCache::new(Box::new(t));
+        assert_eq!(cache.rank_cells("m", 8, &offers, 1)[0].gpu_type, "v100");
+        cache.learn("m", 8, "v100", 1, 1, 5.0);
+        assert_eq!(cache.iter_time("m", 8, "v100", 1, 1), Some(5.0));
+        assert!(cache.is_learned("m", 8, "v100", 1, 1) && !cache.is_learned("m", 8, "a100", 1, 1));
+        let r = cache.rank_cells("m", 8, &offers, 1);
+        assert_eq!((r[0].gpu_type.as_str(), r[1].gpu_type.as_str(), r[1].iter_s), ("a100", "v100", 5.0));
+        cache.mark_unusable("m", 8, "a100", 1, 1);
+        cache.learn("m", 8, "a100", 1, 1, 1.0);
+        assert_eq!(cache.iter_time("m", 8, "a100", 1, 1), None, "unusable stays unusable");
+        cache.learn("m", 8, "v100", 1, 1, f64::NAN);
+        assert_eq!(cache.iter_time("m", 8, "v100", 1, 1), Some(5.0), "a broken measurement is not learnt");
+        cache.clear_marks();
+        cache.clear_learned();
+        assert_eq!(cache.learned_count(), 0);
+        assert_eq!(cache.iter_time("m", 8, "v100", 1, 1), Some(2.0));
+        assert_eq!(cache.rank_cells("m", 8, &offers, 1)[0].gpu_type, "v100");
     }
 }

@@ -197,3 +197,24 @@ fn launch_time_holds_the_gpus_beyond_the_work() {
     assert_eq!(jct, vec![Some(105.0), Some(160.0)]);
     assert!((m.gpu_hours - 160.0 / 3600.0).abs() < 1e-5, "{}", m.gpu_hours);
 }
+
+/// `learn_after_s`: the knowledge claims v100 is 10x faster than it is; the
+/// first job is placed there, and once it has run 10 s its measured time is
+/// knowledge: the second job, arriving later, takes the a100 (truly
+/// faster). Without learning, both go to v100. Each simulation starts from
+/// the knowledge as given.
+#[test]
+fn a_measured_run_becomes_knowledge_when_learning() {
+    let jobs = [job("a", 0.0, 100, 1, "a100", 0.0), job("b", 50.0, 100, 1, "a100", 0.0)];
+    let wrong = LinearTimes::new(0.0).with("m", "a100", 1.0).with("m", "v100", 0.2);
+    let (_, _, plan) = run(cellsched().as_mut(), &jobs, wrong.clone(), Some(truth(TruthMissing::Skip, None)), cfg());
+    assert_eq!((plan[0].as_str(), plan[1].as_str()), ("v100", "v100"));
+    let learning = SimConfig { learn_after_s: Some(10.0), ..cfg() };
+    let (m, jct, plan) = run(cellsched().as_mut(), &jobs, wrong.clone(), Some(truth(TruthMissing::Skip, None)), learning.clone());
+    assert_eq!((plan[0].as_str(), plan[1].as_str()), ("v100", "a100"));
+    assert_eq!((jct[0], jct[1]), (Some(200.0), Some(100.0)));
+    assert_eq!(m.truth_stats.predictions, 2);
+    // Oracle mode (no truth table): nothing to learn.
+    let (_, _, plan) = run(cellsched().as_mut(), &jobs, wrong, None, learning);
+    assert_eq!((plan[0].as_str(), plan[1].as_str()), ("v100", "v100"));
+}
