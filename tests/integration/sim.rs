@@ -172,6 +172,43 @@ fn wrong_knowledge_changes_decisions_not_the_clock() {
     assert!(oracle["truth"].as_str().unwrap().starts_with("oracle"), "{oracle}");
 }
 
+/// `--learn-after`: with the same wrong knowledge, the first job runs on
+/// v100 and, once measured, the second (arriving later) goes to a100; it
+/// needs `--truth` and seconds >= 0, and says so.
+#[test]
+fn learning_corrects_wrong_knowledge_for_later_jobs() {
+    let _clean = CleanTemp("learn");
+    let cluster = temp_file("learn", "c.toml", "[[group]]\ngpu_type = \"a100\"\nnodes = 1\ngpus_per_node = 1\n[[group]]\ngpu_type = \"v100\"\nnodes = 1\ngpus_per_node = 1\n");
+    let trace = temp_file(
+        "learn",
+        "t.csv",
+        "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,gpu_type\n1,0,1000,resnet50,0,64,1,a100\n2,150,1000,resnet50,0,64,1,a100\n",
+    );
+    let truth = temp_file("learn", "truth.csv", &format!("{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.2\n"));
+    let wrong = temp_file("learn", "wrong.csv", &format!("{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.02\n"));
+    let base = ["sim", "--trace", trace.as_str(), "--cluster", cluster.as_str(), "--policy", "cellsched", "--db", wrong.as_str(), "--json"];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        cellsched(&args)
+    };
+    let json = |out: std::process::Output| -> serde_json::Value {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // Without learning both jobs take v100 (200 s each, the second waits 50 s).
+    let fixed = json(run(&["--truth", &truth]));
+    assert!((fixed["avg_jct_s"].as_f64().unwrap() - 225.0).abs() < 1e-6, "{fixed}");
+    // Learning 10 s into the first run: the second runs on a100 at once (100 s).
+    let learnt = json(run(&["--truth", &truth, "--learn-after", "10"]));
+    assert!((learnt["avg_jct_s"].as_f64().unwrap() - 150.0).abs() < 1e-6, "{learnt}");
+    for (extra, want) in [(vec!["--learn-after", "10"], "--learn-after needs --truth"), (vec!["--truth", truth.as_str(), "--learn-after=-1"], "--learn-after -1")] {
+        let out = run(&extra);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{extra:?}: {err}");
+    }
+}
+
 /// Bad truth and knowledge files name file, line and field.
 #[test]
 fn bad_truth_and_knowledge_files_are_named() {

@@ -156,7 +156,7 @@ fn ratio(x: f64, base: f64) -> String {
 }
 
 fn compare(c: CompareArgs, runs: Vec<(String, Vec<Ablation>)>, base: &str) -> Result<()> {
-    c.tuning.validate()?;
+    c.tuning.validate_for(c.inputs.truth.as_deref())?;
     let mut l: Loaded = cmd_sim::load(&c.inputs)?;
     if let Some(h) = &c.tuning.iters_from_history {
         l.known_iters = Some(cmd_sim::predicted_iters(&l.jobs, h, cellsched_sim::SimConfig::default().default_limit_s)?);
@@ -214,7 +214,7 @@ fn compare(c: CompareArgs, runs: Vec<(String, Vec<Ablation>)>, base: &str) -> Re
 const ACCEPT_RATIO: f64 = 1.02;
 
 fn table(a: TableArgs) -> Result<()> {
-    a.tuning.validate()?;
+    a.tuning.validate_for(a.truth.as_deref())?;
     let base = a.tuning.cellsched()?;
     let mut runs: Vec<(String, Vec<Ablation>)> = vec![("cellsched".into(), vec![])];
     runs.extend(a.baselines.iter().map(|b| (b.clone(), vec![])));
@@ -338,7 +338,7 @@ fn speed(s: SpeedArgs) -> Result<()> {
     if let Some(h) = &s.tuning.iters_from_history {
         l.known_iters = Some(cmd_sim::predicted_iters(&l.jobs, h, cellsched_sim::SimConfig::default().default_limit_s)?);
     }
-    s.tuning.validate()?;
+    s.tuning.validate_for(s.truth.as_deref())?;
     let opts = s.tuning.cellsched()?;
     let mut rows = Vec::new();
     let mut walls = Vec::new();

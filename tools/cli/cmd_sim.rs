@@ -166,8 +166,7 @@ pub struct Tuning {
     /// on its Cell (truth) joins the knowledge this many seconds after the
     /// run starts, as at a site that imports its jobs' measurements into the
     /// profile DB (`cellsched report --profile-rows`, then `cellsched
-    /// profile import`). Needs --truth (without it the clock runs on the
-    /// knowledge, which has nothing to learn). Default: the knowledge stays as given.
+    /// profile import`). Needs --truth. Default: the knowledge stays as given.
     #[arg(long, value_name = "SECONDS")]
     pub learn_after: Option<f64>,
     /// Knowledge of iterations: the scheduler knows true x exp(NOISE x N(0,1)) (declared-count noise; 0 = exact).
@@ -267,6 +266,16 @@ impl Tuning {
         } else {
             "declared iterations (exact)".into()
         }
+    }
+
+    /// [`Self::validate`], and that learning (`--learn-after`) has a truth
+    /// table (`truth`: the `--truth` given) to learn from.
+    pub fn validate_for(&self, truth: Option<&str>) -> Result<()> {
+        self.validate()?;
+        if self.learn_after.is_some() && truth.is_none() {
+            bail!("--learn-after needs --truth: the knowledge learns measured times, and without a truth table the clock runs on the knowledge itself");
+        }
+        Ok(())
     }
 
     /// Checks the numeric settings.
@@ -542,7 +551,7 @@ fn simulate(r: RunArgs) -> Result<()> {
         bail!("--policy is required (one of: {})", policy::names().join(", "));
     };
     let opts = r.tuning.cellsched()?;
-    r.tuning.validate()?;
+    r.tuning.validate_for(r.inputs.truth.as_deref())?;
     let mut l = load(&r.inputs)?;
     if let Some(h) = &r.tuning.iters_from_history {
         l.known_iters = Some(predicted_iters(&l.jobs, h, SimConfig::default().default_limit_s)?);
