@@ -638,6 +638,11 @@ impl<'t> Sim<'t> {
             if self.cfg.max_time_s.is_some_and(|m| ev.t > m) {
                 break;
             }
+            // Learning after the last job has left changes nothing and must
+            // not move the clock (the run's end).
+            if matches!(ev.kind, EvKind::Learn(_)) && self.running.is_empty() && self.pending.is_empty() && self.arrivals_left == 0 {
+                continue;
+            }
             self.now = ev.t;
             let mut batch = vec![ev];
             while let Some(Reverse(next)) = self.events.peek() {
