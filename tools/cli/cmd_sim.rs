@@ -279,7 +279,7 @@ impl Tuning {
     }
 
     /// Checks the numeric settings.
-    pub fn validate(&self) -> Result<()> {
+    fn validate(&self) -> Result<()> {
         if !(self.iter_noise.is_finite() && self.iter_noise >= 0.0) {
             bail!("--iter-noise {}: expected a number >= 0", self.iter_noise);
         }

@@ -11,6 +11,7 @@
 //! iterations), so the rows are for an administrator to review before
 //! importing them, never read by the plugins directly.
 use crate::record::JobRecord;
+use cellsched_core::estimator::median;
 use cellsched_core::profile_db::{ProfileDb, ProfileRecord};
 use std::collections::BTreeMap;
 
@@ -27,8 +28,11 @@ pub struct ProfileRows {
     pub skipped: BTreeMap<&'static str, usize>,
 }
 
+/// A row's key: (model, global batch, GPU type, nodes, GPUs per node).
+type CellKey = (String, u32, String, u32, u32);
+
 /// Why job `j` gives no row, or its Cell key and measurement.
-fn row_of(j: &JobRecord) -> Result<((String, u32, String, u32, u32), f64), &'static str> {
+fn row_of(j: &JobRecord) -> Result<(CellKey, f64), &'static str> {
     let s = j.measured_iter_s.ok_or("no measured iteration time")?;
     if !cellsched_core::cell::plausible_iter_time(s) {
         return Err("implausible measured iteration time");
@@ -50,7 +54,7 @@ fn row_of(j: &JobRecord) -> Result<((String, u32, String, u32, u32), f64), &'sta
 /// The profile rows of `jobs` (see the module doc).
 pub fn profile_rows(jobs: &[JobRecord]) -> ProfileRows {
     let mut out = ProfileRows::default();
-    let mut cells: BTreeMap<(String, u32, String, u32, u32), Vec<f64>> = BTreeMap::new();
+    let mut cells: BTreeMap<CellKey, Vec<f64>> = BTreeMap::new();
     for j in jobs {
         match row_of(j) {
             Ok((key, s)) => {
@@ -61,11 +65,9 @@ pub fn profile_rows(jobs: &[JobRecord]) -> ProfileRows {
             Err(why) => *out.skipped.entry(why).or_default() += 1,
         }
     }
-    for ((model, batch, gpu_type, nodes, gpus_per_node), mut v) in cells {
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        out.db.insert(ProfileRecord { model, batch, gpu_type, nodes, gpus_per_node, iter_time_s: median, plan: None, peak_mem_gib: None, first_iter_s: None });
+    for ((model, batch, gpu_type, nodes, gpus_per_node), v) in cells {
+        let iter_time_s = median(&v);
+        out.db.insert(ProfileRecord { model, batch, gpu_type, nodes, gpus_per_node, iter_time_s, plan: None, peak_mem_gib: None, first_iter_s: None });
     }
     out
 }
