@@ -126,20 +126,22 @@ pub fn sort_choices(v: &mut [TimedCell]) {
 }
 
 type RankKey = (u32, u32, u32, Vec<CellOffer>);
+/// A Cell of a model: (model, batch, GPU type, nodes, GPUs per node), names interned.
+type CellKey = (u32, u32, u32, u32, u32);
 
 /// Memoizes a source's answers; models and GPU types are interned.
 pub struct TimeCache {
     src: Box<dyn IterTimeSource>,
     names: HashMap<String, u32>,
-    times: HashMap<(u32, u32, u32, u32, u32), Option<f64>>,
+    times: HashMap<CellKey, Option<f64>>,
     ranks: HashMap<RankKey, Rc<Vec<TimedCell>>>,
     /// Cells learnt not to be usable (a run failed there): (model, batch, type, nodes, GPUs per node).
-    marked: std::collections::HashSet<(u32, u32, u32, u32, u32)>,
+    marked: std::collections::HashSet<CellKey>,
     /// Models (interned) with at least one marked Cell.
     marked_models: std::collections::HashSet<u32>,
     /// Cells whose iteration time was measured while the simulation ran
     /// ([`Self::learn`]): (model, batch, type, nodes, GPUs per node) → seconds.
-    learned: HashMap<(u32, u32, u32, u32, u32), f64>,
+    learned: HashMap<CellKey, f64>,
     /// Models (interned) with at least one learned Cell.
     learned_models: std::collections::HashSet<u32>,
     /// Lookups answered from the cache.
@@ -191,14 +193,18 @@ impl TimeCache {
     }
     /// Forgets every [`Self::mark_unusable`] (each simulation starts from the same knowledge).
     pub fn clear_marks(&mut self) {
-        if self.marked.is_empty() {
-            return;
-        }
-        for k in self.marked.drain() {
-            self.times.remove(&k);
-        }
+        let cells: Vec<CellKey> = self.marked.drain().collect();
         let models = std::mem::take(&mut self.marked_models);
-        self.ranks.retain(|k, _| !models.contains(&k.0));
+        self.forget(&cells, &models);
+    }
+    /// Drops the cached answers for `cells` and the cached rankings of `models`.
+    fn forget(&mut self, cells: &[CellKey], models: &std::collections::HashSet<u32>) {
+        for k in cells {
+            self.times.remove(k);
+        }
+        if !models.is_empty() {
+            self.ranks.retain(|k, _| !models.contains(&k.0));
+        }
     }
     /// Learns the measured iteration time of `model` at `batch` on this Cell
     /// (a run there was measured, as a site importing its jobs' measured
@@ -224,14 +230,9 @@ impl TimeCache {
     }
     /// Forgets every [`Self::learn`] (each simulation starts from the same knowledge).
     pub fn clear_learned(&mut self) {
-        if self.learned.is_empty() {
-            return;
-        }
-        for (k, _) in self.learned.drain() {
-            self.times.remove(&k);
-        }
+        let cells: Vec<CellKey> = self.learned.drain().map(|(k, _)| k).collect();
         let models = std::mem::take(&mut self.learned_models);
-        self.ranks.retain(|k, _| !models.contains(&k.0));
+        self.forget(&cells, &models);
     }
     /// Whether this Cell's time was learnt ([`Self::learn`]).
     pub fn is_learned(&mut self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> bool {
