@@ -48,13 +48,15 @@
 //! that contradict themselves ([`super::consistency`]).
 use super::comm::{fit_links, CommPoint, MeasuredLinks};
 use super::consistency::{weak_scaling_contradictions, CONTRADICTION_TOLERANCE};
-use super::plan_cost::{batch_scale_at, evaluate, micro_batch_size, Framework};
+use super::conv::ConvNet;
+use super::plan_cost::{batch_scale_at, evaluate, micro_batch_size, CellContext, Framework};
 use super::topology::Placement;
 use super::transfer::{flop_per_byte, roofline_prior, transfer_prior, FactorSource, Mechanism, TransferredLevel, TypeLevel};
 use super::{Estimator, JobSpec};
 use crate::cell::{Cell, Plan};
 use crate::error::CoreError;
-use crate::model::{ModelFamily, ModelSpec, Precision, Recompute, Runtime};
+use crate::gpu::GpuSpec;
+use crate::model::{ModelCost, ModelFamily, ModelSpec, Precision, Recompute, Runtime};
 use crate::profile_db::{ProfileRecord, UNKNOWN_PLAN};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -1073,11 +1075,13 @@ impl Calibration {
         let stride = pts.len().div_ceil(MAX_FIT_POINTS).max(1);
         let sampled: Vec<&ResolvedPoint> = pts.iter().step_by(stride).copied().collect();
         let pts = &sampled[..];
+        // Compute factors do not depend on the constants searched.
+        let factors: Vec<f64> = pts.iter().map(|p| self.factor_for(&p.job.model.name, p.job.model.family, p.job.model.precision, &p.gpu)).collect();
         let loss = |fw: &Framework| -> f64 {
             let errs: Vec<f64> = pts
                 .iter()
-                .filter_map(|p| {
-                    let f = self.factor_for(&p.job.model.name, p.job.model.family, p.job.model.precision, &p.gpu);
+                .zip(&factors)
+                .filter_map(|(p, &f)| {
                     p.predict(base, f, &self.with_overhead(&p.job.model.name, &p.gpu, self.with_links(&p.gpu, *fw))).map(|t| (t / p.rec.iter_time_s).ln().abs())
                 })
                 .collect();
@@ -1112,9 +1116,10 @@ impl Calibration {
         }
         let errs: Vec<f64> = pts
             .iter()
-            .filter_map(|p| {
+            .zip(&factors)
+            .filter_map(|(p, &f)| {
                 let fw = self.with_overhead(&p.job.model.name, &p.gpu, self.with_links(&p.gpu, best));
-                p.predict(base, self.factor_for(&p.job.model.name, p.job.model.family, p.job.model.precision, &p.gpu), &fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
+                p.predict(base, f, &fw).map(|t| (t / p.rec.iter_time_s).ln().abs())
             })
             .collect();
         (best, median(&errs))
@@ -1131,6 +1136,19 @@ struct ResolvedPoint {
     datasheet_s: f64,
     /// The (model, type)'s compute multipliers by micro-batch size, once fitted.
     batch_scale: Vec<(u32, f64)>,
+    /// What every prediction of the point shares, made on first use
+    /// ([`ResolvedPoint::prepared`]); `None` inside: the Cell has no setup.
+    prepared: std::cell::OnceCell<Option<Prepared>>,
+}
+
+/// The parts of a point's cell context that no fitted constant changes:
+/// the fits predict each point many times over (one per candidate).
+struct Prepared {
+    gpu: GpuSpec,
+    placement: Placement,
+    cost: ModelCost,
+    conv: Option<ConvNet>,
+    autotune_workspace: f64,
 }
 
 fn resolve(base: &Estimator, rec: &ProfileRecord) -> Result<ResolvedPoint, CoreError> {
@@ -1145,7 +1163,7 @@ fn resolve(base: &Estimator, rec: &ProfileRecord) -> Result<ResolvedPoint, CoreE
         None => unknown_plan(base, &job, &cell, rec.gpus_per_node)?,
     };
     let datasheet_s = base.evaluate_plan(&job, &cell, rec.gpus_per_node, &plan)?.iter_time_s;
-    Ok(ResolvedPoint { rec: rec.clone(), job, gpu, cell, plan, datasheet_s, batch_scale: Vec::new() })
+    Ok(ResolvedPoint { rec: rec.clone(), job, gpu, cell, plan, datasheet_s, batch_scale: Vec::new(), prepared: std::cell::OnceCell::new() })
 }
 
 /// The plan an unknown-plan record is costed with: the estimator's best plan
@@ -1167,25 +1185,49 @@ impl ResolvedPoint {
         Placement::pack(self.rec.gpus(), self.rec.gpus_per_node.max(1)).map_or((self.rec.nodes.max(1), self.rec.gpus_per_node.max(1)), |p| (p.nodes, p.per_node))
     }
 
+    /// The point's [`Prepared`] context parts against `base` (the same
+    /// uncalibrated estimator for the point's whole life).
+    fn prepared(&self, base: &Estimator) -> Option<&Prepared> {
+        self.prepared
+            .get_or_init(|| {
+                let (gpu, placement) = base.setup(&self.job, &self.cell, self.rec.gpus_per_node).ok()?;
+                let cost = self.job.model.cost();
+                let cx = base.cell_context(&self.job, gpu, &cost, placement);
+                let (conv, autotune_workspace) = (cx.conv, cx.autotune_workspace);
+                Some(Prepared { gpu: gpu.clone(), placement, cost, conv, autotune_workspace })
+            })
+            .as_ref()
+    }
+
+    /// The cell context with a compute factor and framework constants.
+    fn context<'a>(&'a self, p: &'a Prepared, factor: f64, fw: &Framework) -> CellContext<'a> {
+        CellContext {
+            gpu: &p.gpu,
+            cost: &p.cost,
+            global_batch: self.job.global_batch,
+            placement: p.placement,
+            efficiency_factor: factor,
+            batch_scale: &self.batch_scale,
+            framework: *fw,
+            conv: p.conv,
+            autotune_workspace: p.autotune_workspace,
+        }
+    }
+
     /// Predicted time with a compute factor and framework constants.
     fn predict(&self, base: &Estimator, factor: f64, fw: &Framework) -> Option<f64> {
-        let (gpu, placement) = base.setup(&self.job, &self.cell, self.rec.gpus_per_node).ok()?;
-        let cost = self.job.model.cost();
-        let mut cx = base.cell_context(&self.job, gpu, &cost, placement);
-        cx.efficiency_factor = factor;
-        cx.batch_scale = &self.batch_scale;
-        cx.framework = *fw;
-        evaluate(&cx, &self.plan).map(|e| e.iter_time_s)
+        let p = self.prepared(base)?;
+        evaluate(&self.context(p, factor, fw), &self.plan).map(|e| e.iter_time_s)
     }
 
     /// (prediction at factor `f0`, the compute factor that makes it match the measurement).
     fn implied_factor(&self, base: &Estimator, f0: f64, fw: &Framework) -> Result<(f64, f64), CoreError> {
-        let (gpu, placement) = base.setup(&self.job, &self.cell, self.rec.gpus_per_node)?;
-        let cost = self.job.model.cost();
-        let mut cx = base.cell_context(&self.job, gpu, &cost, placement);
-        cx.efficiency_factor = f0;
-        cx.batch_scale = &self.batch_scale;
-        cx.framework = *fw;
+        let Some(p) = self.prepared(base) else {
+            // The same error the setup gives.
+            base.setup(&self.job, &self.cell, self.rec.gpus_per_node)?;
+            return Err(CoreError::invalid("cell", self.cell.to_string(), "a Cell the estimator can set up"));
+        };
+        let cx = self.context(p, f0, fw);
         let ev = evaluate(&cx, &self.plan).ok_or_else(|| CoreError::invalid("plan", self.plan.to_string(), "a plan that divides the batch"))?;
         let compute = ev.time.compute_s - ev.time.launch_bound_s + ev.time.bubble_s;
         let rest = ev.iter_time_s - compute;
@@ -1195,11 +1237,10 @@ impl ResolvedPoint {
 
     /// The datasheet model's (compute, everything else) seconds for this point.
     fn split(&self, base: &Estimator) -> Option<(f64, f64)> {
-        let (gpu, placement) = base.setup(&self.job, &self.cell, self.rec.gpus_per_node).ok()?;
-        let cost = self.job.model.cost();
-        let mut cx = base.cell_context(&self.job, gpu, &cost, placement);
-        cx.efficiency_factor = 1.0;
-        cx.framework = Framework::default();
+        let p = self.prepared(base)?;
+        let mut cx = self.context(p, 1.0, &Framework::default());
+        // The datasheet model: no fitted batch-size multipliers either.
+        cx.batch_scale = &[];
         let ev = evaluate(&cx, &self.plan)?;
         let compute = ev.time.compute_s - ev.time.launch_bound_s + ev.time.bubble_s;
         Some((compute, ev.iter_time_s - compute))
