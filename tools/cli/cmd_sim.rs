@@ -166,7 +166,10 @@ pub struct Tuning {
     /// on its Cell (truth) joins the knowledge this many seconds after the
     /// run starts, as at a site that imports its jobs' measurements into the
     /// profile DB (`cellsched report --profile-rows`, then `cellsched
-    /// profile import`). Needs --truth. Default: the knowledge stays as given.
+    /// profile import`): the measured Cell answers for itself and the
+    /// estimator is recalibrated on every Cell learnt so far, moving the
+    /// model's other Cells too, as in the plugins. Needs --truth. Default:
+    /// the knowledge stays as given.
     #[arg(long, value_name = "SECONDS")]
     pub learn_after: Option<f64>,
     /// Knowledge of iterations: the scheduler knows true x exp(NOISE x N(0,1)) (declared-count noise; 0 = exact).

@@ -8,11 +8,11 @@
 //! `inter_node_gbps` overrides the GPU type's catalog network bandwidth.
 use crate::cluster::ClusterSpec;
 use crate::error::SimError;
-use crate::times::{TimedCell, IterTimeSource};
+use crate::times::{IterTimeSource, Measured, TimedCell};
 use cellsched_core::estimator::{CellOffer, Estimator, JobSpec};
 use cellsched_core::config::EstimatorConfig;
 use cellsched_core::gpu::GpuCatalog;
-use cellsched_core::profile_db::ProfileDb;
+use cellsched_core::profile_db::{ProfileDb, ProfileRecord};
 use cellsched_core::Cell;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -128,6 +128,25 @@ impl IterTimeSource for CoreTimes {
         self.db.as_ref().is_some_and(|d| d.lookup(model, batch, gpu_type, nodes, gpus_per_node).is_some())
     }
 
+    fn with_learned(&self, learned: &[Measured]) -> Option<Box<dyn IterTimeSource>> {
+        let mut db = self.db.clone().unwrap_or_default();
+        for m in learned {
+            db.insert(ProfileRecord {
+                model: m.model.clone(),
+                batch: m.batch,
+                gpu_type: m.gpu_type.clone(),
+                nodes: m.nodes,
+                gpus_per_node: m.gpus_per_node,
+                iter_time_s: m.iter_s,
+                // `cellsched report --profile-rows` does not know the plan a job ran.
+                plan: None,
+                peak_mem_gib: None,
+                first_iter_s: None,
+            });
+        }
+        Some(Box::new(CoreTimes::from_estimator(self.est.clone().with_db(db.clone()), Some(db))))
+    }
+
     fn num_layers(&self, model: &str) -> u32 {
         self.est.model_catalog().get(model).map_or(0, |m| m.layers)
     }
@@ -163,6 +182,23 @@ mod tests {
         let r = t.rank_cells("bert__760M", 32, &offers, 8);
         assert!(!r.is_empty() && r.iter().all(|c| c.gpu_type == "v100" && c.gpus <= 8));
         assert!(r.windows(2).all(|w| w[0].iter_s <= w[1].iter_s));
+    }
+
+    /// A learnt run answers its own Cell and, through the recalibration,
+    /// moves the estimate of the same model's other Cells on that type
+    /// towards it; the source it was made from is unchanged.
+    #[test]
+    fn learnt_runs_recalibrate_the_other_cells() {
+        let t = CoreTimes::new(&spec(), None).unwrap();
+        let (one, four) = (t.iter_time("resnet50", 64, "v100", 1, 1).unwrap(), t.iter_time("resnet50", 64, "v100", 1, 4).unwrap());
+        let measured = Measured { model: "resnet50".into(), batch: 64, gpu_type: "v100".into(), nodes: 1, gpus_per_node: 1, iter_s: 2.0 * one };
+        let learnt = t.with_learned(&[measured]).unwrap();
+        assert_eq!(learnt.iter_time("resnet50", 64, "v100", 1, 1), Some(2.0 * one));
+        assert!(learnt.is_measured("resnet50", 64, "v100", 1, 1));
+        let four_after = learnt.iter_time("resnet50", 64, "v100", 1, 4).unwrap();
+        assert!(four_after > 1.3 * four, "a single GPU measured 2x slower must slow the 4-GPU estimate: {four} -> {four_after}");
+        assert_eq!(t.iter_time("resnet50", 64, "v100", 1, 4), Some(four));
+        assert!(!t.is_measured("resnet50", 64, "v100", 1, 1));
     }
 
     #[test]

@@ -71,8 +71,10 @@ pub struct SimConfig {
     /// The scheduler learns each run's measured iteration time on its Cell
     /// this many seconds after the run starts training (a site importing
     /// its jobs' measurements into the profile DB, `cellsched report
-    /// --profile-rows`; [`TimeCache::learn`]). `None`: the knowledge stays
-    /// as given (the plugins' default).
+    /// --profile-rows`; [`TimeCache::learn`]), and the knowledge is
+    /// recalibrated on every Cell learnt so far ([`TimeCache::recalibrate`]),
+    /// as the plugins' estimator is on the imported rows. `None`: the
+    /// knowledge stays as given (the plugins' default).
     pub learn_after_s: Option<f64>,
 }
 
@@ -653,6 +655,8 @@ impl<'t> Sim<'t> {
             }
             let mut changed = false;
             let mut tick = false;
+            // (model, batch) whose Cells were learnt at this time.
+            let mut learnt: Vec<(String, u32)> = Vec::new();
             for ev in batch {
                 self.events_done += 1;
                 match ev.kind {
@@ -718,16 +722,9 @@ impl<'t> Sim<'t> {
                         }
                     }
                     EvKind::Learn(k) => {
-                        // The pending jobs of the model and batch are
-                        // re-planned against what was learnt, as job_submit's
-                        // re-planning re-decides them with a reloaded profile DB.
                         let (m, b, ty, n, g, t) = self.to_learn[k].clone();
-                        if self.times.learn(&m, b, &ty, n, g, t) {
-                            let same: Vec<usize> =
-                                self.pending.iter().copied().filter(|&p| self.jobs[p].spec.model_name == m && self.jobs[p].spec.batch_size == b).collect();
-                            for p in same {
-                                self.requeue_later(p);
-                            }
+                        if self.times.learn(&m, b, &ty, n, g, t) && !learnt.contains(&(m.clone(), b)) {
+                            learnt.push((m, b));
                         }
                     }
                     EvKind::Tick => {
@@ -736,6 +733,23 @@ impl<'t> Sim<'t> {
                             tick = true;
                         }
                     }
+                }
+            }
+            if !learnt.is_empty() {
+                // The knowledge is recalibrated on what was learnt and the
+                // pending jobs are re-planned against it, as job_submit's
+                // re-planning re-decides them with a reloaded profile DB:
+                // every pending job when the calibration moved, else those of
+                // the models and batches learnt.
+                let all = self.times.recalibrate();
+                let affected: Vec<usize> = self
+                    .pending
+                    .iter()
+                    .copied()
+                    .filter(|&p| all || learnt.iter().any(|(m, b)| self.jobs[p].spec.model_name == *m && self.jobs[p].spec.batch_size == *b))
+                    .collect();
+                for p in affected {
+                    self.requeue_later(p);
                 }
             }
             if !self.requeue.is_empty() {

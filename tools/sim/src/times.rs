@@ -50,6 +50,32 @@ pub trait IterTimeSource {
     fn measured_first_iter_s(&self, _model: &str, _gpu_type: &str) -> Option<f64> {
         None
     }
+    /// This knowledge with `learned` measurements added as profile-DB rows
+    /// and recalibrated on them, as the plugins' estimator is once a site
+    /// imports its jobs' measured times (`cellsched profile import`): the
+    /// rows answer their own Cells and move the calibration of every other
+    /// Cell. `None` when the source has nothing to recalibrate (only the
+    /// learnt Cells themselves change, [`TimeCache::learn`]).
+    fn with_learned(&self, _learned: &[Measured]) -> Option<Box<dyn IterTimeSource>> {
+        None
+    }
+}
+
+/// One measured run's iteration time on its Cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// Model name.
+    pub model: String,
+    /// Global batch size.
+    pub batch: u32,
+    /// GPU type.
+    pub gpu_type: String,
+    /// Nodes spanned.
+    pub nodes: u32,
+    /// GPUs on each node.
+    pub gpus_per_node: u32,
+    /// Measured seconds per iteration.
+    pub iter_s: f64,
 }
 
 /// Test and fallback source: `iter = base[model][type] / gpus * (1 + inter_node_penalty * (nodes - 1))`.
@@ -132,6 +158,10 @@ type CellKey = (u32, u32, u32, u32, u32);
 /// Memoizes a source's answers; models and GPU types are interned.
 pub struct TimeCache {
     src: Box<dyn IterTimeSource>,
+    /// The source recalibrated on the learnt Cells ([`Self::recalibrate`]).
+    relearned: Option<Box<dyn IterTimeSource>>,
+    /// Learnt Cells not yet in `relearned`'s calibration.
+    stale: bool,
     names: HashMap<String, u32>,
     times: HashMap<CellKey, Option<f64>>,
     ranks: HashMap<RankKey, Rc<Vec<TimedCell>>>,
@@ -157,6 +187,8 @@ impl TimeCache {
     pub fn new(src: Box<dyn IterTimeSource>) -> Self {
         TimeCache {
             src,
+            relearned: None,
+            stale: false,
             names: HashMap::new(),
             times: HashMap::new(),
             ranks: HashMap::new(),
@@ -176,9 +208,10 @@ impl TimeCache {
         self.names.insert(s.to_string(), i);
         i
     }
-    /// The underlying source.
+    /// The source answering now: the given one, or it recalibrated on the
+    /// learnt Cells ([`Self::recalibrate`]).
     pub fn source(&self) -> &dyn IterTimeSource {
-        self.src.as_ref()
+        self.relearned.as_deref().unwrap_or(self.src.as_ref())
     }
     /// Learns that `model` at `batch` cannot use this Cell (e.g. a run there
     /// failed with out-of-memory): from now on [`Self::iter_time`] answers
@@ -226,10 +259,56 @@ impl TimeCache {
         self.learned_models.insert(m);
         self.times.insert(key, Some(iter_s));
         self.ranks.retain(|k, _| k.0 != m);
+        self.stale = true;
         true
+    }
+    /// Recalibrates the source on every Cell learnt so far
+    /// ([`IterTimeSource::with_learned`]) when some were learnt since the
+    /// last call, and drops every cached answer (the calibration moves them
+    /// all); learnt and unusable Cells keep their answers. Returns whether
+    /// the knowledge of Cells other than the learnt ones changed (false when
+    /// the source cannot recalibrate).
+    pub fn recalibrate(&mut self) -> bool {
+        if !self.stale {
+            return false;
+        }
+        self.stale = false;
+        let mut name = vec![""; self.names.len()];
+        for (s, &i) in &self.names {
+            name[i as usize] = s.as_str();
+        }
+        let mut rows: Vec<Measured> = self
+            .learned
+            .iter()
+            .map(|(k, &iter_s)| Measured { model: name[k.0 as usize].to_string(), batch: k.1, gpu_type: name[k.2 as usize].to_string(), nodes: k.3, gpus_per_node: k.4, iter_s })
+            .collect();
+        // One calibration whatever order the cells were learnt in.
+        rows.sort_by(|a, b| (&a.model, a.batch, &a.gpu_type, a.nodes, a.gpus_per_node).cmp(&(&b.model, b.batch, &b.gpu_type, b.nodes, b.gpus_per_node)));
+        let Some(src) = self.src.with_learned(&rows) else { return false };
+        self.relearned = Some(src);
+        self.reset_answers();
+        true
+    }
+    /// Drops every cached answer except those of learnt and unusable Cells.
+    fn reset_answers(&mut self) {
+        self.times.clear();
+        self.ranks.clear();
+        for (k, &v) in &self.learned {
+            self.times.insert(*k, Some(v));
+        }
+        for k in &self.marked {
+            self.times.insert(*k, None);
+        }
     }
     /// Forgets every [`Self::learn`] (each simulation starts from the same knowledge).
     pub fn clear_learned(&mut self) {
+        self.stale = false;
+        if self.relearned.take().is_some() {
+            self.learned.clear();
+            self.learned_models.clear();
+            self.reset_answers();
+            return;
+        }
         let cells: Vec<CellKey> = self.learned.drain().map(|(k, _)| k).collect();
         let models = std::mem::take(&mut self.learned_models);
         self.forget(&cells, &models);
@@ -262,13 +341,13 @@ impl TimeCache {
             return *v;
         }
         self.misses += 1;
-        let v = self.src.iter_time(model, batch, gpu_type, nodes, gpus_per_node);
+        let v = self.source().iter_time(model, batch, gpu_type, nodes, gpus_per_node);
         self.times.insert(key, v);
         v
     }
     /// [`IterTimeSource::measured_first_iter_s`] of the source (not cached: asked once per elastic job).
     pub fn measured_first_iter_s(&self, model: &str, gpu_type: &str) -> Option<f64> {
-        self.src.measured_first_iter_s(model, gpu_type)
+        self.source().measured_first_iter_s(model, gpu_type)
     }
     /// Cached [`IterTimeSource::rank_cells`] (the offers are part of the key).
     pub fn rank_cells(&mut self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Rc<Vec<TimedCell>> {
@@ -281,7 +360,7 @@ impl TimeCache {
         if self.ranks.len() >= RANK_CACHE_MAX {
             self.ranks.clear();
         }
-        let mut v = self.src.rank_cells(model, batch, offers, max_gpus);
+        let mut v = self.source().rank_cells(model, batch, offers, max_gpus);
         if self.marked_models.contains(&key.0) {
             let names = &self.names;
             let marked = &self.marked;
@@ -361,5 +440,72 @@ mod tests {
         assert_eq!(cache.learned_count(), 0);
         assert_eq!(cache.iter_time("m", 8, "v100", 1, 1), Some(2.0));
         assert_eq!(cache.rank_cells("m", 8, &offers, 1)[0].gpu_type, "v100");
+        // LinearTimes cannot recalibrate: only the learnt Cells change.
+        cache.learn("m", 8, "v100", 1, 1, 5.0);
+        assert!(!cache.recalibrate());
+        assert_eq!(cache.iter_time("m", 8, "v100", 2, 1), Some(1.0));
+    }
+
+    /// A source that recalibrates: a learnt Cell sets its model's time per
+    /// GPU on that type (every Cell of the type scales with it).
+    struct Scaling(LinearTimes);
+
+    impl IterTimeSource for Scaling {
+        fn iter_time(&self, model: &str, batch: u32, gpu_type: &str, nodes: u32, gpus_per_node: u32) -> Option<f64> {
+            self.0.iter_time(model, batch, gpu_type, nodes, gpus_per_node)
+        }
+        fn rank_cells(&self, model: &str, batch: u32, offers: &[CellOffer], max_gpus: u32) -> Vec<TimedCell> {
+            self.0.rank_cells(model, batch, offers, max_gpus)
+        }
+        fn check_model(&self, model: &str) -> Result<(), SimError> {
+            self.0.check_model(model)
+        }
+        fn with_learned(&self, learned: &[Measured]) -> Option<Box<dyn IterTimeSource>> {
+            let mut t = self.0.clone();
+            for m in learned {
+                t = t.with(&m.model, &m.gpu_type, m.iter_s * f64::from(m.nodes * m.gpus_per_node));
+            }
+            Some(Box::new(Scaling(t)))
+        }
+    }
+
+    /// Recalibration moves the learnt model's other Cells and re-ranks the
+    /// types; it runs only after something new was learnt; clearing what was
+    /// learnt restores the given source.
+    #[test]
+    fn recalibration_moves_every_cell_of_the_learnt_calibration() {
+        let t = LinearTimes::new(0.0).with("m", "a100", 4.0).with("m", "v100", 2.0);
+        let offers = vec![
+            CellOffer { gpu_type: "a100".into(), gpus_per_node: 2, free_gpus_per_node: vec![2] },
+            CellOffer { gpu_type: "v100".into(), gpus_per_node: 2, free_gpus_per_node: vec![2] },
+        ];
+        let mut cache = TimeCache::new(Box::new(Scaling(t)));
+        assert!(!cache.recalibrate(), "nothing learnt yet");
+        assert_eq!(cache.iter_time("m", 8, "v100", 1, 2), Some(1.0));
+        assert_eq!(cache.rank_cells("m", 8, &offers, 2)[0].gpu_type, "v100");
+        // One v100 measured at 5 s: before recalibrating only that Cell moved.
+        assert!(cache.learn("m", 8, "v100", 1, 1, 5.0));
+        assert_eq!(cache.iter_time("m", 8, "v100", 1, 2), Some(1.0));
+        assert!(cache.recalibrate());
+        assert!(!cache.recalibrate(), "nothing new since");
+        assert_eq!(cache.iter_time("m", 8, "v100", 1, 1), Some(5.0));
+        assert_eq!(cache.iter_time("m", 8, "v100", 1, 2), Some(2.5));
+        let r = cache.rank_cells("m", 8, &offers, 2);
+        assert_eq!((r[0].gpu_type.as_str(), r[0].gpus, r[0].iter_s), ("a100", 2, 2.0));
+        // Learning the same time again changes nothing.
+        assert!(!cache.learn("m", 8, "v100", 1, 1, 5.0));
+        assert!(!cache.recalibrate());
+        // An unusable Cell stays unusable across a recalibration.
+        cache.mark_unusable("m", 8, "a100", 1, 2);
+        assert!(cache.learn("m", 8, "a100", 1, 1, 3.0));
+        assert!(cache.recalibrate());
+        assert_eq!(cache.iter_time("m", 8, "a100", 1, 2), None);
+        assert!(cache.rank_cells("m", 8, &offers, 2).iter().all(|c| !(c.gpu_type == "a100" && c.gpus == 2)));
+        cache.clear_learned();
+        cache.clear_marks();
+        assert_eq!(cache.learned_count(), 0);
+        assert_eq!(cache.iter_time("m", 8, "v100", 1, 2), Some(1.0));
+        assert_eq!(cache.iter_time("m", 8, "a100", 1, 2), Some(2.0));
+        assert_eq!(cache.rank_cells("m", 8, &offers, 2)[0].gpu_type, "v100");
     }
 }
