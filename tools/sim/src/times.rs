@@ -413,17 +413,23 @@ mod tests {
         assert_eq!((cache.hits, cache.misses), (1, 1));
     }
 
+    /// Model `m`: 4 s per iteration on one a100, 2 s on one v100.
+    fn a100_v100_times() -> LinearTimes {
+        LinearTimes::new(0.0).with("m", "a100", 4.0).with("m", "v100", 2.0)
+    }
+
+    /// One free node of each type with `gpus` GPUs.
+    fn a100_v100_nodes(gpus: u32) -> Vec<CellOffer> {
+        ["a100", "v100"].iter().map(|t| CellOffer { gpu_type: (*t).into(), gpus_per_node: gpus, free_gpus_per_node: vec![gpus] }).collect()
+    }
+
     /// A learnt time answers for its Cell and re-ranks the Cells (the v100
     /// Cell measured slower than the a100 one moves behind it); a Cell marked
     /// unusable is not learnt back; clearing restores the source's answers.
     #[test]
     fn learnt_times_override_the_source_and_rerank() {
-        let t = LinearTimes::new(0.0).with("m", "a100", 4.0).with("m", "v100", 2.0);
-        let offers = vec![
-            CellOffer { gpu_type: "a100".into(), gpus_per_node: 1, free_gpus_per_node: vec![1] },
-            CellOffer { gpu_type: "v100".into(), gpus_per_node: 1, free_gpus_per_node: vec![1] },
-        ];
-        let mut cache = TimeCache::new(Box::new(t));
+        let offers = a100_v100_nodes(1);
+        let mut cache = TimeCache::new(Box::new(a100_v100_times()));
         assert_eq!(cache.rank_cells("m", 8, &offers, 1)[0].gpu_type, "v100");
         cache.learn("m", 8, "v100", 1, 1, 5.0);
         assert_eq!(cache.iter_time("m", 8, "v100", 1, 1), Some(5.0));
@@ -474,12 +480,8 @@ mod tests {
     /// learnt restores the given source.
     #[test]
     fn recalibration_moves_every_cell_of_the_learnt_calibration() {
-        let t = LinearTimes::new(0.0).with("m", "a100", 4.0).with("m", "v100", 2.0);
-        let offers = vec![
-            CellOffer { gpu_type: "a100".into(), gpus_per_node: 2, free_gpus_per_node: vec![2] },
-            CellOffer { gpu_type: "v100".into(), gpus_per_node: 2, free_gpus_per_node: vec![2] },
-        ];
-        let mut cache = TimeCache::new(Box::new(Scaling(t)));
+        let offers = a100_v100_nodes(2);
+        let mut cache = TimeCache::new(Box::new(Scaling(a100_v100_times())));
         assert!(!cache.recalibrate(), "nothing learnt yet");
         assert_eq!(cache.iter_time("m", 8, "v100", 1, 2), Some(1.0));
         assert_eq!(cache.rank_cells("m", 8, &offers, 2)[0].gpu_type, "v100");
