@@ -1137,8 +1137,8 @@ struct ResolvedPoint {
     /// The (model, type)'s compute multipliers by micro-batch size, once fitted.
     batch_scale: Vec<(u32, f64)>,
     /// What every prediction of the point shares, made on first use
-    /// ([`ResolvedPoint::prepared`]); `None` inside: the Cell has no setup.
-    prepared: std::cell::OnceCell<Option<Prepared>>,
+    /// ([`ResolvedPoint::prepared`]), or why the Cell has no setup.
+    prepared: std::cell::OnceCell<Result<Prepared, CoreError>>,
 }
 
 /// The parts of a point's cell context that no fitted constant changes:
@@ -1187,16 +1187,17 @@ impl ResolvedPoint {
 
     /// The point's [`Prepared`] context parts against `base` (the same
     /// uncalibrated estimator for the point's whole life).
-    fn prepared(&self, base: &Estimator) -> Option<&Prepared> {
+    fn prepared(&self, base: &Estimator) -> Result<&Prepared, CoreError> {
         self.prepared
             .get_or_init(|| {
-                let (gpu, placement) = base.setup(&self.job, &self.cell, self.rec.gpus_per_node).ok()?;
+                let (gpu, placement) = base.setup(&self.job, &self.cell, self.rec.gpus_per_node)?;
                 let cost = self.job.model.cost();
                 let cx = base.cell_context(&self.job, gpu, &cost, placement);
                 let (conv, autotune_workspace) = (cx.conv, cx.autotune_workspace);
-                Some(Prepared { gpu: gpu.clone(), placement, cost, conv, autotune_workspace })
+                Ok(Prepared { gpu: gpu.clone(), placement, cost, conv, autotune_workspace })
             })
             .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// The cell context with a compute factor and framework constants.
@@ -1216,18 +1217,13 @@ impl ResolvedPoint {
 
     /// Predicted time with a compute factor and framework constants.
     fn predict(&self, base: &Estimator, factor: f64, fw: &Framework) -> Option<f64> {
-        let p = self.prepared(base)?;
+        let p = self.prepared(base).ok()?;
         evaluate(&self.context(p, factor, fw), &self.plan).map(|e| e.iter_time_s)
     }
 
     /// (prediction at factor `f0`, the compute factor that makes it match the measurement).
     fn implied_factor(&self, base: &Estimator, f0: f64, fw: &Framework) -> Result<(f64, f64), CoreError> {
-        let Some(p) = self.prepared(base) else {
-            // The same error the setup gives.
-            base.setup(&self.job, &self.cell, self.rec.gpus_per_node)?;
-            return Err(CoreError::invalid("cell", self.cell.to_string(), "a Cell the estimator can set up"));
-        };
-        let cx = self.context(p, f0, fw);
+        let cx = self.context(self.prepared(base)?, f0, fw);
         let ev = evaluate(&cx, &self.plan).ok_or_else(|| CoreError::invalid("plan", self.plan.to_string(), "a plan that divides the batch"))?;
         let compute = ev.time.compute_s - ev.time.launch_bound_s + ev.time.bubble_s;
         let rest = ev.iter_time_s - compute;
@@ -1237,7 +1233,7 @@ impl ResolvedPoint {
 
     /// The datasheet model's (compute, everything else) seconds for this point.
     fn split(&self, base: &Estimator) -> Option<(f64, f64)> {
-        let p = self.prepared(base)?;
+        let p = self.prepared(base).ok()?;
         let mut cx = self.context(p, 1.0, &Framework::default());
         // The datasheet model: no fitted batch-size multipliers either.
         cx.batch_scale = &[];

@@ -28,7 +28,7 @@ pub use crate::job::{Job, RunTiming, Status};
 use crate::metrics::{Metrics, RunRecord, TruthStats};
 use crate::progress_model::SpeedProfile;
 use crate::view::{Policy, SimView};
-use crate::times::TimeCache;
+use crate::times::{Measured, TimeCache};
 use crate::trace::TraceJob;
 use crate::truth::{Truth, TruthAnswer};
 use std::collections::HashMap;
@@ -179,9 +179,8 @@ pub struct Sim<'t> {
     /// measured point of the knowledge.
     pairs: Vec<(f64, f64, bool)>,
     requeue: Vec<usize>,
-    /// Measurements the knowledge gains at their `EvKind::Learn` event:
-    /// (model, batch, GPU type, nodes, GPUs per node, measured seconds per iteration).
-    to_learn: Vec<(String, u32, String, u32, u32, f64)>,
+    /// Measurements the knowledge gains at their `EvKind::Learn` event.
+    to_learn: Vec<Measured>,
 }
 
 impl<'t> Sim<'t> {
@@ -513,7 +512,7 @@ impl<'t> Sim<'t> {
             if self.truth.is_some() && !self.jobs[i].stock {
                 let j = &self.jobs[i];
                 let ty = self.cluster.groups[shape.group].spec.gpu_type.clone();
-                self.to_learn.push((j.spec.model_name.clone(), j.spec.batch_size, ty, shape.nodes, shape.gpus_per_node, true_iter));
+                self.to_learn.push(Measured { model: j.spec.model_name.clone(), batch: j.spec.batch_size, gpu_type: ty, nodes: shape.nodes, gpus_per_node: shape.gpus_per_node, iter_s: true_iter });
                 let k = self.to_learn.len() - 1;
                 self.push(now + overhead + after.max(0.0), EvKind::Learn(k));
             }
@@ -722,9 +721,9 @@ impl<'t> Sim<'t> {
                         }
                     }
                     EvKind::Learn(k) => {
-                        let (m, b, ty, n, g, t) = self.to_learn[k].clone();
-                        if self.times.learn(&m, b, &ty, n, g, t) && !learnt.contains(&(m.clone(), b)) {
-                            learnt.push((m, b));
+                        let r = &self.to_learn[k];
+                        if self.times.learn(&r.model, r.batch, &r.gpu_type, r.nodes, r.gpus_per_node, r.iter_s) && !learnt.iter().any(|(m, b)| *m == r.model && *b == r.batch) {
+                            learnt.push((r.model.clone(), r.batch));
                         }
                     }
                     EvKind::Tick => {
