@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 /// Grace period between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(15);
+/// Starts of slurmdbd while it exits at start (see `up`).
+const SLURMDBD_START_ATTEMPTS: u32 = 3;
 
 /// What `up` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -387,7 +389,11 @@ impl Cluster {
         mariadb::create_db_user(l).map_err(|e| step_err("creating the slurmdbd database user", e, &l.log_file("mariadb")))?;
 
         if down(dbd) {
-            dbd.start(Duration::from_secs(30))?;
+            // Its first start against a new database can fail in its schema
+            // checks while MariaDB is busy (parallel test clusters: "We
+            // should have gotten a result"); a configuration error fails
+            // every attempt and is reported with its log.
+            dbd.start_retrying(Duration::from_secs(30), SLURMDBD_START_ATTEMPTS, Duration::from_secs(2))?;
         }
         wait_until(dbd, Duration::from_secs(90), "slurmdbd did not open its port", || ports::is_listening(ports.slurmdbd))?;
         self.ensure_accounting().map_err(|e| step_err("registering cluster, account and user in slurmdbd", e, &l.log_file("slurmdbd")))?;

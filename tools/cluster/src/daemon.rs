@@ -11,7 +11,7 @@ use std::fs::{self, File};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// How to start one daemon.
 #[derive(Debug, Clone)]
@@ -42,9 +42,34 @@ impl Daemon {
     /// Starts the daemon detached and waits until its PID file names a live
     /// process; fails with the tail of its output/log otherwise.
     pub fn start(&self, timeout: Duration) -> Result<i32> {
+        self.try_start(timeout).map_err(|(_, e)| e)
+    }
+
+    /// [`Self::start`], started again (after `pause`, at most `attempts`
+    /// times in all) while the daemon exits at start; any other failure, or
+    /// the last early exit, is returned as is. For a daemon whose first
+    /// start can lose a race with a service that just came up (slurmdbd
+    /// against a new MariaDB database); a configuration error fails every
+    /// attempt and is reported with the daemon's output as before.
+    pub fn start_retrying(&self, timeout: Duration, attempts: u32, pause: Duration) -> Result<i32> {
+        let mut attempt = 1;
+        loop {
+            match self.try_start(timeout) {
+                Ok(pid) => return Ok(pid),
+                Err((true, _)) if attempt < attempts => {
+                    attempt += 1;
+                    std::thread::sleep(pause);
+                }
+                Err((_, e)) => return Err(e),
+            }
+        }
+    }
+
+    /// [`Self::start`]'s attempt; an error says whether the daemon exited at start.
+    fn try_start(&self, timeout: Duration) -> std::result::Result<i32, (bool, ClusterError)> {
         let _ = fs::remove_file(&self.pid_file);
-        let out = File::create(&self.out_file).map_err(ClusterError::io("cannot create", &self.out_file))?;
-        let err = out.try_clone().map_err(ClusterError::io("cannot duplicate handle of", &self.out_file))?;
+        let out = File::create(&self.out_file).map_err(|e| (false, ClusterError::io("cannot create", &self.out_file)(e)))?;
+        let err = out.try_clone().map_err(|e| (false, ClusterError::io("cannot duplicate handle of", &self.out_file)(e)))?;
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args).envs(self.env.iter().cloned()).stdin(Stdio::null()).stdout(out).stderr(err);
         // SAFETY: setsid is async-signal-safe; it detaches the daemon from
@@ -57,16 +82,19 @@ impl Daemon {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().map_err(|e| ClusterError::StepFailed {
-            step: format!("starting {}", self.label),
-            detail: format!("cannot execute {}: {e}", self.program.display()),
-            log: self.out_file.clone(),
-            tail: String::new(),
+        let mut child = cmd.spawn().map_err(|e| {
+            let e = ClusterError::StepFailed {
+                step: format!("starting {}", self.label),
+                detail: format!("cannot execute {}: {e}", self.program.display()),
+                log: self.out_file.clone(),
+                tail: String::new(),
+            };
+            (false, e)
         })?;
         let start = Instant::now();
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(self.failure(&format!("it exited at start ({status})"), start.elapsed()));
+                return Err((true, self.failure(&format!("it exited at start ({status})"), start.elapsed())));
             }
             if let Some(pid) = self.running_pid() {
                 // The daemon runs in the foreground: its PID file names our child.
@@ -75,7 +103,7 @@ impl Daemon {
                 return Ok(pid);
             }
             if start.elapsed() > timeout {
-                return Err(self.failure("no running process behind its PID file", start.elapsed()));
+                return Err((false, self.failure("no running process behind its PID file", start.elapsed())));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -99,11 +127,19 @@ impl Daemon {
     }
 }
 
-/// PID in `pid_file` if that process is alive, not a zombie, and its
-/// command name is `comm`.
+/// PID in `pid_file` if that process is alive, not a zombie, its command
+/// name is `comm`, and it started before the file was last written (see
+/// [`started_by`]).
 pub fn running_pid(pid_file: &Path, comm: &str) -> Option<i32> {
     let pid: i32 = fs::read_to_string(pid_file).ok()?.trim().parse().ok()?;
-    (pid > 1 && is_alive_as(pid, comm)).then_some(pid)
+    let written = fs::metadata(pid_file).and_then(|m| m.modified()).ok();
+    (pid > 1 && is_ours(pid, comm, written)).then_some(pid)
+}
+
+/// Whether `pid` is a live `comm` that started before `written` (the PID
+/// file's last write; `None`: not checked).
+fn is_ours(pid: i32, comm: &str, written: Option<SystemTime>) -> bool {
+    is_alive_as(pid, comm) && written.is_none_or(|w| started_by(pid, w))
 }
 
 fn is_alive_as(pid: i32, comm: &str) -> bool {
@@ -119,13 +155,48 @@ fn is_alive_as(pid: i32, comm: &str) -> bool {
     actual.trim() == want
 }
 
-/// Stops the process named by `pid_file` (if it is a live `comm`): SIGTERM,
-/// wait up to `grace`, then SIGKILL. Removes the PID file. Idempotent.
+/// Slack on [`started_by`]'s comparison: the boot time the kernel reports
+/// is whole seconds and drifts a little with clock adjustments.
+const START_SLACK: Duration = Duration::from_secs(2);
+
+/// Whether process `pid` started no later than `written` (plus
+/// [`START_SLACK`]). A daemon writes its PID file after it starts, so a
+/// process that started after the file's last write is another one that
+/// reuses the PID: PIDs wrap at `/proc/sys/kernel/pid_max` (32768 on some
+/// machines, reached within one test run), and the new process may be
+/// another cluster's daemon of the same name. True when the start time
+/// cannot be read (the name check alone, as before).
+fn started_by(pid: i32, written: SystemTime) -> bool {
+    match process_start(pid) {
+        Some(start) => start <= written + START_SLACK,
+        None => true,
+    }
+}
+
+/// When process `pid` started (`/proc/PID/stat` field 22, clock ticks
+/// after boot, plus the boot time of `/proc/stat`).
+fn process_start(pid: i32) -> Option<SystemTime> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after "pid (comm)": state is field 3, starttime field 22.
+    let ticks: u64 = stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()?;
+    let btime: u64 = fs::read_to_string("/proc/stat").ok()?.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return None;
+    }
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(btime) + Duration::from_secs_f64(ticks as f64 / hz as f64))
+}
+
+/// Stops the process named by `pid_file` (if it is a live `comm` that
+/// wrote it): SIGTERM, wait up to `grace`, then SIGKILL. Removes the PID
+/// file. Idempotent.
 pub fn stop_pid_file(label: &str, pid_file: &Path, comm: &str, grace: Duration) -> Result<bool> {
     let Some(pid) = running_pid(pid_file, comm) else {
         let _ = fs::remove_file(pid_file);
         return Ok(false);
     };
+    let written = fs::metadata(pid_file).and_then(|m| m.modified()).ok();
     // SAFETY: plain kill(2) on a PID we verified belongs to `comm`.
     if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
         let e = std::io::Error::last_os_error();
@@ -133,11 +204,11 @@ pub fn stop_pid_file(label: &str, pid_file: &Path, comm: &str, grace: Duration) 
             return Err(ClusterError::Stop { name: label.into(), pid, detail: format!("SIGTERM: {e}") });
         }
     }
-    if !wait_gone(pid, comm, grace) {
+    if !wait_gone(pid, comm, written, grace) {
         log::warn!("{label} (pid {pid}) ignored SIGTERM for {} s; sending SIGKILL", grace.as_secs());
         // SAFETY: as above.
         unsafe { libc::kill(pid, libc::SIGKILL) };
-        if !wait_gone(pid, comm, Duration::from_secs(5)) {
+        if !wait_gone(pid, comm, written, Duration::from_secs(5)) {
             return Err(ClusterError::Stop { name: label.into(), pid, detail: "still alive after SIGKILL".into() });
         }
     }
@@ -145,15 +216,15 @@ pub fn stop_pid_file(label: &str, pid_file: &Path, comm: &str, grace: Duration) 
     Ok(true)
 }
 
-fn wait_gone(pid: i32, comm: &str, within: Duration) -> bool {
+fn wait_gone(pid: i32, comm: &str, written: Option<SystemTime>, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
-        if !is_alive_as(pid, comm) {
+        if !is_ours(pid, comm, written) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    !is_alive_as(pid, comm)
+    !is_ours(pid, comm, written)
 }
 
 /// Last `n` lines of a file ("" when missing).
@@ -227,6 +298,54 @@ mod tests {
         assert!(e.contains("exited at start"), "{e}");
         // Noticed at once, not after the timeout.
         assert!(t.elapsed() < Duration::from_secs(10));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// A daemon that exits at its first start and runs at its second is
+    /// started again; one that always exits fails after every attempt, with
+    /// its output; a timeout is not retried.
+    #[test]
+    fn a_daemon_that_exits_at_start_is_started_again() {
+        let d = tmpdir("retry");
+        let (pf, mark) = (d.join("s.pid"), d.join("tried"));
+        let script = format!("if [ -e {m} ]; then echo $$ > {p}; exec sleep 30; fi; touch {m}; echo 'first start lost a race' >&2; exit 1", m = mark.display(), p = pf.display());
+        let dm = sleeper(&d, &script);
+        assert!(dm.start(Duration::from_secs(5)).unwrap_err().to_string().contains("first start lost a race"));
+        let _ = fs::remove_file(&mark);
+        let pid = dm.start_retrying(Duration::from_secs(5), 3, Duration::from_millis(10)).unwrap();
+        assert_eq!(dm.running_pid(), Some(pid));
+        assert!(dm.stop(Duration::from_secs(5)).unwrap());
+
+        let always = sleeper(&d, &format!("echo x >> {}; echo 'fatal: bad config line 3' >&2; exit 1", d.join("count").display()));
+        let e = always.start_retrying(Duration::from_secs(5), 3, Duration::from_millis(10)).unwrap_err().to_string();
+        assert!(e.contains("exited at start") && e.contains("fatal: bad config line 3"), "{e}");
+        assert_eq!(fs::read_to_string(d.join("count")).unwrap().lines().count(), 3, "three attempts");
+
+        // No PID file within the timeout: not an early exit, not retried.
+        let silent = sleeper(&d, &format!("echo x >> {}; exec sleep 2", d.join("silent").display()));
+        let e = silent.start_retrying(Duration::from_millis(300), 3, Duration::from_millis(10)).unwrap_err().to_string();
+        assert!(e.contains("no running process behind its PID file"), "{e}");
+        assert_eq!(fs::read_to_string(d.join("silent")).unwrap().lines().count(), 1, "one attempt");
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// A PID file written before its process started names another
+    /// process that reuses the PID: not ours, never signalled.
+    #[test]
+    fn a_pid_reused_after_the_file_was_written_is_not_ours() {
+        let d = tmpdir("reuse");
+        let pf = d.join("s.pid");
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        fs::write(&pf, pid.to_string()).unwrap();
+        assert_eq!(running_pid(&pf, "sleep"), Some(pid), "written after the process started");
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        File::options().write(true).open(&pf).unwrap().set_modified(hour_ago).unwrap();
+        assert_eq!(running_pid(&pf, "sleep"), None, "the file predates the process");
+        assert!(!stop_pid_file("s", &pf, "sleep", Duration::from_secs(1)).unwrap());
+        assert!(child.try_wait().unwrap().is_none(), "the process was not signalled");
+        child.kill().unwrap();
+        let _ = child.wait();
         let _ = fs::remove_dir_all(&d);
     }
 
