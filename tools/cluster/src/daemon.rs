@@ -131,9 +131,14 @@ impl Daemon {
 /// name is `comm`, and it started before the file was last written (see
 /// [`started_by`]).
 pub fn running_pid(pid_file: &Path, comm: &str) -> Option<i32> {
+    running_entry(pid_file, comm).map(|(pid, _)| pid)
+}
+
+/// [`running_pid`] with the PID file's last write time.
+fn running_entry(pid_file: &Path, comm: &str) -> Option<(i32, Option<SystemTime>)> {
     let pid: i32 = fs::read_to_string(pid_file).ok()?.trim().parse().ok()?;
     let written = fs::metadata(pid_file).and_then(|m| m.modified()).ok();
-    (pid > 1 && is_ours(pid, comm, written)).then_some(pid)
+    (pid > 1 && is_ours(pid, comm, written)).then_some((pid, written))
 }
 
 /// Whether `pid` is a live `comm` that started before `written` (the PID
@@ -192,11 +197,10 @@ fn process_start(pid: i32) -> Option<SystemTime> {
 /// wrote it): SIGTERM, wait up to `grace`, then SIGKILL. Removes the PID
 /// file. Idempotent.
 pub fn stop_pid_file(label: &str, pid_file: &Path, comm: &str, grace: Duration) -> Result<bool> {
-    let Some(pid) = running_pid(pid_file, comm) else {
+    let Some((pid, written)) = running_entry(pid_file, comm) else {
         let _ = fs::remove_file(pid_file);
         return Ok(false);
     };
-    let written = fs::metadata(pid_file).and_then(|m| m.modified()).ok();
     // SAFETY: plain kill(2) on a PID we verified belongs to `comm`.
     if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
         let e = std::io::Error::last_os_error();
