@@ -393,6 +393,10 @@ pub struct Calibration {
     per_family_additive: BTreeMap<String, f64>,
     /// Types each family residual was measured on.
     per_family_types: BTreeMap<String, Vec<String>>,
+    /// Architecture generation (compute-capability major version) of every
+    /// catalog type that declares one: which types a model's own level
+    /// carries between ([`Calibration::carried_model_residual`]).
+    type_generation: BTreeMap<String, f64>,
 
     /// Type levels net of their points' family residuals (single-GPU points).
     per_type_net: BTreeMap<String, f64>,
@@ -461,8 +465,36 @@ impl Calibration {
         let fam_level = self.family_level(&family_key(family), precision, gpu_type);
         match self.per_model_type.get(&model_type_key(model, gpu_type)) {
             Some(&(l, n)) => shrink(l, n, fam_level, MODEL_PRIOR_POINTS).exp(),
-            None => fam_level.exp(),
+            None => (fam_level + self.carried_model_residual(model, family, precision, gpu_type).map_or(0.0, |c| c.0)).exp(),
         }
+    }
+
+    /// The model's own residual over its family level, carried to a type it
+    /// was not measured on from the measured types of the same
+    /// architecture generation (the mean over them of its level there less
+    /// its family's level there), with those types. Within a generation the
+    /// kernels, libraries and tensor cores a model's time depends on are the
+    /// same, so what sets a model apart from its family carries; across
+    /// generations it does not (bench/HISTORY.md: carried from every type,
+    /// leave-one-type-out error rose). None without such a type.
+    fn carried_model_residual(&self, model: &str, family: ModelFamily, precision: Precision, gpu_type: &str) -> Option<(f64, Vec<String>)> {
+        let gen = *self.type_generation.get(gpu_type)?;
+        let net = network_key(model).to_string();
+        let fam = family_key(family);
+        let mut from = Vec::new();
+        let mut sum = 0.0;
+        for ((m, t), &(l, n)) in self.per_model_type.range((net.clone(), String::new())..) {
+            if *m != net {
+                break;
+            }
+            if t == gpu_type || self.type_generation.get(t) != Some(&gen) {
+                continue;
+            }
+            let fl = self.family_level(&fam, precision, t);
+            sum += shrink(l, n, fl, MODEL_PRIOR_POINTS) - fl;
+            from.push(t.clone());
+        }
+        (!from.is_empty()).then(|| (sum / from.len() as f64, from))
     }
 
     /// The type level of `gpu_type` for `precision` and where it came from.
@@ -503,6 +535,11 @@ impl Calibration {
             family_from: self.per_family_types.get(&fam).cloned().unwrap_or_default(),
             family_on_type: self.per_family_type.contains_key(&(fam, gpu_type.to_string())),
             model_measured: self.per_model_type.contains_key(&model_type_key(model, gpu_type)),
+            model_from: if self.per_model_type.contains_key(&model_type_key(model, gpu_type)) {
+                Vec::new()
+            } else {
+                self.carried_model_residual(model, family, precision, gpu_type).map(|c| c.1).unwrap_or_default()
+            },
         }
     }
 
@@ -511,6 +548,7 @@ impl Calibration {
     /// ([`transfer_prior`]), else, per precision class, by roofline from the
     /// measured types of that precision ([`roofline_prior`]).
     fn fit_transfers(&mut self, gpus: &crate::gpu::GpuCatalog) {
+        self.type_generation = gpus.specs().filter_map(|g| g.compute_capability.map(|c| (g.name.clone(), c.floor()))).collect();
         let measured: Vec<(String, f64, Option<f64>)> = self
             .per_type
             .iter()
@@ -1512,6 +1550,38 @@ mod tests {
         assert!(!src("gpt__1.3B", "h100").model_measured && src("gpt__1.3B", "h100").family_on_type);
         assert_eq!(src("gpt__1.3B", "a100").family_from, vec!["h100".to_string()]);
         assert!(cal.report.to_string().contains("h200       efficiency x0.6"), "{}", cal.report);
+    }
+
+    /// A model that runs slower than the rest of its family on an H100 keeps
+    /// that residual on an unmeasured H200 (same architecture generation),
+    /// not on an A100 (another generation); the explanation names where
+    /// the model's level came from.
+    #[test]
+    fn a_models_residual_carries_within_its_generation_only() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let mut recs = Vec::new();
+        for (model, batch, level) in [("gpt__125M", 16, 0.6), ("gpt__760M", 8, 0.6), ("gpt__350M", 8, 0.4)] {
+            let truth = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(Calibration::default().with_type_factor("h100", level));
+            let job = JobSpec { model: base.model_catalog().get(model).unwrap().clone(), global_batch: batch };
+            let plan = Plan::default();
+            let t = truth.estimate_plan(&job, &Cell::new("h100", 1, 1).unwrap(), 8, &plan).unwrap().iter_time_s;
+            recs.push(ProfileRecord { gpu_type: "h100".into(), ..rec(model, batch, 1, 1, t, plan) });
+        }
+        let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
+        let f = |m: &str, t: &str| cal.factor_for(m, ModelFamily::Gpt, Precision::Fp16, t);
+        // On the H100 the slow model's own level sits below its family's.
+        let measured = f("gpt__350M", "h100") / f("gpt__1.3B", "h100");
+        assert!(measured < 0.9, "{measured}\n{}", cal.report);
+        // The same ratio on the H200, none on the A100.
+        let carried = f("gpt__350M", "h200") / f("gpt__1.3B", "h200");
+        assert!((carried - measured).abs() < 1e-9, "{carried} vs {measured}");
+        assert_eq!(f("gpt__350M", "a100"), f("gpt__1.3B", "a100"));
+        let src = |m: &str, t: &str| cal.factor_source(m, ModelFamily::Gpt, Precision::Fp16, t);
+        assert_eq!(src("gpt__350M", "h200").model_from, vec!["h100".to_string()]);
+        assert!(!src("gpt__350M", "h200").model_measured);
+        assert!(src("gpt__350M", "h200").to_string().contains("its residual over its family measured on h100 (same architecture generation)"), "{}", src("gpt__350M", "h200"));
+        assert!(src("gpt__350M", "h100").model_from.is_empty() && src("gpt__350M", "a100").model_from.is_empty());
+        assert!(src("gpt__1.3B", "h200").model_from.is_empty());
     }
 
     /// Three fp32 types: points measured on P100 and V100, whose levels lie

@@ -17,9 +17,13 @@
 //!    FLOP/byte`, fitted over the measured types' levels net of families;
 //! 3. else the datasheet (log level 0).
 //!
+//! A model's own residual over its family carries to the other types of
+//! the generation it was measured on (`Calibration::factor_for`), not
+//! further.
+//!
 //! Not kept (measured with protocol (e) of `cellsched bench estimator`, see
 //! bench/HISTORY.md): carrying each model's residual over its family to
-//! the types it was not measured on, and a cross-generation mean of the
+//! every type it was not measured on, and a cross-generation mean of the
 //! measured type levels.
 use crate::gpu::GpuSpec;
 use crate::model::Precision;
@@ -141,6 +145,10 @@ pub struct FactorSource {
     pub family_on_type: bool,
     /// Whether this model was measured on this type (its own level).
     pub model_measured: bool,
+    /// Not measured on this type: the types of the same architecture
+    /// generation its own residual over its family was carried from (empty:
+    /// none, its family's level).
+    pub model_from: Vec<String>,
 }
 
 impl FactorSource {
@@ -159,16 +167,18 @@ impl FactorSource {
             (false, false) => format!("transferred: its residual over the type level measured on {} (not on this type)", self.family_from.join(", ")),
         };
         let model = if self.model_measured {
-            "measured on this type (this model's profiles: model > family > type)"
+            "measured on this type (this model's profiles: model > family > type)".to_string()
+        } else if !self.model_from.is_empty() {
+            format!("transferred: its residual over its family measured on {} (same architecture generation)", self.model_from.join(", "))
         } else {
-            "not profiled on this type (its family's level)"
+            "not profiled on this type or its architecture generation (its family's level)".to_string()
         };
-        vec![("compute efficiency: type level", gpu), ("compute efficiency: family", family), ("compute efficiency: model", model.to_string())]
+        vec![("compute efficiency: type level", gpu), ("compute efficiency: family", family), ("compute efficiency: model", model)]
     }
 
     /// Nothing measured applies: the datasheet alone.
     pub fn is_datasheet(&self) -> bool {
-        self.gpu_type == TypeLevel::Datasheet && self.family_from.is_empty() && !self.model_measured
+        self.gpu_type == TypeLevel::Datasheet && self.family_from.is_empty() && !self.model_measured && self.model_from.is_empty()
     }
 }
 
@@ -223,13 +233,14 @@ mod tests {
             family_from: vec!["p100".into(), "v100".into()],
             family_on_type: false,
             model_measured: false,
+            model_from: vec![],
         };
         let rows = s.rows();
         assert!(rows[0].1.contains("transferred") && rows[0].1.contains("roofline over p100, v100"), "{rows:?}");
         assert!(rows[1].1.contains("measured on p100, v100 (not on this type)"), "{rows:?}");
         assert!(rows[2].1.contains("not profiled"));
         assert!(!s.is_datasheet());
-        let d = FactorSource { gpu_type: TypeLevel::Datasheet, family_from: vec![], family_on_type: false, model_measured: false };
+        let d = FactorSource { gpu_type: TypeLevel::Datasheet, family_from: vec![], family_on_type: false, model_measured: false, model_from: vec![] };
         assert!(d.is_datasheet() && d.to_string().starts_with("type level: datasheet"), "{d}");
     }
 }
