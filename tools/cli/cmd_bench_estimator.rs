@@ -1,6 +1,6 @@
 //! `cellsched bench estimator`: parses the options and prints what
 //! `cellsched_estbench` measures — the estimator's held-out error on every
-//! measured point in `../shared/data` under protocols (a)–(e), published
+//! measured point in `../shared/data` under protocols (a)–(f), published
 //! throughputs (`bench/truth/nvidia-dle-resnet50.csv`) under (p), and the
 //! plan-search and `rank_cells` speed. Each point is scored two ways:
 //! `estimate` (the plan the estimator picks, as `cellsched estimate`

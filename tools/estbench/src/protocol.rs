@@ -14,6 +14,11 @@
 //! - `(e)` leave one GPU type out: for each GPU type, calibrate with every
 //!   point of the other types, score every point of that type (a type the
 //!   site has never profiled).
+//! - `(f)` leave one model family out: for each family (GPT-like,
+//!   BERT-like, MoE, CNN, generic), calibrate with every point of the other
+//!   families plus the family's single-GPU points, score its multi-GPU
+//!   points: (b) when no other model of the family was measured on several
+//!   GPUs.
 use crate::data::Point;
 
 /// One calibration/test split: indices into the points.
@@ -28,7 +33,7 @@ pub struct Split {
 /// A named protocol: one or more splits.
 #[derive(Debug, Clone)]
 pub struct Protocol {
-    /// Short key: `datasheet`, `a`, `b`, `c`, `d`, `d-norefit`, `d-base`, `e`.
+    /// Short key: `datasheet`, `a`, `b`, `c`, `d`, `d-norefit`, `d-base`, `e`, `f`.
     pub key: &'static str,
     /// Name printed in the report.
     pub name: &'static str,
@@ -95,6 +100,17 @@ pub fn protocols(points: &[Point]) -> Vec<Protocol> {
             test: all.iter().copied().filter(|i| points[*i].rec.gpu_type == t).collect(),
         })
         .collect();
+    let mut f = Vec::new();
+    let mut families: Vec<_> = points.iter().map(|p| p.family).collect();
+    families.sort_by_key(|fam| format!("{fam:?}"));
+    families.dedup();
+    for fam in families {
+        let of = |i: &usize| points[*i].family == fam;
+        let test: Vec<usize> = all.iter().copied().filter(|i| of(i) && !single(i)).collect();
+        if !test.is_empty() {
+            f.push(Split { calibrate: usable.iter().copied().filter(|i| !of(i) || single(i)).collect(), test });
+        }
+    }
     vec![
         Protocol { key: "datasheet", name: "datasheet (no calibration), all points", splits: vec![Split { calibrate: vec![], test: all.clone() }], per_job: true },
         Protocol {
@@ -109,6 +125,7 @@ pub fn protocols(points: &[Point]) -> Vec<Protocol> {
         Protocol { key: "d-norefit", name: "(d) the same, without the per-job refit", splits: d, per_job: false },
         Protocol { key: "d-base", name: "(d) baseline: (b) scored on (d)'s test points", splits: b_on_d, per_job: true },
         Protocol { key: "e", name: "(e) leave one GPU type out (every point of the other types), test every point of that type", splits: e, per_job: true },
+        Protocol { key: "f", name: "(f) leave one model family out (other families + its single-GPU points), test its multi-GPU points", splits: f, per_job: true },
     ]
 }
 
@@ -132,6 +149,7 @@ pub fn published_protocols(points: &[Point]) -> Vec<Protocol> {
 mod tests {
     use super::*;
     use cellsched_core::profile_db::ProfileRecord;
+    use cellsched_core::model::ModelFamily;
 
     pub(crate) fn pt(model: &str, gpus: u32) -> Point {
         Point::new(
@@ -154,7 +172,7 @@ mod tests {
         points[3].rec.gpu_type = "k80".into();
         points[4].rec.gpu_type = "k80".into();
         let ps = protocols(&points);
-        assert_eq!(ps.len(), 8);
+        assert_eq!(ps.len(), 9);
         for p in &ps {
             for s in &p.splits {
                 assert!(s.test.iter().all(|t| !s.calibrate.contains(t)), "{}", p.name);
@@ -183,6 +201,21 @@ mod tests {
         // (e): one split per GPU type, all of its points scored, none of them calibrating.
         let e = &ps[7].splits;
         assert_eq!(e, &vec![Split { calibrate: vec![0, 1, 2, 5], test: vec![3, 4] }, Split { calibrate: vec![3, 4], test: vec![0, 1, 2, 5, 6] }]);
+        // (f): m1 and m3 of one family, m2 of another; a family's split keeps
+        // its single-GPU points and none of its multi-GPU ones.
+        let mut fam = points.clone();
+        for p in &mut fam[3..5] {
+            p.family = ModelFamily::Bert;
+        }
+        for p in fam.iter_mut().filter(|p| p.model != "m2") {
+            p.family = ModelFamily::Gpt;
+        }
+        let f = &protocols(&fam)[8].splits;
+        assert_eq!(f.len(), 2);
+        let gpt = f.iter().find(|s| s.test.contains(&1)).unwrap();
+        assert_eq!((gpt.calibrate.clone(), gpt.test.clone()), (vec![0, 3, 4, 5], vec![1, 2, 6]));
+        let bert = f.iter().find(|s| s.test.contains(&4)).unwrap();
+        assert_eq!((bert.calibrate.clone(), bert.test.clone()), (vec![0, 1, 2, 3, 5], vec![4]));
     }
 
     /// Published points are scored and never calibrate; no published
