@@ -257,7 +257,7 @@ impl Private {
     /// ended otherwise than COMPLETED (a lost job) for [`LOST_AFTER`] (a job
     /// that exits with 75 on the signal is FAILED until the elastic thread
     /// requeues it, within a second or two).
-    fn wait_until(&self, id: u32, what: &str, ok: impl Fn(&Private) -> bool) {
+    fn wait_until(&self, id: u32, what: &str, mut ok: impl FnMut(&Private) -> bool) {
         let t = Instant::now();
         let mut ended_since: Option<Instant> = None;
         loop {
@@ -282,9 +282,18 @@ impl Private {
     }
 
     /// `sacct -D` states of every run of job `id`, oldest first.
+    /// The accounting states of every run of job `id`, once accounting has
+    /// recorded the end of its last run: slurmctld sends a job's end to
+    /// slurmdbd asynchronously, so right after `squeue` shows a job
+    /// COMPLETED, `sacct` can still say RUNNING.
     fn runs(&self, id: u32) -> Vec<String> {
-        let text = self.ok("sacct", &["-X", "-D", "-n", "-P", "-j", &id.to_string(), "-o", "State"]);
-        text.lines().map(|l| l.split_whitespace().next().unwrap_or("").to_string()).collect()
+        let mut runs = Vec::new();
+        self.wait_until(id, "its last run's end in the accounting", |p| {
+            let text = p.ok("sacct", &["-X", "-D", "-n", "-P", "-j", &id.to_string(), "-o", "State"]);
+            runs = text.lines().map(|l| l.split_whitespace().next().unwrap_or("").to_string()).collect();
+            runs.last().is_some_and(|s| !["RUNNING", "PENDING", "REQUEUED", "SUSPENDED"].contains(&s.as_str()))
+        });
+        runs
     }
 
     /// A time field (`Start`, `End`) of the job's last run, Unix seconds.
