@@ -281,8 +281,7 @@ impl Private {
         common::read(&self.cluster.layout.log().join("slurmctld.log"))
     }
 
-    /// `sacct -D` states of every run of job `id`, oldest first.
-    /// The accounting states of every run of job `id`, once accounting has
+    /// `sacct -D` states of every run of job `id`, oldest first, once accounting has
     /// recorded the end of its last run: slurmctld sends a job's end to
     /// slurmdbd asynchronously, so right after `squeue` shows a job
     /// COMPLETED, `sacct` can still say RUNNING.

@@ -465,36 +465,38 @@ impl Calibration {
         let fam_level = self.family_level(&family_key(family), precision, gpu_type);
         match self.per_model_type.get(&model_type_key(model, gpu_type)) {
             Some(&(l, n)) => shrink(l, n, fam_level, MODEL_PRIOR_POINTS).exp(),
-            None => (fam_level + self.carried_model_residual(model, family, precision, gpu_type).map_or(0.0, |c| c.0)).exp(),
+            None => (fam_level + self.carried_model_residual(model, family, precision, gpu_type).unwrap_or(0.0)).exp(),
         }
     }
 
     /// The model's own residual over its family level, carried to a type it
     /// was not measured on from the measured types of the same
-    /// architecture generation (the mean over them of its level there less
-    /// its family's level there), with those types. Within a generation the
-    /// kernels, libraries and tensor cores a model's time depends on are the
-    /// same, so what sets a model apart from its family carries; across
-    /// generations it does not (bench/HISTORY.md: carried from every type,
-    /// leave-one-type-out error rose). None without such a type.
-    fn carried_model_residual(&self, model: &str, family: ModelFamily, precision: Precision, gpu_type: &str) -> Option<(f64, Vec<String>)> {
-        let gen = *self.type_generation.get(gpu_type)?;
+    /// architecture generation: the mean of [`Self::same_generation_residuals`].
+    /// Within a generation the kernels, libraries and tensor cores a model's
+    /// time depends on are the same, so what sets a model apart from its
+    /// family carries; across generations it does not (bench/HISTORY.md:
+    /// carried from every type, leave-one-type-out error rose). None
+    /// without such a type.
+    fn carried_model_residual(&self, model: &str, family: ModelFamily, precision: Precision, gpu_type: &str) -> Option<f64> {
+        let (sum, n) = self.same_generation_residuals(model, family, precision, gpu_type).fold((0.0, 0u32), |(s, k), (_, r)| (s + r, k + 1));
+        (n > 0).then(|| sum / f64::from(n))
+    }
+
+    /// Per measured type of `gpu_type`'s architecture generation other than
+    /// `gpu_type` itself: the type and the model's level there less its
+    /// family's level there.
+    fn same_generation_residuals<'a>(&'a self, model: &str, family: ModelFamily, precision: Precision, gpu_type: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+        let gen = self.type_generation.get(gpu_type).copied();
         let net = network_key(model).to_string();
         let fam = family_key(family);
-        let mut from = Vec::new();
-        let mut sum = 0.0;
-        for ((m, t), &(l, n)) in self.per_model_type.range((net.clone(), String::new())..) {
-            if *m != net {
-                break;
-            }
-            if t == gpu_type || self.type_generation.get(t) != Some(&gen) {
-                continue;
-            }
-            let fl = self.family_level(&fam, precision, t);
-            sum += shrink(l, n, fl, MODEL_PRIOR_POINTS) - fl;
-            from.push(t.clone());
-        }
-        (!from.is_empty()).then(|| (sum / from.len() as f64, from))
+        self.per_model_type
+            .range((net.clone(), String::new())..)
+            .take_while(move |((m, _), _)| *m == net)
+            .filter(move |((_, t), _)| gen.is_some() && t != gpu_type && self.type_generation.get(t).copied() == gen)
+            .map(move |((_, t), &(l, n))| {
+                let fl = self.family_level(&fam, precision, t);
+                (t.as_str(), shrink(l, n, fl, MODEL_PRIOR_POINTS) - fl)
+            })
     }
 
     /// The type level of `gpu_type` for `precision` and where it came from.
@@ -530,15 +532,16 @@ impl Calibration {
     /// in `precision`) on `gpu_type` comes from.
     pub fn factor_source(&self, model: &str, family: ModelFamily, precision: Precision, gpu_type: &str) -> FactorSource {
         let fam = family_key(family);
+        let model_measured = self.per_model_type.contains_key(&model_type_key(model, gpu_type));
         FactorSource {
             gpu_type: self.type_level(precision, gpu_type).1,
             family_from: self.per_family_types.get(&fam).cloned().unwrap_or_default(),
             family_on_type: self.per_family_type.contains_key(&(fam, gpu_type.to_string())),
-            model_measured: self.per_model_type.contains_key(&model_type_key(model, gpu_type)),
-            model_from: if self.per_model_type.contains_key(&model_type_key(model, gpu_type)) {
+            model_measured,
+            model_from: if model_measured {
                 Vec::new()
             } else {
-                self.carried_model_residual(model, family, precision, gpu_type).map(|c| c.1).unwrap_or_default()
+                self.same_generation_residuals(model, family, precision, gpu_type).map(|(t, _)| t.to_string()).collect()
             },
         }
     }

@@ -56,14 +56,17 @@ pub fn protocols(points: &[Point]) -> Vec<Protocol> {
     let all: Vec<usize> = (0..points.len()).collect();
     let usable: Vec<usize> = all.iter().copied().filter(|i| points[*i].calibratable).collect();
     let single = |i: &usize| points[*i].rec.gpus() == 1;
+    // A group (a model, a family) held out: every point of the others plus
+    // the group's single-GPU points calibrate, its multi-GPU points are scored.
+    let hold_out = |of: &dyn Fn(&usize) -> bool| {
+        let test: Vec<usize> = all.iter().copied().filter(|i| of(i) && !single(i)).collect();
+        (!test.is_empty()).then(|| Split { calibrate: usable.iter().copied().filter(|i| !of(i) || single(i)).collect(), test })
+    };
     let mut b = Vec::new();
     let mut c = Vec::new();
     for m in distinct(points.iter().map(|p| p.model.as_str())) {
         let of = |i: &usize| points[*i].model == m;
-        let test_b: Vec<usize> = all.iter().copied().filter(|i| of(i) && !single(i)).collect();
-        if !test_b.is_empty() {
-            b.push(Split { calibrate: usable.iter().copied().filter(|i| !of(i) || single(i)).collect(), test: test_b });
-        }
+        b.extend(hold_out(&of));
         let test_c: Vec<usize> = all.iter().copied().filter(|i| of(i) && single(i)).collect();
         if !test_c.is_empty() {
             c.push(Split { calibrate: usable.iter().copied().filter(|i| !of(i)).collect(), test: test_c });
@@ -100,17 +103,10 @@ pub fn protocols(points: &[Point]) -> Vec<Protocol> {
             test: all.iter().copied().filter(|i| points[*i].rec.gpu_type == t).collect(),
         })
         .collect();
-    let mut f = Vec::new();
     let mut families: Vec<_> = points.iter().map(|p| p.family).collect();
     families.sort_by_key(|fam| format!("{fam:?}"));
     families.dedup();
-    for fam in families {
-        let of = |i: &usize| points[*i].family == fam;
-        let test: Vec<usize> = all.iter().copied().filter(|i| of(i) && !single(i)).collect();
-        if !test.is_empty() {
-            f.push(Split { calibrate: usable.iter().copied().filter(|i| !of(i) || single(i)).collect(), test });
-        }
-    }
+    let f: Vec<Split> = families.into_iter().filter_map(|fam| hold_out(&|i: &usize| points[*i].family == fam)).collect();
     vec![
         Protocol { key: "datasheet", name: "datasheet (no calibration), all points", splits: vec![Split { calibrate: vec![], test: all.clone() }], per_job: true },
         Protocol {
