@@ -473,7 +473,10 @@ fn auto_cell_lands_on_best_free_cell() {
     let name = common::unique_name("auto");
     let id = p.submit(&dl_args(&name, "100", "sleep 1")).expect("submit DL job");
     p.wait_state(id, &["COMPLETED"]);
-    let f = p.sacct(id, &["JobID", "AllocTRES", "AdminComment", "NodeList"], |m| m["AllocTRES"].contains("gres/gpu"));
+    // slurmdbd records the job asynchronously: wait for its GPUs and decision there.
+    let f = p.sacct(id, &["JobID", "AllocTRES", "AdminComment", "NodeList"], |m| {
+        m["AllocTRES"].contains("gres/gpu") && Decision::parse_admin_comment(&m["AdminComment"]).is_some()
+    });
     let want = format!("gres/gpu:{}={}", expected.cell.gpu_type, expected.cell.gpus);
     assert!(f["AllocTRES"].split(',').any(|t| t == want), "AllocTRES {} lacks {want}", f["AllocTRES"]);
     assert!(f["NodeList"].starts_with(&format!("{}-", expected.cell.gpu_type)), "{f:?}");
@@ -531,7 +534,7 @@ fn pending_job_is_replanned_onto_freed_type() {
     assert!(log[log_start.min(log.len())..].contains(&line), "slurmctld.log lacks '{line}'");
 
     p.wait_state(id, &["COMPLETED"]);
-    let f = p.sacct(id, &["JobID", "AllocTRES", "AdminComment"], |m| m["AllocTRES"].contains("gres/gpu"));
+    let f = p.sacct(id, &["JobID", "AllocTRES", "AdminComment"], |m| m["AllocTRES"].contains("gres/gpu") && m["AdminComment"].contains("replanned_from="));
     let want = format!("gres/gpu:{}={}", expected.cell.gpu_type, expected.cell.gpus);
     assert!(f["AllocTRES"].split(',').any(|t| t == want), "AllocTRES {} lacks {want}", f["AllocTRES"]);
     assert!(f["AdminComment"].contains("replanned_from="), "{f:?}");
