@@ -544,8 +544,12 @@ impl ModelSpec {
             // activation size is a memory figure, not traffic); calibration
             // absorbs them.
             mem_bytes_per_sample: 0.0,
-            // Unknown shapes: a small GEMM (e.g. an LSTM step or a small conv).
-            gemm_rows_per_sample: 32.0,
+            // Rows of the matmuls per sample: each weight does one
+            // multiply-add per output position or token, so FLOPs = 2 ×
+            // weights × positions (embedding weights do none, which only
+            // lowers the figure). Without both figures, a small GEMM (an
+            // LSTM step, a small convolution). The width stays unknown.
+            gemm_rows_per_sample: generic_rows_per_sample(params, fwd),
             gemm_width: 256.0,
             kernels_per_layer: 12.0,
             pipeline_layers: layers,
@@ -977,6 +981,17 @@ pub const MAX_MODEL_DIM: u32 = 1 << 24;
 pub const MAX_ACTIVATION_KERNELS: u32 = 64;
 /// Largest accepted explicit parameter count, FLOPs or activation bytes per sample.
 pub const MAX_MODEL_QUANTITY: f64 = 1e21;
+
+/// Matmul rows per sample of a model described only by its parameter and
+/// FLOP counts: forward FLOPs over two per weight (its reuse per sample),
+/// at least one; 32 (a small GEMM) when either figure is missing.
+fn generic_rows_per_sample(params: f64, fwd_flops: f64) -> f64 {
+    if params > 0.0 && fwd_flops > 0.0 {
+        (fwd_flops / (2.0 * params)).max(1.0)
+    } else {
+        32.0
+    }
+}
 
 fn check_size_bounds(s: &ModelSpec) -> Result<(), String> {
     let dims = [
@@ -1522,6 +1537,22 @@ mod tests {
             let e = parse_model_toml(&bad, "m.toml", "m").unwrap_err().to_string();
             assert!(e.contains("m.toml:1") && e.contains(field), "{bad}: {e}");
         }
+    }
+
+    /// A model known only by its parameter and FLOP counts gets matmul rows
+    /// per sample from their ratio (each weight's reuse): CycleGAN's
+    /// convolutions over 256×256 images reuse a weight ~12,000 times a
+    /// sample, an LSTM language model ~18; without parameters, a small GEMM.
+    #[test]
+    fn generic_models_take_their_matmul_rows_from_flops_per_weight() {
+        let cat = ModelCatalog::builtin();
+        let gan = cat.resolve("cyclegan").unwrap().cost();
+        assert!((gan.gemm_rows_per_sample - 700e9 / (2.0 * 28.3e6)).abs() < 1.0, "{}", gan.gemm_rows_per_sample);
+        let lm = cat.resolve("lm").unwrap().cost();
+        assert!((lm.gemm_rows_per_sample - 0.51e9 / (2.0 * 14.0e6)).abs() < 1e-6, "{}", lm.gemm_rows_per_sample);
+        let mlp = parse_model_toml("family='generic'\nparams=1e6\nfwd_flops_per_sample=1e6\n", "x", "x").unwrap().cost();
+        assert_eq!(mlp.gemm_rows_per_sample, 1.0, "at least one row a sample");
+        assert_eq!(generic_rows_per_sample(0.0, 1e9), 32.0);
     }
 
     /// ResNet-18 for CIFAR-10 as Gavel trains it (basic blocks, 3×3 stem at
