@@ -421,8 +421,22 @@ pub struct Calibration {
     pub report: CalibrationReport,
 }
 
+/// The key a family's points are pooled under when levels are fitted.
 fn family_key(f: ModelFamily) -> String {
     format!("{f:?}").to_lowercase()
+}
+
+/// The family level a model is predicted from: its architecture family's;
+/// for a `generic` model (no architecture described, only parameter and
+/// FLOP counts) none, as generic models share no kernels whose efficiency
+/// could carry from one to another: the key names no fitted family, so the
+/// model gets the type level. The pooled `generic` residual still keeps
+/// generic points from biasing the type levels while they are fitted.
+fn predict_family_key(model: &str, f: ModelFamily) -> String {
+    match f {
+        ModelFamily::Generic => format!("generic:{}", network_key(model)),
+        _ => family_key(f),
+    }
 }
 
 fn precision_key(p: Precision) -> String {
@@ -462,7 +476,7 @@ impl Calibration {
     /// level where measured; then the model's own (model, type) level shrunk
     /// toward that.
     pub fn factor_for(&self, model: &str, family: ModelFamily, precision: Precision, gpu_type: &str) -> f64 {
-        let fam_level = self.family_level(&family_key(family), precision, gpu_type);
+        let fam_level = self.family_level(&predict_family_key(model, family), precision, gpu_type);
         match self.per_model_type.get(&model_type_key(model, gpu_type)) {
             Some(&(l, n)) => shrink(l, n, fam_level, MODEL_PRIOR_POINTS).exp(),
             None => (fam_level + self.carried_model_residual(model, family, precision, gpu_type).unwrap_or(0.0)).exp(),
@@ -488,7 +502,7 @@ impl Calibration {
     fn same_generation_residuals<'a>(&'a self, model: &str, family: ModelFamily, precision: Precision, gpu_type: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
         let gen = self.type_generation.get(gpu_type).copied();
         let net = network_key(model).to_string();
-        let fam = family_key(family);
+        let fam = predict_family_key(model, family);
         self.per_model_type
             .range((net.clone(), String::new())..)
             .take_while(move |((m, _), _)| *m == net)
@@ -531,12 +545,13 @@ impl Calibration {
     /// Where each part of the compute efficiency of `model` (of `family`,
     /// in `precision`) on `gpu_type` comes from.
     pub fn factor_source(&self, model: &str, family: ModelFamily, precision: Precision, gpu_type: &str) -> FactorSource {
-        let fam = family_key(family);
+        let fam = predict_family_key(model, family);
         let model_measured = self.per_model_type.contains_key(&model_type_key(model, gpu_type));
         FactorSource {
             gpu_type: self.type_level(precision, gpu_type).1,
             family_from: self.per_family_types.get(&fam).cloned().unwrap_or_default(),
             family_on_type: self.per_family_type.contains_key(&(fam, gpu_type.to_string())),
+            family_pooled: family != ModelFamily::Generic,
             model_measured,
             model_from: if model_measured {
                 Vec::new()
@@ -1585,6 +1600,31 @@ mod tests {
         assert!(src("gpt__350M", "h200").to_string().contains("its residual over its family measured on h100 (same architecture generation)"), "{}", src("gpt__350M", "h200"));
         assert!(src("gpt__350M", "h100").model_from.is_empty() && src("gpt__350M", "a100").model_from.is_empty());
         assert!(src("gpt__1.3B", "h200").model_from.is_empty());
+    }
+
+    /// Profiles of two generic models running at half the modelled speed on
+    /// a V100 and two GPT models at the modelled speed: an unprofiled GPT
+    /// takes its family's level, an unprofiled generic model the type's
+    /// alone (generic models share no kernels), a profiled one its own.
+    #[test]
+    fn an_unprofiled_generic_model_takes_the_type_level_not_other_generic_models() {
+        let base = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
+        let mut recs = Vec::new();
+        for (model, batch, level) in [("lm", 20, 0.5), ("recommendation", 512, 0.5), ("gpt__125M", 4, 1.0), ("gpt__350M", 2, 1.0)] {
+            let truth = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()).with_calibration(Calibration::default().with_type_factor("v100", level));
+            let job = JobSpec { model: base.model_catalog().resolve(model).unwrap(), global_batch: batch };
+            let plan = Plan::default();
+            let t = truth.estimate_plan(&job, &Cell::new("v100", 1, 1).unwrap(), 8, &plan).unwrap().iter_time_s;
+            recs.push(ProfileRecord { gpu_type: "v100".into(), ..rec(&job.model.name, batch, 1, 1, t, plan) });
+        }
+        let cal = Calibration::fit(&base, &recs, &CalibrationPolicy::default());
+        let f = |m: &str, fam: ModelFamily| cal.factor_for(m, fam, Precision::Fp32, "v100");
+        assert!(f("lstm_wikitext2", ModelFamily::Generic) < 0.6, "a profiled generic model keeps its own level: {}", f("lstm_wikitext2", ModelFamily::Generic));
+        let unseen = f("cyclegan", ModelFamily::Generic);
+        assert!((unseen - cal.type_level(Precision::Fp32, "v100").0.exp()).abs() < 1e-9, "{unseen}\n{}", cal.report);
+        assert!(unseen > 0.6, "not the other generic models' half speed: {unseen}");
+        let gpt = f("gpt__760M", ModelFamily::Gpt);
+        assert!(gpt > 0.9 && gpt < 1.1, "an unprofiled GPT: its family's level {gpt}");
     }
 
     /// Three fp32 types: points measured on P100 and V100, whose levels lie

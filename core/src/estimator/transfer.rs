@@ -5,7 +5,8 @@
 //! family + model` ([`super::Calibration::factor_for`]). The family
 //! residual is pooled over every measured type (how a family's kernels use
 //! a GPU relative to the cost model is a property of the network, not of
-//! the GPU), and applies on every type. The type level of a type the site
+//! the GPU), and applies on every type; a `generic` model has no family to
+//! share (`Calibration::factor_for`). The type level of a type the site
 //! did not measure comes, in this order:
 //! 1. from the measured types of its architecture generation (same
 //!    compute-capability major version: [`transfer_prior`]);
@@ -143,6 +144,9 @@ pub struct FactorSource {
     pub family_from: Vec<String>,
     /// Whether the family was measured on this type (a (family, type) level).
     pub family_on_type: bool,
+    /// Whether the model's family pools levels at all (false for a
+    /// `generic` model: nothing describes kernels it would share).
+    pub family_pooled: bool,
     /// Whether this model was measured on this type (its own level).
     pub model_measured: bool,
     /// Not measured on this type: the types of the same architecture
@@ -162,6 +166,7 @@ impl FactorSource {
             }
         };
         let family = match (self.family_from.is_empty(), self.family_on_type) {
+            _ if !self.family_pooled => "none (a generic model: no architecture whose level other models could share)".to_string(),
             (true, _) => "none (no model of this family profiled)".to_string(),
             (false, true) => format!("measured on this type (its residual over the type level pooled over {})", self.family_from.join(", ")),
             (false, false) => format!("transferred: its residual over the type level measured on {} (not on this type)", self.family_from.join(", ")),
@@ -232,6 +237,7 @@ mod tests {
             gpu_type: TypeLevel::Transferred { from: vec!["p100".into(), "v100".into()], mechanism: Mechanism::Roofline { precision: "fp32".into() } },
             family_from: vec!["p100".into(), "v100".into()],
             family_on_type: false,
+            family_pooled: true,
             model_measured: false,
             model_from: vec![],
         };
@@ -240,7 +246,9 @@ mod tests {
         assert!(rows[1].1.contains("measured on p100, v100 (not on this type)"), "{rows:?}");
         assert!(rows[2].1.contains("not profiled"));
         assert!(!s.is_datasheet());
-        let d = FactorSource { gpu_type: TypeLevel::Datasheet, family_from: vec![], family_on_type: false, model_measured: false, model_from: vec![] };
+        let d = FactorSource { gpu_type: TypeLevel::Datasheet, family_from: vec![], family_on_type: false, family_pooled: true, model_measured: false, model_from: vec![] };
         assert!(d.is_datasheet() && d.to_string().starts_with("type level: datasheet"), "{d}");
+        let generic = FactorSource { family_pooled: false, ..d };
+        assert!(generic.rows()[1].1.contains("a generic model"), "{:?}", generic.rows());
     }
 }
