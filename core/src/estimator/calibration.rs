@@ -433,10 +433,17 @@ fn family_key(f: ModelFamily) -> String {
 /// model gets the type level. The pooled `generic` residual still keeps
 /// generic points from biasing the type levels while they are fitted.
 fn predict_family_key(model: &str, f: ModelFamily) -> String {
-    match f {
-        ModelFamily::Generic => format!("generic:{}", network_key(model)),
-        _ => family_key(f),
+    if family_pooled(f) {
+        family_key(f)
+    } else {
+        format!("generic:{}", network_key(model))
     }
+}
+
+/// Whether models of `f` are predicted from a level pooled over the family
+/// (every architecture family; not `generic`).
+fn family_pooled(f: ModelFamily) -> bool {
+    f != ModelFamily::Generic
 }
 
 fn precision_key(p: Precision) -> String {
@@ -551,7 +558,7 @@ impl Calibration {
             gpu_type: self.type_level(precision, gpu_type).1,
             family_from: self.per_family_types.get(&fam).cloned().unwrap_or_default(),
             family_on_type: self.per_family_type.contains_key(&(fam, gpu_type.to_string())),
-            family_pooled: family != ModelFamily::Generic,
+            family_pooled: family_pooled(family),
             model_measured,
             model_from: if model_measured {
                 Vec::new()
