@@ -331,6 +331,36 @@ pub struct ModelSpec {
     /// decoder, most of its work, finishes first and its embedding last).
     #[serde(default)]
     pub grad_ready_override: Option<f64>,
+    /// Variable-length samples padded per batch (translation pairs, captions,
+    /// unpacked text): the mean and standard deviation of a sample's tokens.
+    /// Each micro-batch is padded to its longest sample, so data-parallel
+    /// replicas, drawing different samples, finish their compute at
+    /// different times and the step waits for the slowest. None: every
+    /// sample has the same length (packed or padded to `seq_len`).
+    #[serde(default)]
+    pub sample_len: Option<SampleLengths>,
+}
+
+/// Token counts of a model's training samples (`sample_len_mean`,
+/// `sample_len_sd` in a model file).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SampleLengths {
+    /// Mean tokens per sample.
+    pub mean: f64,
+    /// Standard deviation of tokens per sample.
+    pub sd: f64,
+}
+
+impl SampleLengths {
+    /// Coefficient of variation of the longest sample's length in a
+    /// micro-batch of `mbs` samples: lengths taken as log-normal with this
+    /// mean and deviation, the longest of `mbs` has the spread of the
+    /// maximum of `mbs` normal draws in log space (shrinking as the batch
+    /// grows).
+    pub fn padded_cv(&self, mbs: f64) -> f64 {
+        let cv = self.sd / self.mean;
+        (1.0 + cv * cv).ln().sqrt() * crate::estimator::order_stats::sd_max_normal(mbs)
+    }
 }
 
 /// Quantities the estimator needs, derived once per model.
@@ -415,6 +445,8 @@ pub struct ModelCost {
     pub offload: bool,
     /// Samples per micro-batch fixed by the training script (None: chosen by the plan search).
     pub micro_batch: Option<u32>,
+    /// Variable-length samples padded per micro-batch (None: fixed length).
+    pub sample_len: Option<SampleLengths>,
 }
 
 impl ModelCost {
@@ -468,6 +500,7 @@ impl ModelSpec {
         for o in [self.params_override, self.fwd_flops_override, self.act_bytes_override, self.grad_ready_override] {
             o.map(f64::to_bits).hash(&mut h);
         }
+        self.sample_len.map(|l| (l.mean.to_bits(), l.sd.to_bits())).hash(&mut h);
         h.finish()
     }
 
@@ -486,6 +519,7 @@ impl ModelSpec {
         c.grad_overlap = self.grad_overlap;
         c.offload = self.offload;
         c.micro_batch = self.micro_batch;
+        c.sample_len = self.sample_len;
         c
     }
 
@@ -526,6 +560,7 @@ impl ModelSpec {
             grad_overlap: None,
             offload: false,
             micro_batch: None,
+            sample_len: None,
         }
     }
 
@@ -809,9 +844,35 @@ struct ModelToml {
     fwd_flops_per_sample: Option<f64>,
     act_bytes_per_sample: Option<f64>,
     grad_ready_share: Option<f64>,
+    sample_len_mean: Option<f64>,
+    sample_len_sd: Option<f64>,
 }
 
 impl ModelToml {
+    /// `sample_len_mean` and `sample_len_sd`: both or neither, a positive
+    /// mean within `seq_len`, a deviation from 0 to 4 means, token models only.
+    fn sample_lengths(&self) -> Result<Option<SampleLengths>, String> {
+        let (mean, sd) = match (self.sample_len_mean, self.sample_len_sd) {
+            (None, None) => return Ok(None),
+            (Some(m), Some(s)) => (m, s),
+            (Some(_), None) => return Err("field 'sample_len_mean' needs 'sample_len_sd' (the standard deviation of tokens per sample)".into()),
+            (None, Some(_)) => return Err("field 'sample_len_sd' needs 'sample_len_mean' (the mean tokens per sample)".into()),
+        };
+        if self.family == ModelFamily::WideResnet {
+            return Err("fields 'sample_len_mean' and 'sample_len_sd' describe token sequences; a wide_resnet's images all have one size".into());
+        }
+        if !(mean.is_finite() && mean > 0.0) {
+            return Err(format!("field 'sample_len_mean' must be a positive number of tokens, got {mean}"));
+        }
+        if let Some(cap) = self.seq_len.filter(|&c| c > 0 && mean > f64::from(c)) {
+            return Err(format!("field 'sample_len_mean' ({mean}) must be at most 'seq_len' ({cap}), the longest sample"));
+        }
+        if !(sd.is_finite() && (0.0..=4.0 * mean).contains(&sd)) {
+            return Err(format!("field 'sample_len_sd' must be 0 to 4 x 'sample_len_mean', got {sd}"));
+        }
+        Ok(Some(SampleLengths { mean, sd }))
+    }
+
     /// Validates and converts; errors name the field and the table's line.
     fn into_spec(self, default_name: &str, origin: &str, line: usize) -> Result<(ModelSpec, Vec<String>), CoreError> {
         let name = self.name.clone().unwrap_or_else(|| default_name.to_string());
@@ -872,12 +933,14 @@ impl ModelToml {
             fwd_flops_override: None,
             act_bytes_override: None,
             grad_ready_override: None,
+            sample_len: None,
         };
         for (field, set) in [("channels_last", self.channels_last.is_some()), ("cudnn_benchmark", self.cudnn_benchmark.is_some())] {
             if set && self.family != ModelFamily::WideResnet {
                 return Err(err(format!("model '{name}': field '{field}' needs family = \"wide_resnet\"")));
             }
         }
+        spec.sample_len = self.sample_lengths().map_err(|m| err(format!("model '{name}': {m}")))?;
         if self.grad_ready_share.is_some() && self.family != ModelFamily::Generic {
             return Err(err(format!("model '{name}': field 'grad_ready_share' needs family = \"generic\" (the others derive it)")));
         }
@@ -1090,6 +1153,8 @@ pub fn model_to_wire(s: &ModelSpec) -> String {
         "fwd_flops_per_sample": s.fwd_flops_override,
         "act_bytes_per_sample": s.act_bytes_override,
         "grad_ready_share": s.grad_ready_override,
+        "sample_len_mean": s.sample_len.map(|l| l.mean),
+        "sample_len_sd": s.sample_len.map(|l| l.sd),
     });
     // Unset fields are left out, so a receiver built before a field existed
     // (a rolling upgrade) still reads descriptions that do not use it.
@@ -1479,6 +1544,36 @@ mod tests {
         for bad in [format!("{g}grad_ready_share = 1.5\n"), "family = 'gpt'\nlayers = 2\nhidden = 64\nheads = 2\nseq_len = 8\ngrad_ready_share = 0.2\n".to_string()] {
             let e = parse_model_toml(&bad, "m.toml", "m").unwrap_err().to_string();
             assert!(e.contains("grad_ready_share"), "{bad}: {e}");
+        }
+    }
+
+    /// Variable sample lengths: mean and deviation together, a mean within
+    /// `seq_len`, token models only; the catalog's Multi30k Transformer has
+    /// them; they reach the cost, the wire and the fingerprint.
+    #[test]
+    fn sample_lengths_are_declared_together_and_travel() {
+        let t = "family = 'bert'\nlayers = 12\nhidden = 512\nheads = 8\nseq_len = 50\n";
+        let padded = parse_model_toml(&format!("{t}sample_len_mean = 14.9\nsample_len_sd = 4.2\n"), "m.toml", "m").unwrap();
+        let fixed = parse_model_toml(t, "m.toml", "m").unwrap();
+        assert_eq!(padded.cost().sample_len, Some(SampleLengths { mean: 14.9, sd: 4.2 }));
+        assert_eq!(fixed.cost().sample_len, None);
+        assert_eq!(model_from_wire(&model_to_wire(&padded)).unwrap(), padded);
+        assert!(!model_to_wire(&fixed).contains("sample_len"));
+        assert_ne!(padded.fingerprint(), fixed.fingerprint());
+        assert!(ModelCatalog::builtin().resolve("transformer").unwrap().sample_len.is_some());
+        let l = padded.sample_len.unwrap();
+        assert!(l.padded_cv(1.0) > l.padded_cv(16.0) && l.padded_cv(16.0) > l.padded_cv(256.0) && l.padded_cv(256.0) > 0.0);
+        let cnn = "family = 'wide_resnet'\ndepth = 50\nwidth = 64\nwidth_factor = 2\n";
+        for (bad, says) in [
+            (format!("{t}sample_len_mean = 14.9\n"), "needs 'sample_len_sd'"),
+            (format!("{t}sample_len_sd = 4.2\n"), "needs 'sample_len_mean'"),
+            (format!("{t}sample_len_mean = 60\nsample_len_sd = 4\n"), "at most 'seq_len'"),
+            (format!("{t}sample_len_mean = 0\nsample_len_sd = 4\n"), "positive"),
+            (format!("{t}sample_len_mean = 10\nsample_len_sd = -1\n"), "'sample_len_sd' must be"),
+            (format!("{cnn}sample_len_mean = 10\nsample_len_sd = 1\n"), "images"),
+        ] {
+            let e = parse_model_toml(&bad, "m.toml", "m").unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("m.toml"), "{bad}: {e}");
         }
     }
 

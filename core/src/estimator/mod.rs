@@ -14,7 +14,7 @@ mod calibration;
 mod comm;
 mod consistency;
 mod conv;
-mod order_stats;
+pub(crate) mod order_stats;
 mod plan_cost;
 mod search;
 mod topology;
@@ -339,12 +339,23 @@ impl Estimator {
         } else {
             format!("model (gradients ready on average with {:.0}% of backward still to run, from where the architecture's parameters and work sit)", ready * 100.0)
         };
+        let padding_source = match job.model.sample_len {
+            None => "none (every sample has the same length)".to_string(),
+            Some(_) if est.plan.dp <= 1 => "not used (one data-parallel replica)".to_string(),
+            Some(l) => format!(
+                "model ({:.1} +- {:.1} tokens a sample, each micro-batch of {mbs} padded to its longest: the replicas' compute varies by {:.0}%)",
+                l.mean,
+                l.sd,
+                l.padded_cv(f64::from(mbs.max(1))) * 100.0
+            ),
+        };
         let mut sources = vec![("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" })];
         sources.extend(compute_source.iter().map(|(k, v)| (*k, v.as_str())));
         sources.extend([
             ("communication alpha-beta", if fitted_framework { "fitted scale (multi-GPU profiles) over derated defaults" } else { "default (derated datasheet links)" }),
             ("communication by layout", layout_source.as_str()),
             ("gradient sync hidden behind backward", overlap_source.as_str()),
+            ("variable sample lengths", padding_source.as_str()),
             ("per-micro-batch / per-iteration costs", if fitted_framework { "fitted (multi-GPU profiles)" } else { "default" }),
             ("compute at this micro-batch size", batch_source.as_str()),
             ("host overhead per iteration", if overhead > 0.0 { "fitted (this model's single-GPU profiles at several batch sizes; in the per-iteration cost)" } else { "none (no single-GPU profiles at two batch sizes)" }),

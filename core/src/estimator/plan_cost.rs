@@ -490,7 +490,14 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     // ranks' compute, each varying by RANK_JITTER_CV (more across nodes).
     let ranks = (plan.dp * plan.tp * plan.pp) as f64;
     let cv = if p.nodes > 1 { (RANK_JITTER_CV * RANK_JITTER_CV + NODE_JITTER_CV * NODE_JITTER_CV).sqrt() } else { RANK_JITTER_CV };
-    let sync_wait = (m + pp - 1.0) * t_compute_mb * cv * expected_max_normal(ranks);
+    let jitter = (m + pp - 1.0) * t_compute_mb * cv * expected_max_normal(ranks);
+    // Samples of varying length padded per micro-batch: each replica's
+    // micro-batch runs at the length of its longest sample, drawn
+    // independently per micro-batch and replica (a replica's tensor- and
+    // pipeline-parallel ranks share its samples), so its m micro-batches
+    // vary by √m times one's spread and the step waits for the slowest replica.
+    let padding = c.sample_len.map_or(0.0, |l| m.sqrt() * t_compute_mb * l.padded_cv(mbs) * expected_max_normal(dp));
+    let sync_wait = jitter.hypot(padding);
 
     let time = TimeBreakdown {
         compute_s: m * t_compute_mb,

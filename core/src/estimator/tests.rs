@@ -156,6 +156,32 @@ fn synchronous_ranks_wait_for_the_slowest() {
     assert!(wait(8, 4) > wait(8, 8));
 }
 
+/// Samples padded per micro-batch to their longest: replicas drawing
+/// different samples wait for the one with the longest, a wait that grows
+/// with the replicas, shrinks with the micro-batch (its longest sample
+/// varies less) and is absent on one GPU and for fixed-length samples.
+#[test]
+fn replicas_of_padded_variable_length_batches_wait_for_the_longest() {
+    use crate::model::SampleLengths;
+    let e = est();
+    let wait = |lengths: Option<SampleLengths>, gpus: u32, per_gpu: u32| {
+        let mut j = job("transformer_multi30k", per_gpu * gpus);
+        j.model.sample_len = lengths;
+        let p = Plan { dp: gpus, tp: 1, pp: 1, micro_batches: 1, zero_stage: 0, checkpointing: false };
+        let ev = e.evaluate_plan(&j, &Cell::new("v100", gpus, 1).unwrap(), 8, &p).unwrap();
+        ev.time.sync_wait_s / ev.time.compute_s
+    };
+    let multi30k = Some(SampleLengths { mean: 14.9, sd: 4.2 });
+    assert_eq!(wait(multi30k, 1, 64), 0.0);
+    let fixed = wait(None, 8, 64);
+    let (two, eight) = (wait(multi30k, 2, 64), wait(multi30k, 8, 64));
+    // Multi30k at 64 sentences a GPU: the longest varies by ~12%, so 8
+    // replicas wait ~17% (the expected maximum of 8 normals is 1.42).
+    assert!(eight > 3.0 * fixed && eight > 0.12 && eight < 0.25, "{fixed} {eight}");
+    assert!(two > 0.04 && eight > 2.0 * two, "{two} {eight}");
+    assert!(wait(multi30k, 8, 16) > wait(multi30k, 8, 256), "smaller batches pad more unevenly");
+}
+
 #[test]
 fn rank_cells_orders_and_respects_offers() {
     let e = est();
