@@ -1,38 +1,38 @@
 //! Order statistics the cost model needs: the slowest of `n` ranks whose
 //! times vary independently (stragglers in a synchronous step).
 
+/// Values of the maximum of 1, 2, 4, … 1024 standard normal draws.
+const DRAWS_POW2: usize = 11;
+
+/// `table` (at 1, 2, 4, … draws) at `n` draws: linear in log2 between
+/// powers of two, `beyond(last value, log2 n)` past the last.
+fn at_draws(table: &[f64; DRAWS_POW2], n: f64, beyond: impl Fn(f64, f64) -> f64) -> f64 {
+    if n <= 1.0 {
+        return table[0];
+    }
+    let l = n.log2();
+    let last = (DRAWS_POW2 - 1) as f64;
+    if l >= last {
+        return beyond(table[DRAWS_POW2 - 1], l);
+    }
+    let i = l.floor() as usize;
+    table[i] + (table[i + 1] - table[i]) * (l - i as f64)
+}
+
 /// Expected maximum of `n` independent standard normal draws (exact values
 /// at powers of two, linear in log2 between them; grows like √(2 ln n)).
 pub(super) fn expected_max_normal(n: f64) -> f64 {
-    const AT_POW2: [f64; 11] = [0.0, 0.5642, 1.0294, 1.4236, 1.7660, 2.0697, 2.3437, 2.5946, 2.8269, 3.0439, 3.2482];
-    if n <= 1.0 {
-        return 0.0;
-    }
-    let l = n.log2();
-    let last = (AT_POW2.len() - 1) as f64;
-    if l >= last {
-        // Beyond 1024 ranks: the last step's slope per doubling.
-        return AT_POW2[AT_POW2.len() - 1] + (l - last) * (AT_POW2[AT_POW2.len() - 1] - AT_POW2[AT_POW2.len() - 2]);
-    }
-    let i = l.floor() as usize;
-    AT_POW2[i] + (AT_POW2[i + 1] - AT_POW2[i]) * (l - i as f64)
+    const MEAN: [f64; DRAWS_POW2] = [0.0, 0.5642, 1.0294, 1.4236, 1.7660, 2.0697, 2.3437, 2.5946, 2.8269, 3.0439, 3.2482];
+    // Beyond 1024 ranks: the last step's slope per doubling.
+    at_draws(&MEAN, n, |v, l| v + (l - (DRAWS_POW2 - 1) as f64) * (MEAN[DRAWS_POW2 - 1] - MEAN[DRAWS_POW2 - 2]))
 }
 
 /// Standard deviation of the maximum of `n` independent standard normal
 /// draws (exact at powers of two, linear in log2 between them; 1 for one
 /// draw, shrinking like 1 / √(2 ln n)).
 pub(crate) fn sd_max_normal(n: f64) -> f64 {
-    const AT_POW2: [f64; 11] = [1.0, 0.8256, 0.7012, 0.6107, 0.5431, 0.4915, 0.4511, 0.4186, 0.3920, 0.3697, 0.3508];
-    if n <= 1.0 {
-        return 1.0;
-    }
-    let l = n.log2();
-    let last = (AT_POW2.len() - 1) as f64;
-    if l >= last {
-        return AT_POW2[AT_POW2.len() - 1] * (last / l).sqrt();
-    }
-    let i = l.floor() as usize;
-    AT_POW2[i] + (AT_POW2[i + 1] - AT_POW2[i]) * (l - i as f64)
+    const SD: [f64; DRAWS_POW2] = [1.0, 0.8256, 0.7012, 0.6107, 0.5431, 0.4915, 0.4511, 0.4186, 0.3920, 0.3697, 0.3508];
+    at_draws(&SD, n, |v, l| v * ((DRAWS_POW2 - 1) as f64 / l).sqrt())
 }
 
 #[cfg(test)]
