@@ -346,7 +346,7 @@ impl Estimator {
                 "model ({:.1} +- {:.1} tokens a sample, each micro-batch of {mbs} padded to its longest: the replicas' compute varies by {:.0}%)",
                 l.mean,
                 l.sd,
-                l.padded_cv(f64::from(mbs.max(1))) * 100.0
+                l.padded_cv(f64::from(mbs.max(1)), cost.seq_len) * 100.0
             ),
         };
         let mut sources = vec![("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" })];

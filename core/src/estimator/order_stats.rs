@@ -21,7 +21,7 @@ fn at_draws(table: &[f64; DRAWS_POW2], n: f64, beyond: impl Fn(f64, f64) -> f64)
 
 /// Expected maximum of `n` independent standard normal draws (exact values
 /// at powers of two, linear in log2 between them; grows like √(2 ln n)).
-pub(super) fn expected_max_normal(n: f64) -> f64 {
+pub(crate) fn expected_max_normal(n: f64) -> f64 {
     const MEAN: [f64; DRAWS_POW2] = [0.0, 0.5642, 1.0294, 1.4236, 1.7660, 2.0697, 2.3437, 2.5946, 2.8269, 3.0439, 3.2482];
     // Beyond 1024 ranks: the last step's slope per doubling.
     at_draws(&MEAN, n, |v, l| v + (l - (DRAWS_POW2 - 1) as f64) * (MEAN[DRAWS_POW2 - 1] - MEAN[DRAWS_POW2 - 2]))

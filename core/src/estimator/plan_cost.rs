@@ -496,7 +496,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     // independently per micro-batch and replica (a replica's tensor- and
     // pipeline-parallel ranks share its samples), so its m micro-batches
     // vary by √m times one's spread and the step waits for the slowest replica.
-    let padding = c.sample_len.map_or(0.0, |l| m.sqrt() * t_compute_mb * l.padded_cv(mbs) * expected_max_normal(dp));
+    let padding = c.sample_len.map_or(0.0, |l| m.sqrt() * t_compute_mb * l.padded_cv(mbs, c.seq_len) * expected_max_normal(dp));
     let sync_wait = jitter.hypot(padding);
 
     let time = TimeBreakdown {
