@@ -351,26 +351,6 @@ pub struct SampleLengths {
     pub sd: f64,
 }
 
-impl SampleLengths {
-    /// Coefficient of variation of the longest sample's length in a
-    /// micro-batch of `mbs` samples, samples cut at `cap` tokens (0: not
-    /// cut): lengths taken as log-normal with this mean and deviation, the
-    /// longest of `mbs` has the spread of the maximum of `mbs` normal draws
-    /// in log space (shrinking as the batch grows), and no more than its
-    /// expected distance below the cap (none once the batches all reach it).
-    pub fn padded_cv(&self, mbs: f64, cap: u32) -> f64 {
-        use crate::estimator::order_stats::{expected_max_normal, sd_max_normal};
-        let cv = self.sd / self.mean;
-        let sigma = (1.0 + cv * cv).ln().sqrt();
-        let spread = sigma * sd_max_normal(mbs);
-        if cap == 0 {
-            return spread;
-        }
-        let log_longest = self.mean.ln() - sigma * sigma / 2.0 + sigma * expected_max_normal(mbs);
-        spread.min((f64::from(cap).ln() - log_longest).max(0.0))
-    }
-}
-
 /// Quantities the estimator needs, derived once per model.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ModelCost {
@@ -1573,11 +1553,6 @@ mod tests {
         assert!(!model_to_wire(&fixed).contains("sample_len"));
         assert_ne!(padded.fingerprint(), fixed.fingerprint());
         assert!(ModelCatalog::builtin().resolve("transformer").unwrap().sample_len.is_some());
-        let l = padded.sample_len.unwrap();
-        assert!(l.padded_cv(1.0, 50) > l.padded_cv(16.0, 50) && l.padded_cv(16.0, 50) > l.padded_cv(256.0, 50) && l.padded_cv(256.0, 50) > 0.0);
-        // Batches that all reach the cut: none longer than another.
-        let long = SampleLengths { mean: 180.0, sd: 100.0 };
-        assert!(long.padded_cv(8.0, 512) > 0.2 && long.padded_cv(64.0, 512) == 0.0 && long.padded_cv(64.0, 0) > 0.2);
         let cnn = "family = 'wide_resnet'\ndepth = 50\nwidth = 64\nwidth_factor = 2\n";
         for (bad, says) in [
             (format!("{t}sample_len_mean = 14.9\n"), "needs 'sample_len_sd'"),

@@ -14,7 +14,7 @@ mod calibration;
 mod comm;
 mod consistency;
 mod conv;
-pub(crate) mod order_stats;
+mod order_stats;
 mod plan_cost;
 mod search;
 mod topology;
@@ -346,7 +346,7 @@ impl Estimator {
                 "model ({:.1} +- {:.1} tokens a sample, each micro-batch of {mbs} padded to its longest: the replicas' compute varies by {:.0}%)",
                 l.mean,
                 l.sd,
-                l.padded_cv(f64::from(mbs.max(1)), cost.seq_len) * 100.0
+                order_stats::padded_length_cv(&l, f64::from(mbs.max(1)), cost.seq_len) * 100.0
             ),
         };
         let mut sources = vec![("iteration time", if est.source == EstimateSource::Measured { "measured (profile DB point)" } else { "model" })];

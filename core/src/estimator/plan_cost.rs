@@ -5,7 +5,7 @@
 //! ops and a kernel-launch floor; α–β communication; 1F1B bubble; optimizer
 //! step; per-micro-batch and per-iteration framework costs).
 use super::conv::ConvNet;
-use super::order_stats::expected_max_normal;
+use super::order_stats::{expected_max_normal, padded_length_cv};
 use super::topology::{nic_contention_s, p2p_s, Group, LinkScale, Placement};
 use crate::cell::Plan;
 use crate::gpu::GpuSpec;
@@ -496,7 +496,7 @@ pub(crate) fn evaluate(cx: &CellContext<'_>, plan: &Plan) -> Option<PlanEval> {
     // independently per micro-batch and replica (a replica's tensor- and
     // pipeline-parallel ranks share its samples), so its m micro-batches
     // vary by √m times one's spread and the step waits for the slowest replica.
-    let padding = c.sample_len.map_or(0.0, |l| m.sqrt() * t_compute_mb * l.padded_cv(mbs, c.seq_len) * expected_max_normal(dp));
+    let padding = c.sample_len.map_or(0.0, |l| m.sqrt() * t_compute_mb * padded_length_cv(&l, mbs, c.seq_len) * expected_max_normal(dp));
     let sync_wait = jitter.hypot(padding);
 
     let time = TimeBreakdown {
