@@ -11,7 +11,7 @@ use cellsched_core::gpu::GpuCatalog;
 use cellsched_core::model::ModelCatalog;
 use cellsched_estbench::memory::{memory_table, Role};
 use cellsched_estbench::score::{calibrated, rank_correlations, ratio_by_shape, rows, score_point, score_protocol};
-use cellsched_estbench::{contradictory_points, load_points, protocols, published_points, published_protocols, Pick, Point, Protocol, Row, Scored, PUBLISHED_RESNET50};
+use cellsched_estbench::{contradictory_points, cross_type_floor, load_points, protocols, published_points, published_protocols, Pick, Point, Protocol, Row, Scored, PUBLISHED_RESNET50};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -83,6 +83,9 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
     }
     for proto in protocols(&points) {
         report(&points, &proto, &contradictory, &gpus, &models, detail);
+        if proto.key == "e" {
+            print_cross_type_floor(&points);
+        }
     }
     // Published throughputs (bench/truth/): scored, never calibrated on.
     let mut all = points.clone();
@@ -98,6 +101,20 @@ fn accuracy(dir: &Path, detail: bool) -> Result<()> {
     memory(&points, &gpus, &models)?;
     restart_cost(&points);
     Ok(())
+}
+
+/// The context of protocol (e): how far a type's measured times follow from
+/// the other types' measurements of the same Cells ([`cross_type_floor`]).
+fn print_cross_type_floor(points: &[Point]) {
+    let (rows, all) = cross_type_floor(points);
+    if let Some(all) = all {
+        let per: Vec<String> = rows.iter().map(|r| format!("{} {:.1}% (n={})", r.gpu_type, r.median_ape * 100.0, r.n)).collect();
+        println!(
+            "  data consistency (measurements against each other, no estimator): each point predicted from the same model, batch and Cell measured on the other GPU types (geometric mean) times one factor per model fitted on the held-out type's own points, which (e) may not use, errs by median {:.1}%: {}",
+            all * 100.0,
+            per.join(", ")
+        );
+    }
 }
 
 /// Measured reconfigurations on one H200 (`bench/truth/h200-restart.csv`, compiled in).

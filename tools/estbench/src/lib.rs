@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 pub mod data;
 pub mod error;
+pub mod floor;
 pub mod memory;
 pub mod protocol;
 pub mod score;
@@ -15,6 +16,7 @@ pub mod speed;
 
 pub use data::{dataset_gpus, load_points, published_points, Point, DATASET_SERVERS, PUBLISHED_RESNET50};
 pub use error::BenchError;
+pub use floor::{cross_type_floor, TypeFloor};
 pub use protocol::{protocols, published_protocols, Protocol, Split};
 pub use score::{Pick, Row, Scored};
 
