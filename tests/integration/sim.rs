@@ -186,7 +186,10 @@ fn learning_corrects_wrong_knowledge_for_later_jobs() {
     );
     let truth = temp_file("learn", "truth.csv", &format!("{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.2\n"));
     let wrong = temp_file("learn", "wrong.csv", &format!("{TIMES}resnet50,64,a100,1,1,0.1\nresnet50,64,v100,1,1,0.02\n"));
-    let base = ["sim", "--trace", trace.as_str(), "--cluster", cluster.as_str(), "--policy", "cellsched", "--db", wrong.as_str(), "--json"];
+    // No time limits from declared work: slurmctld then expects the running
+    // first job to end when predicted (20 s), so the second waits for it.
+    let cfg = temp_file("learn", "cellsched.toml", "[declared]\npolicy = \"off\"\n");
+    let base = ["sim", "--trace", trace.as_str(), "--cluster", cluster.as_str(), "--policy", "cellsched", "--db", wrong.as_str(), "--json", "--config", cfg.as_str()];
     let run = |extra: &[&str]| {
         let mut args = base.to_vec();
         args.extend(extra);
@@ -202,6 +205,10 @@ fn learning_corrects_wrong_knowledge_for_later_jobs() {
     // Learning 10 s into the first run: the second runs on a100 at once (100 s).
     let learnt = json(run(&["--truth", &truth, "--learn-after", "10"]));
     assert!((learnt["avg_jct_s"].as_f64().unwrap() - 150.0).abs() < 1e-6, "{learnt}");
+    // With the plugins' default limits the first job may hold the v100 for
+    // 20 s x 3 + 1,800 s (31 minutes): the second takes the a100 at once.
+    let limited = json(cellsched(&base[..base.len() - 2].iter().copied().chain(["--truth", truth.as_str()]).collect::<Vec<_>>()));
+    assert!((limited["avg_jct_s"].as_f64().unwrap() - 150.0).abs() < 1e-6, "{limited}");
     for (extra, want) in [(vec!["--learn-after", "10"], "--learn-after needs --truth"), (vec!["--truth", truth.as_str(), "--learn-after=-1"], "--learn-after -1")] {
         let out = run(&extra);
         let err = String::from_utf8_lossy(&out.stderr);

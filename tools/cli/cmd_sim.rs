@@ -97,7 +97,7 @@ pub struct Inputs {
 /// else the plugins' defaults; the per-knob flags below override single keys.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Tuning {
-    /// cellsched: the plugins' cellsched.toml; its [placement], [ordering] and [elastic] sections drive the policy (default: the plugins' defaults). The flags below override single keys.
+    /// cellsched: the plugins' cellsched.toml; its [placement], [ordering], [elastic] and [declared] sections drive the policy (default: the plugins' defaults). The flags below override single keys.
     #[arg(long, value_name = "cellsched.toml")]
     pub config: Option<String>,
     /// cellsched: use the requested GPU type and count (no Cell search).

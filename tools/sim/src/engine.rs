@@ -805,8 +805,19 @@ impl<'t> Sim<'t> {
         })
     }
 
-    /// Running jobs on GPU type `t` as (predicted end, GPUs), earliest
-    /// first; a run past its predicted end is expected to end now.
+    /// Sets when the host expects running job `i`'s current run to end
+    /// ([`SimView::set_forecast_end`]); nothing for a job not running.
+    pub fn set_forecast_end(&mut self, i: usize, end: f64) {
+        let Some(a) = self.jobs[i].alloc.as_ref() else { return };
+        let t = self.cluster.groups[a.shape.group].type_idx;
+        let j = &mut self.jobs[i];
+        self.ends[t].remove(&(j.pred_end.max(0.0).to_bits(), i));
+        j.pred_end = end;
+        self.ends[t].insert((end.max(0.0).to_bits(), i));
+    }
+
+    /// Running jobs on GPU type `t` as (forecast end, GPUs), earliest
+    /// first; a run past its forecast end is expected to end now.
     pub fn running_ends(&self, t: usize) -> impl Iterator<Item = (f64, u32)> + '_ {
         let now = self.now;
         self.ends[t].iter().map(move |&(b, i)| (f64::from_bits(b).max(now), self.jobs[i].gpus()))
@@ -814,7 +825,7 @@ impl<'t> Sim<'t> {
 
     /// Earliest time a Cell of `nodes` nodes × `gpus_per_node` GPUs of type
     /// `t` fits in one group of that type, releasing running jobs' GPUs
-    /// node by node at their predicted ends (infinite: never, e.g. the
+    /// node by node at their forecast ends (infinite: never, e.g. the
     /// shape is larger than every group). Unlike a count of free GPUs, this
     /// sees fragmentation: 8 GPUs free over several 8-GPU nodes do not make
     /// an 8-GPU one-node Cell free. O(running jobs of the type + its nodes).
@@ -905,6 +916,9 @@ impl SimView for Sim<'_> {
     }
     fn earliest_fit(&self, t: usize, nodes: u32, gpus_per_node: u32) -> f64 {
         Sim::earliest_fit(self, t, nodes, gpus_per_node)
+    }
+    fn set_forecast_end(&mut self, i: usize, end: f64) {
+        Sim::set_forecast_end(self, i, end)
     }
     fn start(&mut self, i: usize, shape: Shape, iter_s: f64) -> bool {
         Sim::start(self, i, shape, iter_s)

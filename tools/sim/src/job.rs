@@ -69,7 +69,9 @@ pub struct Job {
     pub known_iters: f64,
     /// The policy's predicted seconds per iteration for the current run.
     pub pred_iter_s: f64,
-    /// When the scheduler expects the current run to end (its prediction).
+    /// When the scheduler's host expects the current run to end: its
+    /// prediction, or what the policy sets (`SimView::set_forecast_end`,
+    /// e.g. the end of the run's time limit, as Slurm's backfill sees it).
     pub pred_end: f64,
     /// The knowledge lacks the job's model: run as stock Slurm would.
     pub stock: bool,

@@ -36,11 +36,16 @@ pub trait SimView {
     /// Seconds per iteration guessed for a stock job (model unknown to the
     /// knowledge): its declared limit (or the default) over its iterations.
     fn stock_iter_s(&self, i: usize) -> f64;
-    /// Running jobs on GPU type `t` as (predicted end, GPUs), earliest first.
+    /// Running jobs on GPU type `t` as (forecast end, GPUs), earliest first
+    /// ([`SimView::set_forecast_end`]).
     fn running_ends(&self, t: usize) -> Box<dyn Iterator<Item = (f64, u32)> + '_>;
-    /// Earliest predicted time a Cell of `nodes` × `gpus_per_node` GPUs of
+    /// Earliest forecast time a Cell of `nodes` × `gpus_per_node` GPUs of
     /// type `t` fits in one group (infinite: never).
     fn earliest_fit(&self, t: usize, nodes: u32, gpus_per_node: u32) -> f64;
+    /// Sets when the scheduler's host expects running job `i`'s current run
+    /// to end (by default its predicted end), as [`SimView::running_ends`]
+    /// and [`SimView::earliest_fit`] report it.
+    fn set_forecast_end(&mut self, i: usize, end: f64);
 
     /// Starts pending job `i` on `shape`, predicted at `iter_s` seconds per
     /// iteration; false (nothing changed) if it cannot start there now.

@@ -189,6 +189,7 @@ pub fn answer(snap: &Snapshot, est: &Estimator, times: &mut TimeCache, cfg: &Con
         replan: cfg.placement.replan,
         max_slowdown: cfg.placement.replan_max_slowdown,
         wait_test: cfg.placement.replan_wait_test,
+        declared: cfg.declared.clone(),
         ..Default::default()
     };
     opts.asrpt.aging_bound_s = cfg.ordering.aging_bound_s;

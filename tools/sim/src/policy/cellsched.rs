@@ -7,7 +7,10 @@
 //!   and if starting there now is predicted to finish no later than waiting
 //!   for the planned Cell — otherwise the job waits. Waiting is estimated as
 //!   the earliest time the planned Cell's shape fits (running jobs' GPUs
-//!   released node by node at their predicted ends, [`SimView::earliest_fit`]),
+//!   released node by node at the end of their time limits, where Slurm's
+//!   backfill expects them to end and job_submit's wait test reads it:
+//!   the declared limit tightened to the declared work, `[declared]`;
+//!   [`SimView::earliest_fit`], `CellschedPolicy::forecast_end`),
 //!   plus the work queued ahead of the job on that type (GPU-seconds of the
 //!   non-aged jobs earlier in the A-SRPT order that did not start, over the
 //!   type's GPUs: `Backlog`) — at least the time the job has already waited
@@ -80,6 +83,7 @@ use cellsched_core::config::Config;
 use cellsched_core::deadline::{DeadlineConfig, DeadlineLedger};
 use cellsched_core::freezing::{FreezeMode, FreezeProfile};
 use cellsched_core::config::ElasticConfig;
+use cellsched_core::declared::DeclaredConfig;
 use cellsched_core::placement::{self, DeadlineWork, LoadView, Sizable, SizingRule};
 use crate::elastic::ElasticHost;
 use std::collections::HashMap;
@@ -182,6 +186,10 @@ pub struct CellschedOptions {
     /// Reconfiguration of running elastic jobs (`[elastic]`; `enabled`
     /// false: never).
     pub elastic: ElasticConfig,
+    /// Time limits of declared work (`[declared]`): the limit job_submit
+    /// gives a run is where slurmctld expects it to end
+    /// (`CellschedPolicy::forecast_end`).
+    pub declared: DeclaredConfig,
     /// Each user's deadline urgency budget (`[deadline]`), applied at
     /// arrival by core's rule ([`DeadlineLedger::gate`]).
     pub deadline: DeadlineConfig,
@@ -265,6 +273,7 @@ impl CellschedOptions {
             replan_min_gain: p.replan_min_gain,
             replan_cooldown_s: p.replan_cooldown_s,
             elastic: cfg.elastic.clone(),
+            declared: cfg.declared.clone(),
         }
     }
 
@@ -620,6 +629,29 @@ impl CellschedPolicy {
         }
         let p = self.plan(i);
         Some(v.without_wanted(&p.ideal.gpu_type, u64::from(p.ideal.gpus)))
+    }
+
+    /// When slurmctld expects running job `i`'s run to end: at the end of
+    /// its time limit, which is what Slurm's backfill forecasts with and so
+    /// what job_submit's wait test and the elastic rule read. The limit is
+    /// the job's declared one (trace column `deadline`), tightened to its
+    /// declared work as job_submit does ([`placement::bounded_limit`],
+    /// `[declared]`); under `started_by_slurm`, as submitted (what the
+    /// modelled backfill plans with). A job without any limit keeps its
+    /// predicted end.
+    fn forecast_end(&self, sim: &dyn SimView, i: usize) -> f64 {
+        let j = sim.job(i);
+        if self.gate.is_some() {
+            return j.alloc_time + declared_limit(sim, i);
+        }
+        let declared_min = if j.spec.deadline > 0.0 { (j.spec.deadline / 60.0).ceil().min(f64::from(u32::MAX - 1)) as u32 } else { 0 };
+        let iters = (j.iters().is_finite() && j.iters() >= 1.0).then(|| j.iters().ceil() as u64);
+        let limit_min = placement::bounded_limit(declared_min, iters, j.pred_iter_s, &self.opts.declared).unwrap_or(declared_min);
+        if limit_min == 0 {
+            j.pred_end
+        } else {
+            j.alloc_time + f64::from(limit_min) * 60.0
+        }
     }
 
     /// Job `i`'s deadline work now (trace column `due`): the iterations it
@@ -1107,6 +1139,8 @@ impl Policy for CellschedPolicy {
                             None => sim.start(i, shape, iter_s),
                         };
                         if ok {
+                            let end = self.forecast_end(sim, i);
+                            sim.set_forecast_end(i, end);
                             started.push(i);
                             if let Some(w) = self.wanted.get_mut(plan_t) {
                                 *w = w.saturating_sub(u64::from(plan_gpus));
@@ -1358,7 +1392,7 @@ mod tests {
         // (`core::elastic::decide` with `PlacementChooser`, the estimator's
         // `ranked_for` + `choose_ranked_under_load`): same inputs, same
         // reconfigurations.
-        use cellsched_core::declared::DeclaredConfig;
+
         use cellsched_core::elastic::{self, DecideContext, PlacementChooser};
         let hold = |id: &str, gpus, ty: &str| crate::trace::TraceJob { model_name: "mystery".into(), ..job(id, 0.0, 3_000, gpus, ty, 3_000.0) };
         let mut e = job("e", 1.0, 400_000, 1, "a100", 0.0);
@@ -1393,14 +1427,15 @@ mod tests {
 
     /// One policy, two hosts, re-planning: job B's planned Cell (a100) is
     /// busy with A, a v100 is free. The simulator's policy and job_submit's
-    /// `plan_moves_cached`, given the same wait (A's predicted end, nothing
-    /// queued, B's work), both move B to the v100 exactly when that is
-    /// predicted to finish first (`core::placement::PlanWait`), over A's
-    /// lengths on both sides of the break-even point.
+    /// `plan_moves_cached`, given the same wait (the end of A's time limit
+    /// as job_submit sets it, which is Slurm's forecast; nothing queued; B's
+    /// work), both move B to the v100 exactly when that is predicted to
+    /// finish first (`core::placement::PlanWait`), over A's lengths on both
+    /// sides of the break-even point.
     #[test]
     fn simulator_and_job_submit_make_the_same_replanning_decisions() {
         use cellsched_core::config::PlacementConfig;
-        use cellsched_core::declared::DeclaredConfig;
+
         use cellsched_core::estimator::{Estimator, JobSpec};
         use cellsched_core::gpu::GpuCatalog;
         use cellsched_core::model::ModelCatalog;
@@ -1414,7 +1449,10 @@ mod tests {
         let busy = vec![node("a100-1", "a100", 0), node("v100-1", "v100", 1)];
         let est = Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin());
         let cfg = PlacementConfig::default();
-        let (model, batch, b_iters) = ("gpt__125M", 8, 200u64);
+        let (model, batch, b_iters) = ("gpt__125M", 8, 20_000u64);
+        // Limits of the declared work alone (no slack, no grace): the break-even
+        // point stays where the work is; whole minutes, as Slurm keeps them.
+        let declared = DeclaredConfig { slack: 1.0, grace_s: 0.0, ..Default::default() };
         let req = SubmitRequest {
             env: vec![format!("{}={model}", DlKey::Model.env_key()), format!("{}={batch}", DlKey::Batch.env_key())],
             ..Default::default()
@@ -1431,10 +1469,12 @@ mod tests {
             deadline_work: None,
         };
         let mut outcomes = std::collections::BTreeSet::new();
-        for a_iters in [20u64, 100, 200, 400, 800, 1600, 3200] {
-            // Plugin host: B pending at t = 1 (waited 0), A's end its Slurm forecast.
-            let wait = PlanWait { plan_free_at_s: a_iters as f64 * d.iter_s, queue_ahead_s: 0.0, waited_s: 0.0, rem_plan_s: b_iters as f64 * d.iter_s };
-            let moves = placement::plan_moves_cached(&[(&b, Some(wait))], &busy, &cfg, &DeclaredConfig::default(), &est, None, 1.0);
+        for a_iters in [2_000u64, 10_000, 20_000, 40_000, 80_000, 160_000, 320_000] {
+            // Plugin host: B pending at t = 1 (waited 0), A's end its Slurm
+            // forecast: A started at 0 with the limit job_submit gave it.
+            let a_limit_min = placement::bounded_limit(0, Some(a_iters), d.iter_s, &declared).expect("a limit from the declared work");
+            let wait = PlanWait { plan_free_at_s: f64::from(a_limit_min) * 60.0, queue_ahead_s: 0.0, waited_s: 0.0, rem_plan_s: b_iters as f64 * d.iter_s };
+            let moves = placement::plan_moves_cached(&[(&b, Some(wait))], &busy, &cfg, &declared, &est, None, 1.0);
             let plugin_moves = moves.first().map(|m| m.to.cell.gpu_type.clone());
             // Simulator host: A at 0 and B at 1, both planned on the a100.
             let mut ja = job("a", 0.0, a_iters, 1, "a100", 0.0);
@@ -1443,7 +1483,7 @@ mod tests {
                 j.model_name = model.to_string();
                 j.batch_size = batch;
             }
-            let mut pol = CellschedPolicy::new(CellschedOptions { max_gpu_factor: 1.0, ..Default::default() }).unwrap();
+            let mut pol = CellschedPolicy::new(CellschedOptions { max_gpu_factor: 1.0, declared: declared.clone(), ..Default::default() }).unwrap();
             let mut rec = Recording { inner: &mut pol, starts: Vec::new() };
             let times = crate::core_times::CoreTimes::from_estimator(Estimator::new(GpuCatalog::builtin(), ModelCatalog::builtin()), None);
             let mut cache = crate::times::TimeCache::new(Box::new(times));
@@ -1544,14 +1584,47 @@ mod tests {
         assert_eq!(jct, vec![Some(200.0), Some(219.0)]);
     }
 
+    /// The defaults with no time limits from declared work (`[declared]
+    /// policy = "off"`): trace jobs without a declared limit are then
+    /// forecast to end at their predicted ends, which keeps hand
+    /// computations in seconds.
+    fn predicted_ends() -> CellschedOptions {
+        CellschedOptions { declared: DeclaredConfig { policy: cellsched_core::declared::OverrunPolicy::Off, ..Default::default() }, ..Default::default() }
+    }
+
     #[test]
     fn waits_for_the_planned_cell_when_that_finishes_sooner() {
         // A (a100, 0..100). B (t=1, 100 iters) plans a100: v100 would finish at
         // 201, waiting finishes at 200: B waits.
         let jobs = [job("a", 0.0, 100, 1, "a100", 0.0), job("b", 1.0, 100, 1, "a100", 0.0)];
-        let (m, jct) = run(&mut CellschedPolicy::new(CellschedOptions::default()).unwrap(), two_types(), &jobs, times());
+        let (m, jct) = run(&mut CellschedPolicy::new(predicted_ends()).unwrap(), two_types(), &jobs, times());
         assert_eq!(jct, vec![Some(100.0), Some(199.0)]);
         assert_eq!(m.replans, 0);
+    }
+
+    /// slurmctld forecasts a running job's end at the end of its time limit
+    /// (Slurm's backfill), and job_submit's wait test reads that forecast:
+    /// the simulator waits for a busy planned Cell only when the limit of
+    /// the job holding it says it frees up in time.
+    #[test]
+    fn a_running_job_is_forecast_to_end_at_its_time_limit() {
+        // A (a100, 50 iters: 0..50); B (t=1, 100 iters) plans a100; v100
+        // would finish B at 1 + 200 = 201.
+        let jobs = |a_limit: f64| [job("a", 0.0, 50, 1, "a100", a_limit), job("b", 1.0, 100, 1, "a100", 0.0)];
+        // A declared 60 s (1 minute): a100 forecast free at 60, B would
+        // finish there at 160 < 201: B waits and runs 50..150.
+        let (m, jct) = run(&mut CellschedPolicy::new(CellschedOptions::default()).unwrap(), two_types(), &jobs(60.0), times());
+        assert_eq!(jct, vec![Some(50.0), Some(149.0)]);
+        assert_eq!(m.replans, 0);
+        // No declared limit: job_submit gives A 50 s x slack 3 + 1,800 s
+        // grace = 33 minutes, so the a100 is forecast busy until 1,980: B
+        // takes the free v100 at 1 (1..201).
+        let (m, jct) = run(&mut CellschedPolicy::new(CellschedOptions::default()).unwrap(), two_types(), &jobs(0.0), times());
+        assert_eq!(jct, vec![Some(50.0), Some(200.0)]);
+        assert_eq!(m.replans, 1);
+        // Forecasting by predicted ends instead, B waits for A's predicted end.
+        let (_, jct) = run(&mut CellschedPolicy::new(predicted_ends()).unwrap(), two_types(), &jobs(0.0), times());
+        assert_eq!(jct, vec![Some(50.0), Some(149.0)]);
     }
 
     #[test]
@@ -1591,7 +1664,7 @@ mod tests {
             job("c", 2.0, 40, 1, "a100", 0.0),
             job("d", 3.0, 40, 1, "a100", 0.0),
         ];
-        let (m, jct) = run(&mut CellschedPolicy::new(CellschedOptions::default()).unwrap(), two_types(), &jobs, t());
+        let (m, jct) = run(&mut CellschedPolicy::new(predicted_ends()).unwrap(), two_types(), &jobs, t());
         assert_eq!(jct, vec![Some(14.0), Some(10.0), Some(53.0), Some(92.0), Some(107.0)]);
         assert_eq!(m.replans, 1);
         // Ignoring the queue (each job sees only A's end, 14 + 40 = 54 < 110)
@@ -1636,7 +1709,7 @@ mod tests {
             job("d", 21.0, 10, 1, "a100", 0.0),
         ];
         let opts = |g| {
-            let mut o = CellschedOptions { aged_guard: g, ..Default::default() }.without(&[Ablation::CellSearch]);
+            let mut o = CellschedOptions { aged_guard: g, ..predicted_ends() }.without(&[Ablation::CellSearch]);
             o.asrpt.aging_bound_s = 10.0;
             o.asrpt.aging_factor = 0.0; // the bound alone
             o
@@ -1778,6 +1851,15 @@ mod tests {
             );
             assert_eq!((e.grow_margin, e.start_s_per_bparam), (grow_margin, start_s_per_bparam));
             assert_eq!(CellschedPolicy::new(o.clone()).unwrap().elastic.is_some(), enabled);
+            // [declared]: the time limits job_submit sets are where slurmctld
+            // expects running jobs to end (CellschedPolicy::forecast_end).
+            let DeclaredConfig {
+                policy,
+                slack,
+                grace_s,
+                distrust_s: _, // whose declarations rank jobs; trace jobs are all trusted
+            } = cfg.declared.clone();
+            assert_eq!((o.declared.policy, o.declared.slack, o.declared.grace_s), (policy, slack, grace_s));
             o
         };
         // Without a file: exactly the plugins' defaults (issue: --max-gpu-factor was 1 here, 4 there).
@@ -1793,10 +1875,12 @@ mod tests {
                     [ordering]\nenabled = false\naging_bound_s = 100.0\naging_factor = 3.0\nrank_by = \"time\"\n\
                     deadline_slack_factor = 2.0\naged_lane = 3\n\
                     [elastic]\nenabled = false\ninterval_s = 30\nmax_per_hour = 5\nmin_run_s = 60\ngrace_s = 30\nrestart_cost_s = 20.0\n\
-                    checkpoint_write_gbs = 2.0\ncheckpoint_read_gbs = 3.0\nstart_s = 10.0\nstart_s_per_bparam = 5.0\nmin_gain = 1.0\npreempt_ratio = 0.25\ngrow_margin = 0.1\n";
+                    checkpoint_write_gbs = 2.0\ncheckpoint_read_gbs = 3.0\nstart_s = 10.0\nstart_s_per_bparam = 5.0\nmin_gain = 1.0\npreempt_ratio = 0.25\ngrow_margin = 0.1\n\
+                    [declared]\npolicy = \"off\"\nslack = 2.0\ngrace_s = 60.0\n";
         let cfg = Config::from_toml_str(text, "test.toml").unwrap();
         let o = check(&cfg);
         assert_eq!((o.replan_min_gain, o.replan_cooldown_s, o.elastic.interval_s, o.elastic.preempt_ratio), (0.2, 60, 30, 0.25));
+        assert_eq!((o.declared.slack, o.declared.grace_s), (2.0, 60.0));
         assert_eq!(o.name(), "cellsched-no-cell-search-no-srpt-no-replan-no-load-sizing-no-elastic");
         assert!(!o.wait_test && o.max_gpus == 8 && o.allowed_gpu_types == ["v100"] && o.elastic.grow_margin == 0.1 && o.elastic.start_s_per_bparam == 5.0);
     }
