@@ -11,6 +11,7 @@
 //! model: the part of the held-out type's times that depends on the batch
 //! and the Cell differently than on the other types.
 use crate::data::Point;
+use cellsched_core::estimator::median;
 use std::collections::BTreeMap;
 
 /// The floor on one GPU type.
@@ -29,15 +30,6 @@ type CellKey = (String, u32, u32, u32);
 
 fn key(p: &Point) -> CellKey {
     (p.model.clone(), p.rec.batch, p.rec.nodes, p.rec.gpus_per_node)
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
-    }
 }
 
 /// The floor per GPU type (types with no point measured elsewhere are
@@ -62,13 +54,13 @@ pub fn cross_type_floor(points: &[Point]) -> (Vec<TypeFloor>, Option<f64>) {
     }
     let mut per_type: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for ((ty, _), v) in &pairs {
-        let mut logs: Vec<f64> = v.iter().map(|(m, b)| m - b).collect();
-        let factor = median(&mut logs);
+        let logs: Vec<f64> = v.iter().map(|(m, b)| m - b).collect();
+        let factor = median(&logs);
         per_type.entry(ty).or_default().extend(v.iter().map(|(m, b)| (b + factor - m).exp() - 1.0).map(f64::abs));
     }
-    let mut all: Vec<f64> = per_type.values().flatten().copied().collect();
-    let rows = per_type.into_iter().map(|(t, mut v)| TypeFloor { gpu_type: t.to_string(), n: v.len(), median_ape: median(&mut v) }).collect();
-    (rows, (!all.is_empty()).then(|| median(&mut all)))
+    let all: Vec<f64> = per_type.values().flatten().copied().collect();
+    let rows = per_type.into_iter().map(|(t, v)| TypeFloor { gpu_type: t.to_string(), n: v.len(), median_ape: median(&v) }).collect();
+    (rows, (!all.is_empty()).then(|| median(&all)))
 }
 
 #[cfg(test)]

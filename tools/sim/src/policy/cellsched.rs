@@ -1392,7 +1392,6 @@ mod tests {
         // (`core::elastic::decide` with `PlacementChooser`, the estimator's
         // `ranked_for` + `choose_ranked_under_load`): same inputs, same
         // reconfigurations.
-
         use cellsched_core::elastic::{self, DecideContext, PlacementChooser};
         let hold = |id: &str, gpus, ty: &str| crate::trace::TraceJob { model_name: "mystery".into(), ..job(id, 0.0, 3_000, gpus, ty, 3_000.0) };
         let mut e = job("e", 1.0, 400_000, 1, "a100", 0.0);
@@ -1435,7 +1434,6 @@ mod tests {
     #[test]
     fn simulator_and_job_submit_make_the_same_replanning_decisions() {
         use cellsched_core::config::PlacementConfig;
-
         use cellsched_core::estimator::{Estimator, JobSpec};
         use cellsched_core::gpu::GpuCatalog;
         use cellsched_core::model::ModelCatalog;
