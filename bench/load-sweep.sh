@@ -21,16 +21,20 @@
 # LEARN_AFTER=SECONDS: the knowledge learns each run's measured iteration time
 # that long after it starts (`cellsched sim --learn-after`: a site importing
 # its jobs' measurements, `cellsched report --profile-rows`); default: it does not.
+# REPLICAS=N: each cell runs the trace and N-1 replicas with every submission
+# moved by up to JITTER_S seconds (default 60); tables and verdicts use the
+# geometric mean over the runs (`bench table --replicas`), the summary lines
+# the spread of cellsched / best other over them. Default 1 (one run).
 # Usage: bench/load-sweep.sh [OUTDIR]
 #   (env: CELLSCHED=binary, SEEDS="1 2 3", ELASTIC_JOBS=trace|all|none, ELASTIC_SHARE=0,
-#    TRUTH=bench/truth/gavel-truth.csv, LEARN_AFTER=)
+#    TRUTH=bench/truth/gavel-truth.csv, LEARN_AFTER=, REPLICAS=1, JITTER_S=60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${CELLSCHED:-target/release/cellsched}
 OUT=${1:-$(mktemp -d /tmp/cellsched-load-sweep.XXXXXX)}
 SEEDS=${SEEDS:-"1 2 3"}
 SIZES="--grow 4,2 --shrink 1,2,4,8"
-ELASTIC="--elastic-jobs ${ELASTIC_JOBS:-trace}${LEARN_AFTER:+ --learn-after $LEARN_AFTER}"
+ELASTIC="--elastic-jobs ${ELASTIC_JOBS:-trace}${LEARN_AFTER:+ --learn-after $LEARN_AFTER} --replicas ${REPLICAS:-1} --jitter-s ${JITTER_S:-60}"
 mkdir -p "$OUT"
 RT="--restart-truth bench/truth/h200-restart.csv"
 TRUTH=${TRUTH:-bench/truth/gavel-truth.csv}

@@ -94,6 +94,32 @@ fn bench_policies_prints_ratios_against_slurm() {
     }
 }
 
+/// `bench table --replicas`: the trace as is plus jittered replicas; the
+/// cell's row is the geometric mean of the runs' average JCT, and the first
+/// run is the single-run table's.
+#[test]
+fn bench_table_replicas_average_over_jittered_runs() {
+    let args = ["bench", "table", "--trace", "etc/sim/trace.csv", "--cluster", "etc/sim/cluster.toml", "--shrink", "1", "--baselines", "gavel", "--ablations", "srpt", "--json"];
+    let run = |extra: &[&str]| {
+        let out = cellsched(&[&args[..], extra].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
+    };
+    let one = run(&[]);
+    let three = run(&["--replicas", "3", "--jitter-s", "600"]);
+    assert!(one["replicas"].is_null());
+    let reps = three["replicas"].as_array().unwrap();
+    assert_eq!(reps.len(), 3);
+    for (p, row) in three["runs"].as_array().unwrap().iter().enumerate() {
+        let each: Vec<f64> = reps.iter().map(|r| r[p]["avg_jct_s"].as_f64().unwrap()).collect();
+        let geo = (each.iter().map(|x| x.ln()).sum::<f64>() / 3.0).exp();
+        assert!((row["avg_jct_s"].as_f64().unwrap() - geo).abs() < 1e-6 * geo, "{row}");
+        assert_eq!(reps[0][p]["avg_jct_s"], one["runs"][p]["avg_jct_s"], "the first run is the trace as is");
+    }
+    let out = cellsched(&[&args[..], &["--replicas", "0"]].concat());
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("replicas"));
+}
+
 #[test]
 fn convert_gavel_on_shared_trace() {
     let shared = root().join("../shared/data/gavel/philly-2869ce.trace");
