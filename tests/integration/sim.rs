@@ -118,6 +118,8 @@ fn bench_table_replicas_average_over_jittered_runs() {
     }
     let out = cellsched(&[&args[..], &["--replicas", "0"]].concat());
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("replicas"));
+    let out = cellsched(&[&args[..], &["--replicas", "2", "--jitter-s=-5"]].concat());
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--jitter-s"));
 }
 
 #[test]

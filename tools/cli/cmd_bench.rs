@@ -225,6 +225,9 @@ const ACCEPT_RATIO: f64 = 1.02;
 
 fn table(a: TableArgs) -> Result<()> {
     a.tuning.validate_for(a.truth.as_deref())?;
+    if !(a.jitter_s.is_finite() && a.jitter_s >= 0.0) {
+        bail!("--jitter-s must be a number of seconds >= 0, got {}", a.jitter_s);
+    }
     let base = a.tuning.cellsched()?;
     let mut runs: Vec<(String, Vec<Ablation>)> = vec![("cellsched".into(), vec![])];
     runs.extend(a.baselines.iter().map(|b| (b.clone(), vec![])));
@@ -295,7 +298,7 @@ fn table(a: TableArgs) -> Result<()> {
                     println!(
                         "runs per cell:       {} (the trace, then submissions moved by up to {} s); avg, p99 JCT and makespan: geometric mean over the runs; the rest: mean (finished: fewest)",
                         replicas.len(),
-                        a.jitter_s.abs()
+                        a.jitter_s
                     );
                 }
             }
@@ -339,9 +342,10 @@ fn to_best_other(rows: &[Metrics]) -> (usize, f64) {
 }
 
 /// One row per policy over the runs of a cell (`replicas[r][policy]`):
-/// geometric mean of average and p99 JCT and makespan, mean of GPU-hours,
-/// reconfigurations per job, restart hours and deadlines met, fewest
-/// finished; the other fields from the first run (the trace as is).
+/// geometric mean of average, median and p99 JCT and makespan, mean of
+/// queueing time, GPU-hours, reconfigurations per job, restart hours and
+/// deadlines met, fewest finished; the other fields (GPU utilisation,
+/// counters, sources) from the first run (the trace as is).
 fn over_replicas(replicas: &[Vec<Metrics>]) -> Vec<Metrics> {
     let n = replicas.len() as f64;
     let geo = |f: &dyn Fn(&Metrics) -> f64, p: usize| (replicas.iter().map(|r| f(&r[p]).max(1e-9).ln()).sum::<f64>() / n).exp();
@@ -353,6 +357,8 @@ fn over_replicas(replicas: &[Vec<Metrics>]) -> Vec<Metrics> {
         .map(|p| Metrics {
             avg_jct_s: geo(&|m| m.avg_jct_s, p),
             p99_jct_s: geo(&|m| m.p99_jct_s, p),
+            median_jct_s: geo(&|m| m.median_jct_s, p),
+            avg_queue_s: mean(&|m| m.avg_queue_s, p),
             makespan_s: geo(&|m| m.makespan_s, p),
             gpu_hours: mean(&|m| m.gpu_hours, p),
             reconfs_per_job: mean(&|m| m.reconfs_per_job, p),
